@@ -1,0 +1,42 @@
+// ModelConfig: the hyper-parameters of a Llama-style decoder, whatever file format they came from.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace llm {
+
+struct RopeScaling {
+  std::string type = "none";  // "none" or "llama3"
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  std::string architecture = "llama";  // for messages
+  int dim = 0;           // hidden_size
+  int hidden_dim = 0;    // intermediate_size (SwiGLU width)
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;      // q/k/v head size; dim need not equal n_heads * head_dim
+  int vocab_size = 0;
+  int max_seq_len = 0;   // max_position_embeddings / llama2.c seq_len
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  bool tied_embeddings = true;
+  int bos_id = 1;
+  std::vector<int> eos_ids{2};
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+  // Checks internal consistency (positive sizes, heads divisible by kv heads, even head_dim); throws llm::Error.
+  void validate(const std::string& where) const;
+};
+
+// The head_dim/2 rotary inverse frequencies, pair i using theta^(-2i/head_dim), with llama3 scaling applied.
+std::vector<float> rope_inv_freq(const ModelConfig& c);
+
+}  // namespace llm

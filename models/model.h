@@ -1,0 +1,50 @@
+// Model: a checkpoint opened from any supported format, as a config plus weights by role.
+// models/ knows file formats and configs; nothing of GPUs or of text.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+#include "models/tensor.h"
+
+namespace llm {
+
+struct LayerWeights {
+  HostTensor attn_norm;  // [dim]
+  HostTensor wq;         // [n_heads * head_dim, dim]     interleaved RoPE rows
+  HostTensor wk;         // [n_kv_heads * head_dim, dim]  interleaved RoPE rows
+  HostTensor wv;         // [n_kv_heads * head_dim, dim]
+  HostTensor wo;         // [dim, n_heads * head_dim]
+  HostTensor ffn_norm;   // [dim]
+  HostTensor w_gate;     // [hidden_dim, dim]   (w1)
+  HostTensor w_up;       // [hidden_dim, dim]   (w3)
+  HostTensor w_down;     // [dim, hidden_dim]   (w2)
+};
+
+struct ModelWeights {
+  HostTensor embedding;               // [vocab, dim]
+  std::vector<LayerWeights> layers;   // n_layers
+  HostTensor final_norm;              // [dim]
+  HostTensor head;                    // [vocab, dim]; the embedding itself when tied
+};
+
+struct Model {
+  std::string source;          // what was opened (path or synthetic:NAME), for messages
+  std::string format;          // "hf", "llama2c", "synthetic"
+  ModelConfig config;
+  ModelWeights weights;
+  std::string tokenizer_path;  // tokenizer.model found beside the weights, or empty
+};
+
+// Opens a Hugging Face directory, a llama2.c .bin, or "synthetic:NAME". Throws llm::Error with a one-line message.
+Model load_model(const std::string& path);
+
+// llama2.c checkpoint (.bin). Exposed for tests.
+Model load_llama2c(const std::string& path);
+// Hugging Face directory with config.json and (sharded) safetensors. Exposed for tests.
+Model load_hf_dir(const std::string& dir);
+// Exact-shape model with counter-based weights (core/counter_rng.h); names listed by synthetic_model_names().
+Model load_synthetic(const std::string& name, uint64_t seed = 0);
+std::vector<std::string> synthetic_model_names();
+
+}  // namespace llm

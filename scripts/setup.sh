@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs everything the project needs on a fresh Debian or Ubuntu machine (system packages by name).
+# The CUDA toolkit is optional: where nvcc exists, the CUDA engine is built too.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config git
+      libsentencepiece-dev nlohmann-json3-dev libgtest-dev googletest
+      python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
