@@ -1,0 +1,61 @@
+// Device ops of the decode engine other than the GEMV mappings (those are in kernels/gemv.h).
+// Activations are FP32 on the device; weights and the KV cache are BF16 bits (uint16_t).
+// Every op takes positions from DEVICE memory (d_pos) where they vary per token, so that a whole decode step can be
+// captured once as a CUDA graph and replayed. No op allocates or synchronises.
+// RoPE convention: interleaved pairs (2i, 2i+1), pair i rotating by pos * inv_freq[i] (see models/tensor.h).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace llm {
+
+// out[t, :] = FP32(table[d_tokens[t], :]) for t < n_tokens.
+void embed_lookup(const uint16_t* table, const int* d_tokens, int n_tokens, int dim, float* out, cudaStream_t s);
+
+// out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w[:]   (w FP32). out may alias x.
+void rmsnorm(const float* x, const float* w, float* out, int rows, int dim, float eps, cudaStream_t s);
+// Same, BF16 output (the input of a cuBLAS prefill GEMM).
+void rmsnorm_bf16(const float* x, const float* w, uint16_t* out, int rows, int dim, float eps, cudaStream_t s);
+
+// In place: q [n_tokens, n_heads, head_dim] and k [n_tokens, n_kv_heads, head_dim] at positions *d_pos0 + t.
+void rope(float* q, float* k, const float* inv_freq, const int* d_pos0, int n_tokens, int n_heads, int n_kv_heads,
+          int head_dim, cudaStream_t s);
+
+// Writes k, v [n_tokens, kv_dim] (FP32) as BF16 into caches [ctx, kv_dim] at rows *d_pos0 .. *d_pos0 + n_tokens - 1.
+void kv_store(const float* k, const float* v, uint16_t* k_cache, uint16_t* v_cache, const int* d_pos0, int n_tokens,
+              int kv_dim, cudaStream_t s);
+
+// Decode attention for one token at position *d_pos (attends to cache rows 0..*d_pos), grouped-query heads,
+// split over the KV range across blocks and merged (flash-decoding) so long contexts fill the GPU.
+// q [n_heads * head_dim], out [n_heads * head_dim]. Scratch sized by attention_decode_scratch_bytes(), allocated once.
+size_t attention_decode_scratch_bytes(int n_heads, int head_dim, int max_ctx);
+void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos,
+                      int n_heads, int n_kv_heads, int head_dim, int max_ctx, float* out, void* scratch,
+                      cudaStream_t s);
+
+// Causal prefill attention: queries q [n_tokens, n_heads * head_dim] at positions pos0 .. pos0 + n_tokens - 1 over
+// cache rows 0 .. pos0 + n_tokens - 1 (already stored). out [n_tokens, n_heads * head_dim].
+void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int pos0, int n_tokens,
+                       int n_heads, int n_kv_heads, int head_dim, float* out, cudaStream_t s);
+
+// out[i] = silu(gate[i]) * up[i]
+void swiglu(const float* gate, const float* up, float* out, size_t n, cudaStream_t s);
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, size_t n, cudaStream_t s);
+void convert_f32_to_bf16(const float* x, uint16_t* out, size_t n, cudaStream_t s);
+void convert_bf16_to_f32(const uint16_t* x, float* out, size_t n, cudaStream_t s);
+
+// Sampling on the device, the rule of engine/sampler.h: temperature 0 -> argmax (lowest index on ties); otherwise
+// softmax(logits / T), top-k (0 = off), top-p, and one uniform number u in [0, 1). Writes the id to *d_out.
+size_t sample_scratch_bytes(int vocab);
+void sample_device(const float* logits, int vocab, float temperature, int top_k, float top_p, float u, int* d_out,
+                   void* scratch, cudaStream_t s);
+
+// Synthetic weights generated in place (core/counter_rng.h), rounded to BF16, rows in engine order: engine row r
+// reads generator row file_row(r) (rope_head_dim != 0: rotate-half -> interleaved permutation, models/tensor.h).
+void fill_synthetic_bf16(uint16_t* out, int64_t rows, int64_t cols, uint64_t seed, uint64_t tensor_id, float offset,
+                         float scale, int rope_head_dim, cudaStream_t s);
+
+}  // namespace llm

@@ -1,0 +1,45 @@
+// Tokenizer: text <-> token ids through the sentencepiece library (tokenizer.model), plus a streaming decoder that
+// never emits half a UTF-8 character when a character is split across byte-fallback tokens.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llm {
+
+class Tokenizer {
+ public:
+  // Loads a sentencepiece model; throws llm::Error naming the path when it is missing or unreadable.
+  static std::unique_ptr<Tokenizer> load(const std::string& path);
+  virtual ~Tokenizer() = default;
+
+  virtual int vocab_size() const = 0;
+  virtual int bos_id() const = 0;
+  virtual int eos_id() const = 0;
+  // Encodes text as the library does (leading-space rule included), with BOS first when add_bos.
+  virtual std::vector<int> encode(const std::string& text, bool add_bos) const = 0;
+  // Decodes a whole sequence to text, as the library does.
+  virtual std::string decode(const std::vector<int>& ids) const = 0;
+  // The piece string of one id (for display and debugging).
+  virtual std::string piece(int id) const = 0;
+};
+
+// Streaming decode: feed ids one at a time, get back only complete UTF-8 text. Handles byte-fallback tokens
+// (<0xE2> <0x82> <0xAC> -> "€") and the leading-space rule (the first piece's "▁" becomes no space when
+// strip_leading_space, as llama2.c prints after BOS).
+class StreamDecoder {
+ public:
+  StreamDecoder(const Tokenizer& tok, bool strip_leading_space = true);
+  // Returns the text that is now complete (possibly empty).
+  std::string push(int id);
+  // Returns whatever is still held (invalid trailing bytes become U+FFFD).
+  std::string flush();
+
+ private:
+  const Tokenizer& tok_;
+  bool strip_leading_space_;
+  bool first_ = true;
+  std::string pending_;  // bytes of an incomplete UTF-8 character
+};
+
+}  // namespace llm
