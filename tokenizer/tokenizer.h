@@ -22,11 +22,26 @@ class Tokenizer {
   virtual std::string decode(const std::vector<int>& ids) const = 0;
   // The piece string of one id (for display and debugging).
   virtual std::string piece(int id) const = 0;
+
+  // What StreamDecoder needs to rebuild decode() one id at a time, as the library classifies pieces.
+  enum class PieceKind { kText, kControl, kUnknown, kByte };  // kControl (<s>, </s>) decodes to nothing
+  virtual PieceKind piece_kind(int id) const = 0;
+  // decode()'s text for an unknown id (the model's unk_surface, " ⁇ " by default).
+  virtual std::string unk_surface() const = 0;
+  // Which leading "▁" decode() drops while no text has been produced yet: none, the first one
+  // (add_dummy_prefix), or every one (remove_extra_whitespaces).
+  enum class LeadingSpace { kKeep, kDropFirst, kDropAll };
+  virtual LeadingSpace leading_space() const = 0;
 };
 
 // Streaming decode: feed ids one at a time, get back only complete UTF-8 text. Handles byte-fallback tokens
 // (<0xE2> <0x82> <0xAC> -> "€") and the leading-space rule (the first piece's "▁" becomes no space when
 // strip_leading_space, as llama2.c prints after BOS).
+// The rule, exactly: push()+flush() over a sequence == decode() of it when strip_leading_space (control ids are
+// skipped, so "<s> ▁Once" gives "Once"); without it, the same except that the leading "▁"s decode() drops (see
+// Tokenizer::leading_space) come out as spaces. Bytes of a character split across byte tokens are held until it is
+// complete; a non-byte id or flush() ends the run and each byte that cannot start a valid character becomes
+// U+FFFD, as decode() does, so no output is ever malformed UTF-8.
 class StreamDecoder {
  public:
   StreamDecoder(const Tokenizer& tok, bool strip_leading_space = true);
@@ -38,8 +53,10 @@ class StreamDecoder {
  private:
   const Tokenizer& tok_;
   bool strip_leading_space_;
-  bool first_ = true;
+  bool first_ = true;    // no text produced and no leading space dropped yet: decode()'s "at start" state
   std::string pending_;  // bytes of an incomplete UTF-8 character
+
+  std::string drain(bool run_ended);  // complete characters of pending_; all of it when run_ended
 };
 
 }  // namespace llm

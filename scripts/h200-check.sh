@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole GPU check on the H200 machine, in one call: GPU tests, sanitizer, HF comparison, benchmarks.
+# Expects scripts/stage-h200.sh's output in .stage/h200 (carried). Writes logs under $OUT; prints a table last.
+set -uo pipefail
+S=$PWD/.stage/h200
+export LD_LIBRARY_PATH=$S/bin:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# Tests find ../shared relative to the checkout they were built in (/work/main): recreate that layout.
+mkdir -p /work; [ -e /work/main ] || ln -s "$PWD" /work/main; [ -e /work/shared ] || ln -s "$S/shared" /work/shared
+step() { echo; echo "=== $* ==="; }
+sections=${SECTIONS:-"info gpu_tests bench"}
+for sec in $sections; do
+  case $sec in
+    info) step info; nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv; ldd $S/bin/gpu_tests | grep "not found" ;;
+    gpu_tests) step gpu_tests; $S/bin/gpu_tests --gtest_brief=1 2>&1 | tee $OUT/gpu_tests.log | tail -40 ;;
+    cpu_tests) step cpu_tests; $S/bin/cpu_tests --gtest_brief=1 2>&1 | tail -20 ;;
+    sanitizer) step sanitizer
+      for tool in memcheck racecheck initcheck; do
+        compute-sanitizer --tool $tool --error-exitcode 9 $S/bin/gpu_tests --gtest_brief=1 \
+          --gtest_filter="${SAN_FILTER:-*Small*:*small*}" > $OUT/san_$tool.log 2>&1; echo "$tool rc=$?"; tail -3 $OUT/san_$tool.log
+      done ;;
+    bench) step gemv-bench; $S/bin/gemv-bench 2>&1 | tee $OUT/gemv_bench.md ;;
+    e2e) step e2e
+      for m in ${MAPPINGS:-warp thread colmajor cublas}; do
+        $S/bin/run-llama --model synthetic:llama3.1-8b --prompt-ids "${PROMPT_IDS:-128000,791,1888,315,9822,374,12366,13,578,1888,315,9822,374,12366,13,578}" \
+          -n 128 --ignore-eos --temp 0 --gemv $m 2>&1 >/dev/null | tail -4
+      done ;;
+  esac
+done

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Stages a CUDA build for the H200 test machine (docs: ../shared/docs/H200.md): the binaries, the one non-CUDA shared
+# library they need (libsentencepiece), and the small shared models, into .stage/h200 (git-ignored), to be carried.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${BUILD_DIR:-build}
+S=.stage/h200
+rm -rf "$S"; mkdir -p "$S/bin" "$S/shared/models"
+for exe in run-llama gpu_tests cpu_tests gemv-bench gemv-sectors make-hf-model ab-report; do
+  [ -x "$B/$exe" ] && cp "$B/$exe" "$S/bin/"
+done
+cp -L /usr/lib/x86_64-linux-gnu/libsentencepiece.so.0 "$S/bin/"
+cp -r ../shared/models/stories260K ../shared/models/llama2-tokenizer "$S/shared/models/"
+du -sh "$S"

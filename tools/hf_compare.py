@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Compare our engine's logits with Hugging Face transformers on the same Hugging Face directory.
+
+    python3 tools/hf_compare.py --model DIR --ids 128000,791,... --ours logits.f32 [--device cuda]
+
+`--ours` is what `run-llama --model DIR --prompt-ids IDS --dump-logits FILE` wrote: float32 [positions, vocab],
+teacher-forced (the logits after each prompt token). Transformers runs the same ids in FP32 math on the same weights.
+Prints the relative L2 error per position, the top-2 margin, and the first position whose greedy token differs.
+"""
+import argparse
+import sys
+
+import numpy as np
+import torch
+from transformers import LlamaForCausalLM
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--ids", required=True)
+    ap.add_argument("--ours", required=True)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--tol", type=float, default=2e-2)
+    args = ap.parse_args()
+    ids = [int(t) for t in args.ids.split(",")]
+    model = LlamaForCausalLM.from_pretrained(args.model, dtype=torch.float32, attn_implementation="eager")
+    model.to(args.device).eval()
+    with torch.no_grad():
+        ref = model(torch.tensor([ids], device=args.device), use_cache=False).logits[0].float().cpu().numpy()
+    ours = np.fromfile(args.ours, dtype=np.float32).reshape(-1, ref.shape[1])
+    n = min(len(ours), len(ref))
+    worst, first_diff = 0.0, None
+    print("| pos | rel L2 err | ours argmax | HF argmax | HF top-2 margin |")
+    print("| --- | --- | --- | --- | --- |")
+    for p in range(n):
+        err = float(np.linalg.norm(ours[p] - ref[p]) / np.linalg.norm(ref[p]))
+        top = np.argsort(ref[p])[::-1][:2]
+        margin = float(ref[p][top[0]] - ref[p][top[1]])
+        a, b = int(np.argmax(ours[p])), int(top[0])
+        if a != b and first_diff is None:
+            first_diff = p
+        worst = max(worst, err)
+        print(f"| {p} | {err:.2e} | {a} | {b} | {margin:.3f} |")
+    print(f"\nworst relative L2 error {worst:.2e} over {n} positions (tolerance {args.tol}); "
+          f"first greedy disagreement: {first_diff if first_diff is not None else 'none'}")
+    sys.exit(0 if worst <= args.tol else 1)
+
+
+if __name__ == "__main__":
+    main()
