@@ -18,9 +18,9 @@ int argmax(const float* x, int n) {
 int sample_cpu(const float* logits, int n, const SamplerParams& p, uint64_t step) {
   if (p.temperature <= 0.0f || p.top_k == 1) return argmax(logits, n);
   const float mx = logits[argmax(logits, n)];
-  std::vector<int> idx(size_t(n));
+  std::vector<int> idx(static_cast<size_t>(n));
   std::iota(idx.begin(), idx.end(), 0);
-  std::vector<double> prob(size_t(n));
+  std::vector<double> prob(static_cast<size_t>(n));
   double sum = 0.0;
   for (int i = 0; i < n; ++i) sum += prob[size_t(i)] = std::exp(double(logits[i] - mx) / p.temperature);
   for (auto& q : prob) q /= sum;

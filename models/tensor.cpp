@@ -48,7 +48,7 @@ void HostTensor::read_rows_f32(int64_t r0, int64_t n, float* out) const {
 }
 
 std::vector<float> HostTensor::to_f32() const {
-  std::vector<float> v(size_t(numel()));
+  std::vector<float> v(static_cast<size_t>(numel()));
   read_f32(v.data());
   return v;
 }
@@ -60,7 +60,7 @@ void HostTensor::read_rows_bf16(int64_t r0, int64_t n, uint16_t* out) const {
     });
     return;
   }
-  std::vector<float> row(size_t(cols));
+  std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t i = 0; i < n; ++i) {
     read_rows_f32(r0 + i, 1, row.data());
     for (int64_t c = 0; c < cols; ++c) out[i * cols + c] = f32_to_bf16(row[size_t(c)]);

@@ -1,0 +1,251 @@
+// run-llama: the command line. Parses options, wires model -> backend -> decode loop, streams text to stdout and
+// timings to stderr. No model or kernel logic lives here.
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/backend.h"
+#include "engine/generate.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void on_sigint(int) {
+  g_interrupted = 1;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+struct Args {
+  std::string model, prompt, tokenizer, device = "auto", gemv, dtype;
+  bool have_prompt = false;
+  int n_predict = 256;
+  int ctx_size = 0;
+  float temp = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  unsigned long long seed = 42;
+  bool ignore_eos = false;
+};
+
+const char* kUsage =
+    "usage: run-llama --model PATH --prompt TEXT [options]\n"
+    "\n"
+    "----- general -----\n"
+    "  -h,    --help                print this help and exit\n"
+    "  -p,    --prompt TEXT         prompt to continue (encoded with BOS first; \"\" = BOS only)\n"
+    "  -n,    --n-predict N         number of tokens to generate (default: 256; 1 to 1000000)\n"
+    "         --ignore-eos          keep generating past an end-of-sequence token (benchmarks)\n"
+    "\n"
+    "----- model -----\n"
+    "  -m,    --model PATH          llama2.c .bin, Hugging Face directory, or synthetic:NAME\n"
+    "         --tokenizer PATH      sentencepiece tokenizer.model (default: the one found beside the model)\n"
+    "  -c,    --ctx-size N          context size in positions (default: 0 = model maximum, capped to memory)\n"
+    "\n"
+    "----- sampling -----\n"
+    "         --temp T              temperature, 0 = greedy (default: 0.8; 0 to 100)\n"
+    "         --top-k K             keep the K most likely tokens, 0 = all (default: 40)\n"
+    "         --top-p P             keep the smallest set of tokens with probability >= P (default: 0.95; (0, 1])\n"
+    "  -s,    --seed S              sampling seed (default: 42)\n"
+    "\n"
+    "----- device -----\n"
+    "         --device DEV          cpu, cuda or auto (default: auto = cuda when a device is present)\n"
+    "         --gemv NAME           CUDA GEMV mapping (default: the engine's default)\n"
+    "         --dtype f32|bf16      CPU weight precision: bf16 rounds the weights as the CUDA engine stores them\n"
+    "                               (default: f32 on cpu, bf16 on cuda)\n";
+
+// Bad usage: one line on stderr, exit 2.
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  std::fprintf(stderr, "run 'run-llama --help' for the options\n");
+  std::exit(2);
+}
+
+long long parse_int(const std::string& opt, const std::string& s, long long lo, long long hi, const char* range) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+    usage_error(opt + ": invalid value '" + s + "' (allowed: " + range + ")");
+  return v;
+}
+
+float parse_float(const std::string& opt, const std::string& s, double lo, double hi, bool lo_open,
+                  const char* range) {
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  bool ok = !s.empty() && *end == '\0' && errno != ERANGE && v == v && v <= hi && (lo_open ? v > lo : v >= lo);
+  if (!ok) usage_error(opt + ": invalid value '" + s + "' (allowed: " + range + ")");
+  return float(v);
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  bool have_model = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string o = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(o + " needs a value");
+      return argv[++i];
+    };
+    if (o == "-h" || o == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (o == "-m" || o == "--model") {
+      a.model = value();
+      have_model = true;
+    } else if (o == "-p" || o == "--prompt") {
+      a.prompt = value();
+      a.have_prompt = true;
+    } else if (o == "-n" || o == "--n-predict") {
+      a.n_predict = int(parse_int(o, value(), 1, 1000000, "1 to 1000000"));
+    } else if (o == "-c" || o == "--ctx-size") {
+      a.ctx_size = int(parse_int(o, value(), 1, 1 << 24, "1 to 16777216"));
+    } else if (o == "--temp") {
+      a.temp = parse_float(o, value(), 0.0, 100.0, false, "0 to 100");
+    } else if (o == "--top-k") {
+      a.top_k = int(parse_int(o, value(), 0, 1 << 24, "0 to 16777216, 0 = all"));
+    } else if (o == "--top-p") {
+      a.top_p = parse_float(o, value(), 0.0, 1.0, true, "greater than 0, at most 1");
+    } else if (o == "-s" || o == "--seed") {
+      a.seed = (unsigned long long)parse_int(o, value(), 0, (1LL << 62), "0 to 2^62");
+    } else if (o == "--tokenizer") {
+      a.tokenizer = value();
+    } else if (o == "--device") {
+      a.device = value();
+      if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
+        usage_error("--device: invalid value '" + a.device + "' (allowed: cpu, cuda, auto)");
+    } else if (o == "--gemv") {
+      a.gemv = value();
+    } else if (o == "--dtype") {
+      a.dtype = value();
+      if (a.dtype != "f32" && a.dtype != "bf16")
+        usage_error("--dtype: invalid value '" + a.dtype + "' (allowed: f32, bf16)");
+    } else if (o == "--ignore-eos") {
+      a.ignore_eos = true;
+    } else {
+      usage_error("unknown option '" + o + "'");
+    }
+  }
+  if (!have_model) usage_error("--model is required");
+  if (!a.have_prompt) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
+  return a;
+}
+
+// Synthetic models may run without a tokenizer: the prompt is then a list of token ids (or empty).
+std::vector<int> ids_from_text(const std::string& prompt, const llm::ModelConfig& c) {
+  std::vector<int> ids{c.bos_id};
+  std::istringstream in(prompt);
+  std::string w;
+  while (in >> w) {
+    char* end = nullptr;
+    long v = std::strtol(w.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v >= c.vocab_size)
+      llm::fail("without a tokenizer the prompt must be token ids in [0, ", c.vocab_size, "), found '", w, "'");
+    ids.push_back(int(v));
+  }
+  return ids;
+}
+
+int run(const Args& a) {
+  using Clock = std::chrono::steady_clock;
+  const auto t_load = Clock::now();
+  llm::Model model = llm::load_model(a.model);
+
+  std::string tok_path = !a.tokenizer.empty() ? a.tokenizer : model.tokenizer_path;
+  std::unique_ptr<llm::Tokenizer> tok;
+  if (!tok_path.empty()) {
+    tok = llm::Tokenizer::load(tok_path);
+  } else if (model.format != "synthetic") {
+    llm::fail("no tokenizer found beside ", a.model, "; pass --tokenizer PATH/tokenizer.model");
+  }
+  if (tok && tok->vocab_size() > model.config.vocab_size)
+    llm::fail("tokenizer ", tok_path, " has ", tok->vocab_size(), " pieces, more than the model's vocabulary of ",
+              model.config.vocab_size);
+
+  llm::BackendOptions bo;
+  bo.device = a.device == "auto" ? (llm::cuda_device_available() ? "cuda" : "cpu") : a.device;
+  bo.ctx_size = a.ctx_size;
+  bo.gemv = a.gemv;
+  if (bo.device == "cuda" && a.dtype == "f32")
+    llm::fail("--dtype f32 is CPU-only: the CUDA engine stores weights in BF16 (use --device cpu)");
+  bo.bf16_weights = a.dtype == "bf16";
+  auto backend = llm::make_backend(model, bo);
+  const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_load).count();
+
+  const llm::ModelConfig& c = model.config;
+  std::fprintf(stderr, "run-llama: %s (%s, dim %d, %d layers, %d heads / %d kv, vocab %d) on %s, context %d\n",
+               model.source.c_str(), model.format.c_str(), c.dim, c.n_layers, c.n_heads, c.n_kv_heads,
+               c.vocab_size, backend->name().c_str(), backend->ctx_size());
+
+  std::vector<int> prompt = tok ? tok->encode(a.prompt, true) : ids_from_text(a.prompt, c);
+
+  llm::GenerateOptions go;
+  go.n_predict = a.n_predict;
+  go.sampler.temperature = a.temp;
+  go.sampler.top_k = a.top_k;
+  go.sampler.top_p = a.top_p;
+  go.sampler.seed = a.seed;
+  go.ignore_eos = a.ignore_eos;
+  go.interrupt = &g_interrupted;
+
+  std::unique_ptr<llm::StreamDecoder> dec;
+  if (tok) dec = std::make_unique<llm::StreamDecoder>(*tok, /*strip_leading_space=*/a.prompt.empty());
+  // The prompt is echoed once generation has started, so a rejected prompt leaves stdout empty.
+  bool echoed = false;
+  auto echo_prompt = [&] {
+    if (!echoed && tok) std::fputs(a.prompt.c_str(), stdout);
+    echoed = true;
+  };
+  auto emit = [&](int id) {
+    echo_prompt();
+    if (dec)
+      std::fputs(dec->push(id).c_str(), stdout);
+    else
+      std::printf("%d ", id);
+    std::fflush(stdout);
+  };
+
+  std::signal(SIGINT, on_sigint);
+  llm::GenerateResult r = llm::generate(*backend, c, prompt, go, emit, load_ms);
+  std::signal(SIGINT, SIG_DFL);
+  echo_prompt();
+  if (dec) std::fputs(dec->flush().c_str(), stdout);
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+
+  if (r.stop_reason == "context")
+    std::fprintf(stderr, "run-llama: stopped at the end of the context (%d positions)\n", backend->ctx_size());
+  std::fputs("\n", stderr);
+  llm::print_timings(r.timings);
+  if (r.stop_reason == "interrupted") {
+    std::fprintf(stderr, "run-llama: interrupted\n");
+    return 130;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse_args(argc, argv);
+  try {
+    return run(a);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,64 @@
+// CudaBackend: the CUDA engine's controls beyond the Backend interface — the runtime GEMV-mapping switch, the
+// CUDA-graph switch and the per-projection timing used by the attribution work. Plain C++ (no CUDA headers), so
+// apps and tools compiled by the host compiler can use it. Defined in engine/cuda_backend.cu (CUDA builds only).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+
+namespace llm {
+
+// Device time of decode steps split by kernel class, summed over the steps run while profiling was on.
+// Measured with CUDA events around each region of an un-graphed step (so launch gaps count where they fall).
+struct DecodeProfile {
+  enum Part { kQ, kK, kV, kO, kGate, kUp, kDown, kHead, kOther, kParts };  // kOther: norms, RoPE, attention, ...
+  double ms[kParts] = {};   // per part, all layers, all steps
+  double total_ms = 0.0;    // first event to last event of every step
+  int64_t steps = 0;
+
+  static const char* part_name(int part);  // "q", "k", ..., "head", "other"
+  double gemv_ms() const;                   // sum of the projection parts (everything but kOther)
+};
+
+class CudaBackend : public Backend {
+ public:
+  // Selects the GEMV mapping decode uses (gemv_find(name); "" = the registry's default). The first switch to a
+  // mapping prepacks every matrix for it (kept, with its CUDA graph, for later switches); prefill is unaffected.
+  // Throws llm::Error for an unknown name or when its prepacked copy would not fit in GPU memory.
+  virtual void set_gemv(const std::string& name) = 0;
+  virtual std::string gemv() const = 0;  // the current mapping's name
+  // Frees the prepacked weights and graphs of every mapping other than the current one.
+  virtual void release_other_gemvs() = 0;
+
+  // Decode replays one CUDA graph per mapping (captured on that mapping's first decode). Off: kernels are launched
+  // one by one every step (same results; for attribution and debugging).
+  virtual void set_use_graph(bool on) = 0;
+  virtual bool use_graph() const = 0;
+
+  // Profiling on: every decode runs un-graphed with events around each region and waits for them (one extra host
+  // sync per token); profile() accumulates until reset_profile().
+  virtual void set_profiling(bool on) = 0;
+  virtual DecodeProfile profile() const = 0;
+  virtual void reset_profile() = 0;
+
+  // Bytes of weights one decode step must read through the GEMV mappings: sum of useful_bytes() of the q, k, v, o,
+  // gate, up, down matrices of every layer and of the head (mapping padding excluded).
+  virtual size_t gemv_bytes_per_token() const = 0;
+
+  // Tokens per batched prefill pass (long prompts are split). 1 <= n <= max_prefill_chunk(); for tests and tuning.
+  virtual void set_prefill_chunk(int n) = 0;
+  virtual int max_prefill_chunk() const = 0;
+
+  // Device memory this backend allocated itself (weights, prepacked copies, KV cache, activations, scratch).
+  virtual size_t device_bytes() const = 0;
+};
+
+// As make_cuda_backend, with the CUDA controls visible. Throws llm::Error "no CUDA device found" without a device.
+std::unique_ptr<CudaBackend> make_cuda_engine(const Model& model, const BackendOptions& opt);
+// The CUDA controls of a backend made by make_cuda_backend / make_backend; throws llm::Error for another backend.
+CudaBackend& as_cuda_backend(Backend& backend);
+
+}  // namespace llm

@@ -1,0 +1,47 @@
+// The decode loop: prefill(prompt) -> sample -> decode -> sample -> ..., streaming each new token, with the timings
+// llama.cpp users read (llama_perf lines).
+#pragma once
+#include <csignal>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace llm {
+
+struct GenerateOptions {
+  int n_predict = 256;                              // new tokens at most
+  SamplerParams sampler;
+  bool ignore_eos = false;                          // benchmarks: always run n_predict tokens
+  bool stop_on_bos = false;                         // llama2.c: a sampled BOS ends the sequence
+  const volatile std::sig_atomic_t* interrupt = nullptr;  // set (e.g. by a SIGINT handler) to stop after this token
+};
+
+// Times of one run, in milliseconds. A timed step ends with the sample that follows it, since that is where an
+// asynchronous backend waits for the device: "prompt eval" = prefill + first sample, "eval" = decode + sample.
+struct Timings {
+  double load_ms = 0.0;    // filled in by the caller (model load + backend setup)
+  double prompt_ms = 0.0;
+  int prompt_tokens = 0;
+  double eval_ms = 0.0;
+  int eval_tokens = 0;     // decode steps run after the prefill
+  double total_ms = 0.0;   // load + the whole of generate()
+};
+
+struct GenerateResult {
+  std::vector<int> tokens;  // the generated tokens (a stopping EOS/BOS not included)
+  std::string stop_reason;  // "eos", "bos", "length", "context" or "interrupted"
+  Timings timings;
+};
+
+// Runs the prompt from position 0, then generates. on_token is called with each new token as soon as it is sampled.
+// Throws llm::Error when the prompt is empty or longer than the backend's context.
+GenerateResult generate(Backend& backend, const ModelConfig& config, const std::vector<int>& prompt,
+                        const GenerateOptions& opt, const std::function<void(int)>& on_token, double load_ms = 0.0);
+
+// Prints the llama_perf-style timing block.
+void print_timings(const Timings& t, std::FILE* out = stderr);
+
+}  // namespace llm
