@@ -1,0 +1,695 @@
+// A/B report: statistics, attribution and the markdown / CSV / JSON renderings of an A/B run of GEMV mappings.
+#include "analysis/ab_report.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include <nlohmann/json.hpp>  // JSON writer and reader
+
+#include "analysis/sector_model.h"  // predict, find_sector_mapping
+#include "core/error.h"             // llm::fail
+
+extern char** environ;
+
+namespace llm {
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// "1.234" or "n/a" for NaN.
+std::string fmt_or_na(const char* f, double v) { return std::isnan(v) ? "n/a" : fmt(f, v); }
+
+std::string signed_ms(double v) { return fmt("%+.3f", v); }
+
+std::string basename_of(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.find_last_of('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+const AbMappingStats* find_stats(const AbSummary& s, const std::string& name) {
+  for (const auto& m : s.mappings)
+    if (m.mapping == name) return &m;
+  return nullptr;
+}
+
+int64_t gcd64(int64_t a, int64_t b) { return b == 0 ? a : gcd64(b, a % b); }
+
+}  // namespace
+
+const char* ab_part_name(int part) {
+  static const char* names[kAbParts] = {"q", "k", "v", "o", "gate", "up", "down", "head", "other"};
+  return part >= 0 && part < kAbParts ? names[part] : "?";
+}
+
+AbSpread ab_spread(std::vector<double> v) {
+  AbSpread s;
+  s.n = int(v.size());
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  if (n >= 2) {
+    const double mean = std::accumulate(v.begin(), v.end(), 0.0) / double(n);
+    double ss = 0;
+    for (double x : v) ss += (x - mean) * (x - mean);
+    s.sd = std::sqrt(ss / double(n - 1));
+  }
+  return s;
+}
+
+// --- sector model ------------------------------------------------------------------------------------------------
+
+bool ab_sector_prediction(const std::string& mapping, const std::vector<AbProjection>& projections,
+                          double* sectors_per_request, double* efficiency) {
+  const SectorMappingInfo* info = nullptr;
+  for (const auto& m : sector_mappings())
+    if (mapping == m.name) info = &m;
+  if (!info) return false;
+  double sectors = 0, requests = 0, useful = 0;
+  for (const AbProjection& p : projections) {
+    // The access pattern repeats every `period` stored rows: a multiple of the 32 rows a lanes-across-rows load
+    // spans, after which rows start at the same offset within a 128-byte line. Predicting r1 = R mod period + 2
+    // periods and r1 - period rows gives one period's exact cost, so a 1 GB head costs as little as a 64 KB one.
+    const int64_t rows = info->transposed ? p.K : p.N;
+    const int64_t row_bytes = (info->transposed ? p.N : p.K) * 2;
+    const int64_t align = kLineBytes / gcd64(row_bytes, kLineBytes);
+    const int64_t period = align * kWarpLanes / gcd64(align, kWarpLanes);
+    auto run = [&](int64_t r) {
+      return info->transposed ? predict(mapping, p.N, r, WeightFormat::BF16)
+                              : predict(mapping, r, p.K, WeightFormat::BF16);
+    };
+    double s_total = 0, q_total = 0;
+    if (rows <= 3 * period) {
+      const SectorPrediction sp = run(rows);
+      s_total = double(sp.sectors_total);
+      q_total = double(sp.requests_total);
+    } else {
+      const int64_t r1 = rows % period + 2 * period;
+      const SectorPrediction hi = run(r1), lo = run(r1 - period);
+      const double periods = double((rows - r1) / period);
+      s_total = double(hi.sectors_total) + periods * double(hi.sectors_total - lo.sectors_total);
+      q_total = double(hi.requests_total) + periods * double(hi.requests_total - lo.requests_total);
+    }
+    sectors += s_total * p.count;
+    requests += q_total * p.count;
+    useful += double(p.bytes_per_token());
+  }
+  if (requests <= 0) return false;
+  *sectors_per_request = sectors / requests;
+  *efficiency = useful / (sectors * double(kSectorBytes));
+  return true;
+}
+
+// --- statistics --------------------------------------------------------------------------------------------------
+
+namespace {
+
+AbLaunchStats launch_stats(const AbLaunch& l, int sm_count, int max_warps_per_sm) {
+  AbLaunchStats s;
+  s.launch = l;
+  if (l.grid <= 0 || l.block <= 0 || sm_count <= 0) return s;
+  s.threads = int64_t(l.grid) * l.block;
+  const double warps = double(l.grid) * double((l.block + 31) / 32);
+  s.warps_per_sm = warps / sm_count;
+  if (max_warps_per_sm > 0) s.warps_per_sm = std::min(s.warps_per_sm, double(max_warps_per_sm));
+  s.bytes_in_flight_per_sm = s.warps_per_sm * 32.0 * l.bytes_in_flight_per_thread;
+  return s;
+}
+
+AbMappingStats mapping_stats(const AbReportData& d, const AbMappingRun& r, double roofline) {
+  AbMappingStats m;
+  m.mapping = r.mapping;
+  m.ms = ab_spread(r.ms_per_token);
+  std::vector<double> tps, gemv;
+  for (double ms : r.ms_per_token) tps.push_back(ms > 0 ? 1e3 / ms : 0.0);
+  m.tps = ab_spread(tps);
+  for (const auto& parts : r.part_ms) {
+    double g = 0;
+    for (int p = 0; p < kAbOther; ++p) g += parts[p];
+    gemv.push_back(g);
+  }
+  m.gemv_ms = ab_spread(gemv);
+  m.profiled_ms = ab_spread(r.profiled_ms_per_token);
+  for (int p = 0; p < kAbParts; ++p) {
+    std::vector<double> v;
+    for (const auto& parts : r.part_ms) v.push_back(parts[p]);
+    m.part_ms[p] = ab_spread(v).median;
+  }
+  m.other_ms = m.ms.median - m.gemv_ms.median;
+  m.profiled_other_ms = m.part_ms[kAbOther];
+  m.overhead_ms = m.profiled_ms.median - m.ms.median;
+  const double bytes = double(d.gemv_bytes_per_token);
+  m.gemv_gbps = m.gemv_ms.median > 0 ? bytes / (m.gemv_ms.median * 1e6) : 0.0;
+  m.token_gbps = m.ms.median > 0 ? bytes / (m.ms.median * 1e6) : 0.0;
+  m.pct_roofline = roofline > 0 ? 100.0 * m.gemv_gbps / roofline : kNaN;
+  if (!ab_sector_prediction(r.mapping, d.projections, &m.sectors_per_request, &m.sector_efficiency))
+    m.sectors_per_request = m.sector_efficiency = kNaN;
+  for (const AbLaunch& l : r.launches) m.launches.push_back(launch_stats(l, d.sm_count, d.max_warps_per_sm));
+  m.tokens_matching_first = r.tokens_matching_first;
+  return m;
+}
+
+AbAttribution attribute(const AbMappingStats& a, const AbMappingStats& b) {
+  AbAttribution t;
+  t.base = a.mapping;
+  t.mapping = b.mapping;
+  t.d_total_ms = b.ms.median - a.ms.median;
+  t.d_gemv_ms = b.gemv_ms.median - a.gemv_ms.median;
+  t.d_rest_ms = t.d_total_ms - t.d_gemv_ms;
+  // Noise of each difference (2 sd of both sides) plus how differently the profiling pass perturbs the two.
+  t.tolerance_ms = 2.0 * (a.ms.sd + b.ms.sd) + 2.0 * (a.gemv_ms.sd + b.gemv_ms.sd) +
+                   std::fabs(a.overhead_ms - b.overhead_ms);
+  t.gemv_share = t.d_total_ms != 0 ? t.d_gemv_ms / t.d_total_ms : kNaN;
+  t.agrees = std::fabs(t.d_rest_ms) <= t.tolerance_ms;
+  return t;
+}
+
+AbCauses causes(const AbSummary& s, double (*metric)(const AbMappingStats&)) {
+  AbCauses c;
+  const AbMappingStats* th = find_stats(s, "thread");
+  const AbMappingStats* tsk = find_stats(s, "thread-splitk");
+  const AbMappingStats* wf = find_stats(s, "warp-few");
+  const AbMappingStats* w = find_stats(s, "warp");
+  if (!th || !tsk || !wf || !w) return c;
+  c.present = true;
+  c.gap = metric(*th) - metric(*w);
+  c.a_parallelism = metric(*th) - metric(*tsk);
+  c.a_coalescing = metric(*tsk) - metric(*w);
+  c.b_coalescing = metric(*th) - metric(*wf);
+  c.b_parallelism = metric(*wf) - metric(*w);
+  return c;
+}
+
+void check_data(const AbReportData& d) {
+  if (d.runs.empty()) fail("A/B report: no mapping was run");
+  for (const AbMappingRun& r : d.runs) {
+    if (r.ms_per_token.empty()) fail("A/B report: mapping '", r.mapping, "' has no timed repeat");
+    if (r.part_ms.size() != r.ms_per_token.size() || r.profiled_ms_per_token.size() != r.ms_per_token.size())
+      fail("A/B report: mapping '", r.mapping, "' has ", r.ms_per_token.size(), " timed repeats but ",
+           r.part_ms.size(), " profiles and ", r.profiled_ms_per_token.size(), " profiled timings");
+  }
+}
+
+}  // namespace
+
+AbSummary summarize_ab(const AbReportData& d) {
+  check_data(d);
+  AbSummary s;
+  s.roofline_gbps = ab_spread(d.roofline_gbps);
+  const double roof = s.roofline_gbps.median;
+  s.ceiling_tps = d.gemv_bytes_per_token > 0 ? roof * 1e9 / double(d.gemv_bytes_per_token) : 0.0;
+  int64_t most = -1;
+  for (const AbProjection& p : d.projections)
+    if (p.bytes_per_token() > most) {
+      most = p.bytes_per_token();
+      s.launch_shape_of = p.name;
+    }
+  for (const AbMappingRun& r : d.runs) s.mappings.push_back(mapping_stats(d, r, roof));
+  for (size_t i = 1; i < s.mappings.size(); ++i) s.attributions.push_back(attribute(s.mappings[0], s.mappings[i]));
+  s.causes_total = causes(s, [](const AbMappingStats& m) { return m.ms.median; });
+  s.causes_gemv = causes(s, [](const AbMappingStats& m) { return m.gemv_ms.median; });
+  return s;
+}
+
+// --- markdown ----------------------------------------------------------------------------------------------------
+
+namespace {
+
+std::string shape_str(int64_t N, int64_t K) { return std::to_string(N) + "x" + std::to_string(K); }
+
+const AbLaunchStats* launch_of(const AbMappingStats& m, const std::string& projection) {
+  for (const auto& l : m.launches)
+    if (l.launch.projection == projection) return &l;
+  return nullptr;
+}
+
+std::string launch_cell(const AbLaunchStats* l) {
+  if (!l || !l->known()) return "n/a";
+  return std::to_string(l->launch.grid) + "x" + std::to_string(l->launch.block) + ", " +
+         fmt("%.1f", l->warps_per_sm) + " warps/SM, " + fmt("%.0f", l->bytes_in_flight_per_sm) + " B/SM";
+}
+
+std::string bytes_str(double b) {
+  if (b >= 1e9) return fmt("%.2f GB", b / 1e9);
+  if (b >= 1e6) return fmt("%.2f MB", b / 1e6);
+  return fmt("%.0f B", b);
+}
+
+void header(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
+  os << "## A/B run of GEMV mappings\n\n";
+  os << "- model: " << d.model << "; device: " << d.device << " (" << d.sm_count << " SMs, " << d.max_warps_per_sm
+     << " resident warps/SM at most)\n";
+  os << "- protocol: prompt of " << d.prompt_tokens << " tokens, then exactly " << d.n_decode
+     << " greedy decode steps (EOS ignored, seed " << d.seed << "); mappings alternate (A B C A B C ...), "
+     << d.warmup << " warm-up round(s) excluded, " << d.repeats << " timed repeats each; t/s and ms/token are the "
+     << "median ± sd of graph-replayed decode, wall clock\n";
+  os << "- GEMV bytes per token: " << bytes_str(double(d.gemv_bytes_per_token)) << "; read roofline measured in this run: "
+     << fmt("%.0f", s.roofline_gbps.median) << " GB/s (median of " << s.roofline_gbps.n << ", sd "
+     << fmt("%.0f", s.roofline_gbps.sd) << "; " << d.roofline_method << "); weight-streaming ceiling "
+     << fmt("%.1f", s.ceiling_tps) << " t/s\n";
+  os << "- GEMV time: " << d.profiling_method << "; other = graphed ms/token - GEMV ms/token (attention, norms, "
+     << "sampling, launch gaps)\n";
+  os << "- sector model: sectors per warp request and useful/fetched bytes predicted by analysis/sector_model.h over "
+     << "every projection matrix of a token (bytes-weighted); launch shape shown for '" << s.launch_shape_of
+     << "', the projection with the most bytes per token\n\n";
+}
+
+void main_table(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
+  const std::string test = "tg" + std::to_string(d.n_decode);
+  os << "| model | mapping | test | t/s | ms/token | GEMV ms/token | other ms/token | GEMV GB/s | % roofline "
+        "| sectors/req (pred.) | efficiency (pred.) | launch (" << s.launch_shape_of << ") |\n";
+  os << "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+  for (const auto& m : s.mappings) {
+    os << "| " << basename_of(d.model) << " | " << m.mapping << " | " << test << " | "
+       << fmt("%.2f", m.tps.median) << " ± " << fmt("%.2f", m.tps.sd) << " | " << fmt("%.3f", m.ms.median) << " ± "
+       << fmt("%.3f", m.ms.sd) << " | " << fmt("%.3f", m.gemv_ms.median) << " | " << fmt("%.3f", m.other_ms) << " | "
+       << fmt("%.0f", m.gemv_gbps) << " | " << fmt_or_na("%.1f", m.pct_roofline) << " | "
+       << fmt_or_na("%.2f", m.sectors_per_request) << " | "
+       << (std::isnan(m.sector_efficiency) ? "n/a" : fmt("%.1f", 100.0 * m.sector_efficiency) + "%") << " | "
+       << launch_cell(launch_of(m, s.launch_shape_of)) << " |\n";
+  }
+  os << "\n";
+}
+
+void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
+  std::map<std::string, double> bytes;
+  for (const auto& p : d.projections) bytes[p.name] = double(p.bytes_per_token());
+  os << "### Per projection: device ms/token (profiling pass, CUDA events)\n\n| mapping |";
+  for (int p = 0; p < kAbParts; ++p) os << " " << ab_part_name(p) << " |";
+  os << " GEMV |\n| --- |";
+  for (int p = 0; p <= kAbParts; ++p) os << " ---: |";
+  os << "\n";
+  for (const auto& m : s.mappings) {
+    os << "| " << m.mapping << " |";
+    for (int p = 0; p < kAbParts; ++p) os << " " << fmt("%.3f", m.part_ms[p]) << " |";
+    os << " " << fmt("%.3f", m.gemv_ms.median) << " |\n";
+  }
+  os << "\n### Per projection: achieved GB/s (bytes per token / device time)\n\n| mapping |";
+  for (int p = 0; p < kAbOther; ++p) os << " " << ab_part_name(p) << " |";
+  os << "\n| --- |";
+  for (int p = 0; p < kAbOther; ++p) os << " ---: |";
+  os << "\n";
+  for (const auto& m : s.mappings) {
+    os << "| " << m.mapping << " |";
+    for (int p = 0; p < kAbOther; ++p) {
+      const auto it = bytes.find(ab_part_name(p));
+      const double ms = m.part_ms[p];
+      os << " " << (it == bytes.end() || ms <= 0 ? std::string("n/a") : fmt("%.0f", it->second / (ms * 1e6)))
+         << " |";
+    }
+    os << "\n";
+  }
+  os << "\n";
+}
+
+void launch_table(std::ostringstream& os, const AbSummary& s) {
+  os << "### Launch shapes (kernels/gemv.h; warps/SM = launched warps / SMs, capped at the resident limit)\n\n";
+  os << "| mapping | projections | N x K | grid x block | threads | warps/SM | bytes in flight/thread "
+        "| bytes in flight/SM |\n";
+  os << "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |\n";
+  for (const auto& m : s.mappings) {
+    // Projections of one shape launch identically: one row per shape.
+    std::vector<std::pair<std::string, const AbLaunchStats*>> rows;
+    for (const auto& l : m.launches) {
+      bool merged = false;
+      for (auto& r : rows)
+        if (r.second->launch.N == l.launch.N && r.second->launch.K == l.launch.K) {
+          r.first += ", " + l.launch.projection;
+          merged = true;
+        }
+      if (!merged) rows.push_back({l.launch.projection, &l});
+    }
+    for (const auto& r : rows) {
+      const AbLaunchStats& l = *r.second;
+      os << "| " << m.mapping << " | " << r.first << " | " << shape_str(l.launch.N, l.launch.K) << " | ";
+      if (!l.known()) {
+        os << "n/a (library) | n/a | n/a | n/a | n/a |\n";
+        continue;
+      }
+      os << l.launch.grid << "x" << l.launch.block << " | " << l.threads << " | " << fmt("%.2f", l.warps_per_sm)
+         << " | " << l.launch.bytes_in_flight_per_thread << " | " << fmt("%.0f", l.bytes_in_flight_per_sm) << " |\n";
+    }
+  }
+  os << "\n";
+}
+
+void overhead_table(std::ostringstream& os, const AbSummary& s) {
+  os << "### Profiling pass overhead (un-graphed, an event at every region boundary, one extra sync per token)\n\n";
+  os << "| mapping | graphed ms/token | profiled ms/token | overhead ms/token | overhead % "
+        "| profiled device ms/token | GEMV ms/token (sd) |\n";
+  os << "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const auto& m : s.mappings) {
+    double device = 0;
+    for (int p = 0; p < kAbParts; ++p) device += m.part_ms[p];
+    os << "| " << m.mapping << " | " << fmt("%.3f", m.ms.median) << " | " << fmt("%.3f", m.profiled_ms.median)
+       << " | " << signed_ms(m.overhead_ms) << " | "
+       << fmt_or_na("%+.1f", m.ms.median > 0 ? 100.0 * m.overhead_ms / m.ms.median : kNaN) << " | "
+       << fmt("%.3f", device) << " | " << fmt("%.3f", m.gemv_ms.median) << " (" << fmt("%.3f", m.gemv_ms.sd)
+       << ") |\n";
+  }
+  os << "\n";
+}
+
+void attribution_table(std::ostringstream& os, const AbSummary& s) {
+  if (s.attributions.empty()) return;
+  os << "### Attribution against " << s.mappings[0].mapping
+     << ": is the change in total time the change in GEMV time?\n\n";
+  os << "Tolerance = 2 (sd_a + sd_b) of graphed ms/token + 2 (sd_a + sd_b) of GEMV ms/token + |overhead_a - "
+        "overhead_b|.\n\n";
+  os << "| change | Δ total ms/token | Δ GEMV ms/token | Δ rest ms/token | tolerance ms/token | GEMV share "
+        "| verdict |\n";
+  os << "| --- | ---: | ---: | ---: | ---: | ---: | --- |\n";
+  for (const auto& a : s.attributions) {
+    os << "| " << a.base << " -> " << a.mapping << " | " << signed_ms(a.d_total_ms) << " | "
+       << signed_ms(a.d_gemv_ms) << " | " << signed_ms(a.d_rest_ms) << " | " << fmt("%.3f", a.tolerance_ms) << " | "
+       << fmt_or_na("%.1f", 100.0 * a.gemv_share) << "% | " << (a.agrees ? "agrees" : "does NOT agree") << " |\n";
+  }
+  os << "\n";
+}
+
+std::string pct_of(double part, double whole) { return whole != 0 ? fmt("%.1f%%", 100.0 * part / whole) : "n/a"; }
+
+void causes_section(std::ostringstream& os, const AbSummary& s) {
+  os << "### Why `thread` is slow: uncoalesced loads vs too little parallelism\n\n";
+  if (!s.causes_total.present) {
+    os << "Not measured: run with `--ab thread,thread-splitk,warp-few,warp` (thread-splitk keeps thread's loads but "
+          "fills the GPU; warp-few keeps warp's loads with as few warps as thread).\n\n";
+    return;
+  }
+  const AbCauses& t = s.causes_total;
+  const AbCauses& g = s.causes_gemv;
+  os << "Gap thread -> warp: " << fmt("%.3f", t.gap) << " ms/token total (" << fmt("%.3f", g.gap)
+     << " ms/token of GEMV). Split two ways; each sums to the whole gap.\n\n";
+  os << "| decomposition | step | cause | total ms/token | % of gap | GEMV ms/token | % of GEMV gap |\n";
+  os << "| --- | --- | --- | ---: | ---: | ---: | ---: |\n";
+  auto row = [&](const char* dec, const char* step, const char* cause, double vt, double vg) {
+    os << "| " << dec << " | " << step << " | " << cause << " | " << fmt("%.3f", vt) << " | " << pct_of(vt, t.gap)
+       << " | " << fmt("%.3f", vg) << " | " << pct_of(vg, g.gap) << " |\n";
+  };
+  row("A", "thread -> thread-splitk", "parallelism", t.a_parallelism, g.a_parallelism);
+  row("A", "thread-splitk -> warp", "coalescing", t.a_coalescing, g.a_coalescing);
+  row("B", "thread -> warp-few", "coalescing", t.b_coalescing, g.b_coalescing);
+  row("B", "warp-few -> warp", "parallelism", t.b_parallelism, g.b_parallelism);
+  row("mean of A and B", "", "parallelism", t.parallelism(), g.parallelism());
+  row("mean of A and B", "", "coalescing", t.coalescing(), g.coalescing());
+  os << "\nInteraction (A's parallelism - B's parallelism): " << fmt("%.3f", t.interaction())
+     << " ms/token total; near 0 means the two causes add, large means each matters only once the other is "
+        "fixed.\n\n";
+}
+
+void tokens_note(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
+  os << "Tokens: ";
+  for (size_t i = 0; i < s.mappings.size(); ++i) {
+    const auto& m = s.mappings[i];
+    os << (i ? "; " : "") << m.mapping << " "
+       << (m.tokens_matching_first < 0 ? std::string("n/a")
+                                       : std::to_string(m.tokens_matching_first) + "/" + std::to_string(d.n_decode));
+  }
+  os << " leading decoded tokens equal to " << s.mappings[0].mapping
+     << "'s (different summation orders may flip a near-tie).\n";
+}
+
+}  // namespace
+
+std::string ab_markdown(const AbReportData& d, const AbSummary& s) {
+  std::ostringstream os;
+  header(os, d, s);
+  main_table(os, d, s);
+  projection_tables(os, d, s);
+  launch_table(os, s);
+  overhead_table(os, s);
+  attribution_table(os, s);
+  causes_section(os, s);
+  tokens_note(os, d, s);
+  return os.str();
+}
+
+// --- CSV ---------------------------------------------------------------------------------------------------------
+
+namespace {
+
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string csv_num(double v) { return std::isnan(v) ? "" : fmt("%.6g", v); }
+
+}  // namespace
+
+std::string ab_csv(const AbReportData& d, const AbSummary& s) {
+  std::ostringstream os;
+  os << "model,device,mapping,n_prompt,n_decode,repeats,tps_median,tps_sd,ms_median,ms_sd,gemv_ms,gemv_ms_sd,"
+        "other_ms,profiled_ms,overhead_ms,gemv_bytes_per_token,gemv_gbps,token_gbps,roofline_gbps,pct_roofline,"
+        "sectors_per_request_pred,sector_efficiency_pred";
+  for (int p = 0; p < kAbParts; ++p) os << ",ms_" << ab_part_name(p);
+  os << ",d_total_ms,d_gemv_ms,tolerance_ms,agrees,tokens_matching_first\n";
+  for (size_t i = 0; i < s.mappings.size(); ++i) {
+    const AbMappingStats& m = s.mappings[i];
+    os << csv_field(d.model) << "," << csv_field(d.device) << "," << csv_field(m.mapping) << "," << d.prompt_tokens
+       << "," << d.n_decode << "," << d.repeats << "," << csv_num(m.tps.median) << "," << csv_num(m.tps.sd) << ","
+       << csv_num(m.ms.median) << "," << csv_num(m.ms.sd) << "," << csv_num(m.gemv_ms.median) << ","
+       << csv_num(m.gemv_ms.sd) << "," << csv_num(m.other_ms) << "," << csv_num(m.profiled_ms.median) << ","
+       << csv_num(m.overhead_ms) << "," << d.gemv_bytes_per_token << "," << csv_num(m.gemv_gbps) << ","
+       << csv_num(m.token_gbps) << "," << csv_num(s.roofline_gbps.median) << "," << csv_num(m.pct_roofline) << ","
+       << csv_num(m.sectors_per_request) << "," << csv_num(m.sector_efficiency);
+    for (int p = 0; p < kAbParts; ++p) os << "," << csv_num(m.part_ms[p]);
+    if (i == 0) {
+      os << ",0,0,,,";
+    } else {
+      const AbAttribution& a = s.attributions[i - 1];
+      os << "," << csv_num(a.d_total_ms) << "," << csv_num(a.d_gemv_ms) << "," << csv_num(a.tolerance_ms) << ","
+         << (a.agrees ? "true" : "false") << ",";
+    }
+    os << (m.tokens_matching_first < 0 ? std::string() : std::to_string(m.tokens_matching_first)) << "\n";
+  }
+  return os.str();
+}
+
+// --- JSON --------------------------------------------------------------------------------------------------------
+
+namespace {
+
+using nlohmann::json;
+
+json num_or_null(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
+
+json spread_json(const AbSpread& s) {
+  return {{"median", s.median}, {"sd", s.sd}, {"min", s.min}, {"max", s.max}, {"n", s.n}};
+}
+
+json data_json(const AbReportData& d) {
+  json j;
+  j["model"] = d.model;
+  j["device"] = d.device;
+  j["sm_count"] = d.sm_count;
+  j["max_warps_per_sm"] = d.max_warps_per_sm;
+  j["prompt_tokens"] = d.prompt_tokens;
+  j["n_decode"] = d.n_decode;
+  j["repeats"] = d.repeats;
+  j["warmup"] = d.warmup;
+  j["seed"] = d.seed;
+  j["gemv_bytes_per_token"] = d.gemv_bytes_per_token;
+  j["roofline_gbps"] = d.roofline_gbps;
+  j["roofline_method"] = d.roofline_method;
+  j["profiling_method"] = d.profiling_method;
+  j["projections"] = json::array();
+  for (const auto& p : d.projections) j["projections"].push_back({{"name", p.name}, {"N", p.N}, {"K", p.K},
+                                                                  {"count", p.count}});
+  j["runs"] = json::array();
+  for (const auto& r : d.runs) {
+    json jr;
+    jr["mapping"] = r.mapping;
+    jr["ms_per_token"] = r.ms_per_token;
+    jr["profiled_ms_per_token"] = r.profiled_ms_per_token;
+    jr["part_names"] = json::array();
+    for (int p = 0; p < kAbParts; ++p) jr["part_names"].push_back(ab_part_name(p));
+    jr["part_ms"] = r.part_ms;
+    jr["launches"] = json::array();
+    for (const auto& l : r.launches)
+      jr["launches"].push_back({{"projection", l.projection}, {"N", l.N}, {"K", l.K}, {"grid", l.grid},
+                                {"block", l.block}, {"bytes_in_flight_per_thread", l.bytes_in_flight_per_thread}});
+    jr["tokens_matching_first"] = r.tokens_matching_first;
+    j["runs"].push_back(jr);
+  }
+  return j;
+}
+
+json summary_json(const AbSummary& s) {
+  json j;
+  j["roofline_gbps"] = spread_json(s.roofline_gbps);
+  j["ceiling_tps"] = s.ceiling_tps;
+  j["launch_shape_of"] = s.launch_shape_of;
+  j["mappings"] = json::array();
+  for (const auto& m : s.mappings) {
+    json jm;
+    jm["mapping"] = m.mapping;
+    jm["ms"] = spread_json(m.ms);
+    jm["tps"] = spread_json(m.tps);
+    jm["gemv_ms"] = spread_json(m.gemv_ms);
+    jm["profiled_ms"] = spread_json(m.profiled_ms);
+    jm["other_ms"] = m.other_ms;
+    jm["profiled_other_ms"] = m.profiled_other_ms;
+    jm["overhead_ms"] = m.overhead_ms;
+    jm["part_ms"] = json::object();
+    for (int p = 0; p < kAbParts; ++p) jm["part_ms"][ab_part_name(p)] = m.part_ms[p];
+    jm["gemv_gbps"] = m.gemv_gbps;
+    jm["token_gbps"] = m.token_gbps;
+    jm["pct_roofline"] = num_or_null(m.pct_roofline);
+    jm["sectors_per_request_pred"] = num_or_null(m.sectors_per_request);
+    jm["sector_efficiency_pred"] = num_or_null(m.sector_efficiency);
+    jm["launches"] = json::array();
+    for (const auto& l : m.launches)
+      jm["launches"].push_back({{"projection", l.launch.projection}, {"threads", l.threads},
+                                {"warps_per_sm", l.warps_per_sm}, {"bytes_in_flight_per_sm", l.bytes_in_flight_per_sm}});
+    j["mappings"].push_back(jm);
+  }
+  j["attributions"] = json::array();
+  for (const auto& a : s.attributions)
+    j["attributions"].push_back({{"base", a.base}, {"mapping", a.mapping}, {"d_total_ms", a.d_total_ms},
+                                 {"d_gemv_ms", a.d_gemv_ms}, {"d_rest_ms", a.d_rest_ms},
+                                 {"tolerance_ms", a.tolerance_ms}, {"gemv_share", num_or_null(a.gemv_share)},
+                                 {"agrees", a.agrees}});
+  auto causes_json = [](const AbCauses& c) {
+    if (!c.present) return json(nullptr);
+    return json{{"gap", c.gap},
+                {"a_parallelism", c.a_parallelism},
+                {"a_coalescing", c.a_coalescing},
+                {"b_coalescing", c.b_coalescing},
+                {"b_parallelism", c.b_parallelism},
+                {"parallelism", c.parallelism()},
+                {"coalescing", c.coalescing()},
+                {"interaction", c.interaction()}};
+  };
+  j["causes_total_ms"] = causes_json(s.causes_total);
+  j["causes_gemv_ms"] = causes_json(s.causes_gemv);
+  return j;
+}
+
+}  // namespace
+
+std::string ab_json(const AbReportData& d, const AbSummary& s) {
+  json j;
+  j["data"] = data_json(d);
+  j["summary"] = summary_json(s);
+  return j.dump(2) + "\n";
+}
+
+AbReportData ab_data_from_json(const std::string& text) {
+  AbReportData d;
+  try {
+    const json j = json::parse(text).at("data");
+    d.model = j.at("model").get<std::string>();
+    d.device = j.at("device").get<std::string>();
+    d.sm_count = j.at("sm_count").get<int>();
+    d.max_warps_per_sm = j.at("max_warps_per_sm").get<int>();
+    d.prompt_tokens = j.at("prompt_tokens").get<int>();
+    d.n_decode = j.at("n_decode").get<int>();
+    d.repeats = j.at("repeats").get<int>();
+    d.warmup = j.at("warmup").get<int>();
+    d.seed = j.at("seed").get<uint64_t>();
+    d.gemv_bytes_per_token = j.at("gemv_bytes_per_token").get<int64_t>();
+    d.roofline_gbps = j.at("roofline_gbps").get<std::vector<double>>();
+    d.roofline_method = j.at("roofline_method").get<std::string>();
+    d.profiling_method = j.at("profiling_method").get<std::string>();
+    for (const auto& p : j.at("projections"))
+      d.projections.push_back({p.at("name").get<std::string>(), p.at("N").get<int64_t>(), p.at("K").get<int64_t>(),
+                               p.at("count").get<int>()});
+    for (const auto& jr : j.at("runs")) {
+      AbMappingRun r;
+      r.mapping = jr.at("mapping").get<std::string>();
+      r.ms_per_token = jr.at("ms_per_token").get<std::vector<double>>();
+      r.profiled_ms_per_token = jr.at("profiled_ms_per_token").get<std::vector<double>>();
+      r.part_ms = jr.at("part_ms").get<std::vector<std::array<double, kAbParts>>>();
+      for (const auto& l : jr.at("launches"))
+        r.launches.push_back({l.at("projection").get<std::string>(), l.at("N").get<int64_t>(),
+                              l.at("K").get<int64_t>(), l.at("grid").get<int>(), l.at("block").get<int>(),
+                              l.at("bytes_in_flight_per_thread").get<int>()});
+      r.tokens_matching_first = jr.at("tokens_matching_first").get<int>();
+      d.runs.push_back(std::move(r));
+    }
+  } catch (const json::exception& e) {
+    fail("A/B JSON: ", e.what());
+  }
+  return d;
+}
+
+// --- files and the chart -----------------------------------------------------------------------------------------
+
+void ab_write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) fail("cannot open ", path, " for writing");
+  f << text;
+  f.close();
+  if (!f) fail("cannot write ", path);
+}
+
+namespace {
+
+bool readable(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
+
+// tools/ab_chart.py beside the tree the executable was built in (build dirs sit in the repository), or in the
+// working directory's tree.
+std::string find_chart_script() {
+  std::vector<std::string> candidates;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    std::string dir = exe;
+    for (int up = 0; up < 3; ++up) {
+      const size_t slash = dir.find_last_of('/');
+      if (slash == std::string::npos) break;
+      dir = dir.substr(0, slash);
+      candidates.push_back(dir + "/tools/ab_chart.py");
+    }
+  }
+  candidates.push_back("tools/ab_chart.py");
+  for (const auto& c : candidates)
+    if (readable(c)) return c;
+  fail("tools/ab_chart.py not found beside the executable or in the working directory (pass its path)");
+}
+
+}  // namespace
+
+void ab_draw_chart(const std::string& json_path, const std::string& png_path, const std::string& script) {
+  const std::string py = script.empty() ? find_chart_script() : script;
+  if (!readable(py)) fail("chart script ", py, " is not readable");
+  std::vector<std::string> args = {"python3", py, json_path, png_path};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(&a[0]);
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, "python3", nullptr, nullptr, argv.data(), environ) != 0)
+    fail("chart not drawn: cannot start python3 (install python3 and python3-matplotlib)");
+  int status = 0;
+  if (::waitpid(pid, &status, 0) < 0) fail("chart not drawn: lost track of python3 ", py);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail("chart not drawn: python3 ", py, " failed (status ", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+         "; its message is above)");
+}
+
+}  // namespace llm

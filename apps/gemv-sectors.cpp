@@ -1,0 +1,146 @@
+// gemv-sectors: prints the sector model's prediction (sectors, lines, efficiency, DRAM bytes) for GEMV mappings.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "analysis/sector_model.h"  // predict, sector_mappings, sector_table_markdown
+#include "core/error.h"             // llm::Error, llm::fail
+
+namespace {
+
+const char* kUsage =
+    "usage: gemv-sectors [--mapping NAME] --shape NxK --dtype bf16|f16|q8_0|q4_0|int4 [--load-bytes B]"
+    " [--ld-bytes B]\n"
+    "\n"
+    "Predicts, for y[N] = W[N, K] x[K], what the 32 lanes of a warp touch in each load instruction: distinct 32 B\n"
+    "sectors and 128 B lines per request, useful bytes, efficiency, requests per stored row and for the matrix, and\n"
+    "DRAM traffic with no L1 reuse (sectors x 32 B) and with perfect reuse (matrix bytes). One row per mapping unless\n"
+    "--mapping names one.\n"
+    "\n"
+    "  --mapping NAME   warp | thread | colmajor | cublas | thread-splitk | warp-few (default: all)\n"
+    "  --shape NxK      output rows x input columns, e.g. 4096x4096\n"
+    "  --dtype T        bf16, f16 (2 B); q8_0 (34 B / 32 weights); q4_0 (18 B / 32); int4 (nibble plane, 16 B / 32)\n"
+    "  --load-bytes B   bytes per lane per load: 1, 2, 4, 8 or 16 (default: 16 for warp-like mappings and quantized\n"
+    "                   types, one element otherwise; cublas is always 16)\n"
+    "  --ld-bytes B     padded row stride of the stored matrix in bytes (default: packed)\n"
+    "  --help           this text\n";
+
+struct Options {
+  std::string mapping;  // "" = every mapping
+  int64_t N = 0, K = 0;
+  std::string dtype;
+  int load_bytes = 0;  // 0 = per-mapping default
+  int64_t ld_bytes = 0;
+};
+
+// Parses a positive decimal integer; the whole string must be digits.
+bool parse_positive(const std::string& s, int64_t* out) {
+  if (s.empty() || s.size() > 15 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  *out = std::stoll(s);
+  return *out > 0;
+}
+
+void parse_shape(const std::string& s, Options* o) {
+  size_t x = s.find('x');
+  if (x == std::string::npos || !parse_positive(s.substr(0, x), &o->N) || !parse_positive(s.substr(x + 1), &o->K))
+    llm::fail("--shape '", s, "' is malformed: expected NxK with positive integers, e.g. 4096x4096");
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  bool have_shape = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    }
+    if (a != "--mapping" && a != "--shape" && a != "--dtype" && a != "--load-bytes" && a != "--ld-bytes")
+      llm::fail("unknown option '", a, "' (see --help)");
+    if (i + 1 >= argc) llm::fail(a, " needs a value (see --help)");
+    std::string v = argv[++i];
+    int64_t n = 0;
+    if (a == "--mapping") {
+      llm::find_sector_mapping(v);  // fails early, listing the known mappings
+      o.mapping = v;
+    } else if (a == "--shape") {
+      parse_shape(v, &o);
+      have_shape = true;
+    } else if (a == "--dtype") {
+      llm::parse_weight_format(v);
+      o.dtype = v;
+    } else if (a == "--load-bytes") {
+      if (!parse_positive(v, &n) || (n != 1 && n != 2 && n != 4 && n != 8 && n != 16))
+        llm::fail("--load-bytes '", v, "' is not supported: expected one of 1, 2, 4, 8, 16");
+      o.load_bytes = int(n);
+    } else {
+      if (!parse_positive(v, &n)) llm::fail("--ld-bytes '", v, "' is malformed: expected a positive integer");
+      o.ld_bytes = n;
+    }
+  }
+  if (!have_shape) llm::fail("--shape NxK is required (see --help)");
+  if (o.dtype.empty()) llm::fail("--dtype is required: one of bf16, f16, q8_0, q4_0, int4 (see --help)");
+  return o;
+}
+
+// Every mapping that can read this format; what is left out or changed goes to `notes` (printed under the table).
+std::vector<llm::SectorPrediction> predict_all(const Options& o, llm::WeightFormat f, std::vector<std::string>* notes) {
+  std::vector<llm::SectorPrediction> rows;
+  for (const auto& m : llm::sector_mappings()) {
+    std::string name = m.name;
+    bool is_cublas = name == "cublas";
+    if (m.transposed && llm::weight_format_info(f).quantized) {
+      notes->push_back(name + " omitted: " + o.dtype + " blocks run along K, so there is no [K, N] layout");
+      continue;
+    }
+    int lb = is_cublas ? 16 : o.load_bytes;
+    if (is_cublas && o.load_bytes && o.load_bytes != 16) notes->push_back("cublas kept at 16-byte loads");
+    rows.push_back(llm::predict(name, o.N, o.K, f, lb, o.ld_bytes));
+  }
+  return rows;
+}
+
+int run(const Options& o) {
+  const llm::WeightFormat f = llm::parse_weight_format(o.dtype);
+  std::vector<std::string> notes;
+  std::vector<llm::SectorPrediction> rows;
+  if (o.mapping.empty())
+    rows = predict_all(o, f, &notes);
+  else
+    rows.push_back(llm::predict(o.mapping, o.N, o.K, f, o.load_bytes, o.ld_bytes));
+
+  const auto& first = rows.front();
+  char mb[32];
+  std::snprintf(mb, sizeof mb, "%.2f", first.matrix_bytes / 1e6);
+  std::cout << "W[" << o.N << ", " << o.K << "] " << o.dtype << ", " << first.matrix_bytes << " B (" << mb
+            << " MB); 32 B sectors, 128 B lines; req = one warp-wide load instruction;"
+            << " req/row = requests touching one stored row\n\n";
+  std::cout << llm::sector_table_markdown(rows);
+  std::cout << "\n";
+  for (const auto& r : rows) {
+    if (r.mapping == "cublas")
+      notes.push_back("cublas is a model (warp-like, 16-byte loads); its real access pattern is not public");
+    if (r.mapping == "colmajor")
+      notes.push_back("colmajor stores W as [K, N]: its stored rows are the K rows of N weights");
+    if (r.misaligned_lanes_total > 0)
+      notes.push_back(r.mapping + ": " + std::to_string(r.misaligned_lanes_total) + " of " +
+                      std::to_string(r.lane_loads_total) +
+                      " lane loads are not aligned to their width (a GPU vector load would fault: pad the row stride)");
+  }
+  for (const auto& n : notes) std::cout << "- " << n << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse_args(argc, argv));
+  } catch (const llm::Error& e) {
+    std::cerr << "gemv-sectors: error: " << e.what() << "\n";
+    return 2;
+  }
+}
