@@ -1,0 +1,793 @@
+// CUDA engine: BF16 weights resident on the GPU, decode through the selected GEMV mapping replayed as a CUDA
+// graph, prefill through cuBLAS GEMMs. Built only on kernels/gemv.h and kernels/ops.h.
+//
+// Design
+// - Weights. Every projection matrix (wq, wk, wv, wo, w_gate, w_up, w_down per layer, and the head) is built once as
+//   a row-major BF16 [N, K] matrix on the device: real checkpoints are converted on the host (read_rows_bf16) in
+//   32 MiB chunks through two pinned staging buffers (copy of one chunk overlaps the conversion of the next);
+//   synthetic tensors are generated on the GPU by fill_synthetic_bf16 (no host data: an 8B model builds in seconds).
+//   The row-major copy is KEPT: cuBLAS prefill GEMMs read it, and a later switch to another mapping prepacks from
+//   it. Each mapping's prepacked copy (GemvWeight) is a second copy even where its layout equals row-major: for the
+//   Llama 3.1 8B shape that is 2 x 16 GB, which fits the H200's 141 GB with the KV cache; simplicity over memory.
+//   Norm weights are FP32 on the device. The embedding table is BF16 [vocab, dim]; a tied head reads the embedding
+//   as its row-major matrix and is prepacked like any other matrix.
+// - GEMV mapping. Chosen in ONE place (gemv_find); prepacked copies and the decode graph are cached per mapping, so
+//   an A/B run can switch mappings inside one process (set_gemv).
+// - Memory. Before anything is allocated the bytes needed (row-major weights + one prepacked copy + KV cache +
+//   activations + scratch + a reserve) are compared with cudaMemGetInfo's free bytes; too little -> llm::Error
+//   "model needs X GiB of GPU memory ..., Y GiB free". ctx_size 0 -> the model maximum, capped (and said on stderr)
+//   to what the KV cache can have.
+// - Decode. pos and token go to device memory with ONE cudaMemcpyAsync from pinned memory; every op reads them
+//   from there, so one graph captured per mapping replays at every position. No allocation, no host sync. The first
+//   decode with a mapping runs eagerly (it creates any lazy cuBLAS handle and loads the kernels) and then captures.
+//   The "cublas" mapping is capture-safe because its handle (in the GemvContext) gets an explicit workspace
+//   (kernels/gemv_cublas.cu); the prefill handle here gets one too (cublasSetWorkspace after cublasSetStream).
+//   Every mapping switched to keeps its prepacked copy (one more model-sized copy each) until release_other_gemvs().
+// - Sample. sample_device on the device logits; the token comes back with one 4-byte copy and a stream sync: the one
+//   device-to-host transfer per token.
+// - Prefill. The prompt in batched passes of up to max_prefill_chunk() tokens (activations sized for that at
+//   construction): cuBLAS GEMMs (BF16 A/B, FP32 C, FP32 compute) for the projections, residual adds through beta=1,
+//   the batched attention op; only the last token's row goes through the final norm and the head (current mapping).
+// - Profiling. Optional: un-graphed decode with one event at every region boundary, times summed per projection.
+#include "engine/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <vector>
+
+#include "core/counter_rng.h"
+#include "core/error.h"
+#include "kernels/cuda_check.h"
+#include "kernels/gemv.h"
+#include "kernels/ops.h"
+
+namespace llm {
+
+namespace {
+
+constexpr size_t kStagingBytes = size_t(32) << 20;        // per pinned staging buffer (two of them)
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
+constexpr size_t kReserveBytes = size_t(512) << 20;         // CUDA/cuBLAS internals, kernels, fragmentation
+constexpr int kMaxPrefillChunk = 512;
+
+double gib(double bytes) { return bytes / double(size_t(1) << 30); }
+std::string gib_str(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", gib(bytes));
+  return buf;
+}
+
+void check_matrix(const HostTensor& t, int64_t rows, int64_t cols) {
+  if (t.rows != rows || t.cols != cols)
+    fail("cuda backend: tensor ", t.name, ": expected [", rows, ", ", cols, "], found [", t.rows, ", ", t.cols, "]");
+}
+void check_vector(const HostTensor& t, int64_t n) {
+  if (t.numel() != n) fail("cuda backend: tensor ", t.name, ": expected ", n, " elements, found ", t.numel());
+}
+
+// --- RAII holders: a constructor that throws half-way frees what it had allocated -------------------------------
+
+struct DeviceArena {
+  std::vector<void*> ptrs;
+  size_t bytes = 0;
+  template <typename T>
+  T* alloc(size_t count) {
+    void* p = nullptr;
+    size_t n = std::max<size_t>(count * sizeof(T), 1);
+    CUDA_CHECK(cudaMalloc(&p, n));
+    ptrs.push_back(p);
+    bytes += n;
+    return static_cast<T*>(p);
+  }
+  ~DeviceArena() {
+    for (void* p : ptrs) cudaFree(p);
+  }
+};
+
+struct PinnedBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  void alloc(size_t n) {
+    CUDA_CHECK(cudaHostAlloc(&p, n, cudaHostAllocDefault));
+    bytes = n;
+  }
+  ~PinnedBuffer() {
+    if (p) cudaFreeHost(p);
+  }
+};
+
+struct StreamHolder {
+  cudaStream_t s = nullptr;
+  ~StreamHolder() {
+    if (s) {
+      cudaStreamSynchronize(s);
+      cudaStreamDestroy(s);
+    }
+  }
+};
+
+struct EventHolder {
+  cudaEvent_t e = nullptr;
+  void create(unsigned flags) { CUDA_CHECK(cudaEventCreateWithFlags(&e, flags)); }
+  ~EventHolder() {
+    if (e) cudaEventDestroy(e);
+  }
+};
+
+struct CublasHolder {
+  cublasHandle_t h = nullptr;
+  ~CublasHolder() {
+    if (h) cublasDestroy(h);
+  }
+};
+
+struct GemvContextHolder {
+  GemvContext c;
+  bool live = false;
+  ~GemvContextHolder() {
+    if (!live) return;
+    try {
+      gemv_context_destroy(&c);
+    } catch (...) {
+    }
+  }
+};
+
+// One mapping's prepacked weights and its decode graph.
+struct MappingState {
+  const GemvMapping* mapping = nullptr;
+  std::vector<GemvWeight> weights;  // 7 per layer (wq, wk, wv, wo, gate, up, down), then the head
+  cudaGraphExec_t graph = nullptr;
+  ~MappingState() {
+    if (graph) cudaGraphExecDestroy(graph);
+    for (auto& w : weights) {
+      try {
+        gemv_free(&w);
+      } catch (...) {
+      }
+    }
+  }
+};
+
+// A row-major BF16 [N, K] matrix on the device (the source of every mapping's prepack and of the prefill GEMMs).
+struct DevMatrix {
+  const uint16_t* data = nullptr;  // [N, K] row-major BF16
+  int N = 0, K = 0;
+  size_t bytes() const { return size_t(N) * size_t(K) * 2; }
+};
+
+enum Proj { kWq, kWk, kWv, kWo, kGate, kUp, kDown, kProjPerLayer };
+
+struct DevLayer {
+  const float* attn_norm = nullptr;  // [dim] FP32
+  const float* ffn_norm = nullptr;   // [dim] FP32
+  DevMatrix w[kProjPerLayer];        // wq [q_dim, dim], wk/wv [kv_dim, dim], wo [dim, q_dim],
+                                     // gate/up [hidden, dim], down [dim, hidden]
+  uint16_t* k_cache = nullptr;       // [ctx, kv_dim] BF16
+  uint16_t* v_cache = nullptr;       // [ctx, kv_dim] BF16
+};
+
+// Region boundaries of one profiled decode step: events[i] .. events[i+1] is a region of class part[i].
+struct StepProbe {
+  std::vector<cudaEvent_t> events;
+  std::vector<int> part;
+  size_t used = 0;
+  void start(cudaStream_t s) {
+    part.clear();
+    used = 0;
+    CUDA_CHECK(cudaEventRecord(events[used++], s));
+  }
+  void end_region(int p, cudaStream_t s) {
+    if (used >= events.size()) fail("cuda backend: profiling event pool too small (", events.size(), ")");
+    CUDA_CHECK(cudaEventRecord(events[used++], s));
+    part.push_back(p);
+  }
+  ~StepProbe() {
+    for (auto e : events) cudaEventDestroy(e);
+  }
+};
+
+// What the device must hold, computed from the config alone (before anything is allocated).
+struct MemoryPlan {
+  double weights = 0, prepacked = 0, norms = 0, kv = 0, activations = 0, scratch = 0;
+  double total() const { return weights + prepacked + norms + kv + activations + scratch + double(kReserveBytes); }
+};
+
+class CudaEngine final : public CudaBackend {
+ public:
+  CudaEngine(const Model& model, const BackendOptions& opt);
+  ~CudaEngine() override;
+
+  std::string name() const override { return "cuda"; }
+  int ctx_size() const override { return ctx_; }
+  void prefill(const int* tokens, int n, int pos) override;
+  void decode(int token, int pos) override;
+  int sample(const SamplerParams& p, uint64_t step) override;
+  std::vector<float> logits() override;
+
+  void set_gemv(const std::string& name) override;
+  std::string gemv() const override { return cur_->mapping->name; }
+  void release_other_gemvs() override;
+  void set_use_graph(bool on) override { use_graph_ = on; }
+  bool use_graph() const override { return use_graph_; }
+  void set_profiling(bool on) override;
+  DecodeProfile profile() const override { return profile_; }
+  void reset_profile() override { profile_ = DecodeProfile{}; }
+  size_t gemv_bytes_per_token() const override;
+  void set_prefill_chunk(int n) override;
+  int max_prefill_chunk() const override { return max_chunk_; }
+  size_t device_bytes() const override;
+
+ private:
+  MemoryPlan plan_memory(int ctx, int chunk) const;
+  int choose_ctx(int requested, int chunk, size_t free_bytes) const;
+  uint16_t* upload_bf16(const HostTensor& t);
+  float* upload_f32(const HostTensor& t);
+  void upload_weights(const Model& model);
+  void allocate_state();
+  MappingState& prepare_mapping(const GemvMapping& m);
+  void enqueue_decode_step(const MappingState& ms, StepProbe* probe);
+  void capture_graph(MappingState& ms);
+  void prefill_chunk(int c, int pos0);
+  void gemm(const DevMatrix& w, const uint16_t* x, int n, float* y, float beta);
+  void accumulate_profile();
+
+  ModelConfig cfg_;
+  int ctx_ = 0;
+  int max_chunk_ = 0;
+  int chunk_ = 0;
+  bool use_graph_ = true;
+  bool profiling_ = false;
+  bool tied_ = false;
+
+  // Declared first so they are destroyed last (after everything that uses the stream).
+  StreamHolder stream_;
+  DeviceArena arena_;
+  PinnedBuffer staging_[2];  // [kStagingBytes] each, real checkpoints only
+  EventHolder staging_done_[2];
+  PinnedBuffer host_io_;     // ints: [0] pos, [1] token (decode); [2] sampled id; [3] pos0, [4..] tokens (prefill)
+  EventHolder step_copied_;     // the decode {pos, token} copy has read host_io_
+  EventHolder prefill_copied_;  // the prefill token copy has read host_io_
+  CublasHolder blas_;           // prefill GEMMs
+  GemvContextHolder gctx_;
+  std::unique_ptr<StepProbe> probe_;
+
+  // Device buffers (FP32 activations unless noted).
+  const uint16_t* embedding_ = nullptr;  // [vocab, dim] BF16
+  const float* final_norm_ = nullptr;    // [dim]
+  const float* inv_freq_ = nullptr;      // [head_dim / 2]
+  DevMatrix head_;                       // [vocab, dim]; the embedding when tied
+  std::vector<DevLayer> layers_;
+  int* d_step_ = nullptr;     // [2]: pos, token of the decode step
+  int* d_sampled_ = nullptr;  // [1]
+  int* d_prefill_ = nullptr;  // [1 + max_chunk]: pos0, then the chunk's tokens
+  float *x_ = nullptr, *xb_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr;  // decode
+  float *gate_ = nullptr, *up_ = nullptr, *hb_ = nullptr, *logits_ = nullptr;                           // decode
+  float *px_ = nullptr, *pq_ = nullptr, *pk_ = nullptr, *pv_ = nullptr, *patt_ = nullptr;  // prefill [chunk, *]
+  float *pgate_ = nullptr, *pup_ = nullptr, *phb_ = nullptr;                               // prefill [chunk, hidden]
+  uint16_t* pbf_ = nullptr;  // [chunk, max(dim, q_dim, hidden)] BF16 GEMM input
+  void* attn_scratch_ = nullptr;
+  void* sample_scratch_ = nullptr;
+  void* blas_workspace_ = nullptr;  // prefill handle
+
+  std::map<std::string, std::unique_ptr<MappingState>> mappings_;  // declared after gctx_: destroyed before it
+  MappingState* cur_ = nullptr;
+  DecodeProfile profile_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+
+MemoryPlan CudaEngine::plan_memory(int ctx, int chunk) const {
+  const auto& c = cfg_;
+  const double dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim, voc = c.vocab_size;
+  const double layer_mats = qd * dim + 2 * kvd * dim + dim * qd + 3 * hid * dim;  // elements per layer
+  MemoryPlan p;
+  p.weights = 2.0 * (c.n_layers * layer_mats + voc * dim + (tied_ ? 0.0 : voc * dim));
+  p.prepacked = 2.0 * (c.n_layers * layer_mats + voc * dim);  // padding of a mapping is not known in advance
+  p.norms = 4.0 * ((2.0 * c.n_layers + 1) * dim + c.head_dim / 2);
+  p.kv = 2.0 * c.n_layers * double(ctx) * kvd * 2.0;
+  const double wide = std::max({dim, qd, hid});
+  p.activations = 4.0 * (2 * dim + 3 * qd + 2 * kvd + 3 * hid + voc) +
+                  4.0 * chunk * (dim + 2 * qd + 2 * kvd + 3 * hid) + 2.0 * chunk * wide + 4.0 * (4 + chunk);
+  // The scratch query runs only for plausible contexts (an absurd ctx fails on the KV cache alone).
+  const double attn = (p.kv < 1e12) ? double(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx)) : 0.0;
+  // The GEMV context (kernels/gemv.h) holds its own cuBLAS workspace and split-K partial sums; counted as ours.
+  p.scratch = attn + double(sample_scratch_bytes(c.vocab_size)) + 2.0 * kCublasWorkspaceBytes +
+              4.0 * kGemvPartialFloats + 2.0 * wide;
+  return p;
+}
+
+int CudaEngine::choose_ctx(int requested, int chunk, size_t free_bytes) const {
+  if (requested < 0) fail("cuda backend: ctx_size must be >= 0, found ", requested);
+  if (requested > 0) return requested;  // checked against the model maximum after the memory check
+  const int want = cfg_.max_seq_len;
+  const MemoryPlan full = plan_memory(want, std::min(chunk, want));
+  if (full.total() <= double(free_bytes)) return want;
+  // Whatever is left after everything but the KV cache (scratch bounded by its size at the maximum context).
+  const double kv_per_pos = 2.0 * cfg_.n_layers * cfg_.kv_dim() * 2.0;
+  const double left = double(free_bytes) - (full.total() - full.kv);
+  int ctx = left > 0 ? int(std::min(double(want), std::floor(left / kv_per_pos))) : 0;
+  if (ctx >= 256) ctx -= ctx % 256;
+  if (ctx < 1) return want;  // nothing fits: the memory check reports it with the full numbers
+  std::fprintf(stderr, "cuda: ctx_size capped to %d (the model maximum %d needs %s GiB of KV cache; %s GiB free)\n",
+               ctx, want, gib_str(full.kv).c_str(), gib_str(double(free_bytes)).c_str());
+  return ctx;
+}
+
+CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(model.config) {
+  int n_dev = 0;
+  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+    cudaGetLastError();
+    fail("no CUDA device found");
+  }
+  cfg_.validate(model.source);
+  tied_ = cfg_.tied_embeddings || model.weights.head.empty();
+  const GemvMapping& mapping = gemv_find(opt.gemv);  // an unknown name fails before any allocation
+
+  // Memory check, before anything is allocated.
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const int ctx_guess = opt.ctx_size > 0 ? opt.ctx_size : cfg_.max_seq_len;
+  ctx_ = choose_ctx(opt.ctx_size, std::min(kMaxPrefillChunk, ctx_guess), free_b);
+  max_chunk_ = chunk_ = std::min(kMaxPrefillChunk, ctx_);
+  const MemoryPlan plan = plan_memory(ctx_, max_chunk_);
+  if (plan.total() > double(free_b))
+    fail("model needs ", gib_str(plan.total()), " GiB of GPU memory, ", gib_str(double(free_b)), " GiB free (",
+         model.source, ": weights ", gib_str(plan.weights), " GiB + prepacked for GEMV '", mapping.name, "' ",
+         gib_str(plan.prepacked), " GiB + KV cache for ", ctx_, " positions ", gib_str(plan.kv),
+         " GiB + activations, scratch and reserve ",
+         gib_str(plan.activations + plan.scratch + plan.norms + double(kReserveBytes)), " GiB)",
+         opt.ctx_size > 0 ? "; a smaller ctx_size needs less" : "");
+  if (ctx_ > cfg_.max_seq_len)
+    fail("cuda backend: ctx_size ", ctx_, " exceeds the model's maximum of ", cfg_.max_seq_len, " positions");
+
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_.s, cudaStreamNonBlocking));
+  for (auto& e : staging_done_) e.create(cudaEventDisableTiming);
+  step_copied_.create(cudaEventDisableTiming);
+  prefill_copied_.create(cudaEventDisableTiming);
+  host_io_.alloc(sizeof(int) * size_t(4 + max_chunk_));
+  CUBLAS_CHECK(cublasCreate(&blas_.h));
+
+  upload_weights(model);
+  allocate_state();
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  cur_ = &prepare_mapping(mapping);
+}
+
+CudaEngine::~CudaEngine() {
+  if (stream_.s) cudaStreamSynchronize(stream_.s);
+}
+
+// --- weights -----------------------------------------------------------------------------------------------------
+
+uint16_t* CudaEngine::upload_bf16(const HostTensor& t) {
+  uint16_t* d = arena_.alloc<uint16_t>(size_t(t.numel()));
+  if (t.synthetic) {
+    fill_synthetic_bf16(d, t.rows, t.cols, t.fill.seed, t.fill.tensor_id, t.fill.offset, t.fill.scale,
+                        t.rope_head_dim, stream_.s);
+    CUDA_CHECK_LAUNCH("fill_synthetic_bf16");
+    return d;
+  }
+  if (!t.data) fail("cuda backend: tensor ", t.name, " has no data (neither mapped nor synthetic)");
+  const size_t row_bytes = size_t(t.cols) * 2;
+  if (!staging_[0].p) {
+    const size_t bytes = std::max(kStagingBytes, row_bytes);
+    for (auto& s : staging_) s.alloc(bytes);
+  }
+  if (row_bytes > staging_[0].bytes)
+    fail("cuda backend: tensor ", t.name, ": a row of ", row_bytes, " bytes exceeds the staging buffer");
+  const int64_t rows_per_chunk = int64_t(staging_[0].bytes / row_bytes);
+  int i = 0;
+  for (int64_t r0 = 0; r0 < t.rows; r0 += rows_per_chunk, i ^= 1) {
+    const int64_t n = std::min(rows_per_chunk, t.rows - r0);
+    CUDA_CHECK(cudaEventSynchronize(staging_done_[i].e));  // its previous copy has finished reading it
+    uint16_t* host = static_cast<uint16_t*>(staging_[i].p);
+    t.read_rows_bf16(r0, n, host);
+    CUDA_CHECK(cudaMemcpyAsync(d + r0 * t.cols, host, size_t(n) * row_bytes, cudaMemcpyHostToDevice, stream_.s));
+    CUDA_CHECK(cudaEventRecord(staging_done_[i].e, stream_.s));
+  }
+  return d;
+}
+
+float* CudaEngine::upload_f32(const HostTensor& t) {
+  std::vector<float> host = t.to_f32();
+  float* d = arena_.alloc<float>(host.size());
+  CUDA_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return d;
+}
+
+void CudaEngine::upload_weights(const Model& model) {
+  const auto& c = cfg_;
+  const auto& w = model.weights;
+  if (int(w.layers.size()) != c.n_layers)
+    fail("cuda backend: ", model.source, ": expected ", c.n_layers, " layers, found ", w.layers.size());
+  check_matrix(w.embedding, c.vocab_size, c.dim);
+  check_vector(w.final_norm, c.dim);
+  embedding_ = upload_bf16(w.embedding);
+  final_norm_ = upload_f32(w.final_norm);
+  if (tied_) {
+    head_ = DevMatrix{embedding_, c.vocab_size, c.dim};
+  } else {
+    check_matrix(w.head, c.vocab_size, c.dim);
+    head_ = DevMatrix{upload_bf16(w.head), c.vocab_size, c.dim};
+  }
+  const int qd = c.q_dim(), kvd = c.kv_dim();
+  const int shape[kProjPerLayer][2] = {{qd, c.dim},         {kvd, c.dim},         {kvd, c.dim},      {c.dim, qd},
+                                       {c.hidden_dim, c.dim}, {c.hidden_dim, c.dim}, {c.dim, c.hidden_dim}};
+  layers_.resize(size_t(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[size_t(l)];
+    const HostTensor* src[kProjPerLayer] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down};
+    DevLayer& dl = layers_[size_t(l)];
+    check_vector(lw.attn_norm, c.dim);
+    check_vector(lw.ffn_norm, c.dim);
+    dl.attn_norm = upload_f32(lw.attn_norm);
+    dl.ffn_norm = upload_f32(lw.ffn_norm);
+    for (int p = 0; p < kProjPerLayer; ++p) {
+      check_matrix(*src[p], shape[p][0], shape[p][1]);
+      dl.w[p] = DevMatrix{upload_bf16(*src[p]), shape[p][0], shape[p][1]};
+    }
+  }
+  std::vector<float> inv = rope_inv_freq(c);
+  float* d_inv = arena_.alloc<float>(inv.size());
+  CUDA_CHECK(cudaMemcpy(d_inv, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+  inv_freq_ = d_inv;
+}
+
+void CudaEngine::allocate_state() {
+  const auto& c = cfg_;
+  const size_t dim = size_t(c.dim), qd = size_t(c.q_dim()), kvd = size_t(c.kv_dim()), hid = size_t(c.hidden_dim);
+  const size_t ch = size_t(max_chunk_), wide = std::max({dim, qd, hid});
+
+  const size_t per_layer = size_t(ctx_) * kvd;
+  uint16_t* kv = arena_.alloc<uint16_t>(2 * size_t(c.n_layers) * per_layer);
+  // Rows are always written before attention reads them; zeros keep a stray read from producing NaN.
+  CUDA_CHECK(cudaMemsetAsync(kv, 0, 2 * size_t(c.n_layers) * per_layer * 2, stream_.s));
+  for (int l = 0; l < c.n_layers; ++l) {
+    layers_[size_t(l)].k_cache = kv + (2 * size_t(l)) * per_layer;
+    layers_[size_t(l)].v_cache = kv + (2 * size_t(l) + 1) * per_layer;
+  }
+
+  d_step_ = arena_.alloc<int>(2);
+  d_sampled_ = arena_.alloc<int>(1);
+  d_prefill_ = arena_.alloc<int>(1 + ch);
+  CUDA_CHECK(cudaMemsetAsync(d_step_, 0, 2 * sizeof(int), stream_.s));
+
+  x_ = arena_.alloc<float>(dim);
+  xb_ = arena_.alloc<float>(dim);
+  q_ = arena_.alloc<float>(qd);
+  k_ = arena_.alloc<float>(kvd);
+  v_ = arena_.alloc<float>(kvd);
+  att_ = arena_.alloc<float>(qd);
+  gate_ = arena_.alloc<float>(hid);
+  up_ = arena_.alloc<float>(hid);
+  hb_ = arena_.alloc<float>(hid);
+  logits_ = arena_.alloc<float>(size_t(c.vocab_size));
+  CUDA_CHECK(cudaMemsetAsync(logits_, 0, size_t(c.vocab_size) * sizeof(float), stream_.s));
+
+  px_ = arena_.alloc<float>(ch * dim);
+  pq_ = arena_.alloc<float>(ch * qd);
+  pk_ = arena_.alloc<float>(ch * kvd);
+  pv_ = arena_.alloc<float>(ch * kvd);
+  patt_ = arena_.alloc<float>(ch * qd);
+  pgate_ = arena_.alloc<float>(ch * hid);
+  pup_ = arena_.alloc<float>(ch * hid);
+  phb_ = arena_.alloc<float>(ch * hid);
+  pbf_ = arena_.alloc<uint16_t>(ch * wide);
+
+  attn_scratch_ = arena_.alloc<uint8_t>(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx_));
+  sample_scratch_ = arena_.alloc<uint8_t>(sample_scratch_bytes(c.vocab_size));
+  blas_workspace_ = arena_.alloc<uint8_t>(kCublasWorkspaceBytes);
+
+  // cublasSetStream resets the workspace to the default pool, so the workspace is set after it.
+  CUBLAS_CHECK(cublasSetStream(blas_.h, stream_.s));
+  CUBLAS_CHECK(cublasSetWorkspace(blas_.h, blas_workspace_, kCublasWorkspaceBytes));
+
+  gemv_context_init(&gctx_.c, stream_.s, int(wide));
+  gctx_.live = true;
+}
+
+// --- mappings ----------------------------------------------------------------------------------------------------
+
+MappingState& CudaEngine::prepare_mapping(const GemvMapping& m) {
+  auto it = mappings_.find(m.name);
+  if (it != mappings_.end()) return *it->second;
+  const double need = double(gemv_bytes_per_token()) * 1.02 + double(kReserveBytes);
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (need > double(free_b))
+    fail("GEMV mapping '", m.name, "' needs ", gib_str(need), " GiB of GPU memory for its prepacked weights, ",
+         gib_str(double(free_b)), " GiB free (release_other_gemvs() frees the other mappings' copies)");
+  auto st = std::make_unique<MappingState>();
+  st->mapping = &m;
+  st->weights.reserve(layers_.size() * kProjPerLayer + 1);
+  auto pack = [&](const DevMatrix& src) {
+    st->weights.emplace_back();
+    m.prepack(src.data, src.N, src.K, &st->weights.back(), stream_.s);
+    const GemvWeight& gw = st->weights.back();
+    if (gw.N != src.N || gw.K != src.K || !gw.data)
+      fail("GEMV mapping '", m.name, "': prepack of [", src.N, ", ", src.K, "] produced [", gw.N, ", ", gw.K, "]",
+           gw.data ? "" : " with no data");
+  };
+  for (const DevLayer& dl : layers_)
+    for (int p = 0; p < kProjPerLayer; ++p) pack(dl.w[p]);
+  pack(head_);
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  MappingState& ref = *st;
+  mappings_[m.name] = std::move(st);
+  return ref;
+}
+
+void CudaEngine::set_gemv(const std::string& name) { cur_ = &prepare_mapping(gemv_find(name)); }
+
+void CudaEngine::release_other_gemvs() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  for (auto it = mappings_.begin(); it != mappings_.end();) {
+    if (it->second.get() == cur_)
+      ++it;
+    else
+      it = mappings_.erase(it);
+  }
+}
+
+size_t CudaEngine::gemv_bytes_per_token() const {
+  size_t b = head_.bytes();
+  for (const DevLayer& dl : layers_)
+    for (int p = 0; p < kProjPerLayer; ++p) b += dl.w[p].bytes();
+  return b;
+}
+
+size_t CudaEngine::device_bytes() const {
+  size_t b = arena_.bytes;
+  for (const auto& kv : mappings_)
+    for (const auto& w : kv.second->weights) b += w.bytes;
+  return b;
+}
+
+void CudaEngine::set_prefill_chunk(int n) {
+  if (n < 1 || n > max_chunk_) fail("cuda backend: prefill chunk must be in [1, ", max_chunk_, "], found ", n);
+  chunk_ = n;
+}
+
+// --- decode ------------------------------------------------------------------------------------------------------
+
+void CudaEngine::enqueue_decode_step(const MappingState& ms, StepProbe* probe) {
+  const auto& c = cfg_;
+  cudaStream_t s = stream_.s;
+  const GemvMapping& m = *ms.mapping;
+  GemvContext* g = &gctx_.c;
+  const int* d_pos = d_step_;
+  const int* d_tok = d_step_ + 1;
+  auto mark = [&](int part) {
+    if (probe) probe->end_region(part, s);
+  };
+  auto proj = [&](const GemvWeight& w, const float* x, float* y, bool acc, int part) {
+    m.launch(w, x, y, acc, g);
+    mark(part);
+  };
+  if (probe) probe->start(s);
+
+  embed_lookup(embedding_, d_tok, 1, c.dim, x_, s);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const DevLayer& L = layers_[l];
+    const GemvWeight* W = &ms.weights[l * kProjPerLayer];
+    rmsnorm(x_, L.attn_norm, xb_, 1, c.dim, c.norm_eps, s);
+    mark(DecodeProfile::kOther);
+    proj(W[kWq], xb_, q_, false, DecodeProfile::kQ);
+    proj(W[kWk], xb_, k_, false, DecodeProfile::kK);
+    proj(W[kWv], xb_, v_, false, DecodeProfile::kV);
+    rope(q_, k_, inv_freq_, d_pos, 1, c.n_heads, c.n_kv_heads, c.head_dim, s);
+    kv_store(k_, v_, L.k_cache, L.v_cache, d_pos, 1, c.kv_dim(), s);
+    attention_decode(q_, L.k_cache, L.v_cache, d_pos, c.n_heads, c.n_kv_heads, c.head_dim, ctx_, att_,
+                     attn_scratch_, s);
+    mark(DecodeProfile::kOther);
+    proj(W[kWo], att_, x_, true, DecodeProfile::kO);  // residual: x += Wo att
+    rmsnorm(x_, L.ffn_norm, xb_, 1, c.dim, c.norm_eps, s);
+    mark(DecodeProfile::kOther);
+    proj(W[kGate], xb_, gate_, false, DecodeProfile::kGate);
+    proj(W[kUp], xb_, up_, false, DecodeProfile::kUp);
+    swiglu(gate_, up_, hb_, size_t(c.hidden_dim), s);
+    mark(DecodeProfile::kOther);
+    proj(W[kDown], hb_, x_, true, DecodeProfile::kDown);  // residual: x += Wdown hb
+  }
+  rmsnorm(x_, final_norm_, xb_, 1, c.dim, c.norm_eps, s);
+  mark(DecodeProfile::kOther);
+  proj(ms.weights.back(), xb_, logits_, false, DecodeProfile::kHead);
+  CUDA_CHECK_LAUNCH("the decode step");
+}
+
+void CudaEngine::capture_graph(MappingState& ms) {
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream_.s, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue_decode_step(ms, nullptr);
+  } catch (...) {
+    cudaStreamEndCapture(stream_.s, &graph);  // leave the stream usable
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(stream_.s, &graph));
+  cudaError_t err = cudaGraphInstantiate(&ms.graph, graph, 0);
+  cudaGraphDestroy(graph);
+  if (err != cudaSuccess) {
+    ms.graph = nullptr;
+    CUDA_CHECK(err);
+  }
+}
+
+void CudaEngine::decode(int token, int pos) {
+  if (token < 0 || token >= cfg_.vocab_size)
+    fail("cuda backend: token ", token, " outside the vocabulary of ", cfg_.vocab_size);
+  if (pos < 0 || pos >= ctx_) fail("cuda backend: position ", pos, " outside the context of ", ctx_);
+  int* io = static_cast<int*>(host_io_.p);
+  CUDA_CHECK(cudaEventSynchronize(step_copied_.e));  // the previous step's copy has read io[0..1]
+  io[0] = pos;
+  io[1] = token;
+  CUDA_CHECK(cudaMemcpyAsync(d_step_, io, 2 * sizeof(int), cudaMemcpyHostToDevice, stream_.s));
+  CUDA_CHECK(cudaEventRecord(step_copied_.e, stream_.s));
+
+  MappingState& ms = *cur_;
+  if (profiling_) {
+    enqueue_decode_step(ms, probe_.get());
+    accumulate_profile();
+    return;
+  }
+  if (use_graph_ && ms.graph) {
+    CUDA_CHECK(cudaGraphLaunch(ms.graph, stream_.s));
+    return;
+  }
+  enqueue_decode_step(ms, nullptr);
+  if (use_graph_) capture_graph(ms);  // the eager step above was the warm-up: handles made, kernels loaded
+}
+
+void CudaEngine::set_profiling(bool on) {
+  profiling_ = on;
+  if (!on || probe_) return;
+  auto probe = std::make_unique<StepProbe>();
+  const size_t n = layers_.size() * 11 + 4;  // region boundaries of one step (see enqueue_decode_step)
+  probe->events.assign(n, nullptr);
+  for (auto& e : probe->events) CUDA_CHECK(cudaEventCreate(&e));
+  probe_ = std::move(probe);
+}
+
+void CudaEngine::accumulate_profile() {
+  StepProbe& p = *probe_;
+  CUDA_CHECK(cudaEventSynchronize(p.events[p.used - 1]));
+  for (size_t i = 0; i + 1 < p.used; ++i) {
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, p.events[i], p.events[i + 1]));
+    profile_.ms[p.part[i]] += ms;
+  }
+  float total = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&total, p.events[0], p.events[p.used - 1]));
+  profile_.total_ms += total;
+  profile_.steps++;
+}
+
+// --- prefill -----------------------------------------------------------------------------------------------------
+
+// y[n, N] (FP32, row-major) = x[n, K] (BF16, row-major) W[N, K]^T + beta * y. In cuBLAS's column-major terms:
+// y^T [N, n] = op_T(W viewed as [K, N]) * x^T [K, n].
+void CudaEngine::gemm(const DevMatrix& w, const uint16_t* x, int n, float* y, float beta) {
+  const float alpha = 1.0f;
+  CUBLAS_CHECK(cublasGemmEx(blas_.h, CUBLAS_OP_T, CUBLAS_OP_N, w.N, n, w.K, &alpha, w.data, CUDA_R_16BF, w.K, x,
+                            CUDA_R_16BF, w.K, &beta, y, CUDA_R_32F, w.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// One batched pass over c tokens already in d_prefill_[1..c] at positions pos0 .. pos0 + c - 1.
+void CudaEngine::prefill_chunk(int c, int pos0) {
+  const auto& m = cfg_;
+  cudaStream_t s = stream_.s;
+  const int* d_pos0 = d_prefill_;
+  embed_lookup(embedding_, d_prefill_ + 1, c, m.dim, px_, s);
+  for (const DevLayer& L : layers_) {
+    rmsnorm_bf16(px_, L.attn_norm, pbf_, c, m.dim, m.norm_eps, s);
+    gemm(L.w[kWq], pbf_, c, pq_, 0.0f);
+    gemm(L.w[kWk], pbf_, c, pk_, 0.0f);
+    gemm(L.w[kWv], pbf_, c, pv_, 0.0f);
+    rope(pq_, pk_, inv_freq_, d_pos0, c, m.n_heads, m.n_kv_heads, m.head_dim, s);
+    kv_store(pk_, pv_, L.k_cache, L.v_cache, d_pos0, c, m.kv_dim(), s);
+    attention_prefill(pq_, L.k_cache, L.v_cache, pos0, c, m.n_heads, m.n_kv_heads, m.head_dim, patt_, s);
+    convert_f32_to_bf16(patt_, pbf_, size_t(c) * size_t(m.q_dim()), s);
+    gemm(L.w[kWo], pbf_, c, px_, 1.0f);  // residual through beta = 1
+    rmsnorm_bf16(px_, L.ffn_norm, pbf_, c, m.dim, m.norm_eps, s);
+    gemm(L.w[kGate], pbf_, c, pgate_, 0.0f);
+    gemm(L.w[kUp], pbf_, c, pup_, 0.0f);
+    swiglu(pgate_, pup_, phb_, size_t(c) * size_t(m.hidden_dim), s);
+    convert_f32_to_bf16(phb_, pbf_, size_t(c) * size_t(m.hidden_dim), s);
+    gemm(L.w[kDown], pbf_, c, px_, 1.0f);
+  }
+  CUDA_CHECK_LAUNCH("a prefill layer");
+}
+
+void CudaEngine::prefill(const int* tokens, int n, int pos) {
+  if (n <= 0) fail("cuda backend: prefill needs at least one token, found ", n);
+  if (pos < 0 || int64_t(pos) + n > ctx_)
+    fail("cuda backend: prefill of ", n, " tokens at position ", pos, " exceeds the context of ", ctx_);
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size)
+      fail("cuda backend: prompt token ", i, " = ", tokens[i], " outside the vocabulary of ", cfg_.vocab_size);
+  int* io = static_cast<int*>(host_io_.p) + 3;
+  int last = 0;
+  for (int t0 = 0; t0 < n; t0 += chunk_) {
+    const int c = std::min(chunk_, n - t0);
+    // The previous chunk's copy has read io (it ran after the chunk before it: one chunk stays queued ahead).
+    CUDA_CHECK(cudaEventSynchronize(prefill_copied_.e));
+    io[0] = pos + t0;
+    std::copy(tokens + t0, tokens + t0 + c, io + 1);
+    CUDA_CHECK(cudaMemcpyAsync(d_prefill_, io, size_t(1 + c) * sizeof(int), cudaMemcpyHostToDevice, stream_.s));
+    CUDA_CHECK(cudaEventRecord(prefill_copied_.e, stream_.s));
+    prefill_chunk(c, pos + t0);
+    last = c - 1;
+  }
+  // Only the last token's logits are wanted: its row through the final norm and the head (current mapping).
+  rmsnorm(px_ + size_t(last) * size_t(cfg_.dim), final_norm_, xb_, 1, cfg_.dim, cfg_.norm_eps, stream_.s);
+  cur_->mapping->launch(cur_->weights.back(), xb_, logits_, false, &gctx_.c);
+  CUDA_CHECK_LAUNCH("the final norm and head of prefill");
+}
+
+// --- sampling and logits -----------------------------------------------------------------------------------------
+
+int CudaEngine::sample(const SamplerParams& p, uint64_t step) {
+  const float u = rng_unit(p.seed, kSamplerStream, step);
+  sample_device(logits_, cfg_.vocab_size, p.temperature, p.top_k, p.top_p, u, d_sampled_, sample_scratch_,
+                stream_.s);
+  CUDA_CHECK_LAUNCH("sample_device");
+  int* io = static_cast<int*>(host_io_.p) + 2;
+  CUDA_CHECK(cudaMemcpyAsync(io, d_sampled_, sizeof(int), cudaMemcpyDeviceToHost, stream_.s));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  return *io;
+}
+
+std::vector<float> CudaEngine::logits() {
+  std::vector<float> out(size_t(cfg_.vocab_size));
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), logits_, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_.s));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  return out;
+}
+
+}  // namespace
+
+// --- public ------------------------------------------------------------------------------------------------------
+
+const char* DecodeProfile::part_name(int part) {
+  static const char* names[kParts] = {"q", "k", "v", "o", "gate", "up", "down", "head", "other"};
+  return part >= 0 && part < kParts ? names[part] : "?";
+}
+
+double DecodeProfile::gemv_ms() const {
+  double s = 0.0;
+  for (int p = 0; p < kOther; ++p) s += ms[p];
+  return s;
+}
+
+bool cuda_device_available() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls do not report it
+    return false;
+  }
+  return n > 0;
+}
+
+std::unique_ptr<CudaBackend> make_cuda_engine(const Model& model, const BackendOptions& opt) {
+  return std::make_unique<CudaEngine>(model, opt);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& opt) {
+  return make_cuda_engine(model, opt);
+}
+
+CudaBackend& as_cuda_backend(Backend& backend) {
+  auto* c = dynamic_cast<CudaBackend*>(&backend);
+  if (!c) fail("backend '", backend.name(), "' is not the CUDA engine (no GEMV mapping or graph controls)");
+  return *c;
+}
+
+}  // namespace llm

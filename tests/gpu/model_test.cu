@@ -1,0 +1,297 @@
+// Whole-model GPU tests: the CUDA engine (every GEMV mapping, graph and eager) against the CPU reference on identical
+// BF16 weights, teacher-forced; prefill against decode; sampling, profiling and the memory check.
+// Tolerance: relative L2 of the logits <= 2e-2. The CPU keeps FP32 activations and an FP32 KV cache; the GPU stores
+// the KV cache in BF16 and feeds the prefill GEMMs BF16 activations, so logits agree to about 3 significant bits of
+// BF16 rounding accumulated over the layers, not bit for bit. Greedy argmax must agree wherever the CPU's top-2
+// margin exceeds 0.05 * |max| (a margin BF16 noise cannot bridge).
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/backend.h"
+#include "engine/cuda_backend.h"
+#include "engine/sampler.h"
+#include "kernels/gemv.h"
+#include "models/model.h"
+
+namespace fs = std::filesystem;
+using namespace llm;
+
+namespace {
+
+#define REQUIRE_GPU() \
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device"
+
+constexpr double kTol = 2e-2;
+constexpr int kTokens = 40;
+constexpr int kCtx = 64;
+
+const std::string kStoriesBin = std::string(LLM_SHARED_DIR) + "/models/stories260K/stories260K.bin";
+
+std::vector<std::string> model_sources() {
+  std::vector<std::string> v{"synthetic:tiny-gqa", "synthetic:tiny-hd"};
+  if (fs::exists(kStoriesBin))
+    v.push_back(kStoriesBin);
+  else
+    std::printf("note: stories260K not found at %s; testing the synthetic models only\n", kStoriesBin.c_str());
+  return v;
+}
+
+// BOS, then a fixed spread of ids over the vocabulary.
+std::vector<int> test_tokens(const ModelConfig& c, int n) {
+  std::vector<int> t(static_cast<size_t>(n));
+  t[0] = (c.bos_id >= 0 && c.bos_id < c.vocab_size) ? c.bos_id : 0;
+  for (int i = 1; i < n; ++i) t[size_t(i)] = int((int64_t(i) * 7919 + 13) % c.vocab_size);
+  return t;
+}
+
+double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = double(got[i]) - double(want[i]);
+    num += d * d;
+    den += double(want[i]) * double(want[i]);
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+BackendOptions cuda_options(const std::string& gemv = "") {
+  BackendOptions o;
+  o.device = "cuda";
+  o.ctx_size = kCtx;
+  o.gemv = gemv;
+  return o;
+}
+
+// CPU logits after each teacher-forced token, on weights rounded to BF16 as the GPU holds them.
+std::vector<std::vector<float>> cpu_logits(const Model& m, const std::vector<int>& toks) {
+  BackendOptions o;
+  o.device = "cpu";
+  o.ctx_size = kCtx;
+  o.bf16_weights = true;
+  auto b = make_cpu_backend(m, o);
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < toks.size(); ++i) {
+    b->decode(toks[i], int(i));
+    out.push_back(b->logits());
+  }
+  return out;
+}
+
+// Compares one position; returns whether the argmax was checked (the CPU's margin was clear).
+bool expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  EXPECT_EQ(got.size(), want.size()) << what;
+  if (got.size() != want.size()) return false;
+  for (float v : got)
+    if (!std::isfinite(v)) {
+      ADD_FAILURE() << what << ": non-finite logit";
+      return false;
+    }
+  EXPECT_LE(rel_l2(got, want), kTol) << what;
+  const int n = int(want.size());
+  const int top1 = argmax(want.data(), n);
+  float second = -INFINITY;
+  for (int i = 0; i < n; ++i)
+    if (i != top1) second = std::max(second, want[size_t(i)]);
+  if (want[size_t(top1)] - second <= 0.05f * std::fabs(want[size_t(top1)])) return false;
+  EXPECT_EQ(argmax(got.data(), n), top1) << what;
+  return true;
+}
+
+std::vector<float> decode_all_last(Backend& b, const std::vector<int>& toks) {
+  for (size_t i = 0; i < toks.size(); ++i) b.decode(toks[i], int(i));
+  return b.logits();
+}
+
+}  // namespace
+
+TEST(CudaModel, TeacherForcedMatchesCpuForEveryMapping) {
+  REQUIRE_GPU();
+  ASSERT_FALSE(gemv_mappings().empty());
+  for (const std::string& src : model_sources()) {
+    SCOPED_TRACE(src);
+    const Model m = load_model(src);
+    const auto toks = test_tokens(m.config, kTokens);
+    const auto ref = cpu_logits(m, toks);
+    auto eng = make_cuda_engine(m, cuda_options());
+    EXPECT_EQ(eng->gemv(), std::string(gemv_find("").name));
+    int argmax_checked = 0;
+    for (const GemvMapping* map : gemv_mappings()) {
+      eng->set_gemv(map->name);
+      ASSERT_EQ(eng->gemv(), std::string(map->name));
+      // Graph on: the first step runs eagerly and captures, the rest replay the graph. Off: every step eager.
+      for (bool graph : {true, false}) {
+        eng->set_use_graph(graph);
+        for (int i = 0; i < kTokens; ++i) {
+          eng->decode(toks[size_t(i)], i);
+          const std::string what = src + " gemv=" + map->name + (graph ? " graph" : " eager") + " pos " +
+                                   std::to_string(i);
+          argmax_checked += expect_close(eng->logits(), ref[size_t(i)], what);
+        }
+      }
+    }
+    std::printf("%s: argmax compared at %d of %d positions\n", src.c_str(), argmax_checked,
+                int(2 * kTokens * gemv_mappings().size()));
+    // Dropping the other mappings' copies leaves the current one working.
+    eng->release_other_gemvs();
+    eng->set_use_graph(true);
+    expect_close(decode_all_last(*eng, toks), ref.back(), src + " after release_other_gemvs");
+  }
+}
+
+TEST(CudaModel, PrefillMatchesDecode) {
+  REQUIRE_GPU();
+  for (const std::string& src : model_sources()) {
+    SCOPED_TRACE(src);
+    const Model m = load_model(src);
+    const auto toks = test_tokens(m.config, kTokens);
+    const auto ref = cpu_logits(m, toks);
+    auto eng = make_cuda_engine(m, cuda_options());
+    const std::vector<float> by_decode = decode_all_last(*eng, toks);
+    expect_close(by_decode, ref.back(), src + " decode");
+
+    eng->prefill(toks.data(), kTokens, 0);
+    const std::vector<float> one_pass = eng->logits();
+    EXPECT_LE(rel_l2(one_pass, by_decode), kTol) << "prefill in one pass vs decode";
+    expect_close(one_pass, ref.back(), src + " prefill vs cpu");
+
+    // Two calls, the second at pos0 > 0 (attends to the cache written by the first).
+    eng->prefill(toks.data(), 25, 0);
+    eng->prefill(toks.data() + 25, kTokens - 25, 25);
+    EXPECT_LE(rel_l2(eng->logits(), by_decode), kTol) << "prefill in two calls";
+
+    // Internal chunking: 40 tokens in passes of 16 (3 chunks, the last partial).
+    eng->set_prefill_chunk(16);
+    eng->prefill(toks.data(), kTokens, 0);
+    EXPECT_LE(rel_l2(eng->logits(), by_decode), kTol) << "prefill in chunks of 16";
+    eng->set_prefill_chunk(eng->max_prefill_chunk());
+
+    // Decode continues from a cache written by prefill.
+    eng->prefill(toks.data(), kTokens - 1, 0);
+    eng->decode(toks.back(), kTokens - 1);
+    expect_close(eng->logits(), ref.back(), src + " prefill then decode");
+    EXPECT_THROW(eng->set_prefill_chunk(0), Error);
+    EXPECT_THROW(eng->prefill(toks.data(), kTokens, kCtx - 10), Error);
+  }
+}
+
+TEST(CudaModel, SampleOnDevice) {
+  REQUIRE_GPU();
+  const Model m = load_model("synthetic:tiny-gqa");
+  const auto toks = test_tokens(m.config, 12);
+  auto eng = make_cuda_engine(m, cuda_options());
+  SamplerParams greedy;
+  greedy.temperature = 0.0f;
+  SamplerParams topk;
+  topk.temperature = 1.0f;
+  topk.top_k = 5;
+  topk.top_p = 1.0f;
+  for (int i = 0; i < int(toks.size()); ++i) {
+    eng->decode(toks[size_t(i)], i);
+    const std::vector<float> lg = eng->logits();
+    EXPECT_EQ(eng->sample(greedy, uint64_t(i)), argmax(lg.data(), int(lg.size()))) << "pos " << i;
+    // Top-5 sampling must return one of the 5 largest logits.
+    std::vector<int> idx(lg.size());
+    for (size_t j = 0; j < idx.size(); ++j) idx[j] = int(j);
+    std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(),
+                      [&](int a, int b) { return lg[size_t(a)] > lg[size_t(b)]; });
+    const int s = eng->sample(topk, uint64_t(i));
+    EXPECT_TRUE(std::find(idx.begin(), idx.begin() + 5, s) != idx.begin() + 5) << "pos " << i << " sampled " << s;
+  }
+}
+
+TEST(CudaModel, ProfileSplitsTheStep) {
+  REQUIRE_GPU();
+  const Model m = load_model("synthetic:tiny-gqa");
+  const auto toks = test_tokens(m.config, kTokens);
+  const auto ref = cpu_logits(m, toks);
+  auto eng = make_cuda_engine(m, cuda_options());
+  eng->set_profiling(true);
+  for (int i = 0; i < kTokens; ++i) {
+    eng->decode(toks[size_t(i)], i);
+    expect_close(eng->logits(), ref[size_t(i)], "profiled pos " + std::to_string(i));
+  }
+  const DecodeProfile p = eng->profile();
+  EXPECT_EQ(p.steps, kTokens);
+  double sum = 0.0;
+  for (int part = 0; part < DecodeProfile::kParts; ++part) {
+    EXPECT_GT(p.ms[part], 0.0) << DecodeProfile::part_name(part);
+    sum += p.ms[part];
+  }
+  // The regions tile the step: their sum is the total up to event rounding.
+  EXPECT_NEAR(sum, p.total_ms, 0.02 * p.total_ms + 0.01);
+  EXPECT_NEAR(p.gemv_ms() + p.ms[DecodeProfile::kOther], sum, 1e-9);
+  eng->reset_profile();
+  EXPECT_EQ(eng->profile().steps, 0);
+  eng->set_profiling(false);
+}
+
+TEST(CudaModel, GemvBytesPerToken) {
+  REQUIRE_GPU();
+  const Model m = load_model("synthetic:tiny-hd");
+  const ModelConfig& c = m.config;
+  auto eng = make_cuda_engine(m, cuda_options());
+  // Per layer: wq [q_dim, dim], wk, wv [kv_dim, dim], wo [dim, q_dim], gate, up [hidden, dim], down [dim, hidden];
+  // plus the head [vocab, dim]; BF16 = 2 bytes.
+  const size_t per_layer = size_t(2 * c.q_dim() * c.dim + 2 * c.kv_dim() * c.dim + 3 * c.hidden_dim * c.dim);
+  EXPECT_EQ(eng->gemv_bytes_per_token(), 2 * (size_t(c.n_layers) * per_layer + size_t(c.vocab_size) * c.dim));
+  EXPECT_EQ(eng->gemv_bytes_per_token(), size_t(2) * (2 * (2 * 96 * 48 + 2 * 24 * 48 + 3 * 100 * 48) + 300 * 48));
+  EXPECT_GT(eng->device_bytes(), eng->gemv_bytes_per_token());
+}
+
+TEST(CudaModel, MemoryCheckFailsBeforeAllocating) {
+  REQUIRE_GPU();
+  const Model m = load_model("synthetic:llama3.1-8b");  // shapes and fills only: no weights generated
+  size_t free0 = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+  BackendOptions o = cuda_options();
+  o.ctx_size = 100000000;
+  try {
+    make_cuda_engine(m, o);
+    ADD_FAILURE() << "a 100M-position KV cache for an 8B model did not fail";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("GiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("needs"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("free"), std::string::npos) << msg;
+  }
+  size_t free1 = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
+  EXPECT_LT(double(free0) - double(free1), double(64 << 20)) << "memory held after a failed construction";
+}
+
+TEST(CudaModel, OptionErrors) {
+  REQUIRE_GPU();
+  const Model m = load_model("synthetic:tiny-gqa");
+  EXPECT_THROW(make_cuda_engine(m, cuda_options("no-such-mapping")), Error);
+  BackendOptions big = cuda_options();
+  big.ctx_size = m.config.max_seq_len + 1;
+  EXPECT_THROW(make_cuda_engine(m, big), Error);
+  auto b = make_backend(m, cuda_options());
+  CudaBackend& cb = as_cuda_backend(*b);
+  EXPECT_THROW(cb.set_gemv("no-such-mapping"), Error);
+  EXPECT_THROW(b->decode(m.config.vocab_size, 0), Error);
+  EXPECT_THROW(b->decode(0, kCtx), Error);
+  BackendOptions cpu;
+  cpu.device = "cpu";
+  cpu.ctx_size = kCtx;
+  auto c = make_cpu_backend(m, cpu);
+  EXPECT_THROW(as_cuda_backend(*c), Error);
+}
+
+TEST(CudaModel, DefaultContextIsTheModelMaximum) {
+  REQUIRE_GPU();
+  const Model m = load_model("synthetic:tiny-gqa");
+  BackendOptions o = cuda_options();
+  o.ctx_size = 0;
+  auto eng = make_cuda_engine(m, o);
+  EXPECT_EQ(eng->ctx_size(), m.config.max_seq_len);
+  EXPECT_EQ(eng->max_prefill_chunk(), std::min(512, m.config.max_seq_len));
+}
