@@ -24,8 +24,15 @@ LLM_HD float rng_unit(uint64_t seed, uint64_t tensor_id, uint64_t index) {
   return float(u >> 40) * (1.0f / 16777216.0f);
 }
 
+// Multiply and add rounded separately (no fused multiply-add), so the GPU gives the host's and numpy's bits.
 LLM_HD float rng_value(uint64_t seed, uint64_t tensor_id, uint64_t index, float offset, float scale) {
-  return offset + scale * (2.0f * rng_unit(seed, tensor_id, index) - 1.0f);
+  float t = 2.0f * rng_unit(seed, tensor_id, index) - 1.0f;  // exact: 2u and 2u - 1 need no rounding
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(offset, __fmul_rn(scale, t));
+#else
+  volatile float prod = scale * t;  // volatile: keeps a host compiler with FMA enabled from contracting
+  return offset + prod;
+#endif
 }
 
 }  // namespace llm

@@ -241,7 +241,8 @@ void write_hf_model(const Model& model, const std::string& out_dir, const HfWrit
     index["weight_map"] = weight_map;
     write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
   }
-  if (!opt.tokenizer.empty()) fs::copy_file(opt.tokenizer, dir / "tokenizer.model", fs::copy_options::overwrite_existing);
+  if (!opt.tokenizer.empty())
+    fs::copy_file(opt.tokenizer, dir / "tokenizer.model", fs::copy_options::overwrite_existing);
 }
 
 }  // namespace llm

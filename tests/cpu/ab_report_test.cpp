@@ -1,0 +1,338 @@
+// A/B report tests on fabricated runs: statistics and formatting (expected numbers computed by hand, checked with
+// Python's statistics module), the attribution verdict, the two-causes split, launch-shape arithmetic, the sector
+// prediction's row scaling against a direct prediction, JSON round trip, CSV shape, and the mapping-list parser.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "analysis/ab_report.h"
+#include "analysis/sector_model.h"
+#include "core/error.h"
+#include "engine/ab_run.h"
+
+namespace llm {
+namespace {
+
+// Repeats whose GEMV time is spread evenly over the eight projections; `other` is the profiled rest.
+AbMappingRun fake_run(const std::string& name, std::vector<double> ms, std::vector<double> gemv,
+                      std::vector<double> profiled, double other = 0.25) {
+  AbMappingRun r;
+  r.mapping = name;
+  r.ms_per_token = ms;
+  r.profiled_ms_per_token = profiled;
+  for (double g : gemv) {
+    std::array<double, kAbParts> parts{};
+    for (int p = 0; p < kAbOther; ++p) parts[p] = g / kAbOther;
+    parts[kAbOther] = other;
+    r.part_ms.push_back(parts);
+  }
+  return r;
+}
+
+// A 2-layer model with Llama 3.1 8B's matrix shapes.
+std::vector<AbProjection> llama_projections() {
+  return {{"q", 4096, 4096, 2},    {"k", 1024, 4096, 2},    {"v", 1024, 4096, 2},
+          {"o", 4096, 4096, 2},    {"gate", 14336, 4096, 2}, {"up", 14336, 4096, 2},
+          {"down", 4096, 14336, 2}, {"head", 128256, 4096, 1}};
+}
+
+AbReportData base_data() {
+  AbReportData d;
+  d.model = "/models/model.bin";
+  d.device = "NVIDIA H200";
+  d.sm_count = 132;
+  d.max_warps_per_sm = 64;
+  d.prompt_tokens = 16;
+  d.n_decode = 128;
+  d.repeats = 3;
+  d.warmup = 1;
+  d.seed = 42;
+  d.gemv_bytes_per_token = 8000000000LL;
+  d.projections = llama_projections();
+  d.roofline_gbps = {5000, 4800, 5200};
+  d.roofline_method = "stream read";
+  d.profiling_method = "events";
+  return d;
+}
+
+// warp: ms {8, 10, 12} (median 10, sd 2), GEMV {2.0, 2.1, 1.9} (median 2, sd 0.1), overhead 0.5.
+// thread: +20 total, +20 GEMV (agrees); colmajor: +10 total, +2 GEMV (does not); cublas: +0.5, +0.2 (agrees).
+AbReportData four_mappings() {
+  AbReportData d = base_data();
+  d.runs.push_back(fake_run("warp", {8, 10, 12}, {2.0, 2.1, 1.9}, {10.5, 10.5, 10.5}));
+  d.runs.push_back(fake_run("thread", {30, 30, 30}, {22, 22, 22}, {31, 31, 31}));
+  d.runs.push_back(fake_run("colmajor", {20, 20, 20}, {4, 4, 4}, {20.5, 20.5, 20.5}));
+  d.runs.push_back(fake_run("cublas", {10.5, 10.5, 10.5}, {2.2, 2.2, 2.2}, {11, 11, 11}));
+  d.runs[0].launches = {{"q", 4096, 4096, 512, 256, 64}, {"head", 128256, 4096, 1792, 256, 64}};
+  d.runs[1].launches = {{"q", 4096, 4096, 16, 256, 2}, {"o", 4096, 4096, 16, 256, 2},
+                        {"head", 128256, 4096, 502, 256, 2}};
+  d.runs[3].launches = {{"q", 4096, 4096, 0, 0, 0}, {"head", 128256, 4096, 0, 0, 0}};
+  for (size_t i = 0; i < d.runs.size(); ++i) d.runs[i].tokens_matching_first = i == 2 ? 77 : 129;
+  return d;
+}
+
+bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+std::string line_with(const std::string& text, const std::string& what) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (contains(line, what)) return line;
+  return "";
+}
+
+TEST(AbReport, SpreadMedianAndSampleSd) {
+  AbSpread s = ab_spread({12, 8, 10});
+  EXPECT_DOUBLE_EQ(s.median, 10.0);
+  EXPECT_DOUBLE_EQ(s.sd, 2.0);
+  EXPECT_DOUBLE_EQ(s.min, 8.0);
+  EXPECT_DOUBLE_EQ(s.max, 12.0);
+  EXPECT_EQ(s.n, 3);
+  s = ab_spread({4, 1, 3, 2});
+  EXPECT_DOUBLE_EQ(s.median, 2.5);
+  EXPECT_NEAR(s.sd, 1.2909944487358056, 1e-12);  // statistics.stdev([1, 2, 3, 4])
+  EXPECT_DOUBLE_EQ(ab_spread({7}).sd, 0.0);
+}
+
+TEST(AbReport, StatisticsPerMapping) {
+  const AbSummary s = summarize_ab(four_mappings());
+  ASSERT_EQ(s.mappings.size(), 4u);
+  const AbMappingStats& w = s.mappings[0];
+  EXPECT_DOUBLE_EQ(w.ms.median, 10.0);
+  EXPECT_DOUBLE_EQ(w.tps.median, 100.0);
+  EXPECT_NEAR(w.tps.sd, 20.97176232019653, 1e-9);  // statistics.stdev([125, 100, 1000 / 12])
+  EXPECT_DOUBLE_EQ(w.gemv_ms.median, 2.0);
+  EXPECT_NEAR(w.gemv_ms.sd, 0.1, 1e-12);
+  EXPECT_DOUBLE_EQ(w.other_ms, 8.0);
+  EXPECT_DOUBLE_EQ(w.profiled_other_ms, 0.25);
+  EXPECT_DOUBLE_EQ(w.overhead_ms, 0.5);
+  EXPECT_DOUBLE_EQ(w.part_ms[kAbGate], 0.25);
+  EXPECT_DOUBLE_EQ(w.gemv_gbps, 4000.0);   // 8 GB / 2 ms
+  EXPECT_DOUBLE_EQ(w.token_gbps, 800.0);   // 8 GB / 10 ms
+  EXPECT_DOUBLE_EQ(s.roofline_gbps.median, 5000.0);
+  EXPECT_DOUBLE_EQ(w.pct_roofline, 80.0);
+  EXPECT_DOUBLE_EQ(s.ceiling_tps, 625.0);  // 5000 GB/s / 8 GB
+  EXPECT_EQ(s.launch_shape_of, "head");    // 1.05 GB of head beats 2 x 235 MB of gate
+  // Sector model: the note's figures (warp 16 sectors per request, thread 32 for 64 useful bytes).
+  EXPECT_DOUBLE_EQ(w.sectors_per_request, 16.0);
+  EXPECT_DOUBLE_EQ(w.sector_efficiency, 1.0);
+  EXPECT_DOUBLE_EQ(s.mappings[1].sectors_per_request, 32.0);
+  EXPECT_DOUBLE_EQ(s.mappings[1].sector_efficiency, 0.0625);
+  EXPECT_DOUBLE_EQ(s.mappings[2].sectors_per_request, 2.0);
+}
+
+TEST(AbReport, LaunchShapeArithmetic) {
+  const AbSummary s = summarize_ab(four_mappings());
+  const AbLaunchStats& tq = s.mappings[1].launches[0];  // thread, q: 16 x 256 threads = 128 warps on 132 SMs
+  EXPECT_EQ(tq.threads, 4096);
+  EXPECT_NEAR(tq.warps_per_sm, 128.0 / 132.0, 1e-12);
+  EXPECT_NEAR(tq.bytes_in_flight_per_sm, 128.0 / 132.0 * 32 * 2, 1e-9);
+  const AbLaunchStats& wh = s.mappings[0].launches[1];  // warp, head: 14336 warps, capped at 64 per SM
+  EXPECT_DOUBLE_EQ(wh.warps_per_sm, 64.0);
+  EXPECT_DOUBLE_EQ(wh.bytes_in_flight_per_sm, 64.0 * 32 * 64);
+  EXPECT_FALSE(s.mappings[3].launches[0].known());
+}
+
+TEST(AbReport, MarkdownTableHasEveryMappingFormatted) {
+  const AbReportData d = four_mappings();
+  const std::string md = ab_markdown(d, summarize_ab(d));
+  for (const char* m : {"warp", "thread", "colmajor", "cublas"})
+    EXPECT_TRUE(contains(md, std::string("| model.bin | ") + m + " | tg128 | ")) << m;
+  EXPECT_TRUE(contains(md, "| model.bin | warp | tg128 | 100.00 ± 20.97 | 10.000 ± 2.000 | 2.000 | 8.000 | 4000 | "
+                           "80.0 | 16.00 | 100.0% | 1792x256, 64.0 warps/SM, 131072 B/SM |"))
+      << md;
+  EXPECT_TRUE(contains(md, "| model.bin | thread | tg128 | 33.33 ± 0.00 | 30.000 ± 0.000 | 22.000 | 8.000 | 364 | "
+                           "7.3 | 32.00 | 6.2% | 502x256, 30.4 warps/SM, 1947 B/SM |"))
+      << md;
+  EXPECT_TRUE(contains(md, "| model.bin | cublas | tg128 | 95.24 ± 0.00 |")) << md;
+  EXPECT_TRUE(contains(line_with(md, "| model.bin | cublas |"), "| n/a |"));
+  // Launch table: thread's q and o share a shape, hence one row; q of thread is about one warp per SM.
+  EXPECT_TRUE(contains(md, "| thread | q, o | 4096x4096 | 16x256 | 4096 | 0.97 | 2 | 62 |")) << md;
+  // Per-projection GB/s: warp's q is 4096 x 4096 x 2 B x 2 layers = 67.1 MB in 0.25 ms = 268 GB/s; k 16.8 MB;
+  // gate, up, down 234.9 MB; head 1050.7 MB (one layer's worth).
+  EXPECT_TRUE(contains(md, "| warp | 268 | 67 | 67 | 268 | 940 | 940 | 940 | 4203 |")) << md;
+  EXPECT_TRUE(contains(md, "129/129")) << md;
+  EXPECT_TRUE(contains(md, "colmajor 77/129")) << md;
+  EXPECT_TRUE(contains(md, "Not measured")) << md;  // no thread-splitk / warp-few here
+}
+
+TEST(AbReport, AttributionVerdicts) {
+  const AbSummary s = summarize_ab(four_mappings());
+  ASSERT_EQ(s.attributions.size(), 3u);
+  const AbAttribution& t = s.attributions[0];
+  EXPECT_EQ(t.base, "warp");
+  EXPECT_EQ(t.mapping, "thread");
+  EXPECT_DOUBLE_EQ(t.d_total_ms, 20.0);
+  EXPECT_DOUBLE_EQ(t.d_gemv_ms, 20.0);
+  EXPECT_NEAR(t.tolerance_ms, 2 * (2 + 0) + 2 * (0.1 + 0) + 0.5, 1e-9);  // hand: 4.7
+  EXPECT_TRUE(t.agrees);
+  const AbAttribution& c = s.attributions[1];
+  EXPECT_DOUBLE_EQ(c.d_rest_ms, 8.0);
+  EXPECT_NEAR(c.tolerance_ms, 4.2, 1e-9);
+  EXPECT_FALSE(c.agrees);
+  EXPECT_NEAR(c.gemv_share, 0.2, 1e-12);
+  EXPECT_TRUE(s.attributions[2].agrees);
+  const std::string md = ab_markdown(four_mappings(), s);
+  EXPECT_TRUE(contains(line_with(md, "| warp -> thread |"), "| agrees |"));
+  EXPECT_TRUE(contains(line_with(md, "| warp -> colmajor |"), "| does NOT agree |"));
+  EXPECT_TRUE(contains(line_with(md, "| warp -> colmajor |"), "| +10.000 | +2.000 | +8.000 | 4.200 | 20.0% |"));
+}
+
+// Just inside and just outside the tolerance: the verdict flips exactly at the stated formula.
+TEST(AbReport, AttributionEdgeOfTolerance) {
+  for (double excess : {-0.01, 0.01}) {
+    AbReportData d = base_data();
+    d.runs.push_back(fake_run("warp", {9, 10, 11}, {2, 2, 2}, {11, 11, 11}));        // sd 1, overhead 1
+    const double tol = 2 * (1 + 0) + 2 * (0 + 0) + std::fabs(1.0 - 0.5);             // 2.5
+    const double total = 15.0, gemv = total - 10.0 - (tol + excess) + 2.0;            // rest = tol + excess
+    d.runs.push_back(fake_run("b", {total, total, total}, {gemv, gemv, gemv}, {15.5, 15.5, 15.5}));
+    const AbSummary s = summarize_ab(d);
+    EXPECT_NEAR(s.attributions[0].tolerance_ms, tol, 1e-9);
+    EXPECT_NEAR(s.attributions[0].d_rest_ms, tol + excess, 1e-9);
+    EXPECT_EQ(s.attributions[0].agrees, excess < 0) << excess;
+  }
+}
+
+AbReportData causes_data() {
+  AbReportData d = base_data();
+  d.runs.push_back(fake_run("warp", {10, 10, 10}, {2, 2, 2}, {10, 10, 10}));
+  d.runs.push_back(fake_run("thread", {30, 30, 30}, {22, 22, 22}, {30, 30, 30}));
+  d.runs.push_back(fake_run("thread-splitk", {22, 22, 22}, {14, 14, 14}, {22, 22, 22}));
+  d.runs.push_back(fake_run("warp-few", {14, 14, 14}, {6, 6, 6}, {14, 14, 14}));
+  return d;
+}
+
+TEST(AbReport, TwoCausesSplitSumsToTheGap) {
+  const AbSummary s = summarize_ab(causes_data());
+  const AbCauses& c = s.causes_total;
+  ASSERT_TRUE(c.present);
+  EXPECT_DOUBLE_EQ(c.gap, 20.0);
+  EXPECT_DOUBLE_EQ(c.a_parallelism, 8.0);   // thread -> thread-splitk
+  EXPECT_DOUBLE_EQ(c.a_coalescing, 12.0);   // thread-splitk -> warp
+  EXPECT_DOUBLE_EQ(c.b_coalescing, 16.0);   // thread -> warp-few
+  EXPECT_DOUBLE_EQ(c.b_parallelism, 4.0);   // warp-few -> warp
+  EXPECT_DOUBLE_EQ(c.a_parallelism + c.a_coalescing, c.gap);
+  EXPECT_DOUBLE_EQ(c.b_parallelism + c.b_coalescing, c.gap);
+  EXPECT_DOUBLE_EQ(c.parallelism() + c.coalescing(), c.gap);
+  EXPECT_DOUBLE_EQ(c.parallelism(), 6.0);
+  EXPECT_DOUBLE_EQ(c.interaction(), 4.0);
+  EXPECT_DOUBLE_EQ(s.causes_gemv.gap, 20.0);
+  const std::string md = ab_markdown(causes_data(), s);
+  EXPECT_TRUE(contains(md, "| A | thread -> thread-splitk | parallelism | 8.000 | 40.0% |")) << md;
+  EXPECT_TRUE(contains(md, "| B | thread -> warp-few | coalescing | 16.000 | 80.0% |")) << md;
+  EXPECT_TRUE(contains(md, "| mean of A and B |  | coalescing | 14.000 | 70.0% |")) << md;
+  EXPECT_FALSE(contains(md, "Not measured"));
+}
+
+TEST(AbReport, JsonRoundTripsTheData) {
+  AbReportData d = four_mappings();
+  d.runs[0].ms_per_token = {8.123456789012345, 10.0 / 3.0, 12.5e-3};  // digits that must survive
+  d.model = "/weird \"path\", with commas";
+  const AbSummary s = summarize_ab(d);
+  const std::string text = ab_json(d, s);
+  const AbReportData back = ab_data_from_json(text);
+  EXPECT_EQ(back.model, d.model);
+  EXPECT_EQ(back.device, d.device);
+  EXPECT_EQ(back.sm_count, d.sm_count);
+  EXPECT_EQ(back.gemv_bytes_per_token, d.gemv_bytes_per_token);
+  EXPECT_EQ(back.roofline_gbps, d.roofline_gbps);
+  ASSERT_EQ(back.projections.size(), d.projections.size());
+  EXPECT_EQ(back.projections[7].N, 128256);
+  ASSERT_EQ(back.runs.size(), d.runs.size());
+  for (size_t i = 0; i < d.runs.size(); ++i) {
+    EXPECT_EQ(back.runs[i].mapping, d.runs[i].mapping);
+    EXPECT_EQ(back.runs[i].ms_per_token, d.runs[i].ms_per_token);
+    EXPECT_EQ(back.runs[i].profiled_ms_per_token, d.runs[i].profiled_ms_per_token);
+    EXPECT_EQ(back.runs[i].part_ms, d.runs[i].part_ms);
+    EXPECT_EQ(back.runs[i].launches.size(), d.runs[i].launches.size());
+    EXPECT_EQ(back.runs[i].tokens_matching_first, d.runs[i].tokens_matching_first);
+  }
+  EXPECT_EQ(back.runs[1].launches[2].grid, 502);
+  // The same report from the round-tripped data.
+  EXPECT_EQ(ab_markdown(back, summarize_ab(back)), ab_markdown(d, s));
+  EXPECT_TRUE(contains(text, "\"agrees\": false"));
+  EXPECT_THROW(ab_data_from_json("{\"data\": {}}"), Error);
+}
+
+TEST(AbReport, CsvOneRowPerMapping) {
+  AbReportData d = four_mappings();
+  d.model = "a,b";
+  const std::string csv = ab_csv(d, summarize_ab(d));
+  std::istringstream in(csv);
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line)) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0].rfind("model,device,mapping,", 0), 0u);
+  EXPECT_EQ(lines[2].rfind("\"a,b\",NVIDIA H200,thread,16,128,3,", 0), 0u) << lines[2];
+  EXPECT_TRUE(contains(lines[3], ",false,77")) << lines[3];
+  // Every row has the header's number of fields (outside the one quoted field).
+  const auto fields = [](const std::string& l) {
+    int n = 1;
+    bool q = false;
+    for (char c : l) {
+      if (c == '"') q = !q;
+      if (c == ',' && !q) ++n;
+    }
+    return n;
+  };
+  for (const auto& l : lines) EXPECT_EQ(fields(l), fields(lines[0])) << l;
+}
+
+TEST(AbReport, InconsistentDataIsRejected) {
+  AbReportData d = base_data();
+  EXPECT_THROW(summarize_ab(d), Error);
+  d.runs.push_back(fake_run("warp", {1, 2}, {1}, {1, 2}));
+  EXPECT_THROW(summarize_ab(d), Error);
+}
+
+// The prediction over a token predicts a few periods of rows and scales; it must equal predicting the whole matrix.
+TEST(AbReport, SectorPredictionScalingIsExact) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1000, 4096}, {777, 1001}, {300, 250}, {40, 64}};
+  for (const char* m : {"warp", "thread", "colmajor", "thread-splitk", "warp-few", "cublas"}) {
+    for (const auto& sh : shapes) {
+      const SectorPrediction direct = predict(m, sh.first, sh.second, WeightFormat::BF16);
+      double spr = 0, eff = 0;
+      ASSERT_TRUE(ab_sector_prediction(m, {{"q", sh.first, sh.second, 3}}, &spr, &eff));
+      EXPECT_NEAR(spr, direct.sectors_per_request(), 1e-12) << m << " " << sh.first << "x" << sh.second;
+      EXPECT_NEAR(eff, direct.efficiency(), 1e-12) << m << " " << sh.first << "x" << sh.second;
+    }
+    // Two kinds: sectors and requests add over matrices (bytes-weighted).
+    const SectorPrediction a = predict(m, 1000, 4096, WeightFormat::BF16);
+    const SectorPrediction b = predict(m, 777, 1001, WeightFormat::BF16);
+    double spr = 0, eff = 0;
+    ASSERT_TRUE(ab_sector_prediction(m, {{"q", 1000, 4096, 2}, {"k", 777, 1001, 1}}, &spr, &eff));
+    EXPECT_NEAR(spr, double(2 * a.sectors_total + b.sectors_total) / double(2 * a.requests_total + b.requests_total),
+                1e-12)
+        << m;
+  }
+  double spr = 0, eff = 0;
+  EXPECT_FALSE(ab_sector_prediction("no-such-mapping", llama_projections(), &spr, &eff));
+}
+
+TEST(AbRun, ParsesTheMappingList) {
+  EXPECT_EQ(parse_ab_mappings("warp, thread,cublas"), (std::vector<std::string>{"warp", "thread", "cublas"}));
+  EXPECT_EQ(parse_ab_mappings("warp"), std::vector<std::string>{"warp"});
+  EXPECT_THROW(parse_ab_mappings(""), Error);
+  EXPECT_THROW(parse_ab_mappings("warp,,thread"), Error);
+  EXPECT_THROW(parse_ab_mappings("warp,"), Error);
+  EXPECT_THROW(parse_ab_mappings("warp,warp"), Error);
+}
+
+#ifndef LLM_HAVE_CUDA
+TEST(AbRun, CpuOnlyBuildSaysItNeedsCuda) {
+  Model m;
+  try {
+    run_ab(m, AbOptions{});
+    FAIL() << "run_ab returned in a build without CUDA";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "the A/B run needs the CUDA engine; this build has none");
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace llm
