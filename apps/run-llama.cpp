@@ -28,7 +28,7 @@ void on_sigint(int) {
 }
 
 struct Args {
-  std::string model, prompt, tokenizer, device = "auto", gemv, dtype;
+  std::string model, prompt, tokenizer, device = "auto", gemv, dtype, dump_logits, prompt_ids;
   bool have_prompt = false;
   int n_predict = 256;
   int ctx_size = 0;
@@ -45,6 +45,9 @@ const char* kUsage =
     "----- general -----\n"
     "  -h,    --help                print this help and exit\n"
     "  -p,    --prompt TEXT         prompt to continue (encoded with BOS first; \"\" = BOS only)\n"
+    "         --prompt-ids A,B,C    the prompt as token ids, used as given (no BOS added)\n"
+    "         --dump-logits FILE    teacher-forced: write the logits after each prompt token (float32\n"
+    "                               [tokens, vocab]) to FILE and exit (see tools/hf_compare.py)\n"
     "  -n,    --n-predict N         number of tokens to generate (default: 256; 1 to 1000000)\n"
     "         --ignore-eos          keep generating past an end-of-sequence token (benchmarks)\n"
     "\n"
@@ -133,6 +136,11 @@ Args parse_args(int argc, char** argv) {
       a.dtype = value();
       if (a.dtype != "f32" && a.dtype != "bf16")
         usage_error("--dtype: invalid value '" + a.dtype + "' (allowed: f32, bf16)");
+    } else if (o == "--prompt-ids") {
+      a.prompt_ids = value();
+      a.have_prompt = true;
+    } else if (o == "--dump-logits") {
+      a.dump_logits = value();
     } else if (o == "--ignore-eos") {
       a.ignore_eos = true;
     } else {
@@ -142,6 +150,21 @@ Args parse_args(int argc, char** argv) {
   if (!have_model) usage_error("--model is required");
   if (!a.have_prompt) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
   return a;
+}
+
+std::vector<int> parse_ids(const std::string& list, const llm::ModelConfig& c) {
+  std::vector<int> ids;
+  std::stringstream in(list);
+  std::string w;
+  while (std::getline(in, w, ',')) {
+    char* end = nullptr;
+    long v = std::strtol(w.c_str(), &end, 10);
+    if (w.empty() || *end != '\0' || v < 0 || v >= c.vocab_size)
+      llm::fail("--prompt-ids: '", w, "' is not a token id in [0, ", c.vocab_size, ")");
+    ids.push_back(int(v));
+  }
+  if (ids.empty()) llm::fail("--prompt-ids: no ids given");
+  return ids;
 }
 
 // Synthetic models may run without a tokenizer: the prompt is then a list of token ids (or empty).
@@ -190,7 +213,19 @@ int run(const Args& a) {
                model.source.c_str(), model.format.c_str(), c.dim, c.n_layers, c.n_heads, c.n_kv_heads,
                c.vocab_size, backend->name().c_str(), backend->ctx_size());
 
-  std::vector<int> prompt = tok ? tok->encode(a.prompt, true) : ids_from_text(a.prompt, c);
+  std::vector<int> prompt = !a.prompt_ids.empty() ? parse_ids(a.prompt_ids, c)
+                            : tok                    ? tok->encode(a.prompt, true)
+                                                     : ids_from_text(a.prompt, c);
+  if (!a.dump_logits.empty()) {
+    std::vector<float> logits = llm::teacher_forced_logits(*backend, prompt);
+    std::FILE* f = std::fopen(a.dump_logits.c_str(), "wb");
+    bool ok = f && std::fwrite(logits.data(), sizeof(float), logits.size(), f) == logits.size();
+    if (f) ok = (std::fclose(f) == 0) && ok;
+    if (!ok) llm::fail("cannot write ", a.dump_logits, ": ", std::strerror(errno));
+    std::fprintf(stderr, "run-llama: wrote %zu x %d logits to %s\n", prompt.size(), c.vocab_size,
+                 a.dump_logits.c_str());
+    return 0;
+  }
 
   llm::GenerateOptions go;
   go.n_predict = a.n_predict;

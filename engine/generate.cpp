@@ -80,4 +80,16 @@ void print_timings(const Timings& t, std::FILE* out) {
                t.prompt_tokens + t.eval_tokens);
 }
 
+std::vector<float> teacher_forced_logits(Backend& backend, const std::vector<int>& ids) {
+  if (int(ids.size()) > backend.ctx_size())
+    fail("the prompt has ", ids.size(), " tokens but the context holds ", backend.ctx_size());
+  std::vector<float> out;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    backend.decode(ids[t], int(t));
+    std::vector<float> l = backend.logits();
+    out.insert(out.end(), l.begin(), l.end());
+  }
+  return out;
+}
+
 }  // namespace llm

@@ -41,6 +41,10 @@ struct GenerateResult {
 GenerateResult generate(Backend& backend, const ModelConfig& config, const std::vector<int>& prompt,
                         const GenerateOptions& opt, const std::function<void(int)>& on_token, double load_ms = 0.0);
 
+// Teacher-forced logits: feeds ids[t] at position t one token at a time (decode path) and returns the logits after
+// each, [ids.size(), vocab] row-major. For comparisons with independent implementations (tools/hf_compare.py).
+std::vector<float> teacher_forced_logits(Backend& backend, const std::vector<int>& ids);
+
 // Prints the llama_perf-style timing block.
 void print_timings(const Timings& t, std::FILE* out = stderr);
 

@@ -27,7 +27,15 @@ struct GemvContext {
   uint16_t* x_bf16 = nullptr;     // scratch for a BF16 copy of x
   size_t x_bf16_capacity = 0;     // elements
   cudaStream_t stream = nullptr;
+  // Added for the split-K mappings (thread-splitk, colmajor): per-slice partial sums [splits, N], summed in a fixed
+  // order by a second pass so results are deterministic (no atomics). Allocated by gemv_context_init with
+  // kGemvPartialFloats elements; a mapping picks splits <= kGemvPartialFloats / N, so a launch never allocates.
+  float* partial = nullptr;
+  size_t partial_capacity = 0;     // elements
+  void* cublas_workspace = nullptr;  // explicit cuBLAS workspace, so a captured graph never allocates inside cuBLAS
+  size_t cublas_workspace_bytes = 0;
 };
+constexpr size_t kGemvPartialFloats = size_t(1) << 21;  // 8 MiB: 16 slices of a 128,256-row lm_head
 void gemv_context_init(GemvContext* ctx, cudaStream_t stream, int max_k);
 void gemv_context_destroy(GemvContext* ctx);
 
@@ -53,5 +61,13 @@ const std::vector<const GemvMapping*>& gemv_mappings();
 const GemvMapping& gemv_find(const std::string& name);
 const char* gemv_default_name();
 void gemv_free(GemvWeight* w);
+
+// Measurement helpers for apps/gemv-bench (device code lives in kernels/, never in apps/).
+// Reads `bytes` (a multiple of 16) of `buf` with 16-byte loads in a grid-stride loop of grid x block threads and
+// writes one word per block into sink[grid] so the reads cannot be optimised away.
+void gemv_stream_read(const void* buf, size_t bytes, int grid, int block, uint32_t* sink, cudaStream_t stream);
+// Fills n BF16 values with rng_value(seed, 0, i, 0, 1) (uniform in [-1, 1)), on the device.
+void gemv_fill_random_bf16(uint16_t* out, size_t n, uint64_t seed, cudaStream_t stream);
+void gemv_fill_random_f32(float* out, size_t n, uint64_t seed, cudaStream_t stream);
 
 }  // namespace llm

@@ -1,0 +1,366 @@
+// gemv-bench: GB/s of each GEMV mapping on the Llama 3.1 8B decode shapes, beside a streaming-read roofline measured
+// in the same run; weights rotated over copies >= 4x L2 so every call streams from HBM.
+//
+//   gemv-bench [--mappings warp,thread,...] [--shapes 4096x4096,...] [--repeats R] [--csv] [--json FILE]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"          // llm::Error, llm::fail
+#include "kernels/cuda_check.h"  // CUDA_CHECK
+#include "kernels/gemv.h"        // the mappings, the roofline kernel, random fills
+
+namespace llm {
+namespace {
+
+struct Options {
+  std::vector<std::string> mappings;  // empty: all registered
+  std::vector<std::pair<int, int>> shapes = {{4096, 4096}, {1024, 4096}, {14336, 4096}, {4096, 14336},
+                                             {128256, 4096}};
+  int repeats = 7;
+  bool csv = false;
+  std::string json_path;
+};
+
+const char* kUsage =
+    "usage: gemv-bench [--mappings a,b,c] [--shapes NxK,...] [--repeats R] [--csv] [--json FILE]\n"
+    "  GB/s of weight bytes per GEMV mapping and shape, beside a streaming-read roofline measured in the same run.\n";
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::pair<int, int> parse_shape(const std::string& s) {
+  const size_t x = s.find('x');
+  char* end1 = nullptr;
+  char* end2 = nullptr;
+  const long n = x == std::string::npos ? 0 : std::strtol(s.c_str(), &end1, 10);
+  const long k = x == std::string::npos ? 0 : std::strtol(s.c_str() + x + 1, &end2, 10);
+  if (x == std::string::npos || end1 != s.c_str() + x || *end2 != '\0' || n <= 0 || k <= 0 || n > (1L << 30) ||
+      k > (1L << 30))
+    fail("--shapes: expected NxK with positive integers (e.g. 4096x14336), found '", s, "'");
+  return {int(n), int(k)};
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail(a, ": missing value\n", kUsage);
+      return argv[++i];
+    };
+    if (a == "--mappings") {
+      o.mappings = split_commas(value());
+    } else if (a == "--shapes") {
+      o.shapes.clear();
+      for (const std::string& s : split_commas(value())) o.shapes.push_back(parse_shape(s));
+      if (o.shapes.empty()) fail("--shapes: no shape given");
+    } else if (a == "--repeats") {
+      const std::string v = value();
+      o.repeats = std::atoi(v.c_str());
+      if (o.repeats < 1 || o.repeats > 1000) fail("--repeats: expected 1..1000, found '", v, "'");
+    } else if (a == "--csv") {
+      o.csv = true;
+    } else if (a == "--json") {
+      o.json_path = value();
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else {
+      fail("unknown option '", a, "'\n", kUsage);
+    }
+  }
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Times `body` between two events on `stream`; milliseconds.
+template <typename F>
+double time_ms(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, F body) {
+  CUDA_CHECK(cudaEventRecord(start, stream));
+  body();
+  CUDA_CHECK(cudaEventRecord(stop, stream));
+  CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  return double(ms);
+}
+
+struct Device {
+  std::string name;
+  int sms = 0;
+  size_t l2_bytes = 0;
+};
+
+struct Roofline {
+  double gbps = 0.0;
+  size_t bytes = 0;
+  int grid = 0, block = 0, kernels_tried = 0;
+};
+
+// Best median over a few grid shapes of a 16-byte-load streaming read of a buffer far larger than L2 (~2 GiB).
+Roofline measure_roofline(const Device& dev, int repeats, cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1) {
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  Roofline best;
+  best.bytes = std::min<size_t>(size_t(2) << 30, free_bytes / 4) / 256 * 256;
+  if (best.bytes < 8 * dev.l2_bytes) fail("roofline: only ", free_bytes >> 20, " MiB free, need ", 8 * dev.l2_bytes >> 20);
+  void* buf = nullptr;
+  uint32_t* sink = nullptr;
+  CUDA_CHECK(cudaMalloc(&buf, best.bytes));
+  const std::vector<std::pair<int, int>> configs = {  // (blocks per SM, threads per block)
+      {4, 256}, {8, 256}, {16, 256}, {4, 512}, {2, 1024}};
+  CUDA_CHECK(cudaMalloc(&sink, sizeof(uint32_t) * size_t(dev.sms) * 16));
+  gemv_fill_random_bf16(static_cast<uint16_t*>(buf), best.bytes / 2, 0x5eed, stream);
+  for (const auto& config : configs) {
+    const int grid = dev.sms * config.first, block = config.second;
+    gemv_stream_read(buf, best.bytes, grid, block, sink, stream);  // warm-up
+    std::vector<double> ms;
+    for (int r = 0; r < repeats; ++r)
+      ms.push_back(time_ms(stream, e0, e1, [&] { gemv_stream_read(buf, best.bytes, grid, block, sink, stream); }));
+    const double gbps = double(best.bytes) / (median(ms) * 1e-3) / 1e9;
+    ++best.kernels_tried;
+    if (gbps > best.gbps) {
+      best.gbps = gbps;
+      best.grid = grid;
+      best.block = block;
+    }
+  }
+  CUDA_CHECK(cudaFree(sink));
+  CUDA_CHECK(cudaFree(buf));
+  return best;
+}
+
+struct Result {
+  std::string mapping;
+  int N = 0, K = 0;
+  int copies = 0, iters = 0;
+  double us_b2b = 0.0, us_graph = 0.0;  // per call, median over repeats
+  double gbps_b2b = 0.0, gbps_graph = 0.0, pct_graph = 0.0;
+  GemvLaunchShape shape;
+};
+
+// Per repeat, aim for ~10 ms of launches (at least one full rotation, at most 2,000 calls) so a repeat is long against
+// event resolution yet the slow "thread" mapping on the lm_head shape stays within a few tens of milliseconds.
+constexpr double kTargetRepeatMs = 10.0;
+constexpr int kMaxIters = 2000;
+
+Result bench_one(const GemvMapping& m, int N, int K, const uint16_t* d_src, const float* d_x, float* d_y,
+                 size_t rotation_bytes, int repeats, GemvContext* ctx, cudaEvent_t e0, cudaEvent_t e1) {
+  cudaStream_t stream = ctx->stream;
+  Result r;
+  r.mapping = m.name;
+  r.N = N;
+  r.K = K;
+  r.shape = m.shape(N, K);
+  const size_t useful = size_t(N) * size_t(K) * 2;
+  r.copies = int(std::max<size_t>(2, (rotation_bytes + useful - 1) / useful));
+  std::vector<GemvWeight> copies(size_t(r.copies));
+  for (GemvWeight& w : copies) m.prepack(d_src, N, K, &w, stream);
+  auto call = [&](int i) { m.launch(copies[size_t(i % r.copies)], d_x, d_y, false, ctx); };
+
+  // Warm-up: one full rotation (also creates lazy state such as the cuBLAS handle), then one timed to size the runs.
+  for (int i = 0; i < r.copies; ++i) call(i);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  const double rotation_ms = time_ms(stream, e0, e1, [&] {
+    for (int i = 0; i < r.copies; ++i) call(i);
+  });
+  const double est_ms = std::max(rotation_ms / r.copies, 1e-4);
+  r.iters = int(std::min<double>(kMaxIters, std::max<double>(r.copies, kTargetRepeatMs / est_ms)));
+  r.iters = (r.iters + r.copies - 1) / r.copies * r.copies;  // whole rotations: every copy used equally
+
+  std::vector<double> b2b, graph;
+  for (int rep = 0; rep < repeats; ++rep)
+    b2b.push_back(time_ms(stream, e0, e1, [&] {
+      for (int i = 0; i < r.iters; ++i) call(i);
+    }) / r.iters);
+
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    for (int i = 0; i < r.iters; ++i) call(i);
+  } catch (...) {
+    cudaStreamEndCapture(stream, &g);
+    if (g) cudaGraphDestroy(g);
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+  CUDA_CHECK(cudaGraphUpload(exec, stream));
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up replay
+  for (int rep = 0; rep < repeats; ++rep)
+    graph.push_back(time_ms(stream, e0, e1, [&] { CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) / r.iters);
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(g));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (GemvWeight& w : copies) gemv_free(&w);
+
+  r.us_b2b = median(b2b) * 1e3;
+  r.us_graph = median(graph) * 1e3;
+  r.gbps_b2b = double(useful) / (r.us_b2b * 1e-6) / 1e9;
+  r.gbps_graph = double(useful) / (r.us_graph * 1e-6) / 1e9;
+  return r;
+}
+
+const char* flag_of(const Result& r) { return r.pct_graph > 100.0 ? "L2 hits? measurement error" : ""; }
+
+std::string fmt(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+void print_markdown(const Device& dev, const Roofline& roof, int repeats, size_t rotation_bytes,
+                    const std::vector<Result>& results) {
+  std::cout << "roofline: " << fmt(roof.gbps, 0) << " GB/s (streaming read of " << fmt(roof.bytes / 1073741824.0, 2)
+            << " GiB with 16-byte loads, best of " << roof.kernels_tried << " grid shapes: " << roof.grid << " x "
+            << roof.block << "; median of " << repeats << ")\n";
+  std::cout << "device: " << dev.name << ", " << dev.sms << " SMs, " << (dev.l2_bytes >> 20)
+            << " MiB L2; weights rotated over >= " << (rotation_bytes >> 20) << " MiB of copies; median of "
+            << repeats << " repeats; GB/s of weight bytes (N x K x 2)\n\n";
+  std::cout << "| mapping | shape | GB/s back-to-back | GB/s graph | % roofline (graph) | us/call |\n"
+            << "| --- | --- | ---: | ---: | ---: | ---: |\n";
+  for (const Result& r : results) {
+    std::string pct = fmt(r.pct_graph, 1) + "%";
+    if (*flag_of(r)) pct += " (" + std::string(flag_of(r)) + ")";
+    std::cout << "| " << r.mapping << " | " << r.N << " x " << r.K << " | " << fmt(r.gbps_b2b, 0) << " | "
+              << fmt(r.gbps_graph, 0) << " | " << pct << " | " << fmt(r.us_graph, 2) << " |\n";
+  }
+  std::cout << "\nus/call: per call inside the CUDA graph (back-to-back launches: GB/s column 3).\n";
+}
+
+void print_csv(const Roofline& roof, const std::vector<Result>& results) {
+  std::cout << "mapping,N,K,gbps_back_to_back,gbps_graph,pct_roofline_graph,us_per_call_graph,"
+               "us_per_call_back_to_back,flag\n";
+  std::cout << "roofline,,," << fmt(roof.gbps, 1) << "," << fmt(roof.gbps, 1) << ",100.0,,,\n";
+  for (const Result& r : results)
+    std::cout << r.mapping << "," << r.N << "," << r.K << "," << fmt(r.gbps_b2b, 1) << "," << fmt(r.gbps_graph, 1)
+              << "," << fmt(r.pct_graph, 2) << "," << fmt(r.us_graph, 3) << "," << fmt(r.us_b2b, 3) << ","
+              << flag_of(r) << "\n";
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out;
+}
+
+void write_json(const std::string& path, const Device& dev, const Roofline& roof, int repeats, size_t rotation_bytes,
+                const std::vector<Result>& results) {
+  std::ofstream f(path);
+  if (!f) fail("--json: cannot write '", path, "'");
+  f << "{\n  \"device\": \"" << json_escape(dev.name) << "\", \"sms\": " << dev.sms
+    << ", \"l2_bytes\": " << dev.l2_bytes << ", \"repeats\": " << repeats
+    << ", \"rotation_min_bytes\": " << rotation_bytes << ",\n";
+  f << "  \"roofline\": {\"gbps\": " << fmt(roof.gbps, 1) << ", \"bytes\": " << roof.bytes
+    << ", \"grid\": " << roof.grid << ", \"block\": " << roof.block << ", \"kernels_tried\": " << roof.kernels_tried
+    << "},\n  \"results\": [\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    f << "    {\"mapping\": \"" << json_escape(r.mapping) << "\", \"N\": " << r.N << ", \"K\": " << r.K
+      << ", \"gbps_back_to_back\": " << fmt(r.gbps_b2b, 1) << ", \"gbps_graph\": " << fmt(r.gbps_graph, 1)
+      << ", \"pct_roofline_graph\": " << fmt(r.pct_graph, 2) << ", \"us_per_call_graph\": " << fmt(r.us_graph, 3)
+      << ", \"us_per_call_back_to_back\": " << fmt(r.us_b2b, 3) << ", \"copies\": " << r.copies
+      << ", \"iters\": " << r.iters << ", \"grid\": " << r.shape.grid << ", \"block\": " << r.shape.block
+      << ", \"bytes_in_flight_per_thread\": " << r.shape.bytes_in_flight_per_thread << ", \"flag\": \""
+      << flag_of(r) << "\"}" << (i + 1 < results.size() ? "," : "") << "\n";
+  }
+  f << "  ]\n}\n";
+  if (!f) fail("--json: error writing '", path, "'");
+}
+
+int run(int argc, char** argv) {
+  const Options opt = parse_args(argc, argv);
+  std::vector<const GemvMapping*> mappings;
+  if (opt.mappings.empty())
+    mappings = gemv_mappings();
+  else
+    for (const std::string& name : opt.mappings) mappings.push_back(&gemv_find(name));
+
+  int dev_id = 0;
+  CUDA_CHECK(cudaGetDevice(&dev_id));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev_id));
+  Device dev{prop.name, prop.multiProcessorCount, size_t(prop.l2CacheSize)};
+  // Rotation set: at least 4x L2 and at least 256 MiB, so a call finds none of its weights in L2.
+  const size_t rotation_bytes = std::max<size_t>(4 * dev.l2_bytes, size_t(256) << 20);
+
+  cudaStream_t stream = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+
+  const Roofline roof = measure_roofline(dev, opt.repeats, stream, e0, e1);
+  std::cerr << "roofline " << fmt(roof.gbps, 0) << " GB/s\n";
+
+  int max_k = 1;
+  for (const auto& s : opt.shapes) max_k = std::max(max_k, s.second);
+  GemvContext ctx;
+  gemv_context_init(&ctx, stream, max_k);
+
+  std::vector<Result> results;
+  for (const auto& [N, K] : opt.shapes) {
+    uint16_t* d_src = nullptr;
+    float* d_x = nullptr;
+    float* d_y = nullptr;
+    CUDA_CHECK(cudaMalloc(&d_src, size_t(N) * size_t(K) * 2));
+    CUDA_CHECK(cudaMalloc(&d_x, size_t(K) * 4));
+    CUDA_CHECK(cudaMalloc(&d_y, size_t(N) * 4));
+    gemv_fill_random_bf16(d_src, size_t(N) * size_t(K), 0x5eedull + uint64_t(N) * 131 + uint64_t(K), stream);
+    gemv_fill_random_f32(d_x, size_t(K), 0x5eedull ^ uint64_t(K), stream);
+    for (const GemvMapping* m : mappings) {
+      Result r = bench_one(*m, N, K, d_src, d_x, d_y, rotation_bytes, opt.repeats, &ctx, e0, e1);
+      r.pct_graph = 100.0 * r.gbps_graph / roof.gbps;
+      std::cerr << r.mapping << " " << N << "x" << K << ": " << fmt(r.gbps_graph, 0) << " GB/s graph ("
+                << fmt(r.pct_graph, 1) << "%), " << fmt(r.gbps_b2b, 0) << " back-to-back\n";
+      results.push_back(r);
+    }
+    CUDA_CHECK(cudaFree(d_src));
+    CUDA_CHECK(cudaFree(d_x));
+    CUDA_CHECK(cudaFree(d_y));
+  }
+  gemv_context_destroy(&ctx);
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+
+  if (opt.csv)
+    print_csv(roof, results);
+  else
+    print_markdown(dev, roof, opt.repeats, rotation_bytes, results);
+  if (!opt.json_path.empty()) write_json(opt.json_path, dev, roof, opt.repeats, rotation_bytes, results);
+  return 0;
+}
+
+}  // namespace
+}  // namespace llm
+
+int main(int argc, char** argv) {
+  try {
+    return llm::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
