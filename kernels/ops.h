@@ -31,6 +31,8 @@ void kv_store(const float* k, const float* v, uint16_t* k_cache, uint16_t* v_cac
 // split over the KV range across blocks and merged (flash-decoding) so long contexts fill the GPU.
 // q [n_heads * head_dim], out [n_heads * head_dim]. Scratch sized by attention_decode_scratch_bytes(), allocated once.
 size_t attention_decode_scratch_bytes(int n_heads, int head_dim, int max_ctx);
+// Cache rows per KV split (64, 128 or 256), chosen from n_kv_heads and max_ctx only (exposed for tests and reports).
+int attention_decode_chunk(int n_kv_heads, int max_ctx);
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos,
                       int n_heads, int n_kv_heads, int head_dim, int max_ctx, float* out, void* scratch,
                       cudaStream_t s);
