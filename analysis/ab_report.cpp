@@ -36,7 +36,8 @@ std::string fmt(const char* f, double v) {
 // "1.234" or "n/a" for NaN.
 std::string fmt_or_na(const char* f, double v) { return std::isnan(v) ? "n/a" : fmt(f, v); }
 
-std::string signed_ms(double v) { return fmt("%+.3f", v); }
+// "-0.000" reads like a sign that means something: a change below the printed precision is "+0.000".
+std::string signed_ms(double v) { return fmt("%+.3f", std::fabs(v) < 5e-4 ? 0.0 : v); }
 
 std::string basename_of(const std::string& path) {
   std::string p = path;
@@ -424,10 +425,10 @@ void tokens_note(std::ostringstream& os, const AbReportData& d, const AbSummary&
     const auto& m = s.mappings[i];
     os << (i ? "; " : "") << m.mapping << " "
        << (m.tokens_matching_first < 0 ? std::string("n/a")
-                                       : std::to_string(m.tokens_matching_first) + "/" + std::to_string(d.n_decode));
+                                       : std::to_string(m.tokens_matching_first) + "/" + std::to_string(d.n_decode + 1));
   }
-  os << " leading decoded tokens equal to " << s.mappings[0].mapping
-     << "'s (different summation orders may flip a near-tie).\n";
+  os << " leading sampled tokens (after the prompt, then after each step) equal to " << s.mappings[0].mapping
+     << "'s in the last round (different summation orders may flip a near-tie).\n";
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ struct AbMappingRun {
   std::vector<double> profiled_ms_per_token;  // the un-graphed pass with CUDA events, wall clock
   std::vector<std::array<double, kAbParts>> part_ms;  // that pass's device ms/token per part (events)
   std::vector<AbLaunch> launches;             // one per projection kind
-  int tokens_matching_first = -1;             // leading decoded tokens equal to the first mapping's; -1: not known
+  int tokens_matching_first = -1;  // of the n_decode + 1 sampled tokens, leading ones equal to the first mapping's
 };
 
 struct AbReportData {

@@ -20,6 +20,14 @@ for sec in $sections; do
           --gtest_filter="${SAN_FILTER:-*Small*:*small*}" > $OUT/san_$tool.log 2>&1; echo "$tool rc=$?"; tail -3 $OUT/san_$tool.log
       done ;;
     bench) step gemv-bench; $S/bin/gemv-bench 2>&1 | tee $OUT/gemv_bench.md ;;
+    golden) step "HF golden logits (tiny models)"
+      G=/tmp/golden; rm -rf $G; mkdir -p $G
+      $S/bin/make-hf-model --synthetic tiny-gqa --out $G/gqa_bf16 --dtype bf16 >/dev/null
+      $S/bin/make-hf-model --synthetic tiny-gqa --out $G/gqa_f16_sharded --dtype f16 --shards 3 >/dev/null
+      $S/bin/make-hf-model --synthetic tiny-gqa --out $G/gqa_f32_ropeparams --dtype f32 --rope-parameters >/dev/null
+      $S/bin/make-hf-model --synthetic tiny-hd --out $G/hd_bf16_tied --dtype bf16 >/dev/null
+      python3 $S/tools/hf_reference.py --out $OUT/hf_golden.json gqa_bf16=$G/gqa_bf16 gqa_f16_sharded=$G/gqa_f16_sharded \
+        gqa_f32_ropeparams=$G/gqa_f32_ropeparams hd_bf16_tied=$G/hd_bf16_tied 2>&1 | grep -v Warning | tail -5 ;;
     e2e) step e2e
       for m in ${MAPPINGS:-warp thread colmajor cublas}; do
         $S/bin/run-llama --model synthetic:llama3.1-8b --prompt-ids "${PROMPT_IDS:-128000,791,1888,315,9822,374,12366,13,578,1888,315,9822,374,12366,13,578}" \

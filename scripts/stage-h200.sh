@@ -6,9 +6,10 @@ cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
 S=.stage/h200
 rm -rf "$S"; mkdir -p "$S/bin" "$S/shared/models"
-for exe in run-llama gpu_tests cpu_tests gemv-bench gemv-sectors make-hf-model ab-report; do
-  [ -x "$B/$exe" ] && cp "$B/$exe" "$S/bin/"
+for exe in run-llama llama-ab gemv-bench gemv-sectors make-hf-model tests/gpu_tests tests/cpu_tests; do
+  if [ -x "$B/$exe" ]; then cp "$B/$exe" "$S/bin/"; fi
 done
+mkdir -p "$S/tools" && cp tools/*.py "$S/tools/"
 cp -L /usr/lib/x86_64-linux-gnu/libsentencepiece.so.0 "$S/bin/"
 cp -r ../shared/models/stories260K ../shared/models/llama2-tokenizer "$S/shared/models/"
 du -sh "$S"

@@ -229,7 +229,7 @@ TEST(AbReport, TwoCausesSplitSumsToTheGap) {
 
 TEST(AbReport, JsonRoundTripsTheData) {
   AbReportData d = four_mappings();
-  d.runs[0].ms_per_token = {8.123456789012345, 10.0 / 3.0, 12.5e-3};  // digits that must survive
+  d.runs[0].ms_per_token = {8.123456789012345, 10.0, 12.000000000000002};  // digits that must survive
   d.model = "/weird \"path\", with commas";
   const AbSummary s = summarize_ab(d);
   const std::string text = ab_json(d, s);

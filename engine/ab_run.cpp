@@ -1,0 +1,282 @@
+// The A/B run of GEMV mappings (see engine/ab_run.h): the measurement protocol; numbers go to analysis/ab_report.
+#include "engine/ab_run.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdarg>
+#include <memory>
+#include <sstream>
+
+#include "core/error.h"
+
+#ifdef LLM_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "engine/cuda_backend.h"  // CudaBackend: set_gemv, set_use_graph, set_profiling, gemv_bytes_per_token
+#include "kernels/cuda_check.h"   // CUDA_CHECK
+#include "kernels/gemv.h"         // gemv_find(...).shape, gemv_stream_read
+#endif
+
+namespace llm {
+
+std::vector<std::string> parse_ab_mappings(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b == std::string::npos) fail("--ab '", list, "': empty mapping name in the list");
+    item = item.substr(b, e - b + 1);
+    if (std::find(out.begin(), out.end(), item) != out.end())
+      fail("--ab '", list, "': mapping '", item, "' is listed twice");
+    out.push_back(item);
+  }
+  if (out.empty() || list.back() == ',') fail("--ab '", list, "': expected a comma-separated list of mappings");
+  return out;
+}
+
+#ifdef LLM_HAVE_CUDA
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kRooflineBytes = size_t(2) << 30;  // far beyond the 50 MB L2: every byte comes from HBM
+constexpr int kRooflineReps = 5;
+
+// The projection kinds of one decode step, in DecodeProfile order.
+std::vector<AbProjection> projections_of(const ModelConfig& c) {
+  const int L = c.n_layers;
+  return {{"q", c.q_dim(), c.dim, L},          {"k", c.kv_dim(), c.dim, L},   {"v", c.kv_dim(), c.dim, L},
+          {"o", c.dim, c.q_dim(), L},          {"gate", c.hidden_dim, c.dim, L}, {"up", c.hidden_dim, c.dim, L},
+          {"down", c.dim, c.hidden_dim, L},    {"head", c.vocab_size, c.dim, 1}};
+}
+
+// The streaming-read roofline: a 2 GiB buffer read with 16-byte loads at a few grid shapes; the best shape's
+// median over kRooflineReps (CUDA events) is the figure. Owns its buffer, stream and events.
+class Roofline {
+ public:
+  explicit Roofline(int sm_count) : sm_count_(sm_count) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    if (cudaMalloc(&buf_, kRooflineBytes) != cudaSuccess) {
+      cudaGetLastError();
+      buf_ = nullptr;
+      fail("A/B run: cannot allocate the 2 GiB buffer of the read-bandwidth measurement");
+    }
+    CUDA_CHECK(cudaMemsetAsync(buf_, 0x5A, kRooflineBytes, stream_));
+    CUDA_CHECK(cudaMalloc(&sink_, sizeof(uint32_t) * size_t(sm_count) * 32));
+    CUDA_CHECK(cudaEventCreate(&start_));
+    CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~Roofline() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+    cudaFree(sink_);
+    cudaFree(buf_);
+    cudaStreamDestroy(stream_);
+  }
+  Roofline(const Roofline&) = delete;
+  Roofline& operator=(const Roofline&) = delete;
+
+  double measure_gbps() {
+    // (blocks per SM, threads per block): full occupancy from several directions; the best is the roofline.
+    static const int shapes[][2] = {{2, 1024}, {4, 512}, {8, 256}, {16, 128}, {32, 256}};
+    double best = 0;
+    for (const auto& sh : shapes) {
+      const int grid = sm_count_ * sh[0], block = sh[1];
+      gemv_stream_read(buf_, kRooflineBytes, grid, block, sink_, stream_);  // warm-up
+      std::vector<double> gbps;
+      for (int r = 0; r < kRooflineReps; ++r) {
+        CUDA_CHECK(cudaEventRecord(start_, stream_));
+        gemv_stream_read(buf_, kRooflineBytes, grid, block, sink_, stream_);
+        CUDA_CHECK(cudaEventRecord(stop_, stream_));
+        CUDA_CHECK(cudaEventSynchronize(stop_));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+        gbps.push_back(double(kRooflineBytes) / (double(ms) * 1e6));
+      }
+      best = std::max(best, ab_spread(gbps).median);
+    }
+    return best;
+  }
+
+  static std::string method() {
+    return "gemv_stream_read of a 2 GiB buffer, 16-byte loads, best of 5 grid shapes of the median of " +
+           std::to_string(kRooflineReps) + " CUDA-event timings, once per round";
+  }
+
+ private:
+  int sm_count_;
+  cudaStream_t stream_ = nullptr;
+  void* buf_ = nullptr;
+  uint32_t* sink_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+struct Pass {
+  double ms_per_token = 0;
+  std::vector<int> tokens;  // the n_decode + 1 tokens sampled (after the prompt, then after each decode step)
+};
+
+// Prefill at position 0 (overwriting the previous pass's cache), then exactly n greedy decode steps, EOS ignored.
+// The clock starts after the prefill's sample (a stream sync) and stops after the last sample (another one).
+Pass decode_pass(Backend& b, const AbOptions& opt) {
+  SamplerParams sp;
+  sp.temperature = 0.0f;
+  sp.top_k = 0;
+  sp.top_p = 1.0f;
+  sp.seed = opt.seed;
+  Pass p;
+  p.tokens.reserve(size_t(opt.n_decode) + 1);
+  const int n_prompt = int(opt.prompt.size());
+  b.prefill(opt.prompt.data(), n_prompt, 0);
+  int tok = b.sample(sp, 0);
+  p.tokens.push_back(tok);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < opt.n_decode; ++i) {
+    b.decode(tok, n_prompt + i);
+    tok = b.sample(sp, uint64_t(i) + 1);
+    p.tokens.push_back(tok);
+  }
+  p.ms_per_token = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / opt.n_decode;
+  return p;
+}
+
+int leading_equal(const std::vector<int>& a, const std::vector<int>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return int(n);
+}
+
+void check_options(const Model& model, const AbOptions& opt) {
+  const ModelConfig& c = model.config;
+  if (opt.mappings.empty()) fail("A/B run: no mapping to run");
+  for (const auto& m : opt.mappings) gemv_find(m);  // an unknown name fails before the model is uploaded
+  if (opt.prompt.empty()) fail("A/B run: the prompt is empty (it needs at least the BOS token)");
+  for (int id : opt.prompt)
+    if (id < 0 || id >= c.vocab_size)
+      fail("A/B run: prompt token ", id, " outside the vocabulary of ", c.vocab_size);
+  if (opt.n_decode < 1) fail("A/B run: n_decode must be >= 1, found ", opt.n_decode);
+  if (opt.repeats < 1) fail("A/B run: repeats must be >= 1, found ", opt.repeats);
+  if (opt.warmup < 0) fail("A/B run: warm-up rounds must be >= 0, found ", opt.warmup);
+  const int64_t need = int64_t(opt.prompt.size()) + opt.n_decode;
+  if (opt.ctx_size != 0 && opt.ctx_size < need)
+    fail("A/B run: ctx_size ", opt.ctx_size, " is shorter than prompt + decode steps (", need, ")");
+  if (need > c.max_seq_len)
+    fail("A/B run: prompt + decode steps = ", need, " exceed the model's ", c.max_seq_len, " positions");
+}
+
+void progress(const AbOptions& opt, const char* fmt_line, ...) __attribute__((format(printf, 2, 3)));
+void progress(const AbOptions& opt, const char* fmt_line, ...) {
+  if (!opt.progress) return;
+  va_list ap;
+  va_start(ap, fmt_line);
+  std::vfprintf(opt.progress, fmt_line, ap);
+  va_end(ap);
+  std::fflush(opt.progress);
+}
+
+}  // namespace
+
+AbResult run_ab(const Model& model, const AbOptions& opt) {
+  check_options(model, opt);
+  const ModelConfig& c = model.config;
+
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (!cuda_device_available()) fail("no CUDA device found");
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+
+  AbResult res;
+  res.model = model.source;
+  res.device = prop.name;
+  res.sm_count = prop.multiProcessorCount;
+  res.max_warps_per_sm = prop.maxThreadsPerMultiProcessor / 32;
+  res.prompt_tokens = int(opt.prompt.size());
+  res.n_decode = opt.n_decode;
+  res.repeats = opt.repeats;
+  res.warmup = opt.warmup;
+  res.seed = opt.seed;
+  res.projections = projections_of(c);
+  res.roofline_method = Roofline::method();
+  res.profiling_method =
+      "a separate un-graphed pass of the same steps per mapping and repeat, CUDA events around every projection "
+      "(device time, launch gaps included where they fall)";
+
+  // The roofline buffer first, so the backend's memory check sees what is left.
+  Roofline roofline(res.sm_count);
+  BackendOptions bo;
+  bo.device = "cuda";
+  bo.ctx_size = opt.ctx_size > 0 ? opt.ctx_size : int(opt.prompt.size()) + opt.n_decode;
+  bo.gemv = opt.mappings[0];
+  progress(opt, "ab: uploading %s to %s\n", model.source.c_str(), prop.name);
+  std::unique_ptr<CudaBackend> engine = make_cuda_engine(model, bo);
+  CudaBackend& cb = *engine;
+  res.gemv_bytes_per_token = int64_t(cb.gemv_bytes_per_token());
+
+  for (const auto& m : opt.mappings) {
+    AbMappingRun run;
+    run.mapping = m;
+    const GemvMapping& gm = gemv_find(m);
+    for (const AbProjection& p : res.projections) {
+      const GemvLaunchShape s = gm.shape(int(p.N), int(p.K));
+      run.launches.push_back({p.name, p.N, p.K, s.grid, s.block, s.bytes_in_flight_per_thread});
+    }
+    res.runs.push_back(std::move(run));
+  }
+
+  const int rounds = opt.warmup + opt.repeats;
+  std::vector<std::vector<int>> last_tokens(opt.mappings.size());
+  for (int r = 0; r < rounds; ++r) {
+    const bool timed = r >= opt.warmup;
+    char round[64];
+    if (timed)
+      std::snprintf(round, sizeof round, "repeat %d/%d", r - opt.warmup + 1, opt.repeats);
+    else
+      std::snprintf(round, sizeof round, "warm-up %d/%d", r + 1, opt.warmup);
+    const double roof = roofline.measure_gbps();
+    progress(opt, "ab: %s read roofline: %.0f GB/s\n", round, roof);
+    if (timed) res.roofline_gbps.push_back(roof);
+
+    for (size_t i = 0; i < opt.mappings.size(); ++i) {
+      cb.set_gemv(opt.mappings[i]);  // first time: prepacks; its first graphed decode captures the graph
+      cb.set_use_graph(true);
+      const Pass graphed = decode_pass(cb, opt);
+
+      cb.reset_profile();
+      cb.set_profiling(true);
+      const Pass profiled = decode_pass(cb, opt);
+      cb.set_profiling(false);
+      const DecodeProfile prof = cb.profile();
+      if (prof.steps != opt.n_decode)
+        fail("A/B run: the profile of '", opt.mappings[i], "' counted ", prof.steps, " steps, expected ",
+             opt.n_decode);
+      std::array<double, kAbParts> parts{};
+      for (int p = 0; p < kAbParts; ++p) parts[p] = prof.ms[p] / double(prof.steps);
+      const double gemv_ms = prof.gemv_ms() / double(prof.steps);
+
+      progress(opt, "ab: %s %s: %.1f tok/s (%.3f ms/token; profiled %.3f ms/token, GEMV %.3f ms/token)\n", round,
+               opt.mappings[i].c_str(), 1e3 / graphed.ms_per_token, graphed.ms_per_token, profiled.ms_per_token,
+               gemv_ms);
+      last_tokens[i] = graphed.tokens;
+      if (!timed) continue;
+      AbMappingRun& run = res.runs[i];
+      run.ms_per_token.push_back(graphed.ms_per_token);
+      run.profiled_ms_per_token.push_back(profiled.ms_per_token);
+      run.part_ms.push_back(parts);
+    }
+  }
+  for (size_t i = 0; i < res.runs.size(); ++i)
+    res.runs[i].tokens_matching_first = leading_equal(last_tokens[0], last_tokens[i]);
+  return res;
+}
+
+#else  // no CUDA engine in this build
+
+AbResult run_ab(const Model&, const AbOptions&) { fail("the A/B run needs the CUDA engine; this build has none"); }
+
+#endif
+
+}  // namespace llm

@@ -1,0 +1,36 @@
+// The A/B run: one model, one prompt, exactly N greedy decode steps under each GEMV mapping, mappings alternating
+// round by round (A B C A B C ...) so drift on a shared machine hits all of them; per mapping the graph-replayed
+// wall time, an un-graphed profiling pass split per projection, and the launch shapes; the read roofline measured in
+// the same run. Fills analysis/ab_report.h's plain data; the report is rendered there. Needs the CUDA engine.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "analysis/ab_report.h"  // AbReportData: what the run measures
+#include "models/model.h"        // Model
+
+namespace llm {
+
+struct AbOptions {
+  std::vector<std::string> mappings{"warp", "thread", "colmajor", "cublas"};  // GEMV registry names, in run order
+  std::vector<int> prompt;   // token ids, BOS first; prefilled at position 0 before every pass
+  int n_decode = 128;        // decode steps per pass, EOS ignored
+  int repeats = 5;           // timed rounds
+  int warmup = 1;            // untimed rounds first (prepack, graph capture, clocks)
+  uint64_t seed = 42;        // sampler seed (greedy: recorded, no effect on the tokens)
+  int ctx_size = 0;          // 0 = prompt + n_decode (a small KV cache leaves memory for every mapping's copy)
+  std::FILE* progress = stderr;  // one line per pass; nullptr = quiet
+};
+
+using AbResult = AbReportData;
+
+// Runs the protocol above. Throws llm::Error for bad options, an unknown mapping, no CUDA device, or (in a build
+// without CUDA) "the A/B run needs the CUDA engine; this build has none".
+AbResult run_ab(const Model& model, const AbOptions& opt);
+
+// "warp, thread,cublas" -> {"warp", "thread", "cublas"}; throws llm::Error on an empty list, item or repeat.
+std::vector<std::string> parse_ab_mappings(const std::string& list);
+
+}  // namespace llm
