@@ -112,10 +112,9 @@ struct Problem {
 
     CUDA_CHECK(cudaMalloc(&d_w, w.size() * 2));
     CUDA_CHECK(cudaMemcpy(d_w, w.data(), w.size() * 2, cudaMemcpyHostToDevice));
-    std::vector<float> xbuf(kGuard + size_t(K) + kGuard + 1, std::nanf(""));
-    std::copy(x.begin(), x.end(), xbuf.begin() + kGuard);
-    CUDA_CHECK(cudaMalloc(&d_xbuf, xbuf.size() * 4));
-    CUDA_CHECK(cudaMemcpy(d_xbuf, xbuf.data(), xbuf.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&d_xbuf, (kGuard + size_t(K) + kGuard + 1) * 4));
+    upload_x(0, nullptr);
+    CUDA_CHECK(cudaStreamSynchronize(nullptr));
     CUDA_CHECK(cudaMalloc(&d_ybuf, (kGuard + size_t(N) + kGuard + 1) * 4));
   }
   ~Problem() {
@@ -127,6 +126,13 @@ struct Problem {
   Problem& operator=(const Problem&) = delete;
 
   size_t ybuf_floats() const { return kGuard + size_t(N) + kGuard + 1; }
+  // x at d_x(offset), NaN everywhere else in the buffer (a read past either end of x poisons the output).
+  void upload_x(int offset, cudaStream_t stream) const {
+    xbuf_host.assign(kGuard + size_t(K) + kGuard + 1, std::nanf(""));
+    std::copy(x.begin(), x.end(), xbuf_host.begin() + kGuard + offset);
+    CUDA_CHECK(cudaMemcpyAsync(d_xbuf, xbuf_host.data(), xbuf_host.size() * 4, cudaMemcpyHostToDevice, stream));
+  }
+  mutable std::vector<float> xbuf_host;
   // offset 1 gives 4-byte-aligned (not 16-byte-aligned) x and y.
   const float* d_x(int offset) const { return d_xbuf + kGuard + offset; }
   float* d_y(int offset) const { return d_ybuf + kGuard + offset; }
@@ -136,6 +142,7 @@ struct Problem {
 // the reference. Fails the test if anything outside y[0, N) changed.
 template <typename Launch>
 double run_and_measure(const Problem& p, bool accumulate, int offset, cudaStream_t stream, Launch launch) {
+  p.upload_x(offset, stream);
   CUDA_CHECK(cudaMemsetAsync(p.d_ybuf, 0xFF, p.ybuf_floats() * 4, stream));
   if (accumulate)
     CUDA_CHECK(cudaMemcpyAsync(p.d_y(offset), p.y0.data(), size_t(p.N) * 4, cudaMemcpyHostToDevice, stream));
