@@ -191,7 +191,7 @@ int run(const Args& a) {
   std::unique_ptr<llm::Tokenizer> tok;
   if (!tok_path.empty()) {
     tok = llm::Tokenizer::load(tok_path);
-  } else if (model.format != "synthetic") {
+  } else if (model.format != "synthetic" && a.prompt_ids.empty()) {
     llm::fail("no tokenizer found beside ", a.model, "; pass --tokenizer PATH/tokenizer.model");
   }
   if (tok && tok->vocab_size() > model.config.vocab_size)

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "models/hf_config.h"
@@ -77,6 +79,18 @@ void encode(const float* src, int64_t n, DType dt, uint8_t* dst) {
   }
 }
 
+// Rows [r0, r0 + n) as FP32, split over the machine's cores: generating an 8B synthetic model is CPU-bound.
+void read_rows_parallel(const HostTensor& t, int64_t r0, int64_t n, float* out) {
+  const int64_t threads = std::min<int64_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 1 || n * t.cols < (int64_t(1) << 16)) return t.read_rows_f32(r0, n, out);
+  std::vector<std::thread> pool;
+  for (int64_t k = 0; k < threads; ++k) {
+    const int64_t b = n * k / threads, e = n * (k + 1) / threads;
+    pool.emplace_back([&t, r0, b, e, out] { t.read_rows_f32(r0 + b, e - b, out + b * t.cols); });
+  }
+  for (auto& th : pool) th.join();
+}
+
 // Streams one tensor in file row order, a block of whole heads at a time.
 void write_tensor(std::ofstream& out, const HfWeight& w, DType dt) {
   const HostTensor& t = *w.slot;
@@ -87,7 +101,7 @@ void write_tensor(std::ofstream& out, const HfWeight& w, DType dt) {
   std::vector<uint8_t> bytes(size_t(block * t.cols) * dtype_size(dt));
   for (int64_t r0 = 0; r0 < t.rows; r0 += block) {
     const int64_t n = std::min(block, t.rows - r0);
-    t.read_rows_f32(r0, n, engine.data());
+    read_rows_parallel(t, r0, n, engine.data());
     for (int64_t i = 0; i < n; ++i) {
       const int64_t src = engine_row(r0 + i, w.rope_head_dim) - r0;  // head-aligned blocks: stays in the block
       encode(engine.data() + src * t.cols, t.cols, dt, bytes.data() + size_t(i * t.cols) * dtype_size(dt));

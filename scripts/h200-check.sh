@@ -28,6 +28,19 @@ for sec in $sections; do
       $S/bin/make-hf-model --synthetic tiny-hd --out $G/hd_bf16_tied --dtype bf16 >/dev/null
       python3 $S/tools/hf_reference.py --out $OUT/hf_golden.json gqa_bf16=$G/gqa_bf16 gqa_f16_sharded=$G/gqa_f16_sharded \
         gqa_f32_ropeparams=$G/gqa_f32_ropeparams hd_bf16_tied=$G/hd_bf16_tied 2>&1 | grep -v Warning | tail -5 ;;
+    hf8b) step "Hugging Face transformers vs our engine: synthetic llama3.1-8b written as a HF directory"
+      D=/tmp/l8; IDS=${HF_IDS:-128000,791,1888,315,9822,374,12366,13,578,1888,315,9822,374,12366,13,578}
+      [ -f $D/config.json ] || $S/bin/make-hf-model --synthetic llama3.1-8b --out $D --dtype bf16 --shards 4 2>&1 | tail -1
+      $S/bin/run-llama --model $D --prompt-ids $IDS --dump-logits /tmp/ours.f32 --device cuda 2>&1 | tail -1
+      python3 $S/tools/hf_compare.py --model $D --ids $IDS --ours /tmp/ours.f32 2>&1 | grep -v Warn | tee $OUT/hf8b.md | tail -22 ;;
+    ab) step "A/B: synthetic llama3.1-8b"
+      $S/bin/llama-ab --model synthetic:llama3.1-8b --ab ${AB_MAPPINGS:-warp,thread,colmajor,cublas,thread-splitk,warp-few} \
+        -n ${AB_N:-64} --repeats ${AB_REPEATS:-3} --json $OUT/ab_8b.json --csv $OUT/ab_8b.csv --chart $OUT/ab_8b.png 2>$OUT/ab_8b.err | tee $OUT/ab_8b.md
+      tail -3 $OUT/ab_8b.err
+      step "A/B: stories260K"
+      $S/bin/llama-ab --model $S/shared/models/stories260K/stories260K.bin --tokenizer $S/shared/models/stories260K/tok512.model \
+        --prompt "Once upon a time" --ab ${AB_MAPPINGS:-warp,thread,colmajor,cublas,thread-splitk,warp-few} -n 128 --repeats 3 \
+        --json $OUT/ab_stories.json --chart $OUT/ab_stories.png 2>$OUT/ab_stories.err | tee $OUT/ab_stories.md; tail -3 $OUT/ab_stories.err ;;
     e2e) step e2e
       for m in ${MAPPINGS:-warp thread colmajor cublas}; do
         $S/bin/run-llama --model synthetic:llama3.1-8b --prompt-ids "${PROMPT_IDS:-128000,791,1888,315,9822,374,12366,13,578,1888,315,9822,374,12366,13,578}" \

@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git
       libsentencepiece-dev nlohmann-json3-dev libgtest-dev googletest
-      python3 python3-matplotlib)
+      python3 python3-matplotlib
+      clang libclang-rt-dev)  # scripts/test.sh's fuzz smoke: clang's libFuzzer and sanitizer runtimes
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
