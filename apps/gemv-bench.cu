@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench_util.h"      // timing, roofline, parsing, formatting
 #include "core/error.h"          // llm::Error, llm::fail
 #include "kernels/cuda_check.h"  // CUDA_CHECK
 #include "kernels/gemv.h"        // the mappings, the roofline kernel, random fills
@@ -30,27 +31,6 @@ struct Options {
 const char* kUsage =
     "usage: gemv-bench [--mappings a,b,c] [--shapes NxK,...] [--repeats R] [--csv] [--json FILE]\n"
     "  GB/s of weight bytes per GEMV mapping and shape, beside a streaming-read roofline measured in the same run.\n";
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-std::pair<int, int> parse_shape(const std::string& s) {
-  const size_t x = s.find('x');
-  char* end1 = nullptr;
-  char* end2 = nullptr;
-  const long n = x == std::string::npos ? 0 : std::strtol(s.c_str(), &end1, 10);
-  const long k = x == std::string::npos ? 0 : std::strtol(s.c_str() + x + 1, &end2, 10);
-  if (x == std::string::npos || end1 != s.c_str() + x || *end2 != '\0' || n <= 0 || k <= 0 || n > (1L << 30) ||
-      k > (1L << 30))
-    fail("--shapes: expected NxK with positive integers (e.g. 4096x14336), found '", s, "'");
-  return {int(n), int(k)};
-}
 
 Options parse_args(int argc, char** argv) {
   Options o;
@@ -82,69 +62,6 @@ Options parse_args(int argc, char** argv) {
     }
   }
   return o;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-// Times `body` between two events on `stream`; milliseconds.
-template <typename F>
-double time_ms(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, F body) {
-  CUDA_CHECK(cudaEventRecord(start, stream));
-  body();
-  CUDA_CHECK(cudaEventRecord(stop, stream));
-  CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0.0f;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  return double(ms);
-}
-
-struct Device {
-  std::string name;
-  int sms = 0;
-  size_t l2_bytes = 0;
-};
-
-struct Roofline {
-  double gbps = 0.0;
-  size_t bytes = 0;
-  int grid = 0, block = 0, kernels_tried = 0;
-};
-
-// Best median over a few grid shapes of a 16-byte-load streaming read of a buffer far larger than L2 (~2 GiB).
-Roofline measure_roofline(const Device& dev, int repeats, cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1) {
-  size_t free_bytes = 0, total_bytes = 0;
-  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  Roofline best;
-  best.bytes = std::min<size_t>(size_t(2) << 30, free_bytes / 4) / 256 * 256;
-  if (best.bytes < 8 * dev.l2_bytes) fail("roofline: only ", free_bytes >> 20, " MiB free, need ", 8 * dev.l2_bytes >> 20);
-  void* buf = nullptr;
-  uint32_t* sink = nullptr;
-  CUDA_CHECK(cudaMalloc(&buf, best.bytes));
-  const std::vector<std::pair<int, int>> configs = {  // (blocks per SM, threads per block)
-      {4, 256}, {8, 256}, {16, 256}, {4, 512}, {2, 1024}};
-  CUDA_CHECK(cudaMalloc(&sink, sizeof(uint32_t) * size_t(dev.sms) * 16));
-  gemv_fill_random_bf16(static_cast<uint16_t*>(buf), best.bytes / 2, 0x5eed, stream);
-  for (const auto& config : configs) {
-    const int grid = dev.sms * config.first, block = config.second;
-    gemv_stream_read(buf, best.bytes, grid, block, sink, stream);  // warm-up
-    std::vector<double> ms;
-    for (int r = 0; r < repeats; ++r)
-      ms.push_back(time_ms(stream, e0, e1, [&] { gemv_stream_read(buf, best.bytes, grid, block, sink, stream); }));
-    const double gbps = double(best.bytes) / (median(ms) * 1e-3) / 1e9;
-    ++best.kernels_tried;
-    if (gbps > best.gbps) {
-      best.gbps = gbps;
-      best.grid = grid;
-      best.block = block;
-    }
-  }
-  CUDA_CHECK(cudaFree(sink));
-  CUDA_CHECK(cudaFree(buf));
-  return best;
 }
 
 struct Result {
@@ -221,12 +138,6 @@ Result bench_one(const GemvMapping& m, int N, int K, const uint16_t* d_src, cons
 
 const char* flag_of(const Result& r) { return r.pct_graph > 100.0 ? "L2 hits? measurement error" : ""; }
 
-std::string fmt(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
 void print_markdown(const Device& dev, const Roofline& roof, int repeats, size_t rotation_bytes,
                     const std::vector<Result>& results) {
   std::cout << "roofline: " << fmt(roof.gbps, 0) << " GB/s (streaming read of " << fmt(roof.bytes / 1073741824.0, 2)
@@ -254,15 +165,6 @@ void print_csv(const Roofline& roof, const std::vector<Result>& results) {
     std::cout << r.mapping << "," << r.N << "," << r.K << "," << fmt(r.gbps_b2b, 1) << "," << fmt(r.gbps_graph, 1)
               << "," << fmt(r.pct_graph, 2) << "," << fmt(r.us_graph, 3) << "," << fmt(r.us_b2b, 3) << ","
               << flag_of(r) << "\n";
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out;
 }
 
 void write_json(const std::string& path, const Device& dev, const Roofline& roof, int repeats, size_t rotation_bytes,
@@ -297,11 +199,7 @@ int run(int argc, char** argv) {
   else
     for (const std::string& name : opt.mappings) mappings.push_back(&gemv_find(name));
 
-  int dev_id = 0;
-  CUDA_CHECK(cudaGetDevice(&dev_id));
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev_id));
-  Device dev{prop.name, prop.multiProcessorCount, size_t(prop.l2CacheSize)};
+  const Device dev = current_device();
   // Rotation set: at least 4x L2 and at least 256 MiB, so a call finds none of its weights in L2.
   const size_t rotation_bytes = std::max<size_t>(4 * dev.l2_bytes, size_t(256) << 20);
 

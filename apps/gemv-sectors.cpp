@@ -13,7 +13,7 @@ namespace {
 
 const char* kUsage =
     "usage: gemv-sectors [--mapping NAME] --shape NxK --dtype bf16|f16|q8_0|q4_0|int4 [--load-bytes B]"
-    " [--ld-bytes B]\n"
+    " [--ld-bytes B] [--json]\n"
     "\n"
     "Predicts, for y[N] = W[N, K] x[K], what the 32 lanes of a warp touch in each load instruction: distinct 32 B\n"
     "sectors and 128 B lines per request, useful bytes, efficiency, requests per stored row and for the matrix, and\n"
@@ -26,6 +26,7 @@ const char* kUsage =
     "  --load-bytes B   bytes per lane per load: 1, 2, 4, 8 or 16 (default: 16 for warp-like mappings and quantized\n"
     "                   types, one element otherwise; cublas is always 16)\n"
     "  --ld-bytes B     padded row stride of the stored matrix in bytes (default: packed)\n"
+    "  --json           one JSON object per mapping per line instead of the table (for tools/ncu_table.py)\n"
     "  --help           this text\n";
 
 struct Options {
@@ -34,6 +35,7 @@ struct Options {
   std::string dtype;
   int load_bytes = 0;  // 0 = per-mapping default
   int64_t ld_bytes = 0;
+  bool json = false;
 };
 
 // Parses a positive decimal integer; the whole string must be digits.
@@ -57,6 +59,10 @@ Options parse_args(int argc, char** argv) {
     if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       std::exit(0);
+    }
+    if (a == "--json") {
+      o.json = true;
+      continue;
     }
     if (a != "--mapping" && a != "--shape" && a != "--dtype" && a != "--load-bytes" && a != "--ld-bytes")
       llm::fail("unknown option '", a, "' (see --help)");
@@ -103,6 +109,25 @@ std::vector<llm::SectorPrediction> predict_all(const Options& o, llm::WeightForm
   return rows;
 }
 
+// One line per prediction, machine-readable: the figures the table shows, unrounded.
+void print_json_lines(const std::string& dtype, const std::vector<llm::SectorPrediction>& rows) {
+  for (const auto& r : rows) {
+    char buf[768];
+    std::snprintf(buf, sizeof buf,
+                  "{\"mapping\": \"%s\", \"dtype\": \"%s\", \"N\": %lld, \"K\": %lld, \"load_bytes\": %d, "
+                  "\"sectors_per_request\": %.6f, \"lines_per_request\": %.6f, \"useful_bytes_per_request\": %.6f, "
+                  "\"efficiency\": %.6f, \"requests_total\": %lld, \"sectors_total\": %lld, "
+                  "\"matrix_bytes\": %lld, \"dram_bytes_no_reuse\": %lld, \"dram_bytes_perfect_reuse\": %lld, "
+                  "\"lane_stride_bytes\": %lld}",
+                  r.mapping.c_str(), dtype.c_str(), (long long)r.N, (long long)r.K, r.load_bytes,
+                  r.sectors_per_request(), r.lines_per_request(), r.useful_bytes_per_request(), r.efficiency(),
+                  (long long)r.requests_total, (long long)r.sectors_total, (long long)r.matrix_bytes,
+                  (long long)r.dram_bytes_no_reuse(), (long long)r.dram_bytes_perfect_reuse(),
+                  (long long)r.lane_stride_bytes);
+    std::cout << buf << "\n";
+  }
+}
+
 int run(const Options& o) {
   const llm::WeightFormat f = llm::parse_weight_format(o.dtype);
   std::vector<std::string> notes;
@@ -111,6 +136,10 @@ int run(const Options& o) {
     rows = predict_all(o, f, &notes);
   else
     rows.push_back(llm::predict(o.mapping, o.N, o.K, f, o.load_bytes, o.ld_bytes));
+  if (o.json) {
+    print_json_lines(o.dtype, rows);
+    return 0;
+  }
 
   const auto& first = rows.front();
   char mb[32];

@@ -1,0 +1,353 @@
+// gemv-probes: two kernel-level probes beside the decode mappings, graph-timed with weights rotated beyond L2 and a
+// streaming-read roofline measured in the same run.
+//   batch:  Y[B, N] = X[B, K] W^T for B = 1, 2, 4, 8 with each weight chunk reused from registers
+//           (kernels/gemv_batched.h), against B separate "warp" GEMVs on the same weight.
+//   tiny K: "warp" vs "colmajor" vs several rows per warp for K of a few dozen, and the K where "warp" overtakes.
+//
+//   gemv-probes [--section batch|tiny|all] [--batch-shapes NxK,...] [--tiny-n N] [--tiny-k k1,k2,...]
+//               [--repeats R] [--json FILE]
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "apps/bench_util.h"       // timing, roofline, parsing, formatting
+#include "core/error.h"            // llm::fail
+#include "kernels/cuda_check.h"    // CUDA_CHECK
+#include "kernels/gemv.h"          // the mappings, random fills
+#include "kernels/gemv_batched.h"  // gemv_batched_launch, gemv_rows_per_warp_launch
+
+namespace llm {
+namespace {
+
+struct Options {
+  std::string section = "all";
+  std::vector<std::pair<int, int>> batch_shapes = {{4096, 4096}, {14336, 4096}};
+  std::vector<int> batches = {1, 2, 4, 8};
+  int tiny_n = 65536;
+  std::vector<int> tiny_k = {8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+  int repeats = 7;
+  std::string json_path;
+};
+
+const char* kUsage =
+    "usage: gemv-probes [--section batch|tiny|all] [--batch-shapes NxK,...] [--tiny-n N] [--tiny-k k1,k2,...]\n"
+    "                   [--repeats R] [--json FILE]\n"
+    "  batch: batched GEMV (B = 1, 2, 4, 8 vectors, weights read once) vs B separate warp GEMVs.\n"
+    "  tiny:  warp vs colmajor vs several-rows-per-warp for small K; where warp overtakes.\n";
+
+int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < lo || n > hi) fail(flag, ": expected an integer in ", lo, "..", hi, ", found '", v, "'");
+  return int(n);
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail(a, ": missing value\n", kUsage);
+      return argv[++i];
+    };
+    if (a == "--section") {
+      o.section = value();
+      if (o.section != "batch" && o.section != "tiny" && o.section != "all")
+        fail("--section: expected batch, tiny or all, found '", o.section, "'");
+    } else if (a == "--batch-shapes") {
+      o.batch_shapes.clear();
+      for (const std::string& s : split_commas(value())) o.batch_shapes.push_back(parse_shape(s));
+      if (o.batch_shapes.empty()) fail("--batch-shapes: no shape given");
+    } else if (a == "--tiny-n") {
+      o.tiny_n = parse_int(a, value(), 1, 1 << 24);
+    } else if (a == "--tiny-k") {
+      o.tiny_k.clear();
+      for (const std::string& s : split_commas(value())) o.tiny_k.push_back(parse_int(a, s, 1, 1 << 16));
+      if (o.tiny_k.empty()) fail("--tiny-k: no K given");
+      std::sort(o.tiny_k.begin(), o.tiny_k.end());
+    } else if (a == "--repeats") {
+      o.repeats = parse_int(a, value(), 1, 1000);
+    } else if (a == "--json") {
+      o.json_path = value();
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else {
+      fail("unknown option '", a, "'\n", kUsage);
+    }
+  }
+  return o;
+}
+
+// Everything a probe needs from the run: stream, events, the rotation size, the context for registry mappings.
+struct Bench {
+  Device dev;
+  Roofline roof;
+  int repeats = 7;
+  size_t rotation_bytes = 0;  // weights rotated over at least this many bytes of copies: no call hits L2
+  cudaStream_t stream = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  GemvContext ctx;
+};
+
+// Copies of one random [N, K] weight in a layout, enough to exceed bench.rotation_bytes (at least 2).
+std::vector<GemvWeight> make_copies(const Bench& b, int N, int K, const std::function<void(const uint16_t*, GemvWeight*)>& prepack) {
+  const size_t useful = size_t(N) * size_t(K) * 2;
+  const size_t n = std::max<size_t>(2, (b.rotation_bytes + useful - 1) / useful);
+  uint16_t* src = nullptr;
+  CUDA_CHECK(cudaMalloc(&src, useful));
+  gemv_fill_random_bf16(src, size_t(N) * size_t(K), 0xb47cull + uint64_t(N) * 31 + uint64_t(K), b.stream);
+  std::vector<GemvWeight> copies(n);
+  for (GemvWeight& w : copies) prepack(src, &w);
+  CUDA_CHECK(cudaStreamSynchronize(b.stream));
+  CUDA_CHECK(cudaFree(src));
+  return copies;
+}
+
+void free_copies(std::vector<GemvWeight>* copies) {
+  for (GemvWeight& w : *copies) gemv_free(&w);
+}
+
+// Median microseconds per call of call(copy) over whole rotations, graph-timed: warm-up rotation on the stream first
+// (creates lazy state), then at least `min_calls` calls per replay.
+double graph_us(const Bench& b, const std::vector<GemvWeight>& copies, int min_calls,
+                const std::function<void(const GemvWeight&)>& call) {
+  const int n = int(copies.size());
+  for (int i = 0; i < n; ++i) call(copies[size_t(i)]);
+  CUDA_CHECK(cudaStreamSynchronize(b.stream));
+  const int iters = (std::max(min_calls, n) + n - 1) / n * n;
+  return 1e3 * graph_ms_per_call(b.stream, b.e0, b.e1, iters, b.repeats,
+                                 [&](int i) { call(copies[size_t(i % n)]); });
+}
+
+// ---- batch ----
+
+struct BatchResult {
+  int N = 0, K = 0, B = 0;
+  double us_batched = 0.0, us_separate = 0.0;
+  double gbps = 0.0, gflops = 0.0, pct_roofline = 0.0;
+};
+
+std::vector<BatchResult> probe_batch(Bench& b, const Options& o) {
+  std::vector<BatchResult> out;
+  const GemvMapping& warp = gemv_find("warp");
+  for (const auto& shape : o.batch_shapes) {
+    const int N = shape.first, K = shape.second;
+    std::vector<GemvWeight> copies =
+        make_copies(b, N, K, [&](const uint16_t* src, GemvWeight* w) { gemv_batched_prepack(src, N, K, w, b.stream); });
+    float* x = nullptr;  // [kGemvMaxBatch, K]
+    float* y = nullptr;  // [kGemvMaxBatch, N]
+    CUDA_CHECK(cudaMalloc(&x, size_t(kGemvMaxBatch) * size_t(K) * 4));
+    CUDA_CHECK(cudaMalloc(&y, size_t(kGemvMaxBatch) * size_t(N) * 4));
+    gemv_fill_random_f32(x, size_t(kGemvMaxBatch) * size_t(K), 0x5a7eull ^ uint64_t(K), b.stream);
+    for (int B : o.batches) {
+      BatchResult r;
+      r.N = N;
+      r.K = K;
+      r.B = B;
+      r.us_batched = graph_us(b, copies, 200, [&](const GemvWeight& w) {
+        gemv_batched_launch(w, B, x, K, y, N, b.stream);
+      });
+      r.us_separate = graph_us(b, copies, 200, [&](const GemvWeight& w) {
+        for (int i = 0; i < B; ++i) warp.launch(w, x + size_t(i) * K, y + size_t(i) * N, false, &b.ctx);
+      });
+      const double bytes = double(N) * double(K) * 2.0;
+      r.gbps = bytes / (r.us_batched * 1e-6) / 1e9;
+      r.gflops = 2.0 * double(N) * double(K) * B / (r.us_batched * 1e-6) / 1e9;
+      r.pct_roofline = 100.0 * r.gbps / b.roof.gbps;
+      std::cerr << "batch " << N << "x" << K << " B=" << B << ": " << fmt(r.us_batched, 2) << " us batched, "
+                << fmt(r.us_separate, 2) << " us separate\n";
+      out.push_back(r);
+    }
+    CUDA_CHECK(cudaFree(x));
+    CUDA_CHECK(cudaFree(y));
+    free_copies(&copies);
+  }
+  return out;
+}
+
+void print_batch(const Bench& b, const std::vector<BatchResult>& rs) {
+  std::cout << "## Batch: Y[B, N] = X[B, K] W^T, weights read once per batch\n\n"
+            << "GB/s of weight bytes (N x K x 2, counted once); GFLOP/s = 2 N K B / time; separate = B launches of the "
+               "'warp' mapping on the same weight copy (a matrix under the "
+            << (b.dev.l2_bytes >> 20) << " MiB L2 may serve its repeats from L2)\n\n"
+            << "| shape | B | us batched | GB/s | % roofline | GFLOP/s | us B x warp | speedup |\n"
+            << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const BatchResult& r : rs)
+    std::cout << "| " << r.N << " x " << r.K << " | " << r.B << " | " << fmt(r.us_batched, 2) << " | "
+              << fmt(r.gbps, 0) << " | " << fmt(r.pct_roofline, 1) << "% | " << fmt(r.gflops, 0) << " | "
+              << fmt(r.us_separate, 2) << " | " << fmt(r.us_separate / r.us_batched, 2) << "x |\n";
+  std::cout << "\n";
+}
+
+// ---- tiny K ----
+
+struct TinyResult {
+  int K = 0;
+  int rows_per_warp = 0;
+  double gbps_warp = 0.0, gbps_colmajor = 0.0, gbps_rows = 0.0;
+  double us_warp = 0.0, us_colmajor = 0.0, us_rows = 0.0;
+};
+
+std::vector<TinyResult> probe_tiny(Bench& b, const Options& o) {
+  std::vector<TinyResult> out;
+  const int N = o.tiny_n;
+  const GemvMapping& warp = gemv_find("warp");
+  const GemvMapping& colmajor = gemv_find("colmajor");
+  float* x = nullptr;  // [max K]
+  float* y = nullptr;  // [N]
+  CUDA_CHECK(cudaMalloc(&x, size_t(o.tiny_k.back()) * 4));
+  CUDA_CHECK(cudaMalloc(&y, size_t(N) * 4));
+  gemv_fill_random_f32(x, size_t(o.tiny_k.back()), 0x71e4ull, b.stream);
+  for (int K : o.tiny_k) {
+    TinyResult r;
+    r.K = K;
+    r.rows_per_warp = gemv_rows_per_warp(K);
+    // Small GEMVs take microseconds: 2,000 calls per replay keep a replay well above event resolution.
+    auto measure = [&](const GemvMapping* m, bool rows) {
+      std::vector<GemvWeight> copies = make_copies(b, N, K, [&](const uint16_t* src, GemvWeight* w) {
+        if (m)
+          m->prepack(src, N, K, w, b.stream);
+        else
+          gemv_batched_prepack(src, N, K, w, b.stream);
+      });
+      const double us = graph_us(b, copies, 2000, [&](const GemvWeight& w) {
+        if (rows)
+          gemv_rows_per_warp_launch(w, x, y, b.stream);
+        else
+          m->launch(w, x, y, false, &b.ctx);
+      });
+      free_copies(&copies);
+      return us;
+    };
+    r.us_warp = measure(&warp, false);
+    r.us_colmajor = measure(&colmajor, false);
+    r.us_rows = measure(nullptr, true);
+    const double bytes = double(N) * double(K) * 2.0;
+    r.gbps_warp = bytes / (r.us_warp * 1e-6) / 1e9;
+    r.gbps_colmajor = bytes / (r.us_colmajor * 1e-6) / 1e9;
+    r.gbps_rows = bytes / (r.us_rows * 1e-6) / 1e9;
+    std::cerr << "tiny K=" << K << ": warp " << fmt(r.gbps_warp, 0) << ", colmajor " << fmt(r.gbps_colmajor, 0)
+              << ", rows-per-warp " << fmt(r.gbps_rows, 0) << " GB/s\n";
+    out.push_back(r);
+  }
+  CUDA_CHECK(cudaFree(x));
+  CUDA_CHECK(cudaFree(y));
+  return out;
+}
+
+// The smallest K from which warp is at least as fast as `other` for that K and every larger K measured; -1: never.
+int crossover_k(const std::vector<TinyResult>& rs, double TinyResult::*other) {
+  int k = -1;
+  for (auto it = rs.rbegin(); it != rs.rend(); ++it) {
+    if (it->gbps_warp < (*it).*other) break;
+    k = it->K;
+  }
+  return k;
+}
+
+std::string describe_crossover(int k, const std::vector<TinyResult>& rs, const char* other) {
+  if (k < 0) return std::string("warp stays behind ") + other + " up to K = " + std::to_string(rs.back().K);
+  if (k == rs.front().K) return std::string("warp is at least as fast as ") + other + " from the smallest K measured";
+  return std::string("warp overtakes ") + other + " at K = " + std::to_string(k) + " (and stays ahead)";
+}
+
+const char* winner(const TinyResult& r) {
+  if (r.gbps_warp >= r.gbps_colmajor && r.gbps_warp >= r.gbps_rows) return "warp";
+  return r.gbps_rows >= r.gbps_colmajor ? "rows-per-warp" : "colmajor";
+}
+
+void print_tiny(const Bench& b, const Options& o, const std::vector<TinyResult>& rs) {
+  std::cout << "## Tiny K: N = " << o.tiny_n << ", GB/s of weight bytes (N x K x 2)\n\n"
+            << "rows-per-warp: a row of ceil(K / 8) 16-byte chunks takes the next power-of-two number of lanes, so "
+               "one warp covers 32 / that rows (kernels/gemv_batched.cu)\n\n"
+            << "| K | row bytes | warp GB/s | colmajor GB/s | rows-per-warp GB/s (rows/warp) | best | best % roofline |\n"
+            << "| ---: | ---: | ---: | ---: | ---: | --- | ---: |\n";
+  for (const TinyResult& r : rs) {
+    const double best = std::max({r.gbps_warp, r.gbps_colmajor, r.gbps_rows});
+    std::cout << "| " << r.K << " | " << 2 * r.K << " | " << fmt(r.gbps_warp, 0) << " | " << fmt(r.gbps_colmajor, 0)
+              << " | " << fmt(r.gbps_rows, 0) << " (" << r.rows_per_warp << ") | " << winner(r) << " | "
+              << fmt(100.0 * best / b.roof.gbps, 1) << "% |\n";
+  }
+  std::cout << "\n- " << describe_crossover(crossover_k(rs, &TinyResult::gbps_colmajor), rs, "colmajor") << "\n- "
+            << describe_crossover(crossover_k(rs, &TinyResult::gbps_rows), rs, "rows-per-warp") << "\n\n";
+}
+
+void write_json(const std::string& path, const Bench& b, const Options& o, const std::vector<BatchResult>& batch,
+                const std::vector<TinyResult>& tiny) {
+  std::ofstream f(path);
+  if (!f) fail("--json: cannot write '", path, "'");
+  f << "{\n  \"device\": \"" << json_escape(b.dev.name) << "\", \"sms\": " << b.dev.sms
+    << ", \"l2_bytes\": " << b.dev.l2_bytes << ", \"repeats\": " << b.repeats
+    << ", \"rotation_min_bytes\": " << b.rotation_bytes << ",\n  \"roofline_gbps\": " << fmt(b.roof.gbps, 1)
+    << ",\n  \"batch\": [\n";
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchResult& r = batch[i];
+    f << "    {\"N\": " << r.N << ", \"K\": " << r.K << ", \"B\": " << r.B << ", \"us_batched\": "
+      << fmt(r.us_batched, 3) << ", \"us_separate_warp\": " << fmt(r.us_separate, 3) << ", \"gbps\": "
+      << fmt(r.gbps, 1) << ", \"gflops\": " << fmt(r.gflops, 1) << ", \"pct_roofline\": " << fmt(r.pct_roofline, 2)
+      << "}" << (i + 1 < batch.size() ? "," : "") << "\n";
+  }
+  f << "  ],\n  \"tiny_n\": " << o.tiny_n << ",\n  \"tiny\": [\n";
+  for (size_t i = 0; i < tiny.size(); ++i) {
+    const TinyResult& r = tiny[i];
+    f << "    {\"K\": " << r.K << ", \"rows_per_warp\": " << r.rows_per_warp << ", \"gbps_warp\": "
+      << fmt(r.gbps_warp, 1) << ", \"gbps_colmajor\": " << fmt(r.gbps_colmajor, 1) << ", \"gbps_rows_per_warp\": "
+      << fmt(r.gbps_rows, 1) << ", \"us_warp\": " << fmt(r.us_warp, 3) << ", \"us_colmajor\": "
+      << fmt(r.us_colmajor, 3) << ", \"us_rows_per_warp\": " << fmt(r.us_rows, 3) << ", \"best\": \"" << winner(r)
+      << "\"}" << (i + 1 < tiny.size() ? "," : "") << "\n";
+  }
+  f << "  ],\n  \"crossover_k_vs_colmajor\": " << (tiny.empty() ? -1 : crossover_k(tiny, &TinyResult::gbps_colmajor))
+    << ",\n  \"crossover_k_vs_rows_per_warp\": " << (tiny.empty() ? -1 : crossover_k(tiny, &TinyResult::gbps_rows))
+    << "\n}\n";
+  if (!f) fail("--json: error writing '", path, "'");
+}
+
+int run(int argc, char** argv) {
+  const Options o = parse_args(argc, argv);
+  Bench b;
+  b.dev = current_device();
+  b.repeats = o.repeats;
+  b.rotation_bytes = std::max<size_t>(4 * b.dev.l2_bytes, size_t(256) << 20);
+  CUDA_CHECK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreate(&b.e0));
+  CUDA_CHECK(cudaEventCreate(&b.e1));
+  b.roof = measure_roofline(b.dev, o.repeats, b.stream, b.e0, b.e1);
+  int max_k = o.tiny_k.back();
+  for (const auto& s : o.batch_shapes) max_k = std::max(max_k, s.second);
+  gemv_context_init(&b.ctx, b.stream, max_k);
+
+  std::vector<BatchResult> batch;
+  std::vector<TinyResult> tiny;
+  if (o.section != "tiny") batch = probe_batch(b, o);
+  if (o.section != "batch") tiny = probe_tiny(b, o);
+
+  std::cout << "roofline: " << fmt(b.roof.gbps, 0) << " GB/s (streaming read, best of " << b.roof.kernels_tried
+            << " grid shapes); device: " << b.dev.name << "; weights rotated over >= " << (b.rotation_bytes >> 20)
+            << " MiB of copies; CUDA-graph timed, median of " << b.repeats << " repeats\n\n";
+  if (!batch.empty()) print_batch(b, batch);
+  if (!tiny.empty()) print_tiny(b, o, tiny);
+  if (!o.json_path.empty()) write_json(o.json_path, b, o, batch, tiny);
+
+  gemv_context_destroy(&b.ctx);
+  CUDA_CHECK(cudaEventDestroy(b.e0));
+  CUDA_CHECK(cudaEventDestroy(b.e1));
+  CUDA_CHECK(cudaStreamDestroy(b.stream));
+  return 0;
+}
+
+}  // namespace
+}  // namespace llm
+
+int main(int argc, char** argv) {
+  try {
+    return llm::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

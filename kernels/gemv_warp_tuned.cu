@@ -1,0 +1,296 @@
+// The tuned warp-per-row kernel behind the candidates "warp-r2", "warp-bal" and "warp-r2-bal": R rows per warp share
+// each x chunk, a ring of weight loads stays in flight across batches and rows, PDL launch, optional balanced plan.
+//
+// Same padded layout as "warp" (warp_gemv_prepack: ld % 8 == 0, zero-padded, 16-byte aligned rows). Choices, and why:
+// - R rows per warp (1 or 2): one pair of float4 x loads serves R weight chunks, so x's L1 traffic falls from 2x to
+//   2/R x the weight bytes, and each lane has R independent rows in flight.
+// - Ring of U slots per row: slot u of the next batch is reloaded right after slot u of this batch is consumed, so a
+//   lane keeps about U * R loads outstanding all the time (also across a row boundary, where the reduction of the
+//   finished row runs under the next row's loads) instead of "issue 8, wait, compute, issue 8".
+// - Work is cut into groups of R consecutive rows; warp "lanes" (splits warps each, one K-slice per warp) take
+//   contiguous, equal (+-1 group) runs of groups. Balanced plan: just enough lanes that every lane gets the same number
+//   of groups (a persistent grid, no partial last wave); otherwise one group per lane and the hardware schedules
+//   blocks (like "warp").
+// - Split-K partials meet in shared memory and are summed in slice order: deterministic, no atomics.
+// - PDL: nothing but weights is read before griddepcontrol.wait; dependents may launch as soon as all blocks started.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "kernels/cuda_check.h"
+#include "kernels/gemv_internal.h"
+
+namespace llm {
+namespace {
+
+constexpr int kWarpsPerBlock = kWarpGemvThreads / 32;
+constexpr int kMaxSplitGroups = 4;  // groups one split lane may own (the plan gives split lanes exactly one)
+
+// volatile keeps the first ring fill ahead of pdl_wait() (weights never change, so early loads are safe).
+template <bool kL2Hint>
+__device__ __forceinline__ uint4 load_weights(const uint4* p) {
+  uint4 v;
+  if (kL2Hint)
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p)
+        : "memory");
+  else
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p)
+        : "memory");
+  return v;
+}
+
+// Two BF16 in one word: the lower address is the low half (little-endian); BF16 -> FP32 is a 16-bit shift.
+__device__ __forceinline__ float fma_bf16x2(uint32_t w2, float x0, float x1, float acc) {
+  acc = fmaf(__uint_as_float(w2 << 16), x0, acc);
+  return fmaf(__uint_as_float(w2 & 0xffff0000u), x1, acc);
+}
+
+__device__ __forceinline__ float dot8(uint4 w, const float (&xv)[8], float acc) {
+  acc = fma_bf16x2(w.x, xv[0], xv[1], acc);
+  acc = fma_bf16x2(w.y, xv[2], xv[3], acc);
+  acc = fma_bf16x2(w.z, xv[4], xv[5], acc);
+  return fma_bf16x2(w.w, xv[6], xv[7], acc);
+}
+
+// x[k .. k+7], zeros past K (x is never read past K: the padded weight columns meet exact zeros). kVecX: x is 16-byte
+// aligned and K % 8 == 0, so every chunk is two float4 loads and the loop carries no scalar fallback (which costs
+// registers the ring needs).
+template <bool kVecX>
+__device__ __forceinline__ void load_x8(const float* __restrict__ x, int k, int K, float (&xv)[8]) {
+  if (kVecX) {
+    // volatile: stays after the ring refill written before it (an x load hoisted early holds 4 more registers).
+    asm volatile("ld.global.nc.v4.f32 {%0, %1, %2, %3}, [%8];\n\t"
+                 "ld.global.nc.v4.f32 {%4, %5, %6, %7}, [%8+16];"
+        : "=f"(xv[0]), "=f"(xv[1]), "=f"(xv[2]), "=f"(xv[3]), "=f"(xv[4]), "=f"(xv[5]), "=f"(xv[6]), "=f"(xv[7])
+        : "l"(x + k));
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) xv[i] = k + i < K ? __ldg(x + k + i) : 0.0f;
+  }
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// Waits until the preceding grid has completed and its writes (our x, our y) are visible.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// W [N, ld] BF16 bits (ld % 8 == 0, zero-padded past K); x [K]; y [N]. Group g = rows [g * R, g * R + R) clipped to N;
+// lane j < lanes owns groups [j * groups / lanes, (j + 1) * groups / lanes); splits in {1, 2, 4, 8} warps per lane.
+// Two rows need ~80 registers with 8 loads in flight (the second row's pointer and checks): 3 blocks (24 warps) per SM
+// for R = 2, still 96 KiB of weights in flight per SM; one row fits 64 registers at 4 blocks (32 warps).
+template <int R>
+constexpr int kTunedMinBlocks = R == 1 ? 4 : 3;
+
+template <int R, int U, bool kVecX, bool kL2Hint>
+__global__ void __launch_bounds__(kWarpGemvThreads, kTunedMinBlocks<R>)
+    gemv_warp_tuned_bf16(const uint16_t* __restrict__ W, int64_t ld, int N, int K, const float* __restrict__ x,
+                         float* __restrict__ y, int accumulate, int splits, int64_t groups, int64_t lanes) {
+  __shared__ float slice_sums[kWarpsPerBlock][kMaxSplitGroups * R];  // split lanes only: [warp][group * R + row]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t j = int64_t(blockIdx.x) * (kWarpsPerBlock / splits) + warp / splits;
+  const int slice = warp % splits;
+  const int chunks = (K + 7) >> 3;  // 16-byte chunks holding the K columns (any further padding is never read)
+  const int slice_chunks = (chunks + splits - 1) / splits;
+  const int c_begin = min(chunks, slice * slice_chunks);
+  const int c_end = min(chunks, c_begin + slice_chunks);
+  const int batches = max(1, (c_end - c_begin + 32 * U - 1) / (32 * U));  // ring turns per group
+  const int g_begin = j < lanes ? int(j * groups / lanes) : 0;
+  const int g_end = j < lanes ? int((j + 1) * groups / lanes) : 0;
+  const int64_t ld16 = ld >> 3;   // row stride in 16-byte chunks
+  const int lane_chunks = c_end - c_begin - lane;  // chunks of one row slice at or after this lane's first
+
+  pdl_launch_dependents();
+
+  // The ring: slot u holds, for each row of the group, chunk c_begin + lane + 32 * (U * batch + u). A batch is named
+  // by p (this lane's chunk of slot 0, first row) and rem (chunks left from there); zeros fill slots past the slice,
+  // a second row past N and groups past the lane's run, so the FMAs need no checks.
+  uint4 wv[U][R];
+  auto fill_slot = [&](const uint4* p, int rem, bool live, bool second_row, int u) {
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+      wv[u][i] = live && 32 * u < rem && (i == 0 || second_row) ? load_weights<kL2Hint>(p + i * ld16 + 32 * u)
+                                                                : make_uint4(0u, 0u, 0u, 0u);
+  };
+  const uint4* group_ptr = reinterpret_cast<const uint4*>(W) + int64_t(g_begin) * R * ld16 + c_begin + lane;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    fill_slot(group_ptr, lane_chunks, g_begin < g_end, int64_t(g_begin) * R + 1 < N, u);
+  pdl_wait();  // x and y are the predecessor's: nothing but weights was read above
+
+  float acc[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+  const uint4* p = group_ptr;
+  int rem = lane_chunks, b = 0;
+  for (int g = g_begin; g < g_end;) {
+    // The batch after this one: the next turn of the ring, or batch 0 of the next group.
+    int next_b = b + 1, next_g = g, next_rem = rem - 32 * U;
+    const uint4* next_p = p + 32 * U;
+    if (next_b == batches) {
+      next_b = 0;
+      ++next_g;
+      group_ptr += R * ld16;
+      next_p = group_ptr;
+      next_rem = lane_chunks;
+    }
+    const bool next_live = next_g < g_end, next_second = int64_t(next_g) * R + 1 < N;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (32 * u < rem) {
+        float xv[8];
+        load_x8<kVecX>(x, (c_end - rem + 32 * u) * 8, K, xv);
+#pragma unroll
+        for (int i = 0; i < R; ++i) acc[i] = dot8(wv[u][i], xv, acc[i]);
+      }
+      fill_slot(next_p, next_rem, next_live, next_second, u);
+    }
+    if (next_b == 0) {  // group g is complete; the next group's first batch is already in flight
+      float mine = 0.0f;  // lane i < R keeps row g * R + i
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const float s = warp_sum(acc[i]);
+        if (lane == i) mine = s;
+        acc[i] = 0.0f;
+      }
+      const int64_t row = int64_t(g) * R + lane;
+      if (lane < R && row < N) {
+        if (splits == 1)
+          y[row] = accumulate ? y[row] + mine : mine;
+        else
+          slice_sums[warp][(g - g_begin) * R + lane] = mine;
+      }
+    }
+    g = next_g;
+    b = next_b;
+    p = next_p;
+    rem = next_rem;
+  }
+
+  if (splits > 1) {  // block-uniform: every thread arrives
+    __syncthreads();
+    const int64_t row = int64_t(g_begin) * R + lane;
+    if (slice == 0 && lane < (g_end - g_begin) * R && row < N) {
+      float s = 0.0f;
+      for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
+      y[row] = accumulate ? y[row] + s : s;
+    }
+  }
+}
+
+using TunedKernel = void (*)(const uint16_t*, int64_t, int, int, const float*, float*, int, int, int64_t, int64_t);
+
+// U * R = 8 loads of 16 bytes in flight per lane for both row counts (128 bytes per lane, as in "warp").
+template <bool kVecX>
+TunedKernel pick_kernel(const WarpTunedConfig& cfg) {
+  if (cfg.rows_per_warp == 1)
+    return cfg.l2_prefetch ? gemv_warp_tuned_bf16<1, 8, kVecX, true> : gemv_warp_tuned_bf16<1, 8, kVecX, false>;
+  return cfg.l2_prefetch ? gemv_warp_tuned_bf16<2, 4, kVecX, true> : gemv_warp_tuned_bf16<2, 4, kVecX, false>;
+}
+
+int ring_slots(const WarpTunedConfig& cfg) { return cfg.rows_per_warp == 1 ? 8 : 4; }
+
+void check_config(const WarpTunedConfig& cfg) {
+  if (cfg.rows_per_warp != 1 && cfg.rows_per_warp != 2)
+    fail("gemv warp-tuned: rows_per_warp must be 1 or 2, found ", cfg.rows_per_warp);
+}
+
+// Warps the GPU holds at once with this configuration's kernel (queried once per configuration).
+int resident_warps(const WarpTunedConfig& cfg) {
+  static std::atomic<int> cached[4] = {{0}, {0}, {0}, {0}};
+  std::atomic<int>& slot = cached[(cfg.rows_per_warp - 1) * 2 + (cfg.l2_prefetch ? 1 : 0)];
+  int n = slot.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  int blocks_per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, pick_kernel<true>(cfg), kWarpGemvThreads, 0) !=
+          cudaSuccess ||
+      blocks_per_sm <= 0) {
+    cudaGetLastError();
+    blocks_per_sm = cfg.rows_per_warp == 1 ? kTunedMinBlocks<1> : kTunedMinBlocks<2>;  // no device: the H200 figure
+  }
+  n = gemv_sm_count() * blocks_per_sm * kWarpsPerBlock;
+  slot.store(n, std::memory_order_relaxed);
+  return n;
+}
+
+}  // namespace
+
+// Splits as "warp" does (double while groups * splits stays within one wave and each slice keeps >= 32 chunks), so a
+// split lane owns exactly one group. Balanced: per = ceil(groups / resident lanes) groups each, over
+// ceil(groups / per) lanes, e.g. 14,336 rows -> 3,584 lanes of exactly 4 rows instead of 3.39 waves of 1-row warps.
+WarpTunedPlan warp_tuned_plan(int N, int K, const WarpTunedConfig& cfg) {
+  check_config(cfg);
+  const int64_t chunks = gemv_round_up(K, 8) / 8;
+  const int64_t resident = resident_warps(cfg);
+  WarpTunedPlan plan;
+  plan.groups = (int64_t(N) + cfg.rows_per_warp - 1) / cfg.rows_per_warp;
+  while (plan.splits < kWarpsPerBlock && plan.groups * plan.splits * 2 <= resident && chunks / (plan.splits * 2) >= 32)
+    plan.splits *= 2;
+  const int64_t lanes_per_block = kWarpsPerBlock / plan.splits;
+  plan.lanes = plan.groups;
+  if (cfg.balanced) {
+    const int64_t resident_lanes = std::max<int64_t>(1, resident / plan.splits);
+    const int64_t per_lane = (plan.groups + resident_lanes - 1) / resident_lanes;
+    plan.lanes = (plan.groups + per_lane - 1) / per_lane;
+  }
+  plan.grid = int((plan.lanes + lanes_per_block - 1) / lanes_per_block);
+  return plan;
+}
+
+GemvLaunchShape warp_tuned_shape(int N, int K, const WarpTunedConfig& cfg) {
+  const WarpTunedPlan plan = warp_tuned_plan(N, K, cfg);
+  const int64_t chunks = gemv_round_up(K, 8) / 8;
+  const int64_t per_lane = ((chunks + plan.splits - 1) / plan.splits + 31) / 32;  // chunks per lane per row
+  GemvLaunchShape s;
+  s.grid = plan.grid;
+  s.block = kWarpGemvThreads;
+  s.bytes_in_flight_per_thread = int(std::min<int64_t>(ring_slots(cfg), per_lane) * cfg.rows_per_warp * 16);
+  return s;
+}
+
+void warp_tuned_launch(const char* mapping, const GemvWeight& w, const float* x, float* y, bool accumulate,
+                       const WarpTunedConfig& cfg, cudaStream_t stream) {
+  gemv_check_launch(mapping, w, x, y);
+  if (w.ld % 8 != 0 || w.ld < w.K || (reinterpret_cast<uintptr_t>(w.data) & 15) != 0)
+    fail("gemv '", mapping, "': weight [", w.N, ", ", w.K, "] needs 16-byte aligned rows, found ld = ", w.ld,
+         " (prepack with this mapping)");
+  const WarpTunedPlan plan = warp_tuned_plan(w.N, w.K, cfg);
+  const int64_t lanes_per_block = kWarpsPerBlock / plan.splits;
+  if (plan.grid <= 0 || plan.lanes <= 0 ||
+      (plan.splits > 1 && (plan.groups + plan.lanes - 1) / plan.lanes > kMaxSplitGroups) ||
+      int64_t(plan.grid) * lanes_per_block < plan.lanes)
+    fail("gemv '", mapping, "': bad plan (grid ", plan.grid, ", splits ", plan.splits, ", lanes ", plan.lanes,
+         ", groups ", plan.groups, ")");
+  const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && w.K % 8 == 0;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(plan.grid));
+  config.blockDim = dim3(kWarpGemvThreads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  const TunedKernel kernel = vec_x ? pick_kernel<true>(cfg) : pick_kernel<false>(cfg);
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<const uint16_t*>(w.data), w.ld, w.N, w.K, x, y,
+                                accumulate ? 1 : 0, plan.splits, plan.groups, plan.lanes));
+}
+
+}  // namespace llm
