@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -57,7 +58,7 @@ int64_t gcd64(int64_t a, int64_t b) { return b == 0 ? a : gcd64(b, a % b); }
 }  // namespace
 
 const char* ab_part_name(int part) {
-  static const char* names[kAbParts] = {"q", "k", "v", "o", "gate", "up", "down", "head", "other"};
+  static const char* names[kAbParts] = {"q", "k", "v", "o", "gate", "up", "down", "head", "other", "qkv", "gate_up"};
   return part >= 0 && part < kAbParts ? names[part] : "?";
 }
 
@@ -147,7 +148,8 @@ AbMappingStats mapping_stats(const AbReportData& d, const AbMappingRun& r, doubl
   m.tps = ab_spread(tps);
   for (const auto& parts : r.part_ms) {
     double g = 0;
-    for (int p = 0; p < kAbOther; ++p) g += parts[p];
+    for (int p = 0; p < kAbParts; ++p)
+      if (p != kAbOther) g += parts[p];
     gemv.push_back(g);
   }
   m.gemv_ms = ab_spread(gemv);
@@ -293,27 +295,55 @@ void main_table(std::ostringstream& os, const AbReportData& d, const AbSummary& 
   os << "\n";
 }
 
+// The GEMV parts shown in the per-projection tables, in step order: the fused parts appear only where some mapping
+// timed them, and a per-matrix part only where some mapping did (a fused run times no q, k, v, gate, up).
+std::vector<int> shown_gemv_parts(const AbSummary& s) {
+  std::vector<int> shown;
+  for (int p : {kAbQ, kAbK, kAbV, kAbQKV, kAbO, kAbGate, kAbUp, kAbGateUp, kAbDown, kAbHead}) {
+    bool timed = false;
+    for (const auto& m : s.mappings) timed = timed || m.part_ms[p] > 0;
+    if (timed) shown.push_back(p);
+  }
+  return shown;
+}
+
 void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
   std::map<std::string, double> bytes;
   for (const auto& p : d.projections) bytes[p.name] = double(p.bytes_per_token());
+  // The fused matrices read what their parts read.
+  const auto sum_of = [&](std::initializer_list<const char*> names) {
+    double b = 0;
+    for (const char* n : names) {
+      const auto it = bytes.find(n);
+      if (it == bytes.end()) return -1.0;
+      b += it->second;
+    }
+    return b;
+  };
+  const double qkv = sum_of({"q", "k", "v"}), gate_up = sum_of({"gate", "up"});
+  if (qkv >= 0 && !bytes.count("qkv")) bytes["qkv"] = qkv;
+  if (gate_up >= 0 && !bytes.count("gate_up")) bytes["gate_up"] = gate_up;
+  const std::vector<int> gemv_parts = shown_gemv_parts(s);
+  std::vector<int> parts = gemv_parts;
+  parts.push_back(kAbOther);
   os << "### Per projection: device ms/token (profiling pass, CUDA events)\n\n| mapping |";
-  for (int p = 0; p < kAbParts; ++p) os << " " << ab_part_name(p) << " |";
+  for (int p : parts) os << " " << ab_part_name(p) << " |";
   os << " GEMV |\n| --- |";
-  for (int p = 0; p <= kAbParts; ++p) os << " ---: |";
+  for (size_t i = 0; i <= parts.size(); ++i) os << " ---: |";
   os << "\n";
   for (const auto& m : s.mappings) {
     os << "| " << m.mapping << " |";
-    for (int p = 0; p < kAbParts; ++p) os << " " << fmt("%.3f", m.part_ms[p]) << " |";
+    for (int p : parts) os << " " << fmt("%.3f", m.part_ms[p]) << " |";
     os << " " << fmt("%.3f", m.gemv_ms.median) << " |\n";
   }
   os << "\n### Per projection: achieved GB/s (bytes per token / device time)\n\n| mapping |";
-  for (int p = 0; p < kAbOther; ++p) os << " " << ab_part_name(p) << " |";
+  for (int p : gemv_parts) os << " " << ab_part_name(p) << " |";
   os << "\n| --- |";
-  for (int p = 0; p < kAbOther; ++p) os << " ---: |";
+  for (size_t i = 0; i < gemv_parts.size(); ++i) os << " ---: |";
   os << "\n";
   for (const auto& m : s.mappings) {
     os << "| " << m.mapping << " |";
-    for (int p = 0; p < kAbOther; ++p) {
+    for (int p : gemv_parts) {
       const auto it = bytes.find(ab_part_name(p));
       const double ms = m.part_ms[p];
       os << " " << (it == bytes.end() || ms <= 0 ? std::string("n/a") : fmt("%.0f", it->second / (ms * 1e6)))
@@ -599,6 +629,38 @@ std::string ab_json(const AbReportData& d, const AbSummary& s) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+// part_ms rows, matched to parts by "part_names" (files written before the fused parts have 9 columns; missing
+// parts read as zero).
+std::vector<std::array<double, kAbParts>> parts_from_json(const json& jr) {
+  std::vector<int> index;
+  if (jr.contains("part_names")) {
+    for (const auto& n : jr.at("part_names")) {
+      const std::string name = n.get<std::string>();
+      int found = -1;
+      for (int p = 0; p < kAbParts; ++p)
+        if (name == ab_part_name(p)) found = p;
+      if (found < 0) fail("A/B JSON: unknown part name '", name, "'");
+      index.push_back(found);
+    }
+  } else {
+    for (int p = 0; p < kAbParts; ++p) index.push_back(p);
+  }
+  std::vector<std::array<double, kAbParts>> out;
+  for (const auto& row : jr.at("part_ms")) {
+    const std::vector<double> v = row.get<std::vector<double>>();
+    if (v.size() != index.size())
+      fail("A/B JSON: a part_ms row has ", v.size(), " values, expected ", index.size(), " (one per part name)");
+    std::array<double, kAbParts> a{};
+    for (size_t i = 0; i < v.size(); ++i) a[size_t(index[i])] = v[i];
+    out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
 AbReportData ab_data_from_json(const std::string& text) {
   AbReportData d;
   try {
@@ -624,7 +686,7 @@ AbReportData ab_data_from_json(const std::string& text) {
       r.mapping = jr.at("mapping").get<std::string>();
       r.ms_per_token = jr.at("ms_per_token").get<std::vector<double>>();
       r.profiled_ms_per_token = jr.at("profiled_ms_per_token").get<std::vector<double>>();
-      r.part_ms = jr.at("part_ms").get<std::vector<std::array<double, kAbParts>>>();
+      r.part_ms = parts_from_json(jr);
       for (const auto& l : jr.at("launches"))
         r.launches.push_back({l.at("projection").get<std::string>(), l.at("N").get<int64_t>(),
                               l.at("K").get<int64_t>(), l.at("grid").get<int>(), l.at("block").get<int>(),

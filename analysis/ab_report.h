@@ -9,9 +9,10 @@
 
 namespace llm {
 
-// Parts of a decode step, in the order of the CUDA engine's DecodeProfile::Part.
-enum AbPart { kAbQ, kAbK, kAbV, kAbO, kAbGate, kAbUp, kAbDown, kAbHead, kAbOther, kAbParts };
-const char* ab_part_name(int part);  // "q", "k", "v", "o", "gate", "up", "down", "head", "other"
+// Parts of a decode step, in the order of the CUDA engine's DecodeProfile::Part. kAbQKV / kAbGateUp: the fused
+// q|k|v and gate|up GEMVs (then q, k, v, gate, up are zero); every part but kAbOther is GEMV time.
+enum AbPart { kAbQ, kAbK, kAbV, kAbO, kAbGate, kAbUp, kAbDown, kAbHead, kAbOther, kAbQKV, kAbGateUp, kAbParts };
+const char* ab_part_name(int part);  // "q", "k", "v", "o", "gate", "up", "down", "head", "other", "qkv", "gate_up"
 
 // One kind of projection matrix of a decode step.
 struct AbProjection {

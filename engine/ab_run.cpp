@@ -220,7 +220,12 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
     AbMappingRun run;
     run.mapping = m;
     const GemvMapping& gm = gemv_find(m);
-    for (const AbProjection& p : res.projections) {
+    std::vector<AbProjection> launched = res.projections;
+    if (cb.fused_projections()) {  // decode launches these instead of q, k, v and gate, up (engine/cuda_backend.cu)
+      launched.push_back({"qkv", c.q_dim() + 2 * c.kv_dim(), c.dim, c.n_layers});
+      launched.push_back({"gate_up", 2 * int64_t(c.hidden_dim), c.dim, c.n_layers});
+    }
+    for (const AbProjection& p : launched) {
       const GemvLaunchShape s = gm.shape(int(p.N), int(p.K));
       run.launches.push_back({p.name, p.N, p.K, s.grid, s.block, s.bytes_in_flight_per_thread});
     }

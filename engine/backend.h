@@ -17,6 +17,8 @@ struct BackendOptions {
   int ctx_size = 0;             // KV cache length; 0 = model maximum, capped to memory
   bool bf16_weights = false;    // CPU: round weights to BF16 first (to compare with the GPU on identical weights)
   std::string gemv = "";        // CUDA: GEMV mapping name ("" = default)
+  bool fuse_projections = true; // CUDA decode: one GEMV for q|k|v and one for gate|up per layer (fewer, larger
+                                // launches); off: one GEMV per matrix (for A/B and tests)
 };
 
 class Backend {

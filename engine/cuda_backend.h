@@ -13,13 +13,16 @@ namespace llm {
 
 // Device time of decode steps split by kernel class, summed over the steps run while profiling was on.
 // Measured with CUDA events around each region of an un-graphed step (so launch gaps count where they fall).
+// With fused projections (BackendOptions::fuse_projections) q, k, v, gate and up stay zero and kQKV / kGateUp carry
+// their time; unfused, kQKV and kGateUp stay zero. The fused parts come after kOther so the older indices hold.
 struct DecodeProfile {
-  enum Part { kQ, kK, kV, kO, kGate, kUp, kDown, kHead, kOther, kParts };  // kOther: norms, RoPE, attention, ...
+  enum Part { kQ, kK, kV, kO, kGate, kUp, kDown, kHead, kOther, kQKV, kGateUp, kParts };  // kOther: norms, RoPE,
+                                                                                          // attention, ...
   double ms[kParts] = {};   // per part, all layers, all steps
   double total_ms = 0.0;    // first event to last event of every step
   int64_t steps = 0;
 
-  static const char* part_name(int part);  // "q", "k", ..., "head", "other"
+  static const char* part_name(int part);  // "q", "k", ..., "head", "other", "qkv", "gate_up"
   double gemv_ms() const;                   // sum of the projection parts (everything but kOther)
 };
 
@@ -43,6 +46,9 @@ class CudaBackend : public Backend {
   virtual void set_profiling(bool on) = 0;
   virtual DecodeProfile profile() const = 0;
   virtual void reset_profile() = 0;
+
+  // Whether decode runs one GEMV for q|k|v and one for gate|up per layer (BackendOptions::fuse_projections).
+  virtual bool fused_projections() const = 0;
 
   // Bytes of weights one decode step must read through the GEMV mappings: sum of useful_bytes() of the q, k, v, o,
   // gate, up, down matrices of every layer and of the head (mapping padding excluded).

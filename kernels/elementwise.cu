@@ -75,6 +75,12 @@ void swiglu(const float* gate, const float* up, float* out, size_t n, cudaStream
   CUDA_CHECK_LAUNCH("swiglu_kernel");
 }
 
+void swiglu_fused(const float* gate_up, float* out, size_t n, cudaStream_t s) {
+  if (n == 0) return;
+  swiglu_kernel<<<grid_for(int64_t(n)), kThreads, 0, s>>>(gate_up, gate_up + n, out, n);
+  CUDA_CHECK_LAUNCH("swiglu_kernel (fused gate|up)");
+}
+
 void add_inplace(float* y, const float* x, size_t n, cudaStream_t s) {
   if (n == 0) return;
   add_kernel<<<grid_for(int64_t(n)), kThreads, 0, s>>>(y, x, n);

@@ -27,6 +27,11 @@ void rope(float* q, float* k, const float* inv_freq, const int* d_pos0, int n_to
 void kv_store(const float* k, const float* v, uint16_t* k_cache, uint16_t* v_cache, const int* d_pos0, int n_tokens,
               int kv_dim, cudaStream_t s);
 
+// rope + kv_store in one launch: q rotated in place; k rotated and v copied, as BF16, into the caches at rows
+// *d_pos0 + t (k itself is left unrotated: only the cache is read afterwards). Same numerics as the two ops.
+void rope_kv_store(float* q, const float* k, const float* v, const float* inv_freq, const int* d_pos0, int n_tokens,
+                   int n_heads, int n_kv_heads, int head_dim, uint16_t* k_cache, uint16_t* v_cache, cudaStream_t s);
+
 // Decode attention for one token at position *d_pos (attends to cache rows 0..*d_pos), grouped-query heads,
 // split over the KV range across blocks and merged (flash-decoding) so long contexts fill the GPU.
 // q [n_heads * head_dim], out [n_heads * head_dim]. Scratch sized by attention_decode_scratch_bytes(), allocated once.
@@ -44,6 +49,8 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, size_t n, cudaStream_t s);
+// out[i] = silu(gate_up[i]) * gate_up[n + i]: the two halves of one fused gate|up GEMV output [2n].
+void swiglu_fused(const float* gate_up, float* out, size_t n, cudaStream_t s);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, size_t n, cudaStream_t s);
 void convert_f32_to_bf16(const float* x, uint16_t* out, size_t n, cudaStream_t s);

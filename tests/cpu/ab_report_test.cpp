@@ -3,6 +3,8 @@
 // prediction's row scaling against a direct prediction, JSON round trip, CSV shape, and the mapping-list parser.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -333,6 +335,49 @@ TEST(AbRun, CpuOnlyBuildSaysItNeedsCuda) {
   }
 }
 #endif
+
+// A fused run (engine/cuda_backend.cu, fuse_projections): qkv and gate_up carry the time, q, k, v, gate, up none.
+TEST(AbReport, FusedPartsCountAsGemvAndGetTheirOwnColumns) {
+  AbReportData d = base_data();
+  d.runs.push_back(fake_run("warp", {10, 10, 10}, {0, 0, 0}, {10.5, 10.5, 10.5}));
+  for (auto& parts : d.runs[0].part_ms) {
+    parts = {};
+    parts[kAbQKV] = 0.5;
+    parts[kAbO] = 0.25;
+    parts[kAbGateUp] = 0.5;
+    parts[kAbDown] = 0.25;
+    parts[kAbHead] = 0.25;
+    parts[kAbOther] = 0.125;
+  }
+  EXPECT_STREQ(ab_part_name(kAbQKV), "qkv");
+  EXPECT_STREQ(ab_part_name(kAbGateUp), "gate_up");
+  const AbSummary s = summarize_ab(d);
+  EXPECT_DOUBLE_EQ(s.mappings[0].gemv_ms.median, 1.75);  // every part but "other"
+  EXPECT_DOUBLE_EQ(s.mappings[0].profiled_other_ms, 0.125);
+  const std::string md = ab_markdown(d, s);
+  // Columns timed by no mapping are left out. GB/s: qkv reads q + k + v = (4096 + 2 x 1024) x 4096 x 2 B x 2 layers
+  // = 100.7 MB in 0.5 ms = 201; gate_up 2 x 234.9 MB in 0.5 ms = 940; o 268, down 940, head 4203 as above.
+  EXPECT_TRUE(contains(md, "| mapping | qkv | o | gate_up | down | head | other | GEMV |")) << md;
+  EXPECT_TRUE(contains(md, "| warp | 0.500 | 0.250 | 0.500 | 0.250 | 0.250 | 0.125 | 1.750 |")) << md;
+  EXPECT_TRUE(contains(md, "| warp | 201 | 268 | 940 | 940 | 4203 |")) << md;
+  // JSON written before the fused parts existed: 9 named columns per row; the fused parts read back as zero.
+  AbReportData old = base_data();
+  old.runs.push_back(fake_run("warp", {10, 10, 10}, {2, 2, 2}, {10.5, 10.5, 10.5}));
+  nlohmann::json j = nlohmann::json::parse(ab_json(old, summarize_ab(old)));
+  for (auto& run : j["data"]["runs"]) {
+    auto& names = run["part_names"];
+    names.erase(names.size() - 1);  // gate_up
+    names.erase(names.size() - 1);  // qkv
+    for (auto& row : run["part_ms"]) {
+      row.erase(row.size() - 1);
+      row.erase(row.size() - 1);
+    }
+  }
+  const AbReportData back = ab_data_from_json(j.dump());
+  EXPECT_EQ(back.runs[0].part_ms, old.runs[0].part_ms);
+  j["data"]["runs"][0]["part_names"][0] = "no-such-part";
+  EXPECT_THROW(ab_data_from_json(j.dump()), Error);
+}
 
 }  // namespace
 }  // namespace llm
