@@ -7,6 +7,7 @@
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/ops.h"
+#include "kernels/pdl.cuh"
 
 namespace llm {
 namespace {
@@ -204,6 +205,7 @@ __global__ __launch_bounds__(kThreads) void attention_decode_split_kernel(
 __global__ void attention_decode_merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml,
                                               const int* __restrict__ d_pos, int n_heads, int head_dim, int max_ctx,
                                               int chunk, float* __restrict__ out) {
+  pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
   const int h = blockIdx.x;
   const int len = decode_len(d_pos, max_ctx);
   const int n_active = len > 0 ? (len + chunk - 1) / chunk : 0;

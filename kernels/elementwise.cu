@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "kernels/cuda_check.h"
 #include "kernels/ops.h"
+#include "kernels/pdl.cuh"
 
 namespace llm {
 namespace {
@@ -30,6 +31,7 @@ __global__ void embed_kernel(const uint16_t* __restrict__ table, const int* __re
 
 __global__ void swiglu_kernel(const float* __restrict__ gate, const float* __restrict__ up, float* __restrict__ out,
                               size_t n) {
+  pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
   GRID_STRIDE(i, n) {
     const float g = gate[i];
     out[i] = g / (1.0f + expf(-g)) * up[i];

@@ -44,7 +44,7 @@ constexpr int kWarpGemvUnroll = 8;  // independent 16-byte loads in flight per l
 struct WarpGemvPlan {
   int splits = 1;     // 1, 2, 4 or 8 warps per row
   int grid = 0;       // blocks
-  bool pdl = false;   // launch with programmatic dependent launch (see kernels/gemv_warp_pdl.cu)
+  bool pdl = false;   // launch with programmatic dependent launch (kernels/pdl.cuh); "warp" and "warp-few" do
 };
 WarpGemvPlan warp_gemv_plan_fill(int N, int K);  // what "warp" launches: fills every SM
 GemvLaunchShape warp_gemv_shape(int N, int K, const WarpGemvPlan& plan);
@@ -52,7 +52,7 @@ void warp_gemv_prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out
 void warp_gemv_launch(const char* mapping, const GemvWeight& w, const float* x, float* y, bool accumulate,
                       const WarpGemvPlan& plan, cudaStream_t stream);
 
-// The tuned warp kernel (kernels/gemv_warp_tuned.cu) behind the candidates "warp-r2", "warp-bal" and "warp-r2-bal":
+// The tuned warp kernel (kernels/gemv_warp_tuned.cu) behind the candidate "warp-r2" (warp-bal and warp-r2-bal, measured slower on the H200, were dropped):
 // same prepacked layout as "warp" (warp_gemv_prepack), always launched with programmatic dependent launch.
 struct WarpTunedConfig {
   int rows_per_warp = 1;     // 1 or 2 rows sharing each x chunk

@@ -13,10 +13,7 @@
   X(gemv_mapping_cublas)        /* cublasGemmEx yardstick */                    \
   X(gemv_mapping_thread_splitk) /* control: thread + split-K (full GPU) */      \
   X(gemv_mapping_warp_few)      /* control: warp loads, thread's warp count */  \
-  X(gemv_mapping_warp_pdl)      /* warp + programmatic dependent launch */      \
-  X(gemv_mapping_warp_r2)       /* candidate: 2 rows/warp share x, load ring */ \
-  X(gemv_mapping_warp_bal)      /* candidate: load ring, balanced persistent */ \
-  X(gemv_mapping_warp_r2_bal)   /* candidate: r2 + balanced + L2::256B hint */
+  X(gemv_mapping_warp_r2)       /* candidate: 2 rows/warp share x, load ring */
 
 namespace llm {
 

@@ -11,14 +11,16 @@
 //   (no shared-memory staging barrier in front of the weight stream).
 // - Split-K (2, 4 or 8 warps per row, combined through shared memory in a fixed order: deterministic) when N alone
 //   gives fewer warps than the GPU holds at once: a 1024 x 4096 launch then puts the whole 8 MiB in flight at once.
-// - The kernel is ready for programmatic dependent launch (used by "warp-pdl" only): it lets a successor launch once
-//   all its blocks have started, and itself reads nothing but weights before griddepcontrol.wait.
+// - Launched with programmatic dependent launch (kernels/pdl.cuh): it starts streaming its weights while the kernel
+//   before it (a norm, SwiGLU, attention's merge, another GEMV) drains, and reads x and y only after pdl_wait().
+//   Measured on the H200: +14% at 4096x4096 and +24% at 1024x4096 (graph-timed), where launch ramp dominates.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 
 #include "kernels/cuda_check.h"
 #include "kernels/gemv_internal.h"
+#include "kernels/pdl.cuh"
 
 namespace llm {
 namespace {
@@ -62,20 +64,6 @@ __device__ __forceinline__ float dot8(uint4 w, const float (&xv)[8], float acc) 
   return fma_bf16x2(w.w, xv[6], xv[7], acc);
 }
 
-// Programmatic dependent launch (sm_90). Without a programmatic launch both are no-ops: the wait returns at once (the
-// stream already ordered this grid after its predecessor) and the trigger only matters to a dependent launched with
-// the PDL attribute, which then waits in its own pdl_wait() before touching x or y.
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-// Waits until the preceding grid has completed and its writes (our x, our y) are visible.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -174,7 +162,9 @@ void prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStre
 GemvLaunchShape shape(int N, int K) { return warp_gemv_shape(N, K, warp_gemv_plan_fill(N, K)); }
 
 void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, GemvContext* ctx) {
-  warp_gemv_launch("warp", w, x, y, accumulate, warp_gemv_plan_fill(w.N, w.K), gemv_stream(ctx));
+  WarpGemvPlan plan = warp_gemv_plan_fill(w.N, w.K);
+  plan.pdl = true;
+  warp_gemv_launch("warp", w, x, y, accumulate, plan, gemv_stream(ctx));
 }
 
 }  // namespace
@@ -239,7 +229,7 @@ void warp_gemv_launch(const char* mapping, const GemvWeight& w, const float* x, 
 
 extern const GemvMapping gemv_mapping_warp = {
     "warp",
-    "lanes along K, 16-byte streaming loads, shuffle reduction, split-K for small N: the coalesced mapping",
+    "lanes along K, 16-byte streaming loads, shuffle reduction, split-K for small N, PDL: the coalesced mapping",
     prepack, launch, shape};
 
 }  // namespace llm

@@ -11,6 +11,7 @@ WarpGemvPlan plan_few(int N) {
   WarpGemvPlan plan;
   plan.splits = 1;
   plan.grid = (N + kWarpGemvThreads - 1) / kWarpGemvThreads;
+  plan.pdl = true;  // as "warp": the control differs in warp count only
   return plan;
 }
 

@@ -1,4 +1,4 @@
-// The tuned warp-per-row kernel behind the candidates "warp-r2", "warp-bal" and "warp-r2-bal": R rows per warp share
+// The tuned warp-per-row kernel behind the candidate "warp-r2" (the balanced-plan variants measured slower and were dropped): R rows per warp share
 // each x chunk, a ring of weight loads stays in flight across batches and rows, PDL launch, optional balanced plan.
 //
 // Same padded layout as "warp" (warp_gemv_prepack: ld % 8 == 0, zero-padded, 16-byte aligned rows). Choices, and why:
@@ -19,6 +19,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/gemv_internal.h"
+#include "kernels/pdl.cuh"
 
 namespace llm {
 namespace {
@@ -73,17 +74,6 @@ __device__ __forceinline__ void load_x8(const float* __restrict__ x, int k, int 
   }
 }
 
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-// Waits until the preceding grid has completed and its writes (our x, our y) are visible.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

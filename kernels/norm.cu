@@ -4,6 +4,7 @@
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/ops.h"
+#include "kernels/pdl.cuh"
 
 namespace llm {
 namespace {
@@ -14,6 +15,7 @@ __device__ __forceinline__ void store_out(uint16_t* out, size_t i, float v) { ou
 // x, out [rows, dim]; w [dim]. No __restrict__: out may alias x (each element is read and written by one thread).
 template <typename Out>
 __global__ void rmsnorm_kernel(const float* x, const float* __restrict__ w, Out* out, int dim, float eps) {
+  pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
   __shared__ float red[32];
   const size_t row = size_t(blockIdx.x) * size_t(dim);
   float ss = 0.0f;

@@ -15,11 +15,14 @@ for sec in $sections; do
     gpu_tests) step gpu_tests; $S/bin/gpu_tests --gtest_brief=1 2>&1 | tee $OUT/gpu_tests.log | tail -40 ;;
     cpu_tests) step cpu_tests; $S/bin/cpu_tests --gtest_brief=1 2>&1 | tail -20 ;;
     sanitizer) step sanitizer
+      F=${SAN_FILTER:-"FusedOps.*:OpsRmsnorm.*:OpsRope.*:OpsKvStore.*:OpsElementwise.*:OpsAttentionDecode.SplitsOf128And256Rows:OpsAttentionPrefill.CausalMatchesReference:OpsSample.*:Shapes/GemvShapeTest.MatchesFp64Reference/N7_K*:GemvTest.MisalignedXAndY:GemvBatchedTest.*:CudaModel.PrefillMatchesDecode"}
       for tool in memcheck racecheck initcheck; do
-        compute-sanitizer --tool $tool --error-exitcode 9 $S/bin/gpu_tests --gtest_brief=1 \
-          --gtest_filter="${SAN_FILTER:-*Small*:*small*}" > $OUT/san_$tool.log 2>&1; echo "$tool rc=$?"; tail -3 $OUT/san_$tool.log
+        timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 9 $S/bin/gpu_tests --gtest_brief=1 \
+          --gtest_filter="$F" > $OUT/san_$tool.log 2>&1; echo "$tool rc=$? (0 = clean; 9 = errors; 124 = timed out)"; grep -E "ERROR SUMMARY|PASSED|FAILED" $OUT/san_$tool.log | tail -3
       done ;;
-    bench) step gemv-bench; $S/bin/gemv-bench 2>&1 | tee $OUT/gemv_bench.md ;;
+    bench) step gemv-bench; $S/bin/gemv-bench --json $OUT/gemv_bench.json 2>&1 > $OUT/gemv_bench.md; grep -A100 "^| mapping" $OUT/gemv_bench.md ;;
+    probes) step "gemv probes: batch and tiny K"; $S/bin/gemv-probes --json $OUT/probes.json 2>&1 | tee $OUT/probes.md | tail -45 ;;
+    ncu) step "ncu: sectors per request and DRAM bytes"; OUT=$OUT bash tools/ncu-gemv.sh --bin $S/bin 2>&1 | tail -40 ;;
     golden) step "HF golden logits (tiny models)"
       G=/tmp/golden; rm -rf $G; mkdir -p $G
       $S/bin/make-hf-model --synthetic tiny-gqa --out $G/gqa_bf16 --dtype bf16 >/dev/null
@@ -41,10 +44,11 @@ for sec in $sections; do
       $S/bin/llama-ab --model $S/shared/models/stories260K/stories260K.bin --tokenizer $S/shared/models/stories260K/tok512.model \
         --prompt "Once upon a time" --ab ${AB_MAPPINGS:-warp,thread,colmajor,cublas,thread-splitk,warp-few} -n 128 --repeats 3 \
         --json $OUT/ab_stories.json --chart $OUT/ab_stories.png 2>$OUT/ab_stories.err | tee $OUT/ab_stories.md; tail -3 $OUT/ab_stories.err ;;
-    e2e) step e2e
+    e2e) step "end to end: synthetic llama3.1-8b, 16-token prompt, 128 new tokens (EOS ignored), greedy"
       for m in ${MAPPINGS:-warp thread colmajor cublas}; do
-        $S/bin/run-llama --model synthetic:llama3.1-8b --prompt-ids "${PROMPT_IDS:-128000,791,1888,315,9822,374,12366,13,578,1888,315,9822,374,12366,13,578}" \
-          -n 128 --ignore-eos --temp 0 --gemv $m 2>&1 >/dev/null | tail -4
+        r=$($S/bin/run-llama --model synthetic:llama3.1-8b --prompt-ids "${PROMPT_IDS:-128000,791,1888,315,9822,374,12366,13,578,1888,315,9822,374,12366,13,578}" \
+          -n 128 --ignore-eos --temp 0 --gemv $m 2>&1 >/dev/null | grep -E "prompt eval time|eval time" | sed 's/llama_perf_context_print: *//' | tr '\n' ' ')
+        echo "$m: $r" | tee -a $OUT/e2e.txt
       done ;;
   esac
 done

@@ -67,7 +67,7 @@ IFS=, read -r -a mapping_list <<<"$MAPPINGS"
 IFS=, read -r -a shape_list <<<"$SHAPES"
 for m in "${mapping_list[@]}"; do
   for s in "${shape_list[@]}"; do
-    # A mapping the sector model does not describe (warp-pdl) gets no prediction; the table says so.
+    # A mapping the sector model does not describe (warp-r2) gets no prediction; the table says so.
     "$BIN/gemv-sectors" --mapping "$m" --shape "$s" --dtype bf16 --json >>"$OUT/sectors.jsonl" 2>>"$OUT/sectors.err" ||
       echo "ncu-gemv: no sector prediction for $m $s (see $OUT/sectors.err)" >&2
   done

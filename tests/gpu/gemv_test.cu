@@ -247,7 +247,7 @@ TEST_F(GemvTest, Deterministic) {
 
 // Two GEMVs back to back with no sync between, the second reading the first's output (as the engine chains them),
 // launched on the stream and then captured in a CUDA graph: catches a mapping that reads x before its predecessor
-// has finished (warp-pdl starts early by design) and any mapping that cannot be captured.
+// has finished (warp starts early by design: PDL) and any mapping that cannot be captured.
 TEST_F(GemvTest, BackToBackLaunchesSeeThePreviousOutput) {
   const int n = 4096;
   const Problem p(n, n);  // the second GEMV: W2 = p.w
@@ -387,7 +387,7 @@ TEST(GemvRegistry, FindsEveryMappingAndNamesTheKnownOnesOnError) {
     EXPECT_GT(std::strlen(m->why), 10u) << m->name;
     EXPECT_TRUE(m->prepack && m->launch && m->shape) << m->name;
   }
-  for (const char* name : {"thread", "colmajor", "cublas", "thread-splitk", "warp-few", "warp-pdl"})
+  for (const char* name : {"thread", "colmajor", "cublas", "thread-splitk", "warp-few", "warp-r2"})
     EXPECT_NO_THROW(gemv_find(name)) << name;
   try {
     gemv_find("nope");

@@ -1,0 +1,21 @@
+// Programmatic dependent launch (sm_90): lets the next kernel in the stream start while this one drains.
+// A kernel that precedes a GEMV calls pdl_launch_dependents() early; the GEMV (launched with the PDL attribute) streams
+// its constant weights at once and calls pdl_wait() before reading x or writing y, which waits for this grid to
+// complete and its writes to be visible. Without a PDL launch both are no-ops.
+#pragma once
+
+namespace llm {
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+}  // namespace llm
