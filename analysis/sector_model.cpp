@@ -147,6 +147,8 @@ const std::vector<SectorMappingInfo>& sector_mappings() {
        "control: one thread per (row, K slice); each load has the same lanes-across-rows pattern as thread"},
       {"warp-few", "row-major [N, K]", false, false, 16,
        "control: warp with few warps in flight; each load has the same pattern as warp"},
+      {"warp-r2", "row-major [N, K]", false, false, 16,
+       "warp with two rows per warp sharing each x chunk: each load is one row's contiguous run, as warp"},
   };
   return mappings;
 }

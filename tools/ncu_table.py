@@ -24,11 +24,12 @@ MARKER = "gemv_profile_marker"
 # warp-like: two float4 loads of x per 16-byte weight chunk, lanes 32 B apart -> 32 sectors each;
 # thread, thread-splitk, colmajor: one x[k] per weight load, the same address in every lane -> 1 sector.
 # cuBLAS's loads are not public: no x model.
-X_LOADS = {"warp": (2, 32), "warp-few": (2, 32), "warp-pdl": (2, 32),
+X_LOADS = {"warp": (2, 32), "warp-few": (2, 32),
            "thread": (1, 1), "thread-splitk": (1, 1), "colmajor": (1, 1)}
 
 UNIT_SCALE = {"": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9,
               "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,  # time -> microseconds
+              "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6,
               "sector": 1.0, "request": 1.0, "Ksector": 1e3, "Msector": 1e6, "Krequest": 1e3, "Mrequest": 1e6}
 
 

@@ -380,8 +380,8 @@ TEST_F(GemvTest, NegativeControlCublasWrongTransposeFails) {
 TEST(GemvRegistry, FindsEveryMappingAndNamesTheKnownOnesOnError) {
   const auto& all = gemv_mappings();
   ASSERT_GE(all.size(), 7u);
-  EXPECT_STREQ(gemv_default_name(), "warp");
-  EXPECT_EQ(&gemv_find(""), &gemv_find("warp"));
+  EXPECT_STREQ(gemv_default_name(), "warp-r2");
+  EXPECT_EQ(&gemv_find(""), &gemv_find("warp-r2"));
   for (const GemvMapping* m : all) {
     EXPECT_EQ(&gemv_find(m->name), m);
     EXPECT_GT(std::strlen(m->why), 10u) << m->name;
