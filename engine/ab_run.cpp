@@ -115,6 +115,7 @@ class Roofline {
 };
 
 struct Pass {
+  double prefill_ms = 0;    // the prompt's batched pass plus its sample (wall clock; the sample syncs)
   double ms_per_token = 0;
   std::vector<int> tokens;  // the n_decode + 1 tokens sampled (after the prompt, then after each decode step)
 };
@@ -130,10 +131,13 @@ Pass decode_pass(Backend& b, const AbOptions& opt) {
   Pass p;
   p.tokens.reserve(size_t(opt.n_decode) + 1);
   const int n_prompt = int(opt.prompt.size());
+  b.sample(sp, 0);  // waits for whatever the device still runs, so the prefill clock starts on an idle stream
+  const auto tp = Clock::now();
   b.prefill(opt.prompt.data(), n_prompt, 0);
   int tok = b.sample(sp, 0);
   p.tokens.push_back(tok);
   const auto t0 = Clock::now();
+  p.prefill_ms = std::chrono::duration<double, std::milli>(t0 - tp).count();
   for (int i = 0; i < opt.n_decode; ++i) {
     b.decode(tok, n_prompt + i);
     tok = b.sample(sp, uint64_t(i) + 1);
@@ -262,9 +266,12 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
       for (int p = 0; p < kAbParts; ++p) parts[p] = prof.ms[p] / double(prof.steps);
       const double gemv_ms = prof.gemv_ms() / double(prof.steps);
 
-      progress(opt, "ab: %s %s: %.1f tok/s (%.3f ms/token; profiled %.3f ms/token, GEMV %.3f ms/token)\n", round,
-               opt.mappings[i].c_str(), 1e3 / graphed.ms_per_token, graphed.ms_per_token, profiled.ms_per_token,
-               gemv_ms);
+      progress(opt,
+               "ab: %s %s: %.1f tok/s (%.3f ms/token; profiled %.3f ms/token, GEMV %.3f ms/token); "
+               "prefill %zu tokens %.2f ms (%.0f tok/s)\n",
+               round, opt.mappings[i].c_str(), 1e3 / graphed.ms_per_token, graphed.ms_per_token,
+               profiled.ms_per_token, gemv_ms, opt.prompt.size(), graphed.prefill_ms,
+               1e3 * double(opt.prompt.size()) / graphed.prefill_ms);
       last_tokens[i] = graphed.tokens;
       if (!timed) continue;
       AbMappingRun& run = res.runs[i];

@@ -76,7 +76,11 @@ class WeightFiles {
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
       if (!it.value().is_string()) fail(path, ": weight_map entry for ", it.key(), " must be a file name");
       const std::string shard = it.value().get<std::string>();
-      if (!fs::is_regular_file(dir_ / shard))
+      // Shards are files beside the index: a path (or "..") could point anywhere on the machine.
+      if (shard.empty() || shard == "." || shard == ".." || shard.find('/') != std::string::npos)
+        fail(path, ": shard name '", shard, "' (listed for tensor ", it.key(), ") is not a plain file name");
+      std::error_code ec;  // a name longer than the file system allows is reported, not thrown
+      if (!fs::is_regular_file(dir_ / shard, ec))
         fail(path, ": shard ", shard, " (listed for tensor ", it.key(), ") not found in ", dir_.string());
       where_[it.key()] = shard;
     }

@@ -44,6 +44,9 @@ for sec in $sections; do
       $S/bin/llama-ab --model $S/shared/models/stories260K/stories260K.bin --tokenizer $S/shared/models/stories260K/tok512.model \
         --prompt "Once upon a time" --ab ${AB_MAPPINGS:-warp,thread,colmajor,cublas,thread-splitk,warp-few} -n 128 --repeats 3 \
         --json $OUT/ab_stories.json --chart $OUT/ab_stories.png 2>$OUT/ab_stories.err | tee $OUT/ab_stories.md; tail -3 $OUT/ab_stories.err ;;
+    prefill) step "prefill: synthetic llama3.1-8b, 512-token prompt (cuBLAS GEMMs + causal attention), warm, in-process"
+      $S/bin/llama-ab --model synthetic:llama3.1-8b --prompt-ids "$(seq -s, 1000 1511)" --ab warp-r2 -n 4 --repeats 3 \
+        2>&1 >/dev/null | grep -E "^ab: (repeat|warm)" | tee -a $OUT/prefill.txt ;;
     e2e) step "end to end: synthetic llama3.1-8b, 16-token prompt, 128 new tokens (EOS ignored), greedy"
       for m in ${MAPPINGS:-warp thread colmajor cublas}; do
         r=$($S/bin/run-llama --model synthetic:llama3.1-8b --prompt-ids "${PROMPT_IDS:-128000,791,1888,315,9822,374,12366,13,578,1888,315,9822,374,12366,13,578}" \

@@ -1,8 +1,6 @@
 // libFuzzer target: arbitrary bytes as a prompt (and as raw token ids) through tok512, stream-decoded; every
-// push() must be well-formed UTF-8 and the stream must rebuild the library's decode(). Not built by CMake:
-//   clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address -I. -DLLM_SHARED_DIR='"../shared"' \
-//     tests/fuzz/fuzz_tokenizer.cpp tokenizer/tokenizer.cpp -lsentencepiece -o fuzz_tokenizer
-//   ./fuzz_tokenizer -max_total_time=30        (LLM_TOKENIZER_MODEL=path overrides the model)
+// push() must be well-formed UTF-8 and the stream must rebuild the library's decode(). Built with -DLLM_FUZZ=ON
+// (tests/fuzz/CMakeLists.txt); LLM_TOKENIZER_MODEL=path overrides the model.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

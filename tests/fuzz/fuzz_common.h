@@ -1,0 +1,66 @@
+// Shared plumbing of the libFuzzer targets: a private temp directory, file writing, and the verdict on exceptions
+// (llm::Error is the expected way to refuse bad input; any other exception is a finding and aborts).
+#pragma once
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+
+namespace llm_fuzz {
+
+// One directory per process, created on first use (libFuzzer's -fork/-jobs workers each get their own) and
+// removed at exit: libFuzzer ends a bounded run with exit(); a crash leaves the files for inspection. The name is
+// never destroyed, so the exit handler cannot outlive it.
+inline const std::string& temp_dir() {
+  static const std::string* dir = [] {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/llm_fuzz_XXXXXX";
+    if (!mkdtemp(tmpl.data())) {
+      std::perror("mkdtemp");
+      std::abort();
+    }
+    return new std::string(tmpl);
+  }();
+  static const bool cleanup = std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(*dir, ec);
+  }) == 0;
+  (void)cleanup;
+  return *dir;
+}
+
+inline void write_file(const std::string& path, const uint8_t* data, size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  if (!out) {
+    std::fprintf(stderr, "fuzz: cannot write %s\n", path.c_str());
+    std::abort();
+  }
+}
+
+[[noreturn]] inline void finding(const char* target, const std::string& what) {
+  std::fprintf(stderr, "%s: FINDING: %s\n", target, what.c_str());
+  std::abort();
+}
+
+// Runs f; llm::Error is fine (messages may quote names from the input, newlines included, so only emptiness is
+// checked), any other exception is a finding.
+template <typename F>
+void expect_ok_or_error(const char* target, F f) {
+  try {
+    f();
+  } catch (const llm::Error& e) {
+    if (std::string(e.what()).empty()) finding(target, "llm::Error with an empty message");
+  } catch (const std::exception& e) {
+    finding(target, std::string("exception other than llm::Error: ") + e.what());
+  }
+}
+
+}  // namespace llm_fuzz

@@ -1,0 +1,57 @@
+// libFuzzer target: arbitrary bytes as a llama2.c checkpoint (.bin). Refusal must be llm::Error; an accepted file
+// must have every weight inside the file, and (when tiny) must run one CPU forward step and sample an in-range token
+// whatever the weights hold (NaN, Inf, denormals).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "fuzz_common.h"
+#include "models/model.h"
+
+namespace {
+
+constexpr const char* kTarget = "fuzz_llama2c";
+
+void check_inside(const llm::HostTensor& t, const uint8_t* base, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(t.data);
+  if (p < base + 28 || p + t.nbytes() > base + size) llm_fuzz::finding(kTarget, "tensor outside the file: " + t.name);
+}
+
+void check_accepted(const llm::Model& m, size_t size) {
+  const llm::ModelWeights& w = m.weights;
+  if (int(w.layers.size()) != m.config.n_layers) llm_fuzz::finding(kTarget, "layer count differs from the header");
+  const auto* base = static_cast<const uint8_t*>(w.embedding.data);
+  base -= 28;  // the embedding is the first weight, right after the 7-int header
+  check_inside(w.embedding, base, size);
+  check_inside(w.final_norm, base, size);
+  check_inside(w.head, base, size);
+  for (const llm::LayerWeights& l : w.layers)
+    for (const llm::HostTensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up,
+                                     &l.w_down})
+      check_inside(*t, base, size);
+  if (size > (1 << 16)) return;  // forward only on tiny models: keeps executions fast
+
+  llm::BackendOptions bo;
+  bo.ctx_size = m.config.max_seq_len < 4 ? m.config.max_seq_len : 4;
+  auto be = llm::make_cpu_backend(m, bo);
+  const int token = m.config.vocab_size > 1 ? 1 : 0;
+  be->prefill(&token, 1, 0);
+  for (float temp : {0.0f, 1.0f}) {
+    llm::SamplerParams p;
+    p.temperature = temp;
+    p.top_k = 0;
+    p.top_p = 0.9f;
+    const int id = be->sample(p, 0);
+    if (id < 0 || id >= m.config.vocab_size) llm_fuzz::finding(kTarget, "sampled id " + std::to_string(id));
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string path = llm_fuzz::temp_dir() + "/model.bin";
+  llm_fuzz::write_file(path, data, size);
+  llm_fuzz::expect_ok_or_error(kTarget, [&] { check_accepted(llm::load_llama2c(path), size); });
+  return 0;
+}
