@@ -34,6 +34,9 @@ class Backend {
   virtual int sample(const SamplerParams& p, uint64_t step) = 0;
   // Copies the current logits to the host (tests, comparisons); not in the per-token path.
   virtual std::vector<float> logits() = 0;
+  // Tokens the decode loop hands to one prefill() call, so Ctrl-C is seen between pieces of a long prompt
+  // (the CUDA engine batches up to this many per pass; the CPU reference runs token by token).
+  virtual int prefill_piece() const { return 512; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& opt);

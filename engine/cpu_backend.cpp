@@ -139,6 +139,7 @@ class CpuBackend final : public Backend {
   }
 
   std::vector<float> logits() override { return logits_; }
+  int prefill_piece() const override { return 4; }  // token by token anyway: check Ctrl-C every few tokens
 
  private:
   int choose_ctx(const Model& model, const BackendOptions& opt) const {

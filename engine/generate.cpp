@@ -37,7 +37,17 @@ GenerateResult generate(Backend& backend, const ModelConfig& config, const std::
   auto interrupted = [&] { return opt.interrupt && *opt.interrupt; };
 
   auto t0 = Clock::now();
-  backend.prefill(prompt.data(), n_prompt, 0);
+  const int piece = std::max(1, backend.prefill_piece());
+  for (int p0 = 0; p0 < n_prompt; p0 += piece) {
+    if (interrupted()) {  // Ctrl-C during a long prompt: stop with the timings so far
+      t.prompt_ms = ms_since(t0);
+      t.prompt_tokens = p0;
+      t.total_ms = load_ms + ms_since(start);
+      r.stop_reason = "interrupted";
+      return r;
+    }
+    backend.prefill(prompt.data() + p0, std::min(piece, n_prompt - p0), p0);
+  }
   int token = backend.sample(opt.sampler, 0);
   t.prompt_ms = ms_since(t0);
   t.prompt_tokens = n_prompt;
