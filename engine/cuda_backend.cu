@@ -42,7 +42,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -245,6 +248,7 @@ class CudaEngine final : public CudaBackend {
   std::vector<DevMatrix> decode_matrices(const DevLayer& dl) const;
   float* upload_f32(const HostTensor& t);
   void upload_weights(const Model& model);
+  struct LoadProgress* progress_ = nullptr;  // set while upload_weights runs
   void allocate_state();
   MappingState& prepare_mapping(const GemvMapping& m);
   void enqueue_decode_step(const MappingState& ms, StepProbe* probe);
@@ -386,6 +390,31 @@ CudaEngine::~CudaEngine() {
 
 // --- weights -----------------------------------------------------------------------------------------------------
 
+// Progress of converting and uploading a real checkpoint's weights (multi-gigabyte loads take a while): a bar with
+// bytes and rate when stderr is a terminal, a plain line at every quarter otherwise; silent for small models.
+struct LoadProgress {
+  uint64_t total = 0, done = 0;
+  int quarter = 0;
+  bool tty = isatty(2) != 0;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  void add(uint64_t bytes) {
+    if (total < (uint64_t(1) << 28)) return;  // under 256 MiB: nothing worth watching
+    done += bytes;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double gb = double(done) / 1e9, rate = s > 0 ? gb / s : 0.0;
+    if (tty) {
+      const int width = 30, fill = int(double(width) * double(done) / double(total));
+      std::fprintf(stderr, "\rloading weights [%.*s%*s] %.2f / %.2f GB  %.2f GB/s", fill,
+                   "##############################", width - fill, "", gb, double(total) / 1e9, rate);
+      if (done >= total) std::fputc('\n', stderr);
+    } else {
+      for (; quarter < 4 && done * 4 >= total * uint64_t(quarter + 1); ++quarter)
+        std::fprintf(stderr, "loading weights: %d%% (%.2f / %.2f GB, %.2f GB/s)\n", 25 * (quarter + 1), gb,
+                     double(total) / 1e9, rate);
+    }
+  }
+};
+
 uint16_t* CudaEngine::upload_bf16(const HostTensor& t) {
   uint16_t* d = arena_.alloc<uint16_t>(size_t(t.numel()));
   upload_bf16_into(t, d);
@@ -417,6 +446,7 @@ void CudaEngine::upload_bf16_into(const HostTensor& t, uint16_t* d) {
     t.read_rows_bf16(r0, n, host);
     CUDA_CHECK(cudaMemcpyAsync(d + r0 * t.cols, host, size_t(n) * row_bytes, cudaMemcpyHostToDevice, stream_.s));
     CUDA_CHECK(cudaEventRecord(staging_done_[i].e, stream_.s));
+    if (progress_) progress_->add(uint64_t(n) * row_bytes);
   }
 }
 
@@ -430,6 +460,17 @@ float* CudaEngine::upload_f32(const HostTensor& t) {
 void CudaEngine::upload_weights(const Model& model) {
   const auto& c = cfg_;
   const auto& w = model.weights;
+  LoadProgress progress;
+  auto real_bytes = [](const HostTensor& t) { return t.synthetic ? uint64_t(0) : uint64_t(t.numel()) * 2; };
+  progress.total = real_bytes(w.embedding) + (c.tied_embeddings ? 0 : real_bytes(w.head));
+  for (const auto& lw : w.layers)
+    for (const HostTensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+      progress.total += real_bytes(*t);
+  progress_ = &progress;
+  struct Reset {
+    LoadProgress*& p;
+    ~Reset() { p = nullptr; }
+  } reset{progress_};
   if (int(w.layers.size()) != c.n_layers)
     fail("cuda backend: ", model.source, ": expected ", c.n_layers, " layers, found ", w.layers.size());
   check_matrix(w.embedding, c.vocab_size, c.dim);
