@@ -19,6 +19,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/gemv_internal.h"
+#include "kernels/gemv_device.cuh"
 #include "kernels/pdl.cuh"
 
 namespace llm {
@@ -44,24 +45,13 @@ __device__ __forceinline__ uint4 load_weights(const uint4* p) {
   return v;
 }
 
-// Two BF16 in one word: the lower address is the low half (little-endian); BF16 -> FP32 is a 16-bit shift.
-__device__ __forceinline__ float fma_bf16x2(uint32_t w2, float x0, float x1, float acc) {
-  acc = fmaf(__uint_as_float(w2 << 16), x0, acc);
-  return fmaf(__uint_as_float(w2 & 0xffff0000u), x1, acc);
-}
 
-__device__ __forceinline__ float dot8(uint4 w, const float (&xv)[8], float acc) {
-  acc = fma_bf16x2(w.x, xv[0], xv[1], acc);
-  acc = fma_bf16x2(w.y, xv[2], xv[3], acc);
-  acc = fma_bf16x2(w.z, xv[4], xv[5], acc);
-  return fma_bf16x2(w.w, xv[6], xv[7], acc);
-}
 
 // x[k .. k+7], zeros past K (x is never read past K: the padded weight columns meet exact zeros). kVecX: x is 16-byte
 // aligned and K % 8 == 0, so every chunk is two float4 loads and the loop carries no scalar fallback (which costs
 // registers the ring needs).
 template <bool kVecX>
-__device__ __forceinline__ void load_x8(const float* __restrict__ x, int k, int K, float (&xv)[8]) {
+__device__ __forceinline__ void load_x8_ring(const float* __restrict__ x, int k, int K, float (&xv)[8]) {
   if (kVecX) {
     // volatile: stays after the ring refill written before it (an x load hoisted early holds 4 more registers).
     asm volatile("ld.global.nc.v4.f32 {%0, %1, %2, %3}, [%8];\n\t"
@@ -75,11 +65,6 @@ __device__ __forceinline__ void load_x8(const float* __restrict__ x, int k, int 
 }
 
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
 
 // W [N, ld] BF16 bits (ld % 8 == 0, zero-padded past K); x [K]; y [N]. Group g = rows [g * R, g * R + R) clipped to N;
 // lane j < lanes owns groups [j * groups / lanes, (j + 1) * groups / lanes); splits in {1, 2, 4, 8} warps per lane.
@@ -145,7 +130,7 @@ __global__ void __launch_bounds__(kWarpGemvThreads, kTunedMinBlocks<R>)
     for (int u = 0; u < U; ++u) {
       if (32 * u < rem) {
         float xv[8];
-        load_x8<kVecX>(x, (c_end - rem + 32 * u) * 8, K, xv);
+        load_x8_ring<kVecX>(x, (c_end - rem + 32 * u) * 8, K, xv);
 #pragma unroll
         for (int i = 0; i < R; ++i) acc[i] = dot8(wv[u][i], xv, acc[i]);
       }
