@@ -39,6 +39,10 @@ void ModelConfig::validate(const std::string& where) const {
            ", high_freq_factor ", s.high_freq_factor, ", original_max_position_embeddings ",
            s.original_max_position_embeddings, ")");
   }
+  if (!rope_freq_factors.empty() && rope_freq_factors.size() != size_t(head_dim / 2))
+    fail(where, ": ", rope_freq_factors.size(), " rope frequency factors, expected head_dim / 2 = ", head_dim / 2);
+  for (float x : rope_freq_factors)
+    if (!(x > 0.0f) || !std::isfinite(x)) fail(where, ": rope frequency factor ", x, " must be positive");
   for (int id : eos_ids)
     if (id < 0 || id >= vocab_size) fail(where, ": eos_token_id ", id, " is outside the vocabulary of ", vocab_size);
   if (bos_id >= vocab_size) fail(where, ": bos_token_id ", bos_id, " is outside the vocabulary of ", vocab_size);
@@ -64,6 +68,7 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
         f = (1.0 - smooth) * f / s.factor + smooth * f;
       }
     }
+    if (!c.rope_freq_factors.empty()) f /= double(c.rope_freq_factors[size_t(i)]);
     out[i] = float(f);
   }
   return out;

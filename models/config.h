@@ -26,6 +26,9 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
+  // Per-pair divisors of the rotary frequencies (GGUF's rope_freqs.weight, how llama.cpp ships Llama 3.1's
+  // scaling); empty = none. When set, it has head_dim / 2 entries, all positive.
+  std::vector<float> rope_freq_factors;
   bool tied_embeddings = true;
   int bos_id = 1;
   std::vector<int> eos_ids{2};
@@ -36,7 +39,8 @@ struct ModelConfig {
   void validate(const std::string& where) const;
 };
 
-// The head_dim/2 rotary inverse frequencies, pair i using theta^(-2i/head_dim), with llama3 scaling applied.
+// The head_dim/2 rotary inverse frequencies, pair i using theta^(-2i/head_dim), with llama3 scaling
+// applied and each divided by rope_freq_factors[i] when those are given.
 std::vector<float> rope_inv_freq(const ModelConfig& c);
 
 }  // namespace llm

@@ -30,19 +30,22 @@ struct ModelWeights {
 
 struct Model {
   std::string source;          // what was opened (path or synthetic:NAME), for messages
-  std::string format;          // "hf", "llama2c", "synthetic"
+  std::string format;          // "hf", "llama2c", "gguf", "synthetic"
   ModelConfig config;
   ModelWeights weights;
   std::string tokenizer_path;  // tokenizer.model found beside the weights, or empty
 };
 
-// Opens a Hugging Face directory, a llama2.c .bin, or "synthetic:NAME". Throws llm::Error with a one-line message.
+// Opens a Hugging Face directory, a GGUF file, a llama2.c .bin, or "synthetic:NAME".
+// Throws llm::Error with a one-line message.
 Model load_model(const std::string& path);
 
 // llama2.c checkpoint (.bin). Exposed for tests.
 Model load_llama2c(const std::string& path);
 // Hugging Face directory with config.json and (sharded) safetensors. Exposed for tests.
 Model load_hf_dir(const std::string& dir);
+// GGUF version 3 llama file; quantized tensors become owned BF16 buffers. Exposed for tests.
+Model load_gguf(const std::string& path);
 // Exact-shape model with counter-based weights (core/counter_rng.h); names listed by synthetic_model_names().
 Model load_synthetic(const std::string& name, uint64_t seed = 0);
 std::vector<std::string> synthetic_model_names();

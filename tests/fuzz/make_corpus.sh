@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 B=${BUILD_DIR:-../../build}
 C=corpus
-mkdir -p $C/fuzz_safetensors $C/fuzz_hf_config $C/fuzz_llama2c $C/fuzz_tokenizer
+mkdir -p $C/fuzz_safetensors $C/fuzz_hf_config $C/fuzz_llama2c $C/fuzz_tokenizer $C/fuzz_gguf
 rm -f $C/*/seed-*
 
 python3 - "$C" <<'PY'
@@ -60,6 +60,40 @@ put("fuzz_llama2c", "tiny-tied", l2c(4, 4, 1, 2, 1, 5, 3))
 put("fuzz_llama2c", "tiny-untied", l2c(2, 2, 1, 1, 1, -3, 2))
 put("fuzz_llama2c", "truncated-header", struct.pack("<7i", 64, 172, 5, 8, 4, 512, 512)[:20])
 put("fuzz_llama2c", "header-only", struct.pack("<7i", 64, 172, 5, 8, 4, 512, 512))
+
+# GGUF v3, llama: dim 32, 1 layer, 2 heads / 1 kv head (head_dim 16), hidden 32, vocab 8; the embedding Q8_0,
+# q Q4_1, k Q4_0, v F16, the rest F32, rope_freqs.weight present; tied.
+def gguf_str(s): return struct.pack("<Q", len(s)) + s.encode()
+def gguf(kvs, tensors):
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for k, (t, v) in kvs.items():
+        out += gguf_str(k) + struct.pack("<I", t) + (gguf_str(v) if t == 8 else struct.pack("<I" if t == 4 else "<f", v))
+    data = b""
+    for name, dims, typ, raw in tensors:
+        data += b"\0" * (-len(data) % 32)
+        out += gguf_str(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims) \
+            + struct.pack("<IQ", typ, len(data))
+        data += raw
+    return out + b"\0" * (-len(out) % 32) + data
+def fvals(n): return [((i * 37) % 17 - 8) / 16.0 for i in range(n)]
+def f32(n): return struct.pack(f"<{n}f", *fvals(n))
+def f16(n): return struct.pack(f"<{n}e", *fvals(n))
+def q8_0(n): return (struct.pack("<e", 0.03125) + bytes((i * 7) % 256 for i in range(32))) * (n // 32)
+def q4_0(n): return (struct.pack("<e", 0.125) + bytes((i * 29) % 256 for i in range(16))) * (n // 32)
+def q4_1(n): return (struct.pack("<ee", 0.0625, -0.5) + bytes((i * 53) % 256 for i in range(16))) * (n // 32)
+kvs = {"general.architecture": (8, "llama"), "llama.embedding_length": (4, 32), "llama.block_count": (4, 1),
+       "llama.attention.head_count": (4, 2), "llama.attention.head_count_kv": (4, 1),
+       "llama.feed_forward_length": (4, 32), "llama.context_length": (4, 8), "llama.rope.dimension_count": (4, 16),
+       "llama.rope.freq_base": (6, 10000.0), "llama.attention.layer_norm_rms_epsilon": (6, 1e-5),
+       "tokenizer.ggml.bos_token_id": (4, 1), "tokenizer.ggml.eos_token_id": (4, 2)}
+tensors = [("token_embd.weight", [32, 8], 8, q8_0(256)), ("blk.0.attn_norm.weight", [32], 0, f32(32)),
+           ("blk.0.attn_q.weight", [32, 32], 3, q4_1(1024)), ("blk.0.attn_k.weight", [32, 16], 2, q4_0(512)),
+           ("blk.0.attn_v.weight", [32, 16], 1, f16(512)), ("blk.0.attn_output.weight", [32, 32], 0, f32(1024)),
+           ("blk.0.ffn_norm.weight", [32], 0, f32(32)), ("blk.0.ffn_gate.weight", [32, 32], 0, f32(1024)),
+           ("blk.0.ffn_up.weight", [32, 32], 0, f32(1024)), ("blk.0.ffn_down.weight", [32, 32], 0, f32(1024)),
+           ("output_norm.weight", [32], 0, f32(32)), ("rope_freqs.weight", [8], 0, struct.pack("<8f", *[1, 1, 2, 2, 4, 4, 8, 8]))]
+put("fuzz_gguf", "tiny-quantized", gguf(kvs, tensors))
+put("fuzz_gguf", "header-only", gguf(kvs, [])[:200])
 
 # Prompts: text, multi-byte characters, and invalid UTF-8.
 put("fuzz_tokenizer", "story", "Once upon a time, there was a little girl named Lily.")

@@ -1,0 +1,64 @@
+// libFuzzer target: arbitrary bytes as a GGUF file. Refusal must be llm::Error; the parser must place every
+// accepted tensor inside the file, and (when tiny) must run one CPU forward step and sample an in-range token
+// whatever the weights hold (NaN, Inf, denormals).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "fuzz_common.h"
+#include "models/gguf.h"
+#include "models/model.h"
+
+namespace {
+
+constexpr const char* kTarget = "fuzz_gguf";
+
+// Every tensor the parser accepted lies inside the mapping, with the byte count its type and dims imply.
+void check_parsed(const llm::GgufFile& f) {
+  const uint8_t* base = f.mapping->data();
+  const size_t size = f.mapping->size();
+  for (const auto& kv : f.tensors) {
+    const llm::GgufTensor& t = kv.second;
+    if (t.data < base || t.nbytes > size || t.data + t.nbytes > base + size)
+      llm_fuzz::finding(kTarget, "tensor outside the file: " + t.name);
+    if ((t.data - base) % f.alignment != 0) llm_fuzz::finding(kTarget, "misaligned tensor: " + t.name);
+  }
+}
+
+void check_accepted(const llm::Model& m, size_t size) {
+  const llm::ModelWeights& w = m.weights;
+  if (int(w.layers.size()) != m.config.n_layers) llm_fuzz::finding(kTarget, "layer count differs from the metadata");
+  std::vector<const llm::HostTensor*> all{&w.embedding, &w.final_norm, &w.head};
+  for (const llm::LayerWeights& l : w.layers)
+    for (const llm::HostTensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up,
+                                     &l.w_down})
+      all.push_back(t);
+  for (const llm::HostTensor* t : all)
+    if (t->rows <= 0 || t->cols <= 0 || !t->data) llm_fuzz::finding(kTarget, "empty or unbacked tensor: " + t->name);
+  if (size > (1 << 16) || int64_t(m.config.vocab_size) * m.config.dim > (1 << 16)) return;  // keeps runs fast
+
+  llm::BackendOptions bo;
+  bo.ctx_size = m.config.max_seq_len < 4 ? m.config.max_seq_len : 4;
+  auto be = llm::make_cpu_backend(m, bo);
+  const int token = m.config.vocab_size > 1 ? 1 : 0;
+  be->prefill(&token, 1, 0);
+  for (float temp : {0.0f, 1.0f}) {
+    llm::SamplerParams p;
+    p.temperature = temp;
+    p.top_k = 0;
+    p.top_p = 0.9f;
+    const int id = be->sample(p, 0);
+    if (id < 0 || id >= m.config.vocab_size) llm_fuzz::finding(kTarget, "sampled id " + std::to_string(id));
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string path = llm_fuzz::temp_dir() + "/model.gguf";
+  llm_fuzz::write_file(path, data, size);
+  llm_fuzz::expect_ok_or_error(kTarget, [&] { check_parsed(llm::open_gguf(path)); });
+  llm_fuzz::expect_ok_or_error(kTarget, [&] { check_accepted(llm::load_gguf(path), size); });
+  return 0;
+}
