@@ -54,7 +54,7 @@ const char* kUsage =
     "----- model -----\n"
     "  -m,    --model PATH          llama2.c .bin, Hugging Face directory, or synthetic:NAME\n"
     "         --tokenizer PATH      sentencepiece tokenizer.model (default: the one found beside the model)\n"
-    "  -c,    --ctx-size N          context size in positions (default: 0 = model maximum, capped to memory)\n"
+    "  -c,    --ctx-size N          context size in positions, 1 or more (default: the model maximum, capped to memory)\n"
     "\n"
     "----- sampling -----\n"
     "         --temp T              temperature, 0 = greedy (default: 0.8; 0 to 100)\n"
