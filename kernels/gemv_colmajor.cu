@@ -59,14 +59,7 @@ void prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStre
   out->bytes = bytes;
 }
 
-GemvLaunchShape shape(int N, int K) {
-  const GemvSplitK plan = gemv_plan_splitk(N, K, kMinSlice);
-  GemvLaunchShape s;
-  s.grid = (N + kThreads - 1) / kThreads * plan.splits;
-  s.block = kThreads;
-  s.bytes_in_flight_per_thread = 2;
-  return s;
-}
+GemvLaunchShape shape(int N, int K) { return gemv_splitk_shape(N, K, kMinSlice, kThreads); }
 
 void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, GemvContext* ctx) {
   gemv_check_launch("colmajor", w, x, y);

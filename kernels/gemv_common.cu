@@ -60,6 +60,21 @@ GemvSplitK gemv_plan_splitk(int N, int K, int min_slice) {
   return plan;
 }
 
+GemvLaunchShape gemv_splitk_shape(int N, int K, int min_slice, int threads) {
+  const GemvSplitK plan = gemv_plan_splitk(N, K, min_slice);
+  GemvLaunchShape s;
+  s.grid = (N + threads - 1) / threads * plan.splits;
+  s.block = threads;
+  s.bytes_in_flight_per_thread = 2;
+  return s;
+}
+
+void gemv_check_padded_rows(const char* mapping, const GemvWeight& w) {
+  if (w.ld % 8 != 0 || w.ld < w.K || (reinterpret_cast<uintptr_t>(w.data) & 15) != 0)
+    fail("gemv '", mapping, "': weight [", w.N, ", ", w.K, "] needs 16-byte aligned rows, found ld = ", w.ld,
+         " (prepack with this mapping)");
+}
+
 // One thread per output; reads are coalesced along n. Fixed summation order = same bits on every run.
 __global__ void gemv_sum_partials_kernel(const float* __restrict__ partial, int splits, int N, float* __restrict__ y,
                                          int accumulate) {

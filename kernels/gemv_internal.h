@@ -29,6 +29,12 @@ struct GemvSplitK {
   int slice = 0;
 };
 GemvSplitK gemv_plan_splitk(int N, int K, int min_slice);
+// Launch shape of a one-thread-per-output split-K mapping (colmajor, thread-splitk): blocks of `threads` over N,
+// times the slices, each thread with one 2-byte load in flight.
+GemvLaunchShape gemv_splitk_shape(int N, int K, int min_slice, int threads);
+
+// Fails naming the mapping unless w has the 16-byte aligned, padded row-major layout of warp_gemv_prepack.
+void gemv_check_padded_rows(const char* mapping, const GemvWeight& w);
 
 // y[n] (+)= sum over s = 0 .. splits-1, in that order, of partial[s * N + n]: the deterministic second pass.
 void gemv_sum_partials(const float* partial, int splits, int N, float* y, bool accumulate, cudaStream_t stream);

@@ -160,9 +160,7 @@ GemvLaunchShape warp_gemv_shape(int N, int K, const WarpGemvPlan& plan) {
 void warp_gemv_launch(const char* mapping, const GemvWeight& w, const float* x, float* y, bool accumulate,
                       const WarpGemvPlan& plan, cudaStream_t stream) {
   gemv_check_launch(mapping, w, x, y);
-  if (w.ld % 8 != 0 || w.ld < w.K || (reinterpret_cast<uintptr_t>(w.data) & 15) != 0)
-    fail("gemv '", mapping, "': weight [", w.N, ", ", w.K, "] needs 16-byte aligned rows, found ld = ", w.ld,
-         " (prepack with this mapping)");
+  gemv_check_padded_rows(mapping, w);
   if (plan.grid <= 0 || plan.splits < 1 || plan.splits > kWarpsPerBlock || kWarpsPerBlock % plan.splits != 0)
     fail("gemv '", mapping, "': bad plan (grid ", plan.grid, ", splits ", plan.splits, ")");
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;

@@ -242,9 +242,7 @@ GemvLaunchShape warp_tuned_shape(int N, int K, const WarpTunedConfig& cfg) {
 void warp_tuned_launch(const char* mapping, const GemvWeight& w, const float* x, float* y, bool accumulate,
                        const WarpTunedConfig& cfg, cudaStream_t stream) {
   gemv_check_launch(mapping, w, x, y);
-  if (w.ld % 8 != 0 || w.ld < w.K || (reinterpret_cast<uintptr_t>(w.data) & 15) != 0)
-    fail("gemv '", mapping, "': weight [", w.N, ", ", w.K, "] needs 16-byte aligned rows, found ld = ", w.ld,
-         " (prepack with this mapping)");
+  gemv_check_padded_rows(mapping, w);
   const WarpTunedPlan plan = warp_tuned_plan(w.N, w.K, cfg);
   const int64_t lanes_per_block = kWarpsPerBlock / plan.splits;
   if (plan.grid <= 0 || plan.lanes <= 0 ||
