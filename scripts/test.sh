@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh "$@"
+# Tests that need the fetched default model fail (rather than skip) when it is missing.
+export LLM_REQUIRE_MODELS=1
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)"
 
 # Both sanitized trees use clang: it builds them in a third of g++'s time here, and its UBSan also checks

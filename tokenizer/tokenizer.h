@@ -1,16 +1,22 @@
-// Tokenizer: text <-> token ids through the sentencepiece library (tokenizer.model), plus a streaming decoder that
-// never emits half a UTF-8 character when a character is split across byte-fallback tokens.
+// Tokenizer: text <-> token ids. Sentencepiece models (tokenizer.model, or a GGUF "llama" vocabulary) go through the
+// sentencepiece library; byte-level BPE (tokenizer.json, or a GGUF "gpt2" vocabulary) through tokenizer/bpe.h.
+// Plus a streaming decoder that never emits half a UTF-8 character.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "models/vocab.h"
+
 namespace llm {
 
 class Tokenizer {
  public:
-  // Loads a sentencepiece model; throws llm::Error naming the path when it is missing or unreadable.
+  // Loads a sentencepiece model (tokenizer.model) or a Hugging Face tokenizer.json (byte-level BPE); throws
+  // llm::Error naming the path when it is missing, unreadable or of an unsupported kind.
   static std::unique_ptr<Tokenizer> load(const std::string& path);
+  // A vocabulary embedded in a checkpoint (GGUF): "gpt2" -> byte-level BPE, "llama" -> sentencepiece.
+  static std::unique_ptr<Tokenizer> from_vocab(const EmbeddedVocab& vocab);
   virtual ~Tokenizer() = default;
 
   virtual int vocab_size() const = 0;
@@ -22,6 +28,13 @@ class Tokenizer {
   virtual std::string decode(const std::vector<int>& ids) const = 0;
   // The piece string of one id (for display and debugging).
   virtual std::string piece(int id) const = 0;
+  // The id of the piece spelled exactly `piece` (special tokens such as "<|im_end|>" included), or -1. This is how
+  // chat templates get their special tokens: encode() never turns text into special tokens.
+  virtual int token_id(const std::string& piece) const = 0;
+  // Whether a prompt starts with BOS for this vocabulary (sentencepiece/llama: yes; SmolLM2's BPE: no).
+  virtual bool adds_bos() const { return true; }
+  // Byte-level BPE: every id stands for a byte string (see StreamDecoder); sentencepiece: false.
+  virtual bool byte_level() const { return false; }
 
   // What StreamDecoder needs to rebuild decode() one id at a time, as the library classifies pieces.
   enum class PieceKind { kText, kControl, kUnknown, kByte };  // kControl (<s>, </s>) decodes to nothing
@@ -33,6 +46,9 @@ class Tokenizer {
   enum class LeadingSpace { kKeep, kDropFirst, kDropAll };
   virtual LeadingSpace leading_space() const = 0;
 };
+
+// A sentencepiece tokenizer from serialized ModelProto bytes (LoadFromSerializedProto); `name` is for messages.
+std::unique_ptr<Tokenizer> make_sentencepiece_from_proto(const std::string& proto, const std::string& name);
 
 // Streaming decode: feed ids one at a time, get back only complete UTF-8 text. Handles byte-fallback tokens
 // (<0xE2> <0x82> <0xAC> -> "€") and the leading-space rule (the first piece's "▁" becomes no space when
