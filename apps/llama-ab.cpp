@@ -15,6 +15,7 @@
 #include "core/error.h"           // llm::fail
 #include "engine/ab_run.h"        // run_ab, AbOptions, parse_ab_mappings
 #include "models/model.h"         // load_model
+#include "engine/model_files.h"   // load_tokenizer, default_model_path
 #include "tokenizer/tokenizer.h"  // Tokenizer
 
 namespace {
@@ -32,7 +33,7 @@ struct Args {
 };
 
 const char* kUsage =
-    "usage: llama-ab --model PATH [options]\n"
+    "usage: llama-ab [--model PATH] [options]\n"
     "\n"
     "Runs the same prompt and exactly N greedy decode steps (EOS ignored) under each GEMV mapping in one process,\n"
     "alternating mappings round by round (A B C A B C ...) after warm-up, and prints a llama-bench-style report:\n"
@@ -40,8 +41,8 @@ const char* kUsage =
     "the read roofline measured in the same run, per-projection times, launch shapes, the sector model's prediction,\n"
     "and whether the change in total time matches the change in GEMV time.\n"
     "\n"
-    "  -m, --model PATH        llama2.c .bin, Hugging Face directory, or synthetic:NAME\n"
-    "      --tokenizer PATH    sentencepiece tokenizer.model (default: the one found beside the model)\n"
+    "  -m, --model PATH        GGUF, Hugging Face directory, llama2.c .bin, or synthetic:NAME (default: SmolLM2)\n"
+    "      --tokenizer PATH    tokenizer.model or tokenizer.json (default: beside the model, or inside a GGUF)\n"
     "  -p, --prompt TEXT       prompt (encoded with BOS first; default: a short story opening)\n"
     "      --prompt-ids LIST   prompt as token ids, e.g. 1,450,3303 (no tokenizer needed; synthetic models without a\n"
     "                          tokenizer default to a fixed 16-token prompt)\n"
@@ -118,7 +119,6 @@ Args parse_args(int argc, char** argv) {
       usage_error("unknown option '" + o + "'");
     }
   }
-  if (a.model.empty()) usage_error("--model is required");
   if (a.have_prompt && !a.prompt_ids.empty()) usage_error("--prompt and --prompt-ids exclude each other");
   return a;
 }
@@ -148,12 +148,12 @@ std::vector<int> fixed_prompt(const llm::ModelConfig& c) {
 
 std::vector<int> build_prompt(const Args& a, const llm::Model& model) {
   if (!a.prompt_ids.empty()) return parse_ids(a.prompt_ids);
-  const std::string tok_path = !a.tokenizer.empty() ? a.tokenizer : model.tokenizer_path;
-  if (tok_path.empty()) {
+  const std::unique_ptr<llm::Tokenizer> tok = llm::load_tokenizer(model, a.tokenizer);
+  if (!tok) {
     if (model.format == "synthetic" && !a.have_prompt) return fixed_prompt(model.config);
-    llm::fail("no tokenizer found beside ", a.model, "; pass --tokenizer PATH or --prompt-ids LIST");
+    llm::fail("no tokenizer found beside ", model.source, "; pass --tokenizer PATH or --prompt-ids LIST");
   }
-  return llm::Tokenizer::load(tok_path)->encode(a.prompt, true);
+  return tok->encode(a.prompt, tok->adds_bos() || a.prompt.empty());
 }
 
 // The chart reads the JSON: a temporary file when --json was not asked for.
@@ -180,7 +180,7 @@ void draw_chart(const Args& a, const std::string& json_text) {
 }
 
 int run(const Args& a) {
-  llm::Model model = llm::load_model(a.model);
+  llm::Model model = llm::load_model(a.model.empty() ? llm::default_model_path() : a.model);
   llm::AbOptions opt;
   opt.mappings = llm::parse_ab_mappings(a.ab);
   opt.prompt = build_prompt(a, model);

@@ -1,5 +1,7 @@
 // run-llama: the command line. Parses options, wires model -> backend -> decode loop, streams text to stdout and
 // timings to stderr. No model or kernel logic lives here.
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -7,14 +9,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "chat/repl.h"
 #include "core/error.h"
 #include "engine/backend.h"
 #include "engine/generate.h"
+#include "engine/model_files.h"
+#include "engine/perplexity.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -28,7 +35,7 @@ void on_sigint(int) {
 }
 
 struct Args {
-  std::string model, prompt, tokenizer, device = "auto", gemv, dtype, dump_logits, prompt_ids;
+  std::string model, prompt, tokenizer, device = "auto", gemv, dtype, dump_logits, prompt_ids, perplexity;
   bool have_prompt = false;
   int n_predict = 256;
   int ctx_size = 0;
@@ -37,23 +44,37 @@ struct Args {
   float top_p = 0.95f;
   unsigned long long seed = 42;
   bool ignore_eos = false;
+  bool chat = false;                       // --chat: the REPL (chat/repl.h) instead of one prompt
+  std::string chat_template, system;
 };
 
 const char* kUsage =
-    "usage: run-llama --model PATH --prompt TEXT [options]\n"
+    "usage: run-llama [--model PATH] --prompt TEXT [options]\n"
+    "       run-llama [--model PATH] --chat [options]\n"
     "\n"
     "----- general -----\n"
     "  -h,    --help                print this help and exit\n"
-    "  -p,    --prompt TEXT         prompt to continue (encoded with BOS first; \"\" = BOS only)\n"
+    "  -p,    --prompt TEXT         prompt to continue (BOS first where the vocabulary wants one; \"\" = BOS only)\n"
     "         --prompt-ids A,B,C    the prompt as token ids, used as given (no BOS added)\n"
     "         --dump-logits FILE    teacher-forced: write the logits after each prompt token (float32\n"
     "                               [tokens, vocab]) to FILE and exit (see tools/hf_compare.py)\n"
+    "         --perplexity FILE     score the text of FILE (teacher-forced, decode path) and print its perplexity\n"
     "  -n,    --n-predict N         number of tokens to generate (default: 256; 1 to 1000000)\n"
     "         --ignore-eos          keep generating past an end-of-sequence token (benchmarks)\n"
     "\n"
+    "----- chat -----\n"
+    "         --chat                talk to the model: a terminal gets a line editor, history and /help; without a\n"
+    "                               terminal each stdin line is a user turn and each reply one stdout record\n"
+    "                               (chat/repl.h); -n bounds each reply\n"
+    "         --chat-template NAME  chatml, llama2, llama3 or zephyr (default: detected from the model's template;\n"
+    "                               without one, chatml when the vocabulary has <|im_start|>, else zephyr)\n"
+    "         --system TEXT         system prompt of the conversation\n"
+    "\n"
     "----- model -----\n"
-    "  -m,    --model PATH          llama2.c .bin, Hugging Face directory, or synthetic:NAME\n"
-    "         --tokenizer PATH      sentencepiece tokenizer.model (default: the one found beside the model)\n"
+    "  -m,    --model PATH          GGUF file, Hugging Face directory, llama2.c .bin, or synthetic:NAME\n"
+    "                               (default: SmolLM2-135M-Instruct, fetched into models-cache/ by scripts/setup.sh)\n"
+    "         --tokenizer PATH      tokenizer.model (sentencepiece) or tokenizer.json (byte-level BPE)\n"
+    "                               (default: the one beside the model, or the vocabulary inside a GGUF)\n"
     "  -c,    --ctx-size N          context size in positions, 1 or more (default: the model maximum, capped to memory)\n"
     "\n"
     "----- sampling -----\n"
@@ -96,7 +117,6 @@ float parse_float(const std::string& opt, const std::string& s, double lo, doubl
 
 Args parse_args(int argc, char** argv) {
   Args a;
-  bool have_model = false;
   for (int i = 1; i < argc; ++i) {
     std::string o = argv[i];
     auto value = [&]() -> std::string {
@@ -108,7 +128,6 @@ Args parse_args(int argc, char** argv) {
       std::exit(0);
     } else if (o == "-m" || o == "--model") {
       a.model = value();
-      have_model = true;
     } else if (o == "-p" || o == "--prompt") {
       a.prompt = value();
       a.have_prompt = true;
@@ -141,14 +160,27 @@ Args parse_args(int argc, char** argv) {
       a.have_prompt = true;
     } else if (o == "--dump-logits") {
       a.dump_logits = value();
+    } else if (o == "--perplexity") {
+      a.perplexity = value();
+      a.have_prompt = true;
     } else if (o == "--ignore-eos") {
       a.ignore_eos = true;
+    } else if (o == "--chat") {
+      a.chat = true;
+    } else if (o == "--chat-template") {
+      a.chat_template = value();
+    } else if (o == "--system") {
+      a.system = value();
     } else {
       usage_error("unknown option '" + o + "'");
     }
   }
-  if (!have_model) usage_error("--model is required");
-  if (!a.have_prompt) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
+  if (a.chat && a.have_prompt)
+    usage_error("--chat reads the conversation from the terminal or stdin; it takes no --prompt, --prompt-ids, "
+                "--perplexity or --dump-logits");
+  if ((!a.chat_template.empty() || !a.system.empty()) && !a.chat)
+    usage_error("--chat-template and --system need --chat");
+  if (!a.have_prompt && !a.chat) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
   return a;
 }
 
@@ -182,21 +214,50 @@ std::vector<int> ids_from_text(const std::string& prompt, const llm::ModelConfig
   return ids;
 }
 
+// The prompt's ids: BOS first where the vocabulary wants one, and always for an empty prompt (the model needs a token).
+std::vector<int> encode_prompt(const llm::Tokenizer& tok, const std::string& prompt) {
+  const bool bos = tok.adds_bos() || prompt.empty();
+  if (bos && tok.bos_id() < 0) llm::fail("the prompt is empty and the vocabulary has no BOS token to start from");
+  return tok.encode(prompt, bos);
+}
+
+int run_perplexity(const Args& a, llm::Backend& backend, const llm::Tokenizer* tok) {
+  if (!tok) llm::fail("--perplexity needs a tokenizer");
+  std::ifstream in(a.perplexity, std::ios::binary);
+  if (!in) llm::fail("cannot read ", a.perplexity, ": ", std::strerror(errno));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<int> ids = encode_prompt(*tok, text);
+  const auto t0 = std::chrono::steady_clock::now();
+  const llm::PerplexityResult r = llm::perplexity(backend, ids);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("perplexity: %s: %d tokens scored, mean NLL %.4f nats, PPL %.3f (%.1f tokens/s on %s)\n",
+              a.perplexity.c_str(), r.scored, r.mean_nll, r.ppl, r.scored / s, backend.name().c_str());
+  return 0;
+}
+
+// --chat: the template (override, detected, or the fallback named on stderr), then the REPL.
+int run_chat_mode(const Args& a, const llm::Model& model, llm::Backend& backend, const llm::Tokenizer* tok) {
+  if (!tok) llm::fail("--chat needs a tokenizer (", model.source, " has none; pass --tokenizer PATH)");
+  std::string note;
+  const llm::ChatTemplate tmpl = llm::pick_chat_template(a.chat_template, model.chat_template, *tok, &note);
+  if (!note.empty()) std::fprintf(stderr, "run-llama: %s\n", note.c_str());
+  llm::ChatOptions co;
+  co.system = a.system;
+  co.sampler = {a.temp, a.top_k, a.top_p, a.seed};
+  co.max_reply_tokens = a.n_predict;
+  co.ignore_eos = a.ignore_eos;
+  co.terminal = isatty(0) && isatty(1);
+  return llm::run_chat(backend, *tok, model.config, tmpl, co);
+}
+
 int run(const Args& a) {
   using Clock = std::chrono::steady_clock;
   const auto t_load = Clock::now();
-  llm::Model model = llm::load_model(a.model);
+  llm::Model model = llm::load_model(a.model.empty() ? llm::default_model_path() : a.model);
 
-  std::string tok_path = !a.tokenizer.empty() ? a.tokenizer : model.tokenizer_path;
-  std::unique_ptr<llm::Tokenizer> tok;
-  if (!tok_path.empty()) {
-    tok = llm::Tokenizer::load(tok_path);
-  } else if (model.format != "synthetic" && a.prompt_ids.empty()) {
-    llm::fail("no tokenizer found beside ", a.model, "; pass --tokenizer PATH/tokenizer.model");
-  }
-  if (tok && tok->vocab_size() > model.config.vocab_size)
-    llm::fail("tokenizer ", tok_path, " has ", tok->vocab_size(), " pieces, more than the model's vocabulary of ",
-              model.config.vocab_size);
+  std::unique_ptr<llm::Tokenizer> tok = llm::load_tokenizer(model, a.tokenizer);
+  if (!tok && model.format != "synthetic" && a.prompt_ids.empty())
+    llm::fail("no tokenizer found beside ", model.source, "; pass --tokenizer PATH/tokenizer.model");
 
   llm::BackendOptions bo;
   bo.device = a.device == "auto" ? (llm::cuda_device_available() ? "cuda" : "cpu") : a.device;
@@ -213,17 +274,24 @@ int run(const Args& a) {
                model.source.c_str(), model.format.c_str(), c.dim, c.n_layers, c.n_heads, c.n_kv_heads,
                c.vocab_size, backend->name().c_str(), backend->ctx_size());
 
+  if (a.chat) return run_chat_mode(a, model, *backend, tok.get());
   std::vector<int> prompt = !a.prompt_ids.empty() ? parse_ids(a.prompt_ids, c)
-                            : tok                    ? tok->encode(a.prompt, true)
+                            : tok                    ? encode_prompt(*tok, a.prompt)
                                                      : ids_from_text(a.prompt, c);
+  if (!a.perplexity.empty()) return run_perplexity(a, *backend, tok.get());
   if (!a.dump_logits.empty()) {
     std::vector<float> logits = llm::teacher_forced_logits(*backend, prompt);
     std::FILE* f = std::fopen(a.dump_logits.c_str(), "wb");
     bool ok = f && std::fwrite(logits.data(), sizeof(float), logits.size(), f) == logits.size();
     if (f) ok = (std::fclose(f) == 0) && ok;
     if (!ok) llm::fail("cannot write ", a.dump_logits, ": ", std::strerror(errno));
-    std::fprintf(stderr, "run-llama: wrote %zu x %d logits to %s\n", prompt.size(), c.vocab_size,
-                 a.dump_logits.c_str());
+    // The ids beside them (FILE.ids, comma-separated), so a reference can run exactly these tokens.
+    std::ofstream ids_out(a.dump_logits + ".ids");
+    for (size_t i = 0; i < prompt.size(); ++i) ids_out << (i ? "," : "") << prompt[i];
+    ids_out << "\n";
+    if (!ids_out) llm::fail("cannot write ", a.dump_logits, ".ids");
+    std::fprintf(stderr, "run-llama: wrote %zu x %d logits to %s (ids in %s.ids)\n", prompt.size(), c.vocab_size,
+                 a.dump_logits.c_str(), a.dump_logits.c_str());
     return 0;
   }
 

@@ -45,7 +45,7 @@ void matmul_rows(float* y, const float* x, const float* W, int64_t r0, int64_t r
 // Large matrices are split over the cores by output rows; small ones are not worth a thread start.
 void matmul(float* y, const float* x, const float* W, int64_t rows, int64_t cols) {
   static const int n_threads = int(std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
-  if (n_threads == 1 || rows * cols < (int64_t(1) << 20)) {
+  if (n_threads == 1 || rows * cols < (int64_t(1) << 18)) {
     matmul_rows(y, x, W, 0, rows, cols);
     return;
   }

@@ -8,6 +8,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # Tests find ../shared relative to the checkout they were built in (/work/main): recreate that layout.
 mkdir -p /work; [ -e /work/main ] || ln -s "$PWD" /work/main; [ -e /work/shared ] || ln -s "$S/shared" /work/shared
 step() { echo; echo "=== $* ==="; }
+SMOL=models-cache/SmolLM2-135M-Instruct.Q4_1.gguf
 sections=${SECTIONS:-"info gpu_tests bench"}
 for sec in $sections; do
   case $sec in
@@ -53,5 +54,23 @@ for sec in $sections; do
           -n 128 --ignore-eos --temp 0 --gemv $m 2>&1 >/dev/null | grep -E "prompt eval time|eval time" | sed 's/llama_perf_context_print: *//' | tr '\n' ' ')
         echo "$m: $r" | tee -a $OUT/e2e.txt
       done ;;
+    smol_part_a) step "SmolLM2: first part of the GGUF kept on the machine"
+      mkdir -p models-cache && cp .stage/gguf-a/part models-cache/part-a && ls -la models-cache ;;
+    smol_join) step "SmolLM2: joined"
+      [ -f models-cache/part-a ] && cat models-cache/part-a .stage/gguf-b/part > $SMOL && rm -f models-cache/part-a
+      echo "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53  $SMOL" | sha256sum --check ;;
+    smol) step "SmolLM2-135M-Instruct (Q4_1 GGUF -> BF16): perplexity, answers, transformers on the same file"
+      P=tests/data/perplexity_paragraph.txt
+      for d in cuda cpu; do $S/bin/run-llama --model $SMOL --perplexity $P --device $d 2>/dev/null | tee -a $OUT/smol.txt; done
+      $S/bin/run-llama --model $SMOL --prompt "$(cat $P)" --dump-logits /tmp/smol.f32 --device cuda 2>&1 | tail -1
+      pip install --quiet --no-deps --target /tmp/pylib $S/wheels/*.whl 2>&1 | tail -1
+      PYTHONPATH=/tmp/pylib python3 $S/tools/hf_compare.py --model $SMOL --ids-file /tmp/smol.f32.ids --ours /tmp/smol.f32 \
+        2>&1 | grep -v Warn > $OUT/smol_hf.md; tail -4 $OUT/smol_hf.md
+      step "SmolLM2 chat on the GPU (greedy)"
+      printf '%s\n' "What is the capital of France?" "Name three primary colors." "Write a haiku about the sea." \
+        | $S/bin/run-llama --model $SMOL --chat --temp 0 -n 96 --device cuda 2>&1 | tee $OUT/smol_chat_gpu.txt | tail -30
+      step "SmolLM2 decode tokens/s per mapping (128 tokens)"
+      $S/bin/llama-ab --model $SMOL --ab ${SMOL_AB:-warp-r2,warp,cublas,colmajor,thread} -n 128 --repeats 3 \
+        --json $OUT/ab_smol.json 2>$OUT/ab_smol.err | tee $OUT/ab_smol.md | head -30 ;;
   esac
 done

@@ -14,6 +14,7 @@
 #include "models/dequant.h"
 #include "models/gguf.h"
 #include "models/model.h"
+#include "gguf_writer_util.h"
 #include "models_test_util.h"
 
 namespace {
@@ -66,76 +67,14 @@ TEST(GgufDequant, Q4_1HandComputed) {
   for (int j = 0; j < 32; ++j) EXPECT_EQ(out[size_t(j)], want[j]) << "element " << j;
 }
 
-// ---- A minimal GGUF writer ----
+// ---- The GGUF writer (tests/cpu/gguf_writer_util.h) ----
 
+using llm_test::GgufWriter;
+using TensorSpec = llm_test::GgufTensorSpec;
 template <typename T>
 void put(std::string& s, T v) {
-  s.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  llm_test::gguf_put(s, v);
 }
-void put_str(std::string& s, const std::string& v) {
-  put<uint64_t>(s, v.size());
-  s += v;
-}
-
-struct TensorSpec {
-  std::string name;
-  std::vector<uint64_t> dims;  // innermost first
-  uint32_t type;
-  std::string bytes;
-  int64_t offset_override = -1;
-};
-
-struct GgufWriter {
-  uint32_t version = 3;
-  uint64_t alignment = 32;
-  std::string kv;
-  uint64_t n_kv = 0;
-  std::vector<TensorSpec> tensors;
-
-  void u32(const std::string& key, uint32_t v) { header(key, 4), put(kv, v); }
-  void f32(const std::string& key, float v) { header(key, 6), put(kv, v); }
-  void str(const std::string& key, const std::string& v) { header(key, 8), put_str(kv, v); }
-  void str_array(const std::string& key, const std::vector<std::string>& v) {
-    header(key, 9);
-    put<uint32_t>(kv, 8);
-    put<uint64_t>(kv, v.size());
-    for (const auto& s : v) put_str(kv, s);
-  }
-  void header(const std::string& key, uint32_t type) {
-    put_str(kv, key);
-    put(kv, type);
-    ++n_kv;
-  }
-  TensorSpec* find(const std::string& name) {
-    for (auto& t : tensors)
-      if (t.name == name) return &t;
-    return nullptr;
-  }
-  void erase(const std::string& name) {
-    for (size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].name == name) tensors.erase(tensors.begin() + long(i));
-  }
-
-  std::string build() const {
-    std::string out = "GGUF";
-    put(out, version);
-    put<uint64_t>(out, tensors.size());
-    put<uint64_t>(out, n_kv);
-    out += kv;
-    std::string data;
-    for (const auto& t : tensors) {
-      while (data.size() % alignment) data += '\0';
-      put_str(out, t.name);
-      put<uint32_t>(out, uint32_t(t.dims.size()));
-      for (uint64_t d : t.dims) put(out, d);
-      put(out, t.type);
-      put<uint64_t>(out, t.offset_override >= 0 ? uint64_t(t.offset_override) : data.size());
-      data += t.bytes;
-    }
-    while (out.size() % alignment) out += '\0';
-    return out + data;
-  }
-};
 
 // ---- Test tensor values and encoders ----
 
@@ -470,6 +409,104 @@ TEST(GgufBadInput, BadRopeFreqs) {
   GgufWriter w = tiny_gguf(false, true).w;
   w.find("rope_freqs.weight")->bytes = f32_bytes({1, 1, 1, 0, 1, 1, 1, 1});
   expect_error(w.build(), {"rope_freqs.weight", "expected > 0"});
+}
+
+// ---- The tokenizer vocabulary and chat template (tokenizer.ggml.*, tokenizer.chat_template) ----
+
+// tiny_gguf plus a gpt2-style vocabulary of `n_tokens` tokens.
+GgufWriter with_vocab(int n_tokens) {
+  GgufWriter w = tiny_gguf(false, false).w;
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  std::vector<float> scores;
+  for (int i = 0; i < n_tokens; ++i) {
+    tokens.push_back(i < 3 ? "<|special" + std::to_string(i) + "|>" : "tok" + std::to_string(i));
+    types.push_back(i < 3 ? 3 : 1);
+    scores.push_back(-float(i));
+  }
+  w.str("tokenizer.ggml.model", "gpt2");
+  w.str("tokenizer.ggml.pre", "smollm");
+  w.str_array("tokenizer.ggml.tokens", tokens);
+  w.i32_array("tokenizer.ggml.token_type", types);
+  w.f32_array("tokenizer.ggml.scores", scores);
+  w.str_array("tokenizer.ggml.merges", {"t o", "to k"});
+  w.u32("tokenizer.ggml.eot_token_id", 2);
+  w.boolean("tokenizer.ggml.add_bos_token", false);
+  w.str("tokenizer.chat_template", "{% for m in messages %}<|im_start|>{{ m.content }}{% endfor %}");
+  return w;
+}
+
+TEST(GgufVocab, ArraysIdsFlagsAndTemplateReachTheModel) {
+  TempDir tmp;
+  const llm::Model m = llm::load_gguf(write(tmp, with_vocab(256).build()));
+  ASSERT_TRUE(m.vocab);
+  const llm::EmbeddedVocab& v = *m.vocab;
+  EXPECT_EQ(v.model, "gpt2");
+  EXPECT_EQ(v.pre, "smollm");
+  ASSERT_EQ(v.tokens.size(), 256u);
+  EXPECT_EQ(v.tokens[1], "<|special1|>");
+  EXPECT_EQ(v.tokens[255], "tok255");
+  ASSERT_EQ(v.token_types.size(), 256u);
+  EXPECT_EQ(v.token_types[2], 3);
+  EXPECT_EQ(v.token_types[3], 1);
+  ASSERT_EQ(v.scores.size(), 256u);
+  EXPECT_EQ(v.scores[10], -10.0f);
+  EXPECT_EQ(v.merges, (std::vector<std::string>{"t o", "to k"}));
+  EXPECT_EQ(v.bos_id, 7);
+  EXPECT_EQ(v.eos_id, 9);
+  EXPECT_EQ(v.eot_id, 2);
+  EXPECT_EQ(v.unk_id, -1);
+  EXPECT_FALSE(v.add_bos);
+  // The end-of-turn token ends generation as EOS does.
+  EXPECT_EQ(m.config.eos_ids, (std::vector<int>{9, 2}));
+  EXPECT_NE(m.chat_template.find("<|im_start|>"), std::string::npos);
+}
+
+TEST(GgufVocab, NoTokenizerKeysMeansNoVocabulary) {
+  TempDir tmp;
+  const llm::Model m = llm::load_gguf(write(tmp, tiny_gguf(false, false).w.build()));
+  EXPECT_FALSE(m.vocab);
+  EXPECT_EQ(m.chat_template, "");
+}
+
+TEST(GgufVocab, BadVocabularyIsNamed) {
+  {
+    GgufWriter w = tiny_gguf(false, false).w;
+    w.str("tokenizer.ggml.model", "gpt2");
+    w.i32_array("tokenizer.ggml.tokens", {1, 2, 3});
+    expect_error(w.build(), {"tokenizer.ggml.tokens", "must be an array of strings"});
+  }
+  {
+    GgufWriter w = with_vocab(256);
+    w.f32_array("tokenizer.ggml.scores", {1.0f});  // a second, shorter key: duplicate keys are refused first
+    expect_error(w.build(), {"tokenizer.ggml.scores", "appears twice"});
+  }
+  {
+    GgufWriter w = tiny_gguf(false, false).w;
+    w.str("tokenizer.ggml.model", "llama");
+    w.str_array("tokenizer.ggml.tokens", {"a", "b"});
+    w.f32_array("tokenizer.ggml.scores", {1.0f});
+    expect_error(w.build(), {"tokenizer.ggml.scores has 1 entries for 2 tokens"});
+  }
+  {
+    GgufWriter w = tiny_gguf(false, false).w;  // bos 7 and eos 9 are outside a 4-token vocabulary
+    w.str("tokenizer.ggml.model", "gpt2");
+    w.str_array("tokenizer.ggml.tokens", {"a", "b", "c", "d"});
+    expect_error(w.build(), {"tokenizer.ggml.bos_token_id 7 is outside the 4 tokens"});
+  }
+  {
+    expect_error(with_vocab(300).build(), {"300 tokens, more than the 256 rows of token_embd.weight"});
+  }
+  {
+    GgufWriter w = with_vocab(256);
+    w.u32("tokenizer.ggml.add_space_prefix", 1);
+    expect_error(w.build(), {"tokenizer.ggml.add_space_prefix", "must be a bool"});
+  }
+  {
+    GgufWriter w = tiny_gguf(false, false).w;
+    w.u32("tokenizer.chat_template", 3);
+    expect_error(w.build(), {"tokenizer.chat_template", "must be a string"});
+  }
 }
 
 }  // namespace
