@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The main job: set up, build, and generate a story with the default model.
+# The main job: set up (packages + the default model, SmolLM2-135M-Instruct), build, then ask the default model a
+# question through the chat template and have it complete a prompt (extra arguments go to that run-llama call).
+# On the GPU where there is one, on the CPU reference path otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-M=../shared/models/stories260K
-exec build/run-llama --model "$M/stories260K.bin" --tokenizer "$M/tok512.model" \
-  --prompt "Once upon a time" -n 100 --temp 0 "$@"
+echo "What is the capital of France?" | build/run-llama --chat --temp 0 -n 64
+exec build/run-llama --prompt "The three most important things to know about the ocean are" -n 100 --temp 0 "$@"

@@ -1,0 +1,139 @@
+// ChatSession: the conversation loop over a Backend, with the KV cache kept across turns (see chat/session.h).
+#include "chat/session.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace llm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+const char* kResetHint = "type /reset to start a new conversation";
+
+}  // namespace
+
+ChatSession::ChatSession(Backend& backend, const Tokenizer& tok, const ModelConfig& config, const ChatTemplate& tmpl,
+                         const ChatSessionOptions& opt)
+    : backend_(backend), tok_(tok), config_(config), tmpl_(tmpl), opt_(opt) {
+  // A reply ends at the template's end of turn or at any end-of-sequence id the model or tokenizer declares.
+  for (const std::string& s : tmpl_.end_of_turn()) {
+    int id = tok_.token_id(s);
+    if (id >= 0) stop_ids_.push_back(id);
+  }
+  for (int id : config_.eos_ids) stop_ids_.push_back(id);
+  if (tok_.eos_id() >= 0) stop_ids_.push_back(tok_.eos_id());
+  // A template whose special tokens the vocabulary lacks fails here, once, rather than on every turn.
+  ChatTemplate::encode(tok_, tmpl_.render({{"user", "x"}}, /*add_generation_prompt=*/true));
+  ChatTemplate::encode(tok_, tmpl_.after_reply("x"));
+}
+
+bool ChatSession::is_stop(int id) const {
+  return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
+}
+
+std::vector<int> ChatSession::turn_ids(const std::string& user) const {
+  if (!ids_.empty()) return ChatTemplate::encode(tok_, tmpl_.after_reply(user));
+  std::vector<ChatMessage> messages;
+  if (!opt_.system.empty()) messages.push_back({"system", opt_.system});
+  messages.push_back({"user", user});
+  std::vector<int> ids = ChatTemplate::encode(tok_, tmpl_.render(messages, /*add_generation_prompt=*/true));
+  // Templates that leave BOS to the tokenizer (ChatML, Zephyr) get it here, as llama.cpp adds it to a chat prompt.
+  if (tok_.adds_bos() && tok_.bos_id() >= 0 && (ids.empty() || ids[0] != tok_.bos_id()))
+    ids.insert(ids.begin(), tok_.bos_id());
+  return ids;
+}
+
+bool ChatSession::prefill(const std::vector<int>& ids, const volatile std::sig_atomic_t* interrupt) {
+  const int piece = std::max(1, backend_.prefill_piece());
+  for (size_t i = 0; i < ids.size(); i += size_t(piece)) {
+    if (interrupt && *interrupt) return false;
+    const int n = int(std::min(ids.size() - i, size_t(piece)));
+    backend_.prefill(ids.data() + i, n, int(ids_.size()));
+    ids_.insert(ids_.end(), ids.begin() + long(i), ids.begin() + long(i) + n);
+  }
+  return true;
+}
+
+ChatReply ChatSession::send(const std::string& user, int max_tokens,
+                            const std::function<void(const std::string&)>& on_text,
+                            const volatile std::sig_atomic_t* interrupt) {
+  if (max_tokens < 1) fail("chat: the reply bound must be at least 1 token, found ", max_tokens);
+  ChatReply r;
+  const std::vector<int> in = turn_ids(user);
+  const int ctx = backend_.ctx_size();
+  const size_t used = ids_.size();
+  // The turn needs its own tokens plus room for at least one reply token.
+  if (used + in.size() + 1 > size_t(ctx)) {
+    r.stop_reason = "context";
+    r.message = "the context is full: this turn needs " + std::to_string(in.size()) + " positions for the prompt " +
+                "and 1 for the reply, " + std::to_string(used) + " of " + std::to_string(ctx) +
+                " are in use; " + kResetHint;
+    return r;
+  }
+
+  ChatStats& st = r.stats;
+  auto t0 = Clock::now();
+  if (!prefill(in, interrupt)) {
+    ids_.resize(used);  // the positions written past `used` are overwritten by the next turn
+    r.stop_reason = "interrupted";
+    r.message = "interrupted while reading the prompt; this turn was dropped";
+    return r;
+  }
+  int next = backend_.sample(opt_.sampler, samples_++);
+  st.prompt_ms = ms_since(t0);
+  st.prompt_tokens = int(in.size());
+  turns_++;
+
+  StreamDecoder dec(tok_, /*strip_leading_space=*/true);
+  auto emit = [&](const std::string& s) {
+    if (s.empty()) return;
+    r.text += s;
+    if (on_text) on_text(s);
+  };
+  for (;;) {
+    if (!opt_.ignore_eos && is_stop(next)) { r.stop_reason = "end_of_turn"; break; }
+    if (interrupt && *interrupt) { r.stop_reason = "interrupted"; break; }
+    if (ids_.size() >= size_t(ctx)) {
+      r.stop_reason = "context";
+      r.message = "the reply reached the end of the context (" + std::to_string(ctx) + " positions); " + kResetHint;
+      break;
+    }
+    emit(dec.push(next));
+    r.tokens.push_back(next);
+    t0 = Clock::now();
+    backend_.decode(next, int(ids_.size()));
+    ids_.push_back(next);
+    const bool done = int(r.tokens.size()) >= max_tokens;
+    if (!done) next = backend_.sample(opt_.sampler, samples_++);
+    st.reply_ms += ms_since(t0);
+    if (done) { r.stop_reason = "length"; break; }
+  }
+  emit(dec.flush());
+  st.reply_tokens = int(r.tokens.size());
+  last_ = st;
+  has_last_ = true;
+  return r;
+}
+
+void ChatSession::reset() {
+  ids_.clear();
+  samples_ = 0;
+  turns_ = 0;
+  last_ = ChatStats{};
+  has_last_ = false;
+}
+
+void ChatSession::set_system(const std::string& text) {
+  opt_.system = text;
+  reset();
+}
+
+}  // namespace llm
