@@ -11,12 +11,13 @@ for exe in run-llama llama-ab gemv-bench gemv-sectors gemv-probes gemv-profile-t
 done
 mkdir -p "$S/tools" && cp tools/*.py "$S/tools/"
 for lib in libsentencepiece.so.0 libpcre2-8.so.0 libreadline.so.8; do cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$S/bin/"; done
-# The default model (98 MB) is over one call's 64 MiB carry: two parts, carried in two calls and joined there
-# (scripts/h200-check.sh sections smol_part_a / smol_join).
+# The default model (98 MB) is over one call's 64 MiB carry: three parts, carried in three calls and joined there
+# (scripts/h200-check.sh sections smol_keep / smol_join).
 if [ -f models-cache/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
-  rm -rf .stage/gguf-a .stage/gguf-b; mkdir -p .stage/gguf-a .stage/gguf-b
-  head -c 40000000 models-cache/SmolLM2-135M-Instruct.Q4_1.gguf > .stage/gguf-a/part
-  tail -c +40000001 models-cache/SmolLM2-135M-Instruct.Q4_1.gguf > .stage/gguf-b/part
+  rm -rf .stage/gguf-*; mkdir -p .stage/gguf-split
+  split -b 33000000 -a 1 models-cache/SmolLM2-135M-Instruct.Q4_1.gguf .stage/gguf-split/part-
+  for p in .stage/gguf-split/part-*; do mkdir -p ".stage/gguf-${p##*-}"; mv "$p" ".stage/gguf-${p##*-}/"; done
+  rmdir .stage/gguf-split
 fi
 # transformers reads GGUF through the `gguf` package, which the H200 machine lacks: carry its wheel.
 if [ ! -f .stage/wheels/gguf-0.19.0-py3-none-any.whl ]; then
