@@ -14,10 +14,10 @@ skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*" >&2; [ -n "${screen_file:-}" ] && [ -f "$screen_file" ] && cat "$screen_file" >&2; exit 1; }
 
 command -v tmux >/dev/null || skip "tmux is not installed"
-if [ -f "$smol" ]; then
+if [ -f "$smol" ] && [ "${LLM_CHAT_TEST_SMALL_MODEL:-0}" != 1 ]; then
   model=(--model "$smol")
   smol_present=1
-elif [ "${LLM_REQUIRE_MODELS:-0}" = 1 ]; then
+elif [ "${LLM_REQUIRE_MODELS:-0}" = 1 ] && [ "${LLM_CHAT_TEST_SMALL_MODEL:-0}" != 1 ]; then
   fail "$smol is missing (LLM_REQUIRE_MODELS=1): run scripts/setup.sh to fetch SmolLM2"
 elif [ -f "$stories/stories260K.bin" ]; then
   echo "note: $smol absent (run scripts/setup.sh to fetch SmolLM2); using stories260K with the zephyr template"

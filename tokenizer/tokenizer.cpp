@@ -8,6 +8,8 @@
 #include <fstream>
 
 #include "core/error.h"  // llm::fail
+#include "tokenizer/bpe.h"
+#include "tokenizer/sp_vocab.h"
 
 namespace llm {
 namespace {
@@ -49,8 +51,15 @@ class SentencePieceTokenizer final : public Tokenizer {
     if (!status.ok()) {
       fail("tokenizer model ", path, ": not a sentencepiece model (", one_line(status.ToString()), ")");
     }
-    unk_surface_ = sp_.unk_id() >= 0 ? sp_.DecodeIds({sp_.unk_id()}) : "";
-    leading_space_ = probe_leading_space();
+    finish_load();
+  }
+
+  // A model given as serialized ModelProto bytes (built from a GGUF "llama" vocabulary); `name` is for messages.
+  SentencePieceTokenizer(const std::string& proto, const std::string& name) : path_(name) {
+    const auto status = sp_.LoadFromSerializedProto(proto);
+    if (!status.ok()) fail("tokenizer of ", name, ": the sentencepiece library refused the vocabulary (",
+                           one_line(status.ToString()), ")");
+    finish_load();
   }
 
   int vocab_size() const override { return sp_.GetPieceSize(); }
@@ -81,6 +90,11 @@ class SentencePieceTokenizer final : public Tokenizer {
     return sp_.IdToPiece(id);
   }
 
+  int token_id(const std::string& piece) const override {
+    const int id = sp_.PieceToId(piece);  // the unknown id when absent
+    return id >= 0 && id < vocab_size() && sp_.IdToPiece(id) == piece ? id : -1;
+  }
+
   PieceKind piece_kind(int id) const override {
     check_id(id);
     if (sp_.IsControl(id)) return PieceKind::kControl;
@@ -101,6 +115,11 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   // The header's C++ API does not expose the normalizer spec (add_dummy_prefix, remove_extra_whitespaces), so ask
   // the library's own decode() what it does with a leading "▁" piece, rather than reimplementing the rule.
+  void finish_load() {
+    unk_surface_ = sp_.unk_id() >= 0 ? sp_.DecodeIds({sp_.unk_id()}) : "";
+    leading_space_ = probe_leading_space();
+  }
+
   LeadingSpace probe_leading_space() const {
     int word = -1;  // a text piece "▁x..." with no second space after the first
     for (int id = 0; id < vocab_size() && word < 0; ++id) {
@@ -168,16 +187,61 @@ int byte_value(const std::string& piece) {  // "<0xNN>" -> NN
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
+  const std::string json = ".json";
+  if (path.size() >= json.size() && path.compare(path.size() - json.size(), json.size(), json) == 0)
+    return load_bpe_json(path);
   return std::make_unique<SentencePieceTokenizer>(path);
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_vocab(const EmbeddedVocab& vocab) {
+  if (vocab.model == "gpt2") return make_bpe_tokenizer(vocab);
+  if (vocab.model == "llama") return make_sentencepiece_from_vocab(vocab);
+  fail(vocab.source, ": tokenizer.ggml.model '", vocab.model,
+       "' is not supported (supported: gpt2 = byte-level BPE, llama = sentencepiece)");
+}
+
+std::unique_ptr<Tokenizer> make_sentencepiece_from_proto(const std::string& proto, const std::string& name) {
+  return std::make_unique<SentencePieceTokenizer>(proto, name);
 }
 
 StreamDecoder::StreamDecoder(const Tokenizer& tok, bool strip_leading_space)
     : tok_(tok), strip_leading_space_(strip_leading_space) {}
 
+namespace {
+
+// Byte-level BPE (HF decode: the bytes of every non-special id, then from_utf8_lossy over all of them): complete
+// characters of *pending, one U+FFFD per maximal ill-formed subsequence; a proper prefix of a character at the end
+// is kept for the next id unless the sequence has ended.
+std::string drain_lossy(std::string* pending, bool ended) {
+  std::string out;
+  size_t i = 0;
+  while (i < pending->size()) {
+    size_t len = 0;
+    const Utf8Step step = utf8_step(*pending, i, &len);
+    if (step == Utf8Step::kTruncated && !ended) break;
+    if (step == Utf8Step::kChar) {
+      out.append(*pending, i, len);
+    } else {
+      out += kReplacement;
+    }
+    i += len;
+  }
+  pending->erase(0, i);
+  return out;
+}
+
+}  // namespace
+
 // Mirrors the library's Decode: a run of byte pieces is one byte string, resolved character by character when the
 // run ends; every other piece is rendered on its own, and a leading "▁" is dropped only while nothing is printed.
+// Byte-level BPE instead: special ids are skipped without ending anything (HF filters them out before decoding).
 std::string StreamDecoder::push(int id) {
   const auto kind = tok_.piece_kind(id);
+  if (tok_.byte_level()) {
+    if (kind == Tokenizer::PieceKind::kControl) return "";
+    pending_ += tok_.token_bytes(id);
+    return drain_lossy(&pending_, false);
+  }
   std::string out;
   if (kind == Tokenizer::PieceKind::kByte) {
     const int byte = byte_value(tok_.piece(id));
@@ -206,6 +270,7 @@ std::string StreamDecoder::push(int id) {
 }
 
 std::string StreamDecoder::flush() {
+  if (tok_.byte_level()) return drain_lossy(&pending_, true);
   std::string out = drain(true);
   if (!out.empty()) first_ = false;
   return out;

@@ -35,6 +35,9 @@ class Tokenizer {
   virtual bool adds_bos() const { return true; }
   // Byte-level BPE: every id stands for a byte string (see StreamDecoder); sentencepiece: false.
   virtual bool byte_level() const { return false; }
+  // Byte-level BPE: the bytes one id contributes to decode() (empty for a special token), which may be part of a
+  // UTF-8 character; others: the piece.
+  virtual std::string token_bytes(int id) const { return piece(id); }
 
   // What StreamDecoder needs to rebuild decode() one id at a time, as the library classifies pieces.
   enum class PieceKind { kText, kControl, kUnknown, kByte };  // kControl (<s>, </s>) decodes to nothing
@@ -58,6 +61,8 @@ std::unique_ptr<Tokenizer> make_sentencepiece_from_proto(const std::string& prot
 // Tokenizer::leading_space) come out as spaces. Bytes of a character split across byte tokens are held until it is
 // complete; a non-byte id or flush() ends the run and each byte that cannot start a valid character becomes
 // U+FFFD, as decode() does, so no output is ever malformed UTF-8.
+// Byte-level BPE (Tokenizer::byte_level): every id is a byte string (token_bytes), held until its characters are
+// complete; special ids are skipped; ill-formed bytes become U+FFFD as decode()'s from_utf8_lossy does.
 class StreamDecoder {
  public:
   StreamDecoder(const Tokenizer& tok, bool strip_leading_space = true);

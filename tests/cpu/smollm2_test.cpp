@@ -50,7 +50,7 @@ TEST(SmolLM2, ConfigVocabularyAndTemplateFromTheGguf) {
 
 TEST(SmolLM2, PerplexityOfOrdinaryEnglishIsBounded) {
   LLM_REQUIRE_SMOLLM2();
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(LLM_SANITIZED)
   GTEST_SKIP() << "135M-parameter forward passes are too slow under AddressSanitizer; runs in the main suite";
 #endif
   const llm::Model& m = smollm2();
@@ -72,7 +72,7 @@ TEST(SmolLM2, PerplexityOfOrdinaryEnglishIsBounded) {
 
 TEST(SmolLM2, GreedyAnswerNamesTheCapital) {
   LLM_REQUIRE_SMOLLM2();
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(LLM_SANITIZED)
   GTEST_SKIP() << "135M-parameter forward passes are too slow under AddressSanitizer; runs in the main suite";
 #endif
   const llm::Model& m = smollm2();

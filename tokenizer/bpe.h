@@ -1,0 +1,29 @@
+// Byte-level BPE tokenizer (GPT-2 style): Hugging Face tokenizer.json files and GGUF "gpt2" vocabularies.
+// encode() pre-tokenizes with the model's split regexes (PCRE2), maps bytes through the GPT-2 bytes-to-unicode table
+// and applies merges by rank, exactly as Hugging Face `tokenizers` does; added/special tokens are never parsed out of
+// the text (chat templates get them with token_id()). decode() skips special tokens and renders the rest as
+// from_utf8_lossy does (each maximal ill-formed subsequence -> one U+FFFD).
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "models/vocab.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llm {
+
+// Hugging Face tokenizer.json with a BPE model and a byte-level pre-tokenizer.
+std::unique_ptr<Tokenizer> load_bpe_json(const std::string& path);
+// A GGUF tokenizer.ggml.model == "gpt2" vocabulary (see models/vocab.h: tokens, merges, token_types, pre, ids).
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(const EmbeddedVocab& vocab);
+
+// One step of a lossy UTF-8 scan as Rust's String::from_utf8_lossy (HF decode) does it, at s[i]:
+//   kChar:      a well-formed character of `len` bytes;
+//   kTruncated: the `len` bytes up to the end of s are a proper prefix of a well-formed character (more bytes may
+//               complete it; if none come, they become one U+FFFD);
+//   kInvalid:   the `len` >= 1 bytes at i are a maximal ill-formed subsequence: one U+FFFD.
+enum class Utf8Step { kChar, kTruncated, kInvalid };
+Utf8Step utf8_step(const std::string& s, size_t i, size_t* len);
+
+}  // namespace llm
