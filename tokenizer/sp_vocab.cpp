@@ -17,7 +17,7 @@ constexpr uint32_t kVarint = 0, kLengthDelimited = 2, kFixed32 = 5;
 
 // GGUF tokenizer.ggml.token_type values, which llama.cpp's converter took from the sentencepiece piece types
 // (and which are the sentencepiece ModelProto.SentencePiece.Type enum values, so they pass through unchanged).
-constexpr int32_t kTypeUnknown = 2, kTypeControl = 3, kTypeByte = 6;
+constexpr int32_t kTypeUnknown = 2, kTypeByte = 6;
 constexpr int32_t kTypeMin = 1, kTypeMax = 6;
 
 constexpr uint64_t kModelTypeBpe = 2;  // TrainerSpec.ModelType: llama vocabularies are sentencepiece BPE

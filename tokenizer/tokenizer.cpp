@@ -129,14 +129,16 @@ class SentencePieceTokenizer final : public Tokenizer {
         word = id;
       }
     }
-    if (word < 0) return LeadingSpace::kKeep;  // no piece carries a leading space: nothing to drop
+    const int space = sp_.PieceToId(kSpaceSymbol);
+    const bool has_space = space >= 0 && piece_kind(space) == PieceKind::kText && sp_.IdToPiece(space) == kSpaceSymbol;
+    if (word < 0) {
+      // Only the lone "▁" piece (if any) carries a space: probe with it (found by fuzz_gguf on a GGUF vocabulary).
+      if (!has_space || sp_.DecodeIds({space}) == " ") return LeadingSpace::kKeep;
+      return sp_.DecodeIds({space, space}).empty() ? LeadingSpace::kDropAll : LeadingSpace::kDropFirst;
+    }
     const std::string alone = sp_.DecodeIds({word});
     if (starts_with(alone, " ")) return LeadingSpace::kKeep;
-    const int space = sp_.PieceToId(kSpaceSymbol);
-    if (space >= 0 && piece_kind(space) == PieceKind::kText && sp_.IdToPiece(space) == kSpaceSymbol &&
-        sp_.DecodeIds({space, word}) == alone) {
-      return LeadingSpace::kDropAll;
-    }
+    if (has_space && sp_.DecodeIds({space, word}) == alone) return LeadingSpace::kDropAll;
     return LeadingSpace::kDropFirst;
   }
 

@@ -19,39 +19,6 @@ namespace {
 
 constexpr const char* kTarget = "fuzz_bpe";
 
-bool valid_utf8(const std::string& s) {  // strict, written independently of the tokenizer
-  for (size_t i = 0; i < s.size();) {
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    const int len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xE ? 3 : (b0 >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    uint32_t cp = len == 1 ? b0 : b0 & (0x7F >> len);
-    for (int k = 1; k < len; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if ((b & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
-}
-
-void check_stream(const llm::Tokenizer& tok, const std::vector<int>& ids) {
-  const std::string whole = tok.decode(ids);
-  if (!valid_utf8(whole)) llm_fuzz::finding(kTarget, "malformed UTF-8 from decode");
-  llm::StreamDecoder dec(tok);
-  std::string all;
-  for (int id : ids) {
-    const std::string out = dec.push(id);
-    if (!valid_utf8(out)) llm_fuzz::finding(kTarget, "malformed UTF-8 from push");
-    all += out;
-  }
-  const std::string rest = dec.flush();
-  if (!valid_utf8(rest)) llm_fuzz::finding(kTarget, "malformed UTF-8 from flush");
-  if (all + rest != whole) llm_fuzz::finding(kTarget, "stream differs from decode: " + all + rest + " vs " + whole);
-}
-
 void check_text(const llm::Tokenizer& tok, const std::string& text, bool all_bytes) {
   const std::vector<int> ids = tok.encode(text, false);
   for (int id : ids) {
@@ -59,12 +26,12 @@ void check_text(const llm::Tokenizer& tok, const std::string& text, bool all_byt
     if (tok.piece_kind(id) == llm::Tokenizer::PieceKind::kControl)
       llm_fuzz::finding(kTarget, "encode gave the special id " + std::to_string(id));
   }
-  check_stream(tok, ids);
-  if (all_bytes && valid_utf8(text) && tok.decode(ids) != text) llm_fuzz::finding(kTarget, "no round trip: " + text);
+  llm_fuzz::check_stream(kTarget, tok, ids);
+  if (all_bytes && llm_fuzz::valid_utf8(text) && tok.decode(ids) != text) llm_fuzz::finding(kTarget, "no round trip: " + text);
   std::vector<int> raw;  // the text's bytes as ids: sequences encode never makes
   for (size_t i = 0; i + 1 < text.size() && tok.vocab_size() > 0; i += 2)
     raw.push_back((uint8_t(text[i]) | uint8_t(text[i + 1]) << 8) % tok.vocab_size());
-  check_stream(tok, raw);
+  llm_fuzz::check_stream(kTarget, tok, raw);
 }
 
 // A small tokenizer.json: every byte, a few merges, specials after the vocabulary.

@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "tokenizer/tokenizer.h"
 
 namespace llm_fuzz {
 
@@ -61,6 +63,42 @@ void expect_ok_or_error(const char* target, F f) {
   } catch (const std::exception& e) {
     finding(target, std::string("exception other than llm::Error: ") + e.what());
   }
+}
+
+// Strict UTF-8, written independently of the tokenizers: no truncation, overlong forms, surrogates or values above
+// U+10FFFF.
+inline bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b0 = static_cast<unsigned char>(s[i]);
+    const int len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xE ? 3 : (b0 >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? b0 : b0 & (0x7F >> len);
+    for (int k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+// decode(ids) and a StreamDecoder fed the same ids agree, and every piece of output is well-formed UTF-8.
+inline void check_stream(const char* target, const llm::Tokenizer& tok, const std::vector<int>& ids) {
+  const std::string whole = tok.decode(ids);
+  if (!valid_utf8(whole)) finding(target, "malformed UTF-8 from decode");
+  llm::StreamDecoder dec(tok);
+  std::string all;
+  for (int id : ids) {
+    const std::string out = dec.push(id);
+    if (!valid_utf8(out)) finding(target, "malformed UTF-8 from push: " + out);
+    all += out;
+  }
+  const std::string rest = dec.flush();
+  if (!valid_utf8(rest)) finding(target, "malformed UTF-8 from flush: " + rest);
+  if (all + rest != whole) finding(target, "stream differs from decode: " + all + rest + " vs " + whole);
 }
 
 }  // namespace llm_fuzz

@@ -1,6 +1,7 @@
 // libFuzzer target: arbitrary bytes as a GGUF file. Refusal must be llm::Error; the parser must place every
 // accepted tensor inside the file, and (when tiny) must run one CPU forward step and sample an in-range token
-// whatever the weights hold (NaN, Inf, denormals).
+// whatever the weights hold (NaN, Inf, denormals). An embedded vocabulary (gpt2 or llama) must become a tokenizer or
+// an llm::Error, and an accepted one must encode, decode and stream-decode consistently.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "fuzz_common.h"
 #include "models/gguf.h"
 #include "models/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 
@@ -53,12 +55,32 @@ void check_accepted(const llm::Model& m, size_t size) {
   }
 }
 
+// The vocabulary as a tokenizer: ids in range, stream == decode, well-formed UTF-8, for a fixed text and for ids made
+// from the file's own bytes.
+void check_vocab(const llm::Model& m, const uint8_t* data, size_t size) {
+  if (!m.vocab) return;
+  const auto tok = llm::Tokenizer::from_vocab(*m.vocab);
+  for (const std::string text : {"Hello world, 123 caf\xC3\xA9 \xE2\x82\xAC!", "  a  b\n\nab", ""}) {
+    const std::vector<int> ids = tok->encode(text, false);
+    for (int id : ids)
+      if (id < 0 || id >= tok->vocab_size()) llm_fuzz::finding(kTarget, "encode gave an id out of range");
+    llm_fuzz::check_stream(kTarget, *tok, ids);
+  }
+  std::vector<int> raw;
+  for (size_t i = 0; i + 1 < size && i < 512; i += 2) raw.push_back((data[i] | data[i + 1] << 8) % tok->vocab_size());
+  llm_fuzz::check_stream(kTarget, *tok, raw);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = llm_fuzz::temp_dir() + "/model.gguf";
   llm_fuzz::write_file(path, data, size);
   llm_fuzz::expect_ok_or_error(kTarget, [&] { check_parsed(llm::open_gguf(path)); });
-  llm_fuzz::expect_ok_or_error(kTarget, [&] { check_accepted(llm::load_gguf(path), size); });
+  llm_fuzz::expect_ok_or_error(kTarget, [&] {
+    const llm::Model m = llm::load_gguf(path);
+    check_accepted(m, size);
+    check_vocab(m, data, size);
+  });
   return 0;
 }

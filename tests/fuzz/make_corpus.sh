@@ -7,7 +7,7 @@ cd "$(dirname "$0")"
 B=${BUILD_DIR:-../../build}
 C=corpus
 mkdir -p $C/fuzz_safetensors $C/fuzz_hf_config $C/fuzz_llama2c $C/fuzz_tokenizer $C/fuzz_gguf
-rm -f $C/*/seed-*
+rm -f $C/fuzz_{safetensors,hf_config,llama2c,tokenizer,gguf}/seed-*  # fuzz_bpe: tools/bpe_refs.py
 
 python3 - "$C" <<'PY'
 import json, struct, sys
@@ -63,11 +63,14 @@ put("fuzz_llama2c", "header-only", struct.pack("<7i", 64, 172, 5, 8, 4, 512, 512
 
 # GGUF v3, llama: dim 32, 1 layer, 2 heads / 1 kv head (head_dim 16), hidden 32, vocab 8; the embedding Q8_0,
 # q Q4_1, k Q4_0, v F16, the rest F32, rope_freqs.weight present; tied.
-def gguf_str(s): return struct.pack("<Q", len(s)) + s.encode()
+def gguf_str(s): b = s.encode(); return struct.pack("<Q", len(b)) + b
+def gguf_value(t, v):  # 4 u32, 5 i32, 6 f32, 7 bool, 8 string, 9 array given as (element type, list)
+    if t == 9: return struct.pack("<IQ", v[0], len(v[1])) + b"".join(gguf_value(v[0], x) for x in v[1])
+    return gguf_str(v) if t == 8 else struct.pack({4: "<I", 5: "<i", 6: "<f", 7: "<B"}[t], v)
 def gguf(kvs, tensors):
     out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
     for k, (t, v) in kvs.items():
-        out += gguf_str(k) + struct.pack("<I", t) + (gguf_str(v) if t == 8 else struct.pack("<I" if t == 4 else "<f", v))
+        out += gguf_str(k) + struct.pack("<I", t) + gguf_value(t, v)
     data = b""
     for name, dims, typ, raw in tensors:
         data += b"\0" * (-len(data) % 32)
@@ -94,6 +97,17 @@ tensors = [("token_embd.weight", [32, 8], 8, q8_0(256)), ("blk.0.attn_norm.weigh
            ("output_norm.weight", [32], 0, f32(32)), ("rope_freqs.weight", [8], 0, struct.pack("<8f", *[1, 1, 2, 2, 4, 4, 8, 8]))]
 put("fuzz_gguf", "tiny-quantized", gguf(kvs, tensors))
 put("fuzz_gguf", "header-only", gguf(kvs, [])[:200])
+# The same model with an 8-token vocabulary of each kind: byte-level BPE (gpt2, pre smollm) and sentencepiece (llama).
+bpe = {"tokenizer.ggml.model": (8, "gpt2"), "tokenizer.ggml.pre": (8, "smollm"),
+       "tokenizer.ggml.tokens": (9, (8, ["<|endoftext|>", "<s>", "</s>", "a", "b", "\u0120", "ab", "\u0120a"])),
+       "tokenizer.ggml.token_type": (9, (5, [3, 3, 3, 1, 1, 1, 1, 1])),
+       "tokenizer.ggml.merges": (9, (8, ["a b", "\u0120 a"])), "tokenizer.ggml.add_bos_token": (7, 0)}
+put("fuzz_gguf", "tiny-vocab-gpt2", gguf({**kvs, **bpe}, tensors))
+sp = {"tokenizer.ggml.model": (8, "llama"),
+      "tokenizer.ggml.tokens": (9, (8, ["<unk>", "<s>", "</s>", "A", "\u2581", "a", "b", "\u2581a"])),
+      "tokenizer.ggml.scores": (9, (6, [0.0, 0.0, 0.0, 0.0, -1.0, -2.0, -3.0, -0.5])),
+      "tokenizer.ggml.token_type": (9, (5, [2, 3, 3, 1, 1, 1, 1, 1]))}
+put("fuzz_gguf", "tiny-vocab-llama", gguf({**kvs, **sp}, tensors))
 
 # Prompts: text, multi-byte characters, and invalid UTF-8.
 put("fuzz_tokenizer", "story", "Once upon a time, there was a little girl named Lily.")
