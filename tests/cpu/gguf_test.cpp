@@ -411,6 +411,51 @@ TEST(GgufBadInput, BadRopeFreqs) {
   expect_error(w.build(), {"rope_freqs.weight", "expected > 0"});
 }
 
+// ---- Every listed tensor type through load_gguf ----
+
+// Blocks whose values are exact in BF16, written from the format definitions (not through models/dequant.cpp):
+// Q4_0 x[j] = (low nibble of byte j - 8) * d, x[j + 16] = (high nibble - 8) * d; Q4_1 x = nibble * d + m.
+std::string q4_bytes(int64_t n, bool with_min, std::vector<float>* want) {
+  std::string s;
+  const float d = 0.25f, m = -0.5f;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    put<uint16_t>(s, llm::f32_to_f16(d));
+    if (with_min) put<uint16_t>(s, llm::f32_to_f16(m));
+    std::vector<float> x(32);
+    for (int j = 0; j < 16; ++j) {
+      const int lo = int((b * 7 + j * 5) % 16), hi = int((b * 3 + j * 11 + 1) % 16);
+      put<uint8_t>(s, uint8_t(lo | hi << 4));
+      x[size_t(j)] = with_min ? float(lo) * d + m : float(lo - 8) * d;
+      x[size_t(j) + 16] = with_min ? float(hi) * d + m : float(hi - 8) * d;
+    }
+    want->insert(want->end(), x.begin(), x.end());
+  }
+  return s;
+}
+
+TEST(GgufLoad, Bf16Q4_0AndQ4_1TensorsLoadWithTheirValues) {
+  GgufWriter w = tiny_gguf(false, false).w;
+  std::vector<float> bf16_want, q4_0_want, q4_1_want;
+  std::string bf16;
+  for (int64_t i = 0; i < 64 * 64; ++i) {
+    const uint16_t h = llm::f32_to_bf16(value(99, i));
+    put(bf16, h);
+    bf16_want.push_back(llm::bf16_to_f32(h));
+  }
+  w.find("blk.0.attn_q.weight")->type = 30;  // BF16, [64, 64]
+  w.find("blk.0.attn_q.weight")->bytes = bf16;
+  w.find("blk.0.ffn_up.weight")->type = 2;   // Q4_0, [160, 64]
+  w.find("blk.0.ffn_up.weight")->bytes = q4_bytes(160 * 64, false, &q4_0_want);
+  w.find("blk.1.ffn_gate.weight")->type = 3;  // Q4_1, [160, 64]
+  w.find("blk.1.ffn_gate.weight")->bytes = q4_bytes(160 * 64, true, &q4_1_want);
+  TempDir tmp;
+  const llm::Model m = llm::load_gguf(write(tmp, w.build()));
+  EXPECT_EQ(m.weights.layers[0].wq.dtype, llm::DType::BF16);
+  EXPECT_EQ(m.weights.layers[0].wq.to_f32(), bf16_want);
+  EXPECT_EQ(m.weights.layers[0].w_up.to_f32(), q4_0_want);
+  EXPECT_EQ(m.weights.layers[1].w_gate.to_f32(), q4_1_want);
+}
+
 // ---- The tokenizer vocabulary and chat template (tokenizer.ggml.*, tokenizer.chat_template) ----
 
 // tiny_gguf plus a gpt2-style vocabulary of `n_tokens` tokens.
