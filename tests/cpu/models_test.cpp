@@ -471,3 +471,32 @@ TEST(Rope, Llama3FrequenciesMatchTheIndependentReference) {
 }
 
 }  // namespace
+
+// A Hugging Face directory's tokenizer: tokenizer.model when present, else tokenizer.json; the chat template from
+// tokenizer_config.json (a string, or the older list of {name, template} whose "default" entry is the chat one).
+TEST(HfDir, TokenizerFileAndChatTemplate) {
+  TempDir tmp;
+  llm::write_hf_model(llm::load_synthetic("tiny-gqa", 42), tmp.str("hf"));
+  const fs::path dir = tmp.path() / "hf";
+  Model m = llm::load_hf_dir(dir.string());
+  EXPECT_EQ(m.tokenizer_path, "");
+  EXPECT_EQ(m.chat_template, "");
+
+  fs::copy_file(fs::path(LLM_SOURCE_DIR) / "tests/data/bpe_llama3_style.json", dir / "tokenizer.json");
+  llm_test::write_file(dir / "tokenizer_config.json", R"({"chat_template": "{{ '<|start_header_id|>' }}"})");
+  m = llm::load_hf_dir(dir.string());
+  EXPECT_EQ(m.tokenizer_path, (dir / "tokenizer.json").string());
+  EXPECT_EQ(m.chat_template, "{{ '<|start_header_id|>' }}");
+
+  llm_test::write_file(dir / "tokenizer_config.json",
+                       R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
+  EXPECT_EQ(llm::load_hf_dir(dir.string()).chat_template, "D");
+
+  fs::copy_file(fs::path(LLM_SHARED_DIR) / "models/stories260K/tok512.model", dir / "tokenizer.model");
+  EXPECT_EQ(llm::load_hf_dir(dir.string()).tokenizer_path, (dir / "tokenizer.model").string());
+
+  llm_test::write_file(dir / "tokenizer_config.json", "{not json");
+  llm_test::expect_error([&] { llm::load_hf_dir(dir.string()); }, {(dir / "tokenizer_config.json").string(), "not a JSON object"});
+  llm_test::write_file(dir / "tokenizer_config.json", R"({"chat_template": 7})");
+  llm_test::expect_error([&] { llm::load_hf_dir(dir.string()); }, {"chat_template must be a string"});
+}
