@@ -73,9 +73,12 @@ ChatReply ChatSession::send(const std::string& user, int max_tokens,
   // The turn needs its own tokens plus room for at least one reply token.
   if (used + in.size() + 1 > size_t(ctx)) {
     r.stop_reason = "context";
-    r.message = "the context is full: this turn needs " + std::to_string(in.size()) + " positions for the prompt " +
-                "and 1 for the reply, " + std::to_string(used) + " of " + std::to_string(ctx) +
-                " are in use; " + kResetHint;
+    const std::string need = "this turn needs " + std::to_string(in.size()) + " positions for the prompt and 1 for " +
+                             "the reply, ";
+    r.message = used == 0 ? "the turn does not fit in the context: " + need + "the context holds " +
+                                std::to_string(ctx) + " (raise --ctx-size or shorten the message)"
+                          : "the context is full: " + need + std::to_string(used) + " of " + std::to_string(ctx) +
+                                " are in use; " + kResetHint;
     return r;
   }
 
