@@ -10,6 +10,7 @@
 
 #include "models/vocab.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"  // utf8_step (was declared here)
 
 namespace llm {
 
@@ -18,12 +19,5 @@ std::unique_ptr<Tokenizer> load_bpe_json(const std::string& path);
 // A GGUF tokenizer.ggml.model == "gpt2" vocabulary (see models/vocab.h: tokens, merges, token_types, pre, ids).
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(const EmbeddedVocab& vocab);
 
-// One step of a lossy UTF-8 scan as Rust's String::from_utf8_lossy (HF decode) does it, at s[i]:
-//   kChar:      a well-formed character of `len` bytes;
-//   kTruncated: the `len` bytes up to the end of s are a proper prefix of a well-formed character (more bytes may
-//               complete it; if none come, they become one U+FFFD);
-//   kInvalid:   the `len` >= 1 bytes at i are a maximal ill-formed subsequence: one U+FFFD.
-enum class Utf8Step { kChar, kTruncated, kInvalid };
-Utf8Step utf8_step(const std::string& s, size_t i, size_t* len);
 
 }  // namespace llm

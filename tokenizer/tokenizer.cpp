@@ -10,6 +10,7 @@
 #include "core/error.h"  // llm::fail
 #include "tokenizer/bpe.h"
 #include "tokenizer/sp_vocab.h"
+#include "tokenizer/utf8.h"
 
 namespace llm {
 namespace {
@@ -152,33 +153,10 @@ class SentencePieceTokenizer final : public Tokenizer {
 // forms, no surrogates, nothing above U+10FFFF), or 0 when there is none there. *incomplete says the bytes there
 // are a proper prefix of a well-formed character that the next bytes may complete.
 size_t utf8_char_at(const std::string& s, size_t i, bool* incomplete) {
-  *incomplete = false;
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) return 1;
   size_t len = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte; the lead byte narrows it
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    len = 3;
-    if (b0 == 0xE0) lo = 0xA0;  // overlong below U+0800
-    if (b0 == 0xED) hi = 0x9F;  // surrogates U+D800..U+DFFF
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    len = 4;
-    if (b0 == 0xF0) lo = 0x90;  // overlong below U+10000
-    if (b0 == 0xF4) hi = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  for (size_t k = 1; k < len; ++k) {
-    if (i + k >= s.size()) {
-      *incomplete = true;
-      return 0;
-    }
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return 0;
-  }
-  return len;
+  const Utf8Step step = utf8_step(s, i, &len);
+  *incomplete = step == Utf8Step::kTruncated;
+  return step == Utf8Step::kChar ? len : 0;
 }
 
 int byte_value(const std::string& piece) {  // "<0xNN>" -> NN
