@@ -66,6 +66,13 @@ for sec in $sections; do
       pip install --quiet --no-deps --target /tmp/pylib $S/wheels/*.whl 2>&1 | tail -1
       PYTHONPATH=/tmp/pylib python3 $S/tools/hf_compare.py --model $SMOL --ids-file /tmp/smol.f32.ids --ours /tmp/smol.f32 \
         2>&1 | grep -v Warn > $OUT/smol_hf.md; tail -4 $OUT/smol_hf.md
+      # The same weights on both sides (transformers' FP32 dequantized values rounded to BF16, as ours): the CPU
+      # reference (FP32 math) should then agree to float rounding, the CUDA engine to its BF16 KV cache.
+      for d in cpu cuda; do
+        $S/bin/run-llama --model $SMOL --prompt "$(cat $P)" --dump-logits /tmp/smol_$d.f32 --device $d 2>&1 | tail -1
+        PYTHONPATH=/tmp/pylib python3 $S/tools/hf_compare.py --model $SMOL --ids-file /tmp/smol_$d.f32.ids \
+          --ours /tmp/smol_$d.f32 --bf16-weights 2>&1 | grep -v Warn > $OUT/smol_hf_bf16_$d.md; echo "$d:"; tail -3 $OUT/smol_hf_bf16_$d.md
+      done
       step "SmolLM2 chat on the GPU (greedy)"
       printf '%s\n' "What is the capital of France?" "Name three primary colors." "Write a haiku about the sea." \
         | $S/bin/run-llama --model $SMOL --chat --temp 0 -n 96 --device cuda 2>&1 | tee $OUT/smol_chat_gpu.txt | tail -30

@@ -5,7 +5,7 @@
     python3 tools/hf_compare.py --model FILE.gguf --ids-file ids.txt --ours logits.f32 [--rows-only]
 
 A GGUF goes through transformers' own GGUF loader (the `gguf` package dequantizes every tensor to FP32), so the
-reference shares no code with ours. Also prints the perplexity of ids[1:] under both sets of logits.
+reference shares no code with ours; --bf16-weights rounds those weights to BF16 as our loader stores them. Also prints the perplexity of ids[1:] under both sets of logits.
 
 `--ours` is what `run-llama --model DIR --prompt-ids IDS --dump-logits FILE` wrote: float32 [positions, vocab],
 teacher-forced (the logits after each prompt token). Transformers runs the same ids in FP32 math on the same weights.
@@ -28,6 +28,9 @@ def main():
     ap.add_argument("--ours", required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tol", type=float, default=2e-2)
+    ap.add_argument("--bf16-weights", action="store_true",
+                    help="round transformers' weights to BF16 first (FP32 math kept): the weights our engine holds, "
+                         "so what is left of the difference is the arithmetic")
     args = ap.parse_args()
     text = args.ids if args.ids else open(args.ids_file).read()
     ids = [int(t) for t in text.replace(",", " ").split()]
@@ -37,6 +40,10 @@ def main():
                                                  attn_implementation="eager")
     else:
         model = LlamaForCausalLM.from_pretrained(args.model, dtype=torch.float32, attn_implementation="eager")
+    if args.bf16_weights:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.bfloat16).to(torch.float32))
     model.to(args.device).eval()
     with torch.no_grad():
         ref = model(torch.tensor([ids], device=args.device), use_cache=False).logits[0].float().cpu().numpy()
