@@ -102,35 +102,15 @@ Result bench_one(const GemvMapping& m, int N, int K, const uint16_t* d_src, cons
   r.iters = int(std::min<double>(kMaxIters, std::max<double>(r.copies, kTargetRepeatMs / est_ms)));
   r.iters = (r.iters + r.copies - 1) / r.copies * r.copies;  // whole rotations: every copy used equally
 
-  std::vector<double> b2b, graph;
+  std::vector<double> b2b;
   for (int rep = 0; rep < repeats; ++rep)
     b2b.push_back(time_ms(stream, e0, e1, [&] {
       for (int i = 0; i < r.iters; ++i) call(i);
     }) / r.iters);
-
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  try {
-    for (int i = 0; i < r.iters; ++i) call(i);
-  } catch (...) {
-    cudaStreamEndCapture(stream, &g);
-    if (g) cudaGraphDestroy(g);
-    throw;
-  }
-  CUDA_CHECK(cudaStreamEndCapture(stream, &g));
-  CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-  CUDA_CHECK(cudaGraphUpload(exec, stream));
-  CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up replay
-  for (int rep = 0; rep < repeats; ++rep)
-    graph.push_back(time_ms(stream, e0, e1, [&] { CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) / r.iters);
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
-  CUDA_CHECK(cudaGraphDestroy(g));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
+  r.us_graph = graph_ms_per_call(stream, e0, e1, r.iters, repeats, call) * 1e3;  // syncs the stream
   for (GemvWeight& w : copies) gemv_free(&w);
 
   r.us_b2b = median(b2b) * 1e3;
-  r.us_graph = median(graph) * 1e3;
   r.gbps_b2b = double(useful) / (r.us_b2b * 1e-6) / 1e9;
   r.gbps_graph = double(useful) / (r.us_graph * 1e-6) / 1e9;
   return r;

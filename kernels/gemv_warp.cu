@@ -164,16 +164,9 @@ void warp_gemv_launch(const char* mapping, const GemvWeight& w, const float* x, 
   if (plan.grid <= 0 || plan.splits < 1 || plan.splits > kWarpsPerBlock || kWarpsPerBlock % plan.splits != 0)
     fail("gemv '", mapping, "': bad plan (grid ", plan.grid, ", splits ", plan.splits, ")");
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(plan.grid));
-  config.blockDim = dim3(kWarpGemvThreads);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = plan.pdl ? 1 : 0;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t config =
+      pdl_launch_config(unsigned(plan.grid), kWarpGemvThreads, stream, plan.pdl, &attr);
   const int acc = accumulate ? 1 : 0;
   if (vec_x)
     CUDA_CHECK(cudaLaunchKernelEx(&config, gemv_warp_per_row_bf16<true>, w.data, w.ld, w.N, w.K, x, y, acc,

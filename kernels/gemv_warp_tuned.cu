@@ -251,16 +251,9 @@ void warp_tuned_launch(const char* mapping, const GemvWeight& w, const float* x,
     fail("gemv '", mapping, "': bad plan (grid ", plan.grid, ", splits ", plan.splits, ", lanes ", plan.lanes,
          ", groups ", plan.groups, ")");
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && w.K % 8 == 0;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(plan.grid));
-  config.blockDim = dim3(kWarpGemvThreads);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t config =
+      pdl_launch_config(unsigned(plan.grid), kWarpGemvThreads, stream, true, &attr);
   const TunedKernel kernel = vec_x ? pick_kernel<true>(cfg) : pick_kernel<false>(cfg);
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<const uint16_t*>(w.data), w.ld, w.N, w.K, x, y,
                                 accumulate ? 1 : 0, plan.splits, plan.groups, plan.lanes));

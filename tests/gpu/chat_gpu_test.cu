@@ -20,11 +20,6 @@
 
 namespace {
 
-bool cuda_available() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
 std::vector<int> greedy_continuation(llm::Backend& b, const llm::ModelConfig& c, const std::vector<int>& prompt,
                                      int n) {
   llm::GenerateOptions go;
@@ -36,7 +31,7 @@ std::vector<int> greedy_continuation(llm::Backend& b, const llm::ModelConfig& c,
 }
 
 TEST(ChatCuda, SecondTurnContinuesAsAFreshRunOverTheSameIds) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  if (!llm::cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   LLM_REQUIRE_SMOLLM2();
   const llm::Model m = llm::load_model(llm_test::smollm2_path());
   const auto tok = llm::load_tokenizer(m, "");

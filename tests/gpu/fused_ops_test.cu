@@ -10,18 +10,12 @@
 #include <random>
 #include <vector>
 
+#include "engine/backend.h"  // cuda_device_available
 #include "kernels/cuda_check.h"
 #include "kernels/ops.h"
 
 namespace llm {
 namespace {
-
-bool cuda_available() {
-  int n = 0;
-  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-  cudaGetLastError();  // clear the error of a failed query
-  return ok;
-}
 
 template <typename T>
 T* device_copy(const std::vector<T>& v) {
@@ -52,7 +46,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 // GQA shape (8 query heads over 2 KV heads, head_dim 16), 1 token (decode) and 3 tokens (prefill) at position 5.
 TEST(FusedOps, RopeKvStoreEqualsRopeThenKvStore) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  if (!llm::cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   const int n_heads = 8, n_kv = 2, hd = 16, ctx = 12, pos0 = 5, kv_dim = n_kv * hd;
   std::vector<float> inv(hd / 2);
   for (int i = 0; i < hd / 2; ++i) inv[size_t(i)] = 1.0f / float(std::pow(10000.0, 2.0 * i / hd));
@@ -94,7 +88,7 @@ TEST(FusedOps, RopeKvStoreEqualsRopeThenKvStore) {
 }
 
 TEST(FusedOps, SwigluFusedReadsTheTwoHalves) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  if (!llm::cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   const size_t n = 1000;
   const auto gu = random_floats(2 * n, 4, 4.0f);
   float* d_gu = device_copy(gu);

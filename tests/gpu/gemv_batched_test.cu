@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"  // cuda_device_available
 #include "core/dtype.h"  // f32_to_bf16 / bf16_to_f32
 #include "kernels/cuda_check.h"
 #include "kernels/gemv_batched.h"
@@ -18,15 +19,6 @@ namespace llm {
 namespace {
 
 constexpr double kTol = 1e-5;  // FP32 sums of <= ~5,000 BF16 x FP32 products: ~1e-6 relative
-
-bool have_device() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
 
 // Random BF16 W [N, K] (row-major, unpadded) and B FP32 vectors X [B, ldx] (BF16-rounded values), on host and device,
 // and the FP64 reference Y [B, N].
@@ -107,7 +99,7 @@ double run_poisoned(const Problem& p, int64_t ldy, Launch launch) {
 class GemvBatchedTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    if (!llm::cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   }
 };
 

@@ -15,6 +15,7 @@
 
 #include <cublas_v2.h>
 
+#include "engine/backend.h"  // cuda_device_available
 #include "core/counter_rng.h"  // rng_value, rng_mix: the random inputs
 #include "core/dtype.h"        // f32_to_bf16 / bf16_to_f32
 #include "kernels/cuda_check.h"
@@ -26,15 +27,6 @@ namespace {
 // Outputs are FP32 sums of K <= 4104 products of BF16 values: FP32 accumulation error stays near 1e-6 relative.
 constexpr double kTol = 1e-5;
 constexpr size_t kGuard = 64;  // floats of poison on each side of x and y (keeps x and y 16-byte aligned)
-
-bool have_device() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
 
 // Fresh each run; LLM_TEST_SEED=<n> reproduces a failing run.
 uint64_t test_seed() {
@@ -179,7 +171,7 @@ double run_and_measure(const Problem& p, bool accumulate, int offset, cudaStream
 class GemvTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    if (!llm::cuda_device_available()) GTEST_SKIP() << "no CUDA device";
     CUDA_CHECK(cudaStreamCreate(&stream_));
     gemv_context_init(&ctx_, stream_, 8192);
   }

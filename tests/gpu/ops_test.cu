@@ -16,6 +16,7 @@
 #include <set>
 #include <vector>
 
+#include "engine/backend.h"  // cuda_device_available
 #include "core/dtype.h"
 #include "engine/sampler.h"
 #include "kernels/cuda_check.h"
@@ -26,16 +27,9 @@
 namespace llm {
 namespace {
 
-bool cuda_available() {
-  int n = 0;
-  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-  cudaGetLastError();  // clear the error of a failed query
-  return ok;
-}
-
 #define SKIP_WITHOUT_CUDA()                                    \
   do {                                                         \
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";   \
+    if (!llm::cuda_device_available()) GTEST_SKIP() << "no CUDA device";   \
   } while (0)
 
 // Owning device array of n elements.
