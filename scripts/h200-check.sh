@@ -5,8 +5,9 @@ set -uo pipefail
 S=$PWD/.stage/h200
 export LD_LIBRARY_PATH=$S/bin:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-# Tests find ../shared relative to the checkout they were built in (/work/main): recreate that layout.
-mkdir -p /work; [ -e /work/main ] || ln -s "$PWD" /work/main; [ -e /work/shared ] || ln -s "$S/shared" /work/shared
+# Tests find their data (tests/data) relative to the checkout they were built in (/work/main): recreate that path.
+mkdir -p /work; [ -e /work/main ] || ln -s "$PWD" /work/main
+M=$PWD/tests/data/models
 step() { echo; echo "=== $* ==="; }
 SMOL=models-cache/SmolLM2-135M-Instruct.Q4_1.gguf
 sections=${SECTIONS:-"info gpu_tests bench"}
@@ -42,7 +43,7 @@ for sec in $sections; do
         -n ${AB_N:-64} --repeats ${AB_REPEATS:-3} --json $OUT/ab_8b.json --csv $OUT/ab_8b.csv --chart $OUT/ab_8b.png 2>$OUT/ab_8b.err | tee $OUT/ab_8b.md
       tail -3 $OUT/ab_8b.err
       step "A/B: stories260K"
-      $S/bin/llama-ab --model $S/shared/models/stories260K/stories260K.bin --tokenizer $S/shared/models/stories260K/tok512.model \
+      $S/bin/llama-ab --model $M/stories260K/stories260K.bin --tokenizer $M/stories260K/tok512.model \
         --prompt "Once upon a time" --ab ${AB_MAPPINGS:-warp,thread,colmajor,cublas,thread-splitk,warp-few} -n 128 --repeats 3 \
         --json $OUT/ab_stories.json --chart $OUT/ab_stories.png 2>$OUT/ab_stories.err | tee $OUT/ab_stories.md; tail -3 $OUT/ab_stories.err ;;
     prefill) step "prefill: synthetic llama3.1-8b, 512-token prompt (cuBLAS GEMMs + causal attention), warm, in-process"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Stages a CUDA build for the H200 test machine (docs: ../shared/docs/H200.md): the binaries, the one non-CUDA shared
-# library they need (libsentencepiece), and the small shared models, into .stage/h200 (git-ignored), to be carried.
+# Stages a CUDA build for the H200 test machine: the binaries and the non-CUDA shared libraries they need
+# (libsentencepiece, PCRE2, readline) into .stage/h200 (git-ignored), to be carried. The small test models travel with
+# the working tree (tests/data/models is tracked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
 S=.stage/h200
-rm -rf "$S"; mkdir -p "$S/bin" "$S/shared/models"
+rm -rf "$S"; mkdir -p "$S/bin"
 for exe in run-llama llama-ab gemv-bench gemv-sectors gemv-probes gemv-profile-target make-hf-model tests/gpu_tests tests/cpu_tests; do
   if [ -x "$B/$exe" ]; then cp "$B/$exe" "$S/bin/"; fi
 done
@@ -24,5 +25,4 @@ if [ ! -f .stage/wheels/gguf-0.19.0-py3-none-any.whl ]; then
   python3 -m pip download --no-deps --quiet -d .stage/wheels gguf==0.19.0 || echo "stage: no gguf wheel" >&2
 fi
 cp -r .stage/wheels "$S/" 2>/dev/null || true
-cp -r ../shared/models/stories260K ../shared/models/llama2-tokenizer "$S/shared/models/"
 du -sh "$S"

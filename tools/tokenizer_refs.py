@@ -3,7 +3,7 @@
 # independent build of the library our C++ Tokenizer wraps), for tests/cpu/tokenizer_test.cpp.
 #
 #   pip install sentencepiece
-#   python3 tools/tokenizer_refs.py [SHARED_DIR]     (SHARED_DIR defaults to ../shared, beside the checkout)
+#   python3 tools/tokenizer_refs.py [MODELS_DIR]     (MODELS_DIR defaults to tests/data/models)
 import argparse
 import json
 import os
@@ -12,8 +12,8 @@ import sys
 import sentencepiece as spm
 
 MODELS = [
-    ("tok512", "models/stories260K/tok512.model"),
-    ("llama2", "models/llama2-tokenizer/tokenizer.model"),
+    ("tok512", "stories260K/tok512.model"),
+    ("llama2", "llama2-tokenizer/tokenizer.model"),
 ]
 
 # (name, text): the names let the C++ test pick out the cases that must fall back to byte tokens in tok512.
@@ -123,12 +123,12 @@ def dump(refs):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description="Writes tests/data/tokenizer_refs.json from Python sentencepiece.")
-    ap.add_argument("shared", nargs="?", default=os.path.join(here, "..", "..", "shared"))
+    ap.add_argument("models", nargs="?", default=os.path.join(here, "..", "tests", "data", "models"))
     ap.add_argument("--out", default=os.path.join(here, "..", "tests", "data", "tokenizer_refs.json"))
     args = ap.parse_args()
     refs = {
         "generator": f"tools/tokenizer_refs.py, Python sentencepiece {spm.__version__}",
-        "models": [model_refs(args.shared, name, rel) for name, rel in MODELS],
+        "models": [model_refs(args.models, name, rel) for name, rel in MODELS],
     }
     text = dump(refs)
     json.loads(text)  # the hand-made layout must still be valid JSON

@@ -204,7 +204,7 @@ TEST_F(BadInput, MissingTokenizerAndGarbageLlama2c) {
   refused(tmp_.str("junk.bin"), 1, {tmp_.str("junk.bin"), "implausible llama2.c header"});
 }
 
-// Synthetic models run without a tokenizer (the prompt is token ids), so these need nothing from ../shared.
+// Synthetic models run without a tokenizer (the prompt is token ids), so these need no model files.
 TEST_F(BadInput, ContextLimits) {
   const std::string m = "synthetic:tiny-gqa";
   const int max_pos = llm::load_synthetic("tiny-gqa").config.max_seq_len;

@@ -1,6 +1,6 @@
 // ChatSession on the CPU reference: KV reuse across turns (turn 2 prefills only after_reply's tokens and its logits
 // equal a fresh backend's over the same ids), reset, the context-full path and the interrupt flag. Models:
-// stories260K with the Zephyr template (../shared), SmolLM2-135M-Instruct with ChatML (models-cache/, when fetched).
+// stories260K with the Zephyr template (tests/data/models), SmolLM2-135M-Instruct with ChatML (models-cache/, when fetched).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,7 +25,7 @@ using namespace llm;
 
 namespace {
 
-const std::string kStories = std::string(LLM_SHARED_DIR) + "/models/stories260K";
+const std::string kStories = std::string(LLM_TEST_MODELS) + "/stories260K";
 
 // Forwards to a CPU backend and records every prefill (position, count) with the logits right after it.
 class RecordingBackend : public Backend {
@@ -85,7 +85,7 @@ std::unique_ptr<Fixture> smollm2() {
 }
 
 #define REQUIRE_STORIES(f) \
-  if (!(f)) GTEST_SKIP() << "stories260K not found under " << kStories << " (../shared absent); skipping"
+  ASSERT_TRUE(f) << "stories260K is missing from the checkout: " << kStories
 
 ChatSessionOptions greedy(const std::string& system = "") {
   ChatSessionOptions o;

@@ -239,7 +239,7 @@ TEST(ChatTemplate, EndOfTurn) {
 }
 
 std::unique_ptr<Tokenizer> stories_tokenizer() {
-  return Tokenizer::load(std::string(LLM_SHARED_DIR) + "/models/stories260K/tok512.model");
+  return Tokenizer::load(std::string(LLM_TEST_MODELS) + "/stories260K/tok512.model");
 }
 
 TEST(ChatTemplate, EncodeUsesSpecialIdsNeverSpelledText) {

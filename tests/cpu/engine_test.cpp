@@ -1,5 +1,5 @@
 // CPU reference path end to end: llama2.c loader, CPU backend, decode loop and sampler, run-llama's command line.
-// The golden is llama2.c's own published output for stories260K (../shared/models/stories260K/EXPECTED.txt).
+// The golden is llama2.c's own published output for stories260K (tests/data/models/stories260K/EXPECTED.txt).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,12 +27,12 @@ using namespace llm;
 
 namespace {
 
-const std::string kStories = std::string(LLM_SHARED_DIR) + "/models/stories260K";
+const std::string kStories = std::string(LLM_TEST_MODELS) + "/stories260K";
 const std::string kStoriesBin = kStories + "/stories260K.bin";
 
-#define REQUIRE_STORIES()                                                                             \
-  if (!fs::exists(kStoriesBin))                                                                       \
-  GTEST_SKIP() << "stories260K not found at " << kStoriesBin << " (../shared absent); skipping"
+// The model is committed (tests/data/models): a missing file is a failure, not a skip.
+#define REQUIRE_STORIES() \
+  ASSERT_TRUE(fs::exists(kStoriesBin)) << "stories260K is missing from the checkout: " << kStoriesBin
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

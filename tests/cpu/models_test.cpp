@@ -441,7 +441,7 @@ TEST(LoadModel, DispatchesOnThePath) {
   EXPECT_EQ(d.config.head_dim, 24);
   EXPECT_EQ(llm::load_model(tmp.str("config.json")).format, "hf");
   // Any other existing file is a llama2.c checkpoint.
-  EXPECT_EQ(llm::load_model(std::string(LLM_SHARED_DIR) + "/models/stories260K/stories260K.bin").format, "llama2c");
+  EXPECT_EQ(llm::load_model(std::string(LLM_TEST_MODELS) + "/stories260K/stories260K.bin").format, "llama2c");
 }
 
 TEST(Rope, Llama3FrequenciesMatchTheIndependentReference) {
@@ -492,7 +492,7 @@ TEST(HfDir, TokenizerFileAndChatTemplate) {
                        R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
   EXPECT_EQ(llm::load_hf_dir(dir.string()).chat_template, "D");
 
-  fs::copy_file(fs::path(LLM_SHARED_DIR) / "models/stories260K/tok512.model", dir / "tokenizer.model");
+  fs::copy_file(fs::path(LLM_TEST_MODELS) / "stories260K/tok512.model", dir / "tokenizer.model");
   EXPECT_EQ(llm::load_hf_dir(dir.string()).tokenizer_path, (dir / "tokenizer.model").string());
 
   llm_test::write_file(dir / "tokenizer_config.json", "{not json");

@@ -19,8 +19,8 @@
 namespace llm {
 namespace {
 
-const std::string kTok512 = std::string(LLM_SHARED_DIR) + "/models/stories260K/tok512.model";
-const std::string kLlama2 = std::string(LLM_SHARED_DIR) + "/models/llama2-tokenizer/tokenizer.model";
+const std::string kTok512 = std::string(LLM_TEST_MODELS) + "/stories260K/tok512.model";
+const std::string kLlama2 = std::string(LLM_TEST_MODELS) + "/llama2-tokenizer/tokenizer.model";
 
 // The original model through the library, or null (the test then fails: the models are part of the checkout).
 std::unique_ptr<sentencepiece::SentencePieceProcessor> load_original(const std::string& path) {

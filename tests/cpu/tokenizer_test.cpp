@@ -51,7 +51,7 @@ Streamed stream(const Tokenizer& tok, const std::vector<int>& ids, bool strip = 
   return out;
 }
 
-// One fixture per model in the reference file; skips where ../shared is not checked out.
+// One fixture per model in the reference file; the tokenizer models are committed under tests/data/models/.
 class TokenizerRefTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -59,8 +59,8 @@ class TokenizerRefTest : public ::testing::TestWithParam<std::string> {
       if (m.at("name") == GetParam()) ref_ = m;
     }
     ASSERT_FALSE(ref_.is_null()) << "model " << GetParam() << " missing from tokenizer_refs.json";
-    const std::string path = std::string(LLM_SHARED_DIR) + "/" + ref_.at("model").get<std::string>();
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << "tokenizer model " << path << " absent (../shared missing)";
+    const std::string path = std::string(LLM_TEST_MODELS) + "/" + ref_.at("model").get<std::string>();
+    ASSERT_TRUE(std::filesystem::exists(path)) << "tokenizer model " << path << " is missing from the checkout";
     tok_ = Tokenizer::load(path);
   }
 

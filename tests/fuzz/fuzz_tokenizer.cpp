@@ -10,8 +10,8 @@
 #include "fuzz_common.h"
 #include "tokenizer/tokenizer.h"
 
-#ifndef LLM_SHARED_DIR
-#define LLM_SHARED_DIR "../shared"
+#ifndef LLM_TEST_MODELS
+#define LLM_TEST_MODELS "tests/data/models"
 #endif
 
 namespace {
@@ -19,7 +19,7 @@ namespace {
 const llm::Tokenizer& tokenizer() {
   static const auto tok = [] {
     const char* env = std::getenv("LLM_TOKENIZER_MODEL");
-    return llm::Tokenizer::load(env ? env : LLM_SHARED_DIR "/models/stories260K/tok512.model");
+    return llm::Tokenizer::load(env ? env : LLM_TEST_MODELS "/stories260K/tok512.model");
   }();
   return *tok;
 }
