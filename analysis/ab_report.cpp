@@ -19,6 +19,7 @@
 
 #include "analysis/sector_model.h"  // predict, find_sector_mapping
 #include "core/error.h"             // llm::fail
+#include "core/json_parse.h"        // llm::parse_json
 
 extern char** environ;
 
@@ -664,7 +665,7 @@ std::vector<std::array<double, kAbParts>> parts_from_json(const json& jr) {
 AbReportData ab_data_from_json(const std::string& text) {
   AbReportData d;
   try {
-    const json j = json::parse(text).at("data");
+    const json j = parse_json(text, "A/B JSON").at("data");
     d.model = j.at("model").get<std::string>();
     d.device = j.at("device").get<std::string>();
     d.sm_count = j.at("sm_count").get<int>();
@@ -695,7 +696,7 @@ AbReportData ab_data_from_json(const std::string& text) {
       d.runs.push_back(std::move(r));
     }
   } catch (const json::exception& e) {
-    fail("A/B JSON: ", e.what());
+    fail("A/B JSON: ", printable(e.what(), 300));
   }
   return d;
 }

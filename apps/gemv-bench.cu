@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "apps/bench_util.h"      // timing, roofline, parsing, formatting
+#include "core/gemv_names.h"       // check_gemv_mapping
+#include "engine/backend.h"        // require_cuda_device
 #include "core/error.h"          // llm::Error, llm::fail
 #include "kernels/cuda_check.h"  // CUDA_CHECK
 #include "kernels/gemv.h"        // the mappings, the roofline kernel, random fills
@@ -42,6 +44,7 @@ Options parse_args(int argc, char** argv) {
     };
     if (a == "--mappings") {
       o.mappings = split_commas(value());
+      for (const std::string& m : o.mappings) check_gemv_mapping("--mappings", m, /*on_cpu=*/false);
     } else if (a == "--shapes") {
       o.shapes.clear();
       for (const std::string& s : split_commas(value())) o.shapes.push_back(parse_shape(s));
@@ -173,6 +176,7 @@ void write_json(const std::string& path, const Device& dev, const Roofline& roof
 
 int run(int argc, char** argv) {
   const Options opt = parse_args(argc, argv);
+  require_cuda_device();  // the one line every CUDA program prints without a GPU
   std::vector<const GemvMapping*> mappings;
   if (opt.mappings.empty())
     mappings = gemv_mappings();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "apps/bench_util.h"       // timing, roofline, parsing, formatting
+#include "engine/backend.h"        // require_cuda_device
 #include "core/error.h"            // llm::fail
 #include "kernels/cuda_check.h"    // CUDA_CHECK
 #include "kernels/gemv.h"          // the mappings, random fills
@@ -309,6 +310,7 @@ void write_json(const std::string& path, const Bench& b, const Options& o, const
 
 int run(int argc, char** argv) {
   const Options o = parse_args(argc, argv);
+  require_cuda_device();  // the one line every CUDA program prints without a GPU
   Bench b;
   b.dev = current_device();
   b.repeats = o.repeats;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "apps/bench_util.h"      // split_commas, parse_shape
+#include "engine/backend.h"        // require_cuda_device
 #include "core/error.h"           // llm::fail
 #include "kernels/cuda_check.h"   // CUDA_CHECK
 #include "kernels/gemv.h"         // the mappings, random fills
@@ -103,6 +104,7 @@ std::string profile_one(const GemvMapping& m, int N, int K, int id, int warmup, 
 
 int run(int argc, char** argv) {
   const Options opt = parse_args(argc, argv);
+  require_cuda_device();  // the one line every CUDA program prints without a GPU
   int max_k = 1;
   for (const auto& s : opt.shapes) max_k = std::max(max_k, s.second);
   cudaStream_t stream = nullptr;

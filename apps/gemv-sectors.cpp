@@ -8,6 +8,7 @@
 
 #include "analysis/sector_model.h"  // predict, sector_mappings, sector_table_markdown
 #include "core/error.h"             // llm::Error, llm::fail
+#include "core/gemv_names.h"        // gemv_mapping_lines: the engine's mappings, the default named
 
 namespace {
 
@@ -20,14 +21,16 @@ const char* kUsage =
     "DRAM traffic with no L1 reuse (sectors x 32 B) and with perfect reuse (matrix bytes). One row per mapping unless\n"
     "--mapping names one.\n"
     "\n"
-    "  --mapping NAME   warp | thread | colmajor | cublas | thread-splitk | warp-few (default: all)\n"
+    "  --mapping NAME   one of the GEMV mappings below (default: all of them)\n"
     "  --shape NxK      output rows x input columns, e.g. 4096x4096\n"
     "  --dtype T        bf16, f16 (2 B); q8_0 (34 B / 32 weights); q4_0 (18 B / 32); int4 (nibble plane, 16 B / 32)\n"
     "  --load-bytes B   bytes per lane per load: 1, 2, 4, 8 or 16 (default: 16 for warp-like mappings and quantized\n"
     "                   types, one element otherwise; cublas is always 16)\n"
     "  --ld-bytes B     padded row stride of the stored matrix in bytes (default: packed)\n"
     "  --json           one JSON object per mapping per line instead of the table (for tools/ncu_table.py)\n"
-    "  --help           this text\n";
+    "  --help           this text\n"
+    "\n"
+    "GEMV mappings (run-llama --gemv NAME picks one on --device cuda):\n";
 
 struct Options {
   std::string mapping;  // "" = every mapping
@@ -57,7 +60,7 @@ Options parse_args(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
+      std::cout << kUsage << llm::gemv_mapping_lines("  ");
       std::exit(0);
     }
     if (a == "--json") {
@@ -169,7 +172,7 @@ int main(int argc, char** argv) {
   try {
     return run(parse_args(argc, argv));
   } catch (const llm::Error& e) {
-    std::cerr << "gemv-sectors: error: " << e.what() << "\n";
+    std::cerr << "gemv-sectors: error: " << llm::printable_message(e.what()) << "\n";
     return 2;
   }
 }

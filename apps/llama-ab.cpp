@@ -13,6 +13,8 @@
 
 #include "analysis/ab_report.h"   // summarize_ab, ab_markdown, ab_json, ab_csv, ab_draw_chart
 #include "core/error.h"           // llm::fail
+#include "core/gemv_names.h"      // gemv_mapping_lines
+#include "engine/backend.h"       // require_cuda_device
 #include "engine/ab_run.h"        // run_ab, AbOptions, parse_ab_mappings
 #include "models/model.h"         // load_model
 #include "engine/model_files.h"   // load_tokenizer, default_model_path
@@ -47,8 +49,8 @@ const char* kUsage =
     "      --prompt-ids LIST   prompt as token ids, e.g. 1,450,3303 (no tokenizer needed; synthetic models without a\n"
     "                          tokenizer default to a fixed 16-token prompt)\n"
     "  -n, --n-decode N        decode steps per pass (default: 128)\n"
-    "      --ab LIST           GEMV mappings, comma-separated (default: warp,thread,colmajor,cublas); add\n"
-    "                          thread-splitk,warp-few to split thread's gap into coalescing and parallelism\n"
+    "      --ab LIST           GEMV mappings (listed below), comma-separated (default: warp,thread,colmajor,cublas);\n"
+    "                          add thread-splitk,warp-few to split thread's gap into coalescing and parallelism\n"
     "  -r, --repeats R         timed repeats per mapping (default: 5)\n"
     "      --warmup W          untimed rounds first (default: 1)\n"
     "  -c, --ctx-size N        KV cache positions (default: prompt + N)\n"
@@ -57,10 +59,12 @@ const char* kUsage =
     "      --csv FILE          write one CSV row per mapping\n"
     "      --chart FILE.png    draw tokens/s and GB/s per mapping against the roofline (python3-matplotlib)\n"
     "      --chart-script PY   tools/ab_chart.py to use (default: found beside the build tree)\n"
-    "  -h, --help              this text\n";
+    "  -h, --help              this text\n"
+    "\n"
+    "GEMV mappings:\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  std::fprintf(stderr, "error: %s\n", llm::printable_message(msg).c_str());
   std::fprintf(stderr, "run 'llama-ab --help' for the options\n");
   std::exit(2);
 }
@@ -85,6 +89,7 @@ Args parse_args(int argc, char** argv) {
     };
     if (o == "-h" || o == "--help") {
       std::fputs(kUsage, stdout);
+      std::fputs(llm::gemv_mapping_lines("  ").c_str(), stdout);
       std::exit(0);
     } else if (o == "-m" || o == "--model") {
       a.model = value();
@@ -120,6 +125,11 @@ Args parse_args(int argc, char** argv) {
     }
   }
   if (a.have_prompt && !a.prompt_ids.empty()) usage_error("--prompt and --prompt-ids exclude each other");
+  try {
+    llm::parse_ab_mappings(a.ab);  // unknown, empty or repeated names are bad usage
+  } catch (const llm::Error& e) {
+    usage_error(e.what());
+  }
   return a;
 }
 
@@ -180,6 +190,7 @@ void draw_chart(const Args& a, const std::string& json_text) {
 }
 
 int run(const Args& a) {
+  llm::require_cuda_device();  // before the model loads: the one line every CUDA program prints without a GPU
   llm::Model model = llm::load_model(a.model.empty() ? llm::default_model_path() : a.model);
   llm::AbOptions opt;
   opt.mappings = llm::parse_ab_mappings(a.ab);
@@ -209,7 +220,7 @@ int main(int argc, char** argv) {
     return run(a);
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", llm::printable_message(e.what()).c_str());
     return 1;
   }
 }

@@ -18,6 +18,7 @@
 
 #include "chat/repl.h"
 #include "core/error.h"
+#include "core/gemv_names.h"
 #include "engine/backend.h"
 #include "engine/generate.h"
 #include "engine/model_files.h"
@@ -75,7 +76,9 @@ const char* kUsage =
     "                               (default: SmolLM2-135M-Instruct, fetched into models-cache/ by scripts/setup.sh)\n"
     "         --tokenizer PATH      tokenizer.model (sentencepiece) or tokenizer.json (byte-level BPE)\n"
     "                               (default: the one beside the model, or the vocabulary inside a GGUF)\n"
-    "  -c,    --ctx-size N          context size in positions, 1 or more (default: the model maximum, capped to memory)\n"
+    "  -c,    --ctx-size N          context size in positions, 1 up to the model's maximum (default: the smaller of\n"
+    "                               the model's maximum and 8192, said on stderr when it caps; less if the KV cache\n"
+    "                               would not fit in memory)\n"
     "\n"
     "----- sampling -----\n"
     "         --temp T              temperature, 0 = greedy (default: 0.8; 0 to 100)\n"
@@ -85,13 +88,17 @@ const char* kUsage =
     "\n"
     "----- device -----\n"
     "         --device DEV          cpu, cuda or auto (default: auto = cuda when a device is present)\n"
-    "         --gemv NAME           CUDA GEMV mapping (default: the engine's default)\n"
+    "         --gemv NAME           CUDA GEMV mapping, one of those below (default: warp-r2); --device cuda only\n"
     "         --dtype f32|bf16      CPU weight precision: bf16 rounds the weights as the CUDA engine stores them\n"
-    "                               (default: f32 on cpu, bf16 on cuda)\n";
+    "                               (default: f32 on cpu, bf16 on cuda)\n"
+    "\n"
+    "----- GEMV mappings (--gemv NAME, --device cuda; the CPU reference has none) -----\n";
+
+static_assert(llm::kDefaultCtxCap == 8192, "the --ctx-size help above states the default cap");
 
 // Bad usage: one line on stderr, exit 2.
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  std::fprintf(stderr, "error: %s\n", llm::printable_message(msg).c_str());
   std::fprintf(stderr, "run 'run-llama --help' for the options\n");
   std::exit(2);
 }
@@ -115,6 +122,26 @@ float parse_float(const std::string& opt, const std::string& s, double lo, doubl
   return float(v);
 }
 
+// --gemv on every path: an unknown name, or on the CPU path (--device cpu, or auto without a CUDA device) any mapping
+// but the default, is bad usage.
+void check_gemv(const Args& a) {
+  if (a.gemv.empty()) return;
+  try {
+    llm::check_gemv_mapping("--gemv", a.gemv, /*on_cpu=*/false);
+    if (a.device == "cpu" || (a.device == "auto" && !llm::cuda_device_available())) {
+      try {
+        llm::check_gemv_mapping("--gemv", a.gemv, /*on_cpu=*/true);
+      } catch (const llm::Error& e) {
+        if (a.device == "cpu") throw;
+        throw llm::Error(std::string(e.what()) + "; --device auto chose the CPU: no CUDA device is available (" +
+                         llm::cuda_unavailable_reason() + ")");
+      }
+    }
+  } catch (const llm::Error& e) {
+    usage_error(e.what());
+  }
+}
+
 Args parse_args(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -125,6 +152,7 @@ Args parse_args(int argc, char** argv) {
     };
     if (o == "-h" || o == "--help") {
       std::fputs(kUsage, stdout);
+      std::fputs(llm::gemv_mapping_lines("  ").c_str(), stdout);
       std::exit(0);
     } else if (o == "-m" || o == "--model") {
       a.model = value();
@@ -181,6 +209,7 @@ Args parse_args(int argc, char** argv) {
   if ((!a.chat_template.empty() || !a.system.empty()) && !a.chat)
     usage_error("--chat-template and --system need --chat");
   if (!a.have_prompt && !a.chat) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
+  check_gemv(a);
   return a;
 }
 
@@ -214,11 +243,12 @@ std::vector<int> ids_from_text(const std::string& prompt, const llm::ModelConfig
   return ids;
 }
 
-// The prompt's ids: BOS first where the vocabulary wants one, and always for an empty prompt (the model needs a token).
+// The prompt's ids: BOS first where the vocabulary wants one and has one, and always for an empty prompt (the model
+// needs a token).
 std::vector<int> encode_prompt(const llm::Tokenizer& tok, const std::string& prompt) {
-  const bool bos = tok.adds_bos() || prompt.empty();
-  if (bos && tok.bos_id() < 0) llm::fail("the prompt is empty and the vocabulary has no BOS token to start from");
-  return tok.encode(prompt, bos);
+  if (prompt.empty() && tok.bos_id() < 0)
+    llm::fail("the prompt is empty and the vocabulary has no BOS token to start from");
+  return tok.encode(prompt, prompt.empty() || (tok.adds_bos() && tok.bos_id() >= 0));
 }
 
 int run_perplexity(const Args& a, llm::Backend& backend, const llm::Tokenizer* tok) {
@@ -226,7 +256,16 @@ int run_perplexity(const Args& a, llm::Backend& backend, const llm::Tokenizer* t
   std::ifstream in(a.perplexity, std::ios::binary);
   if (!in) llm::fail("cannot read ", a.perplexity, ": ", std::strerror(errno));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::vector<int> ids = encode_prompt(*tok, text);
+  if (text.empty()) llm::fail("--perplexity: ", a.perplexity, " is empty");
+  // BOS first where the vocabulary has one and wants it; without one the first token of the text is the context and
+  // scoring starts at the second.
+  const bool bos = tok->adds_bos() && tok->bos_id() >= 0;
+  if (tok->bos_id() < 0)
+    std::fprintf(stderr, "run-llama: the vocabulary has no BOS token: scoring from the text's second token on\n");
+  const std::vector<int> ids = tok->encode(text, bos);
+  if (ids.size() < 2)
+    llm::fail("--perplexity: ", a.perplexity, " is too short to score: ", ids.size(),
+              ids.size() == 1 ? " token" : " tokens", bos ? " with BOS" : "", "; scoring needs at least 2");
   const auto t0 = std::chrono::steady_clock::now();
   const llm::PerplexityResult r = llm::perplexity(backend, ids);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -252,6 +291,7 @@ int run_chat_mode(const Args& a, const llm::Model& model, llm::Backend& backend,
 
 int run(const Args& a) {
   using Clock = std::chrono::steady_clock;
+  if (a.device == "cuda") llm::require_cuda_device();  // before the model loads: the one line every CUDA program prints
   const auto t_load = Clock::now();
   llm::Model model = llm::load_model(a.model.empty() ? llm::default_model_path() : a.model);
 
@@ -262,6 +302,8 @@ int run(const Args& a) {
   llm::BackendOptions bo;
   bo.device = a.device == "auto" ? (llm::cuda_device_available() ? "cuda" : "cpu") : a.device;
   bo.ctx_size = a.ctx_size;
+  // A tokenizer smaller than the (padded) embedding: ids it cannot decode are never sampled.
+  bo.sample_vocab = llm::sampling_vocab(model.config, tok ? tok->vocab_size() : 0);
   bo.gemv = a.gemv;
   if (bo.device == "cuda" && a.dtype == "f32")
     llm::fail("--dtype f32 is CPU-only: the CUDA engine stores weights in BF16 (use --device cpu)");
@@ -275,10 +317,10 @@ int run(const Args& a) {
                c.vocab_size, backend->name().c_str(), backend->ctx_size());
 
   if (a.chat) return run_chat_mode(a, model, *backend, tok.get());
+  if (!a.perplexity.empty()) return run_perplexity(a, *backend, tok.get());
   std::vector<int> prompt = !a.prompt_ids.empty() ? parse_ids(a.prompt_ids, c)
                             : tok                    ? encode_prompt(*tok, a.prompt)
                                                      : ids_from_text(a.prompt, c);
-  if (!a.perplexity.empty()) return run_perplexity(a, *backend, tok.get());
   if (!a.dump_logits.empty()) {
     std::vector<float> logits = llm::teacher_forced_logits(*backend, prompt);
     std::FILE* f = std::fopen(a.dump_logits.c_str(), "wb");
@@ -348,7 +390,7 @@ int main(int argc, char** argv) {
     return run(a);
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", llm::printable_message(e.what()).c_str());  // no raw control bytes
     return 1;
   }
 }

@@ -16,6 +16,7 @@
 #include <readline/readline.h>
 
 #include "core/error.h"
+#include "core/gemv_names.h"
 
 #if LLM_HAVE_CUDA
 #include "engine/cuda_backend.h"
@@ -101,15 +102,23 @@ std::string fmt(const char* f, double a, double b = 0.0) {
   return buf;
 }
 
+// "1 token", "2 tokens".
+std::string plural(long n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 const char* kHelp =
     "commands:\n"
     "  /help          this list\n"
     "  /reset         forget the conversation (the system prompt stays)\n"
     "  /system [TEXT] show the system prompt, or set it (starts a new conversation)\n"
     "  /stats         prompt and reply rates of the last reply (CUDA: GEMV share of decode, profiled)\n"
-    "  /gemv [NAME]   CUDA: list the GEMV mappings, or switch decode to NAME\n"
+    "  /gemv [NAME]   CUDA: list the GEMV mappings, or switch decode to NAME\n";
+// The terminal's keys; without a terminal the input simply ends.
+const char* kHelpTerminal =
     "  /quit          leave (also Ctrl-D, or Ctrl-C at the prompt)\n"
     "Ctrl-C during a reply stops it; the partial reply stays in the conversation.\n";
+const char* kHelpPiped = "  /quit          leave (the end of the input also ends the chat)\n";
 
 class Repl {
  public:
@@ -154,8 +163,8 @@ int Repl::run() {
   SigintScope sigint;
   if (tty_) rl_catch_signals = 0;  // our handler, not readline's, sees SIGINT
   info("chat: template " + session_.chat_template().name() + ", context " + std::to_string(session_.ctx_size()) +
-           " positions, replies up to " + std::to_string(opt_.max_reply_tokens) +
-           " tokens; /help lists the commands, Ctrl-D quits",
+           " positions, replies up to " + plural(opt_.max_reply_tokens, "token") +
+           "; /help lists the commands" + (tty_ ? ", Ctrl-D quits" : ""),
        true);
   for (;;) {
     std::string line;
@@ -180,9 +189,11 @@ void Repl::reply(const std::string& user) {
       std::fputs(s.c_str(), stdout);
       std::fflush(stdout);
     }, &g_interrupt);
+  } catch (const NonFiniteLogits&) {
+    throw;  // the model itself is broken: no later turn can succeed, so the program ends with the error (exit 1)
   } catch (const Error& e) {
     if (!tty_) std::fputs("\n", stdout);
-    info(std::string("error: ") + e.what());
+    info("error: " + printable_message(e.what()));
     return;
   }
   // The line protocol ends every reply with one newline; a terminal only needs the cursor back at a line start.
@@ -197,8 +208,7 @@ void Repl::reply(const std::string& user) {
   std::string what = r.stop_reason == "interrupted" ? "interrupted: "
                      : r.stop_reason == "length"    ? "length: "
                                                     : "";
-  info("[" + what + std::to_string(st.reply_tokens) + " tokens, " + fmt("%.1f", st.reply_tokens_per_s()) +
-           " tokens/s]",
+  info("[" + what + plural(st.reply_tokens, "token") + ", " + fmt("%.1f", st.reply_tokens_per_s()) + " tokens/s]",
        true);
 }
 
@@ -210,7 +220,7 @@ bool Repl::command(const std::string& line) {
   try {
     if (cmd == "/quit" || cmd == "/exit") return false;
     if (cmd == "/help") {
-      info(kHelp);
+      info(std::string(kHelp) + (tty_ ? kHelpTerminal : kHelpPiped));
     } else if (cmd == "/reset") {
       session_.reset();
       info("conversation cleared (the system prompt stays)");
@@ -229,7 +239,7 @@ bool Repl::command(const std::string& line) {
       info("unknown command " + cmd + "; /help lists the commands");
     }
   } catch (const Error& e) {
-    info(std::string("error: ") + e.what());
+    info("error: " + printable_message(e.what()));
   }
   return true;
 }
@@ -260,13 +270,13 @@ void profile_gemv(CudaBackend& cuda, const ChatSession& session, const std::func
 void Repl::stats() {
   auto say = [this](const std::string& s) { info(s); };
   say("context: " + std::to_string(session_.ids().size()) + " of " + std::to_string(session_.ctx_size()) +
-      " positions in use, " + std::to_string(session_.turns()) + " turns");
+      " positions in use, " + plural(session_.turns(), "turn"));
   if (!session_.has_last()) {
     say("no reply yet");
   } else {
     const ChatStats& st = session_.last_stats();
-    say("last reply: prompt " + std::to_string(st.prompt_tokens) + " tokens in " + fmt("%.1f ms (%.1f tokens/s)",
-        st.prompt_ms, st.prompt_tokens_per_s()) + ", reply " + std::to_string(st.reply_tokens) + " tokens in " +
+    say("last reply: prompt " + plural(st.prompt_tokens, "token") + " in " + fmt("%.1f ms (%.1f tokens/s)",
+        st.prompt_ms, st.prompt_tokens_per_s()) + ", reply " + plural(st.reply_tokens, "token") + " in " +
         fmt("%.1f ms (%.1f tokens/s)", st.reply_ms, st.reply_tokens_per_s()));
   }
 #if LLM_HAVE_CUDA
@@ -275,6 +285,13 @@ void Repl::stats() {
 }
 
 void Repl::gemv(const std::string& name) {
+  // One check of the name wherever it is typed (core/gemv_names.h): an unknown name is refused on every backend.
+  try {
+    check_gemv_mapping("/gemv", name, /*on_cpu=*/false);
+  } catch (const Error& e) {
+    info(std::string("error: ") + e.what());
+    return;
+  }
 #if LLM_HAVE_CUDA
   if (auto* cuda = dynamic_cast<CudaBackend*>(&session_.backend())) {
     auto list = [&] {
@@ -294,9 +311,16 @@ void Repl::gemv(const std::string& name) {
     return;
   }
 #endif
-  (void)name;
-  info("GEMV mappings exist only on the CUDA engine; this chat runs on " + session_.backend().name() +
-       " (use --device cuda)");
+  // The CPU reference: no mappings to switch. A mapping other than the default is an error, as --gemv is.
+  const std::string where = "this chat runs on the CPU reference";
+  if (!name.empty() && name != kGemvDefaultMapping) {
+    info("error: /gemv " + name + ": GEMV mappings apply to --device cuda; " + where +
+         ", which has none (restart with --device cuda to compare them)");
+    return;
+  }
+  std::string lines = gemv_mapping_lines("  ");
+  if (!lines.empty() && lines.back() == '\n') lines.pop_back();
+  info("GEMV mappings apply to --device cuda; " + where + ", which has none. The CUDA engine's mappings:\n" + lines);
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
 //   stdin:  one user turn per line (empty lines are skipped); a line starting with "/" is a command ("//x" sends
 //           the turn "/x"); end of input quits.
 //   stdout: for each user turn its reply text (possibly empty, possibly several lines), then one "\n". Nothing else.
-//   stderr: everything else, one line each: the banner, after each reply a note "[N tokens, R tokens/s]" (or
-//           "[interrupted: ...]", "[length: ...]"), context-full messages ("context full: ..."), command output.
+//   stderr: everything else, one line each: the banner, after each reply a note "[N tokens, R tokens/s]" ("1 token";
+//           or "[interrupted: ...]", "[length: ...]"), context-full messages ("context full: ..."), command output.
+//           The terminal's key hints (Ctrl-C, Ctrl-D) and its ANSI dim style are left out.
 #pragma once
 #include <string>
 

@@ -2,19 +2,13 @@
 #include "chat/session.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "core/error.h"
+#include "engine/decode_loop.h"
 
 namespace llm {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 const char* kResetHint = "type /reset to start a new conversation";
 
@@ -51,17 +45,6 @@ std::vector<int> ChatSession::turn_ids(const std::string& user) const {
   return ids;
 }
 
-bool ChatSession::prefill(const std::vector<int>& ids, const volatile std::sig_atomic_t* interrupt) {
-  const int piece = std::max(1, backend_.prefill_piece());
-  for (size_t i = 0; i < ids.size(); i += size_t(piece)) {
-    if (interrupt && *interrupt) return false;
-    const int n = int(std::min(ids.size() - i, size_t(piece)));
-    backend_.prefill(ids.data() + i, n, int(ids_.size()));
-    ids_.insert(ids_.end(), ids.begin() + long(i), ids.begin() + long(i) + n);
-  }
-  return true;
-}
-
 ChatReply ChatSession::send(const std::string& user, int max_tokens,
                             const std::function<void(const std::string&)>& on_text,
                             const volatile std::sig_atomic_t* interrupt) {
@@ -79,46 +62,56 @@ ChatReply ChatSession::send(const std::string& user, int max_tokens,
                                 std::to_string(ctx) + " (raise --ctx-size or shorten the message)"
                           : "the context is full: " + need + std::to_string(used) + " of " + std::to_string(ctx) +
                                 " are in use; " + kResetHint;
+    // On the first turn the system prompt opens the conversation: when it alone (with an empty user message) leaves
+    // no room for a reply, it is what is too long, not the user's message.
+    if (used == 0 && !opt_.system.empty()) {
+      const size_t sys = turn_ids("").size();
+      if (sys + 1 > size_t(ctx))
+        r.message = "the system prompt is too long for the context: with the template's markup it needs " +
+                    std::to_string(sys) + " positions and the reply at least 1, the context holds " +
+                    std::to_string(ctx) + " (raise --ctx-size or set a shorter one with /system TEXT)";
+    }
     return r;
   }
 
-  ChatStats& st = r.stats;
-  auto t0 = Clock::now();
-  if (!prefill(in, interrupt)) {
-    ids_.resize(used);  // the positions written past `used` are overwritten by the next turn
-    r.stop_reason = "interrupted";
-    r.message = "interrupted while reading the prompt; this turn was dropped";
-    return r;
-  }
-  int next = backend_.sample(opt_.sampler, samples_++);
-  st.prompt_ms = ms_since(t0);
-  st.prompt_tokens = int(in.size());
-  turns_++;
-
+  // The one decode loop, continuing after the cached ids; every reply token is decoded into the cache (the next turn
+  // continues after it).
+  DecodeLoopOptions lo;
+  lo.start_pos = int(used);
+  lo.max_new = max_tokens;
+  lo.sampler = opt_.sampler;
+  lo.first_step = samples_;
+  if (!opt_.ignore_eos) lo.stop_ids = stop_ids_;
+  lo.cache_every_token = true;
+  lo.interrupt = interrupt;
   StreamDecoder dec(tok_, /*strip_leading_space=*/true);
   auto emit = [&](const std::string& s) {
     if (s.empty()) return;
     r.text += s;
     if (on_text) on_text(s);
   };
-  for (;;) {
-    if (!opt_.ignore_eos && is_stop(next)) { r.stop_reason = "end_of_turn"; break; }
-    if (interrupt && *interrupt) { r.stop_reason = "interrupted"; break; }
-    if (ids_.size() >= size_t(ctx)) {
-      r.stop_reason = "context";
-      r.message = "the reply reached the end of the context (" + std::to_string(ctx) + " positions); " + kResetHint;
-      break;
-    }
-    emit(dec.push(next));
-    r.tokens.push_back(next);
-    t0 = Clock::now();
-    backend_.decode(next, int(ids_.size()));
-    ids_.push_back(next);
-    const bool done = int(r.tokens.size()) >= max_tokens;
-    if (!done) next = backend_.sample(opt_.sampler, samples_++);
-    st.reply_ms += ms_since(t0);
-    if (done) { r.stop_reason = "length"; break; }
+  const DecodeLoopResult d = decode_loop(backend_, in, lo, [&](int id) {
+    emit(dec.push(id));
+    return true;
+  });
+  samples_ = d.next_step;
+  if (d.prefilled < int(in.size())) {  // interrupted while reading the prompt
+    // The positions written past `used` are overwritten by the next turn.
+    r.stop_reason = stop_reason_name(StopReason::kInterrupted);
+    r.message = "interrupted while reading the prompt; this turn was dropped";
+    return r;
   }
+  ids_.insert(ids_.end(), in.begin(), in.end());
+  ids_.insert(ids_.end(), d.tokens.begin(), d.tokens.end());
+  turns_++;
+  r.tokens = d.tokens;
+  r.stop_reason = stop_reason_name(d.stop);
+  if (d.stop == StopReason::kContext)
+    r.message = "the reply reached the end of the context (" + std::to_string(ctx) + " positions); " + kResetHint;
+  ChatStats& st = r.stats;
+  st.prompt_ms = d.prompt_ms;
+  st.prompt_tokens = int(in.size());
+  st.reply_ms = d.eval_ms;
   emit(dec.flush());
   st.reply_tokens = int(r.tokens.size());
   last_ = st;

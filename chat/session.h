@@ -28,8 +28,8 @@ struct ChatStats {
 struct ChatReply {
   std::string text;         // the streamed text, whole
   std::vector<int> tokens;  // the reply's ids (now in the KV cache)
-  // "end_of_turn" (template end-of-turn or EOS sampled), "length" (max tokens), "interrupted", "context" (the turn
-  // or the reply ran into the end of the context).
+  // stop_reason_name() of engine/decode_loop.h: "eos" (template end-of-turn or EOS sampled), "length" (max tokens),
+  // "interrupted", "context" (the turn or the reply ran into the end of the context).
   std::string stop_reason;
   std::string message;      // for "context" and an interrupted prefill: what happened and what to do (one line)
   ChatStats stats;
@@ -75,8 +75,6 @@ class ChatSession {
 
  private:
   bool is_stop(int id) const;
-  // Prefills ids at the end of the cache in prefill_piece() pieces; false when interrupted between pieces.
-  bool prefill(const std::vector<int>& ids, const volatile std::sig_atomic_t* interrupt);
 
   Backend& backend_;
   const Tokenizer& tok_;

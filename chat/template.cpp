@@ -109,7 +109,7 @@ std::vector<ChatPiece> render_llama2(const std::vector<ChatMessage>& messages, b
     const ChatMessage& m = messages[i];
     if ((m.role == "user") != (index0 % 2 == 0)) {
       fail("chat template llama2: conversation roles must alternate user/assistant/user/assistant/... (message " +
-           std::to_string(i) + " is '" + m.role + "')");
+           std::to_string(i) + " is '" + printable(m.role) + "')");
     }
     std::string content = m.content;
     if (index0 == 0 && has_system) content = "<<SYS>>\n" + messages[0].content + "\n<</SYS>>\n\n" + content;
@@ -175,7 +175,7 @@ ChatFormat ChatTemplate::from_name(const std::string& name) {
   for (ChatFormat f : {ChatFormat::kChatML, ChatFormat::kLlama2, ChatFormat::kLlama3, ChatFormat::kZephyr}) {
     if (ChatTemplate(f).name() == name) return f;
   }
-  fail("unknown chat template '" + name + "': expected one of chatml, llama2, llama3, zephyr");
+  fail("unknown chat template '" + printable(name) + "': expected one of chatml, llama2, llama3, zephyr");
 }
 
 std::vector<ChatPiece> ChatTemplate::render(const std::vector<ChatMessage>& messages,
@@ -233,7 +233,7 @@ std::vector<int> ChatTemplate::encode(const Tokenizer& tok, const std::vector<Ch
   for (const ChatPiece& p : pieces) {
     if (p.special) {
       const int id = tok.token_id(p.text);
-      if (id < 0) fail("chat template: the vocabulary has no special token '" + p.text + "'");
+      if (id < 0) fail("chat template: the vocabulary has no special token '" + printable(p.text) + "'");
       ids.push_back(id);
     } else {
       const std::vector<int> t = tok.encode(p.text, false);

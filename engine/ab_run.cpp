@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/gemv_names.h"  // check_gemv_mapping
+#include "engine/decode_loop.h"  // the one decode loop
 
 #ifdef LLM_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -28,12 +30,35 @@ std::vector<std::string> parse_ab_mappings(const std::string& list) {
     const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
     if (b == std::string::npos) fail("--ab '", list, "': empty mapping name in the list");
     item = item.substr(b, e - b + 1);
+    check_gemv_mapping("--ab", item, /*on_cpu=*/false);
     if (std::find(out.begin(), out.end(), item) != out.end())
       fail("--ab '", list, "': mapping '", item, "' is listed twice");
     out.push_back(item);
   }
   if (out.empty() || list.back() == ',') fail("--ab '", list, "': expected a comma-separated list of mappings");
   return out;
+}
+
+// The one decode loop (engine/decode_loop.h) from position 0 (overwriting the previous pass's cache): exactly n greedy
+// decode steps, EOS ignored. eval time runs from after the prefill's sample (a stream sync) to after the last sample.
+AbPass ab_decode_pass(Backend& b, const std::vector<int>& prompt, int n_decode, uint64_t seed) {
+  if (n_decode < 1) fail("A/B run: n_decode must be >= 1, found ", n_decode);
+  DecodeLoopOptions lo;
+  lo.sampler.temperature = 0.0f;
+  lo.sampler.top_k = 0;
+  lo.sampler.top_p = 1.0f;
+  lo.sampler.seed = seed;
+  lo.max_new = n_decode + 1;  // the prefill's token, then one per decode step
+  b.sample(lo.sampler, 0);  // waits for whatever the device still runs, so the prefill clock starts on an idle stream
+  DecodeLoopResult d = decode_loop(b, prompt, lo);
+  if (d.eval_tokens != n_decode)
+    fail("A/B run: the decode loop ran ", d.eval_tokens, " steps, expected ", n_decode, " (stopped: ",
+         stop_reason_name(d.stop), ")");
+  AbPass p;
+  p.prefill_ms = d.prompt_ms;
+  p.ms_per_token = d.eval_ms / n_decode;
+  p.tokens = std::move(d.tokens);
+  return p;
 }
 
 #ifdef LLM_HAVE_CUDA
@@ -114,39 +139,6 @@ class Roofline {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
-struct Pass {
-  double prefill_ms = 0;    // the prompt's batched pass plus its sample (wall clock; the sample syncs)
-  double ms_per_token = 0;
-  std::vector<int> tokens;  // the n_decode + 1 tokens sampled (after the prompt, then after each decode step)
-};
-
-// Prefill at position 0 (overwriting the previous pass's cache), then exactly n greedy decode steps, EOS ignored.
-// The clock starts after the prefill's sample (a stream sync) and stops after the last sample (another one).
-Pass decode_pass(Backend& b, const AbOptions& opt) {
-  SamplerParams sp;
-  sp.temperature = 0.0f;
-  sp.top_k = 0;
-  sp.top_p = 1.0f;
-  sp.seed = opt.seed;
-  Pass p;
-  p.tokens.reserve(size_t(opt.n_decode) + 1);
-  const int n_prompt = int(opt.prompt.size());
-  b.sample(sp, 0);  // waits for whatever the device still runs, so the prefill clock starts on an idle stream
-  const auto tp = Clock::now();
-  b.prefill(opt.prompt.data(), n_prompt, 0);
-  int tok = b.sample(sp, 0);
-  p.tokens.push_back(tok);
-  const auto t0 = Clock::now();
-  p.prefill_ms = std::chrono::duration<double, std::milli>(t0 - tp).count();
-  for (int i = 0; i < opt.n_decode; ++i) {
-    b.decode(tok, n_prompt + i);
-    tok = b.sample(sp, uint64_t(i) + 1);
-    p.tokens.push_back(tok);
-  }
-  p.ms_per_token = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / opt.n_decode;
-  return p;
-}
-
 int leading_equal(const std::vector<int>& a, const std::vector<int>& b) {
   size_t n = 0;
   while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
@@ -189,7 +181,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
 
   int dev = 0;
   cudaDeviceProp prop{};
-  if (!cuda_device_available()) fail("no CUDA device found");
+  require_cuda_device();
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
 
@@ -252,11 +244,11 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
     for (size_t i = 0; i < opt.mappings.size(); ++i) {
       cb.set_gemv(opt.mappings[i]);  // first time: prepacks; its first graphed decode captures the graph
       cb.set_use_graph(true);
-      const Pass graphed = decode_pass(cb, opt);
+      const AbPass graphed = ab_decode_pass(cb, opt.prompt, opt.n_decode, opt.seed);
 
       cb.reset_profile();
       cb.set_profiling(true);
-      const Pass profiled = decode_pass(cb, opt);
+      const AbPass profiled = ab_decode_pass(cb, opt.prompt, opt.n_decode, opt.seed);
       cb.set_profiling(false);
       const DecodeProfile prof = cb.profile();
       if (prof.steps != opt.n_decode)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/ab_report.h"  // AbReportData: what the run measures
+#include "engine/backend.h"      // Backend
 #include "models/model.h"        // Model
 
 namespace llm {
@@ -30,7 +31,17 @@ using AbResult = AbReportData;
 // without CUDA) "the A/B run needs the CUDA engine; this build has none".
 AbResult run_ab(const Model& model, const AbOptions& opt);
 
-// "warp, thread,cublas" -> {"warp", "thread", "cublas"}; throws llm::Error on an empty list, item or repeat.
+// One pass of the protocol through the one decode loop (engine/decode_loop.h), on any backend: prefill `prompt` at
+// position 0, then exactly n_decode greedy decode steps, EOS ignored. tokens = the n_decode + 1 tokens sampled.
+struct AbPass {
+  double prefill_ms = 0;    // the prompt's prefill plus its sample (wall clock; the sample syncs)
+  double ms_per_token = 0;  // decode + sample, per step
+  std::vector<int> tokens;
+};
+AbPass ab_decode_pass(Backend& backend, const std::vector<int>& prompt, int n_decode, uint64_t seed);
+
+// "warp, thread,cublas" -> {"warp", "thread", "cublas"}; throws llm::Error on an empty list, item or repeat, or a
+// name core/gemv_names.h does not list.
 std::vector<std::string> parse_ab_mappings(const std::string& list);
 
 }  // namespace llm

@@ -2,27 +2,63 @@
 #include "engine/backend.h"
 
 #include "core/error.h"
+#include "core/gemv_names.h"
 
 namespace llm {
 
 #ifndef LLM_HAVE_CUDA
-bool cuda_device_available() { return false; }  // with CUDA it is defined in engine/cuda_backend.cu
+namespace {
+const char* kNoCudaBuild = "this build has no CUDA engine (built without a CUDA toolkit)";
+}  // namespace
+
+// With CUDA these are defined in engine/cuda_backend.cu.
+bool cuda_device_available() { return false; }
+std::string cuda_unavailable_reason() { return kNoCudaBuild; }
 #endif
+
+std::string cuda_no_device_message() {
+  return "no CUDA device is available (" + cuda_unavailable_reason() + "); the CUDA programs need an NVIDIA GPU";
+}
+
+void require_cuda_device() {
+#ifdef LLM_HAVE_CUDA
+  if (!cuda_device_available()) fail(cuda_no_device_message());
+#else
+  fail(kNoCudaBuild);
+#endif
+}
+
+int default_ctx_size(const ModelConfig& c, std::FILE* note) {
+  if (c.max_seq_len <= kDefaultCtxCap) return c.max_seq_len;
+  if (note)
+    std::fprintf(note, "context: %d positions (model maximum %d; raise with --ctx-size)\n", kDefaultCtxCap,
+                 c.max_seq_len);
+  return kDefaultCtxCap;
+}
+
+int sampling_vocab(const ModelConfig& c, int tokenizer_vocab) {
+  return tokenizer_vocab > 0 && tokenizer_vocab < c.vocab_size ? tokenizer_vocab : 0;
+}
+
+void fail_non_finite_logits(uint64_t step) {
+  throw NonFiniteLogits("step " + std::to_string(step) +
+                        ": the logits hold NaN or Inf (model weights or config produce non-finite values)");
+}
 
 std::unique_ptr<Backend> make_backend(const Model& model, const BackendOptions& opt) {
   std::string device = opt.device;
   if (device.empty() || device == "auto") device = cuda_device_available() ? "cuda" : "cpu";
+  if (device != "cpu" && device != "cuda") fail("unknown device '", opt.device, "' (expected cpu, cuda or auto)");
+  check_gemv_mapping("--gemv", opt.gemv, /*on_cpu=*/device == "cpu");
   BackendOptions o = opt;
   o.device = device;
   if (device == "cpu") return make_cpu_backend(model, o);
-  if (device == "cuda") {
+  require_cuda_device();
 #ifdef LLM_HAVE_CUDA
-    return make_cuda_backend(model, o);
+  return make_cuda_backend(model, o);
 #else
-    fail("this build has no CUDA engine (built without a CUDA toolkit)");
+  fail(kNoCudaBuild);
 #endif
-  }
-  fail("unknown device '", opt.device, "' (expected cpu, cuda or auto)");
 }
 
 }  // namespace llm

@@ -3,10 +3,12 @@
 //   prefill(prompt) -> sample -> decode(tok) -> sample -> ...
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "engine/sampler.h"
 #include "models/model.h"
 
@@ -14,12 +16,32 @@ namespace llm {
 
 struct BackendOptions {
   std::string device = "cpu";   // "cpu" or "cuda"
-  int ctx_size = 0;             // KV cache length; 0 = model maximum, capped to memory
+  int ctx_size = 0;             // KV cache length; 0 = default_ctx_size() (then capped to memory)
+  int sample_vocab = 0;         // ids sample() may return: [0, sample_vocab); 0 = every row of the head. A tokenizer
+                                // smaller than the (padded) embedding sets it to its own size (sampling_vocab())
   bool bf16_weights = false;    // CPU: round weights to BF16 first (to compare with the GPU on identical weights)
   std::string gemv = "";        // CUDA: GEMV mapping name ("" = default)
   bool fuse_projections = true; // CUDA decode: one GEMV for q|k|v and one for gate|up per layer (fewer, larger
                                 // launches); off: one GEMV per matrix (for A/B and tests)
 };
+
+// The context a backend gets when BackendOptions::ctx_size is 0: the model's maximum, at most kDefaultCtxCap
+// positions (a file may claim millions of positions; the KV cache is sized by the context, so the default must not
+// come from the file alone). --ctx-size raises it up to the model's maximum. When the cap applies and `note` is given
+// (stderr), one line says so: "context: 8192 positions (model maximum 16777216; raise with --ctx-size)".
+constexpr int kDefaultCtxCap = 8192;
+int default_ctx_size(const ModelConfig& c, std::FILE* note = nullptr);
+
+// BackendOptions::sample_vocab for a model whose tokenizer has `tokenizer_vocab` pieces (0 or less: no tokenizer):
+// the tokenizer's size where it is smaller than the model's vocabulary (padded embeddings), else 0 (all rows).
+int sampling_vocab(const ModelConfig& c, int tokenizer_vocab);
+
+// What a backend's sample() does with logits that hold NaN or Inf: throws this error naming the step.
+// It is a NonFiniteLogits, so a chat (which reports other errors and goes on) can end the program with it.
+struct NonFiniteLogits : Error {
+  using Error::Error;
+};
+[[noreturn]] void fail_non_finite_logits(uint64_t step);
 
 class Backend {
  public:
@@ -30,7 +52,8 @@ class Backend {
   virtual void prefill(const int* tokens, int n, int pos) = 0;
   // Runs one token at position pos; its logits become current.
   virtual void decode(int token, int pos) = 0;
-  // Samples from the current logits (see engine/sampler.h for the rule); `step` picks the random number.
+  // Samples from the current logits (see engine/sampler.h for the rule) among ids [0, sample_vocab); `step` picks
+  // the random number. Logits holding NaN or Inf (in that range) throw fail_non_finite_logits(step).
   virtual int sample(const SamplerParams& p, uint64_t step) = 0;
   // Copies the current logits to the host (tests, comparisons); not in the per-token path.
   virtual std::vector<float> logits() = 0;
@@ -42,7 +65,18 @@ class Backend {
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& opt);
 // Defined only when built with CUDA (LLM_HAVE_CUDA); make_backend() reports a clear error otherwise.
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& opt);
+// Checks opt.gemv (core/gemv_names.h: unknown names, and any mapping but the default on the CPU) and, for "cuda",
+// that a device is there (require_cuda_device), then builds the backend.
 std::unique_ptr<Backend> make_backend(const Model& model, const BackendOptions& opt);
 bool cuda_device_available();
+// "" when a CUDA device can be used; otherwise why not, as the runtime names it ("cudaErrorInsufficientDriver: CUDA
+// driver version is insufficient for CUDA runtime version"), or that this build has no CUDA engine.
+std::string cuda_unavailable_reason();
+// The one line every CUDA program prints (after "error: ") when there is no device to run on:
+// "no CUDA device is available (REASON); the CUDA programs need an NVIDIA GPU".
+std::string cuda_no_device_message();
+// Throws llm::Error(cuda_no_device_message()) when no CUDA device can be used (in a build without CUDA: that this
+// build has no CUDA engine). The CUDA programs call it before any other CUDA work.
+void require_cuda_device();
 
 }  // namespace llm

@@ -102,6 +102,9 @@ struct CpuLayer {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const Model& model, const BackendOptions& opt) : c_(model.config), inv_freq_(rope_inv_freq(c_)) {
+    if (opt.sample_vocab < 0 || opt.sample_vocab > c_.vocab_size)
+      fail("cpu: sample_vocab ", opt.sample_vocab, " outside 0..", c_.vocab_size);
+    sample_vocab_ = opt.sample_vocab > 0 ? opt.sample_vocab : c_.vocab_size;
     ctx_ = choose_ctx(model, opt);
     load_weights(model, opt.bf16_weights);
     const size_t kv_elems = size_t(c_.n_layers) * size_t(ctx_) * size_t(c_.kv_dim());
@@ -134,8 +137,11 @@ class CpuBackend final : public Backend {
     forward(token, pos);
   }
 
+  // Ids past sample_vocab_ (padding rows of the embedding) are never candidates; NaN or Inf logits stop the run.
   int sample(const SamplerParams& p, uint64_t step) override {
-    return sample_cpu(logits_.data(), c_.vocab_size, p, step);
+    for (int i = 0; i < sample_vocab_; ++i)
+      if (!std::isfinite(logits_[size_t(i)])) fail_non_finite_logits(step);
+    return sample_cpu(logits_.data(), sample_vocab_, p, step);
   }
 
   std::vector<float> logits() override { return logits_; }
@@ -149,14 +155,15 @@ class CpuBackend final : public Backend {
     const uint64_t weights = weight_bytes(model);
     const uint64_t per_pos = 2ull * uint64_t(c_.n_layers) * uint64_t(c_.kv_dim()) * 4ull;
     const uint64_t avail = available_host_bytes();
-    int ctx = opt.ctx_size > 0 ? opt.ctx_size : c_.max_seq_len;
+    const int dflt = opt.ctx_size > 0 ? 0 : default_ctx_size(c_, stderr);
+    int ctx = opt.ctx_size > 0 ? opt.ctx_size : dflt;
     if (opt.ctx_size == 0 && avail > weights && weights + per_pos * uint64_t(ctx) > avail) {
       // Leave a quarter of what remains for everything else in the process and the system.
       const uint64_t fit = (avail - weights) / 4 * 3 / per_pos;
       if (fit >= 1) {
         ctx = int(std::min<uint64_t>(fit, uint64_t(ctx)));
         std::fprintf(stderr, "cpu: context capped to %d positions (of %d) so the KV cache fits in memory\n", ctx,
-                     c_.max_seq_len);
+                     dflt);
       }
     }
     const uint64_t need = weights + per_pos * uint64_t(ctx);
@@ -268,6 +275,7 @@ class CpuBackend final : public Backend {
   ModelConfig c_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
   int ctx_ = 0;
+  int sample_vocab_ = 0;  // sample() picks ids in [0, sample_vocab_)
 
   std::vector<float> embedding_;   // [vocab, dim]
   std::vector<float> head_;        // [vocab, dim], empty when tied to the embedding

@@ -18,8 +18,8 @@
 //   an A/B run can switch mappings inside one process (set_gemv).
 // - Memory. Before anything is allocated the bytes needed (row-major weights + one prepacked copy + KV cache +
 //   activations + scratch + a reserve) are compared with cudaMemGetInfo's free bytes; too little -> llm::Error
-//   "model needs X GiB of GPU memory ..., Y GiB free". ctx_size 0 -> the model maximum, capped (and said on stderr)
-//   to what the KV cache can have.
+//   "model needs X GiB of GPU memory ..., Y GiB free". ctx_size 0 -> default_ctx_size() (the model maximum, at most
+//   kDefaultCtxCap), capped (and said on stderr) to what the KV cache can have.
 // - Fused projections (BackendOptions::fuse_projections, default on). Decode runs one GEMV for q|k|v into one
 //   contiguous activation buffer (q_, k_, v_ are its slices) and one for gate|up (gate_, up_ likewise), then
 //   swiglu_fused reads the two halves: 4 GEMVs per layer instead of 7; small GEMVs lose most of their time to launch
@@ -31,8 +31,9 @@
 //   The "cublas" mapping is capture-safe because its handle (in the GemvContext) gets an explicit workspace
 //   (kernels/gemv_cublas.cu); the prefill handle here gets one too (cublasSetWorkspace after cublasSetStream).
 //   Every mapping switched to keeps its prepacked copy (one more model-sized copy each) until release_other_gemvs().
-// - Sample. sample_device on the device logits; the token comes back with one 4-byte copy and a stream sync: the one
-//   device-to-host transfer per token.
+// - Sample. sample_device on the device logits (ids below sample_vocab_ only); the token comes back with one 4-byte
+//   copy and a stream sync: the one device-to-host transfer per token. NaN or Inf logits come back as
+//   kSampleNonFinite in those same 4 bytes and stop the run with an error naming the step.
 // - Prefill. The prompt in batched passes of up to max_prefill_chunk() tokens (activations sized for that at
 //   construction): cuBLAS GEMMs (BF16 A/B, FP32 C, FP32 compute) for the projections, residual adds through beta=1,
 //   the batched attention op; only the last token's row goes through the final norm and the head (current mapping).
@@ -242,7 +243,7 @@ class CudaEngine final : public CudaBackend {
 
  private:
   MemoryPlan plan_memory(int ctx, int chunk) const;
-  int choose_ctx(int requested, int chunk, size_t free_bytes) const;
+  int choose_ctx(int requested, int want, int chunk, size_t free_bytes) const;
   uint16_t* upload_bf16(const HostTensor& t);
   void upload_bf16_into(const HostTensor& t, uint16_t* d);
   std::vector<DevMatrix> decode_matrices(const DevLayer& dl) const;
@@ -259,6 +260,7 @@ class CudaEngine final : public CudaBackend {
 
   ModelConfig cfg_;
   int ctx_ = 0;
+  int sample_vocab_ = 0;  // sample() picks ids in [0, sample_vocab_): the tokenizer's size when the head is padded
   int max_chunk_ = 0;
   int chunk_ = 0;
   bool use_graph_ = true;
@@ -326,10 +328,10 @@ MemoryPlan CudaEngine::plan_memory(int ctx, int chunk) const {
   return p;
 }
 
-int CudaEngine::choose_ctx(int requested, int chunk, size_t free_bytes) const {
+int CudaEngine::choose_ctx(int requested, int want, int chunk, size_t free_bytes) const {
   if (requested < 0) fail("cuda backend: ctx_size must be >= 0, found ", requested);
   if (requested > 0) return requested;  // checked against the model maximum after the memory check
-  const int want = cfg_.max_seq_len;
+  // want: default_ctx_size(), the model maximum up to kDefaultCtxCap
   const MemoryPlan full = plan_memory(want, std::min(chunk, want));
   if (full.total() <= double(free_bytes)) return want;
   // Whatever is left after everything but the KV cache (scratch bounded by its size at the maximum context).
@@ -338,17 +340,13 @@ int CudaEngine::choose_ctx(int requested, int chunk, size_t free_bytes) const {
   int ctx = left > 0 ? int(std::min(double(want), std::floor(left / kv_per_pos))) : 0;
   if (ctx >= 256) ctx -= ctx % 256;
   if (ctx < 1) return want;  // nothing fits: the memory check reports it with the full numbers
-  std::fprintf(stderr, "cuda: ctx_size capped to %d (the model maximum %d needs %s GiB of KV cache; %s GiB free)\n",
+  std::fprintf(stderr, "cuda: ctx_size capped to %d (the default %d needs %s GiB of KV cache; %s GiB free)\n",
                ctx, want, gib_str(full.kv).c_str(), gib_str(double(free_bytes)).c_str());
   return ctx;
 }
 
 CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(model.config) {
-  int n_dev = 0;
-  if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-    cudaGetLastError();
-    fail("no CUDA device found");
-  }
+  require_cuda_device();
   cfg_.validate(model.source);
   tied_ = cfg_.tied_embeddings || model.weights.head.empty();
   fused_ = opt.fuse_projections;
@@ -357,8 +355,12 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   // Memory check, before anything is allocated.
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const int ctx_guess = opt.ctx_size > 0 ? opt.ctx_size : cfg_.max_seq_len;
-  ctx_ = choose_ctx(opt.ctx_size, std::min(kMaxPrefillChunk, ctx_guess), free_b);
+  if (opt.sample_vocab < 0 || opt.sample_vocab > cfg_.vocab_size)
+    fail("cuda backend: sample_vocab ", opt.sample_vocab, " outside 0..", cfg_.vocab_size);
+  sample_vocab_ = opt.sample_vocab > 0 ? opt.sample_vocab : cfg_.vocab_size;
+  const int ctx_default = opt.ctx_size > 0 ? 0 : default_ctx_size(cfg_, stderr);
+  const int ctx_guess = opt.ctx_size > 0 ? opt.ctx_size : ctx_default;
+  ctx_ = choose_ctx(opt.ctx_size, ctx_default, std::min(kMaxPrefillChunk, ctx_guess), free_b);
   max_chunk_ = chunk_ = std::min(kMaxPrefillChunk, ctx_);
   const MemoryPlan plan = plan_memory(ctx_, max_chunk_);
   if (plan.total() > double(free_b))
@@ -832,12 +834,16 @@ void CudaEngine::prefill(const int* tokens, int n, int pos) {
 
 int CudaEngine::sample(const SamplerParams& p, uint64_t step) {
   const float u = rng_unit(p.seed, kSamplerStream, step);
-  sample_device(logits_, cfg_.vocab_size, p.temperature, p.top_k, p.top_p, u, d_sampled_, sample_scratch_,
+  sample_device(logits_, sample_vocab_, p.temperature, p.top_k, p.top_p, u, d_sampled_, sample_scratch_,
                 stream_.s);
   CUDA_CHECK_LAUNCH("sample_device");
   int* io = static_cast<int*>(host_io_.p) + 2;
   CUDA_CHECK(cudaMemcpyAsync(io, d_sampled_, sizeof(int), cudaMemcpyDeviceToHost, stream_.s));
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  // The same 4 bytes carry the non-finite flag: NaN or Inf logits stop the run (never a token from garbage).
+  if (*io == kSampleNonFinite) fail_non_finite_logits(step);
+  if (*io < 0 || *io >= sample_vocab_)
+    fail("cuda backend: step ", step, ": sampling returned id ", *io, " outside [0, ", sample_vocab_, ")");
   return *io;
 }
 
@@ -864,14 +870,17 @@ double DecodeProfile::gemv_ms() const {
   return s;
 }
 
-bool cuda_device_available() {
+std::string cuda_unavailable_reason() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free error so later calls do not report it
-    return false;
+    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
   }
-  return n > 0;
+  return n > 0 ? "" : "cudaGetDeviceCount found no device";
 }
+
+bool cuda_device_available() { return cuda_unavailable_reason().empty(); }
 
 std::unique_ptr<CudaBackend> make_cuda_engine(const Model& model, const BackendOptions& opt) {
   return std::make_unique<CudaEngine>(model, opt);

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "engine/decode_loop.h"
 
 namespace llm {
 
@@ -16,59 +17,30 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-bool is_eos(const ModelConfig& c, int id) {
-  return std::find(c.eos_ids.begin(), c.eos_ids.end(), id) != c.eos_ids.end();
-}
-
 }  // namespace
 
 GenerateResult generate(Backend& backend, const ModelConfig& config, const std::vector<int>& prompt,
                         const GenerateOptions& opt, const std::function<void(int)>& on_token, double load_ms) {
-  const int n_prompt = int(prompt.size());
-  if (n_prompt == 0) fail("the prompt is empty (it needs at least the BOS token)");
-  if (n_prompt > backend.ctx_size())
-    fail("the prompt has ", n_prompt, " tokens, longer than the context of ", backend.ctx_size(), " positions");
-  if (opt.n_predict < 1) fail("n_predict must be >= 1, found ", opt.n_predict);
-
+  DecodeLoopOptions lo;
+  lo.max_new = opt.n_predict;
+  lo.sampler = opt.sampler;
+  if (!opt.ignore_eos) lo.stop_ids = config.eos_ids;
+  if (opt.stop_on_bos) lo.stop_bos_id = config.bos_id;
+  lo.interrupt = opt.interrupt;
+  const auto start = Clock::now();
+  DecodeLoopResult d = decode_loop(backend, prompt, lo, [&](int id) {
+    if (on_token) on_token(id);
+    return true;
+  });
   GenerateResult r;
+  r.tokens = std::move(d.tokens);
+  r.stop_reason = stop_reason_name(d.stop);
   Timings& t = r.timings;
   t.load_ms = load_ms;
-  const auto start = Clock::now();
-  auto interrupted = [&] { return opt.interrupt && *opt.interrupt; };
-
-  auto t0 = Clock::now();
-  const int piece = std::max(1, backend.prefill_piece());
-  for (int p0 = 0; p0 < n_prompt; p0 += piece) {
-    if (interrupted()) {  // Ctrl-C during a long prompt: stop with the timings so far
-      t.prompt_ms = ms_since(t0);
-      t.prompt_tokens = p0;
-      t.total_ms = load_ms + ms_since(start);
-      r.stop_reason = "interrupted";
-      return r;
-    }
-    backend.prefill(prompt.data() + p0, std::min(piece, n_prompt - p0), p0);
-  }
-  int token = backend.sample(opt.sampler, 0);
-  t.prompt_ms = ms_since(t0);
-  t.prompt_tokens = n_prompt;
-
-  int pos = n_prompt;  // where the token just sampled goes
-  for (;;) {
-    if (!opt.ignore_eos && is_eos(config, token)) { r.stop_reason = "eos"; break; }
-    if (opt.stop_on_bos && token == config.bos_id) { r.stop_reason = "bos"; break; }
-    r.tokens.push_back(token);
-    if (on_token) on_token(token);
-    if (int(r.tokens.size()) >= opt.n_predict) { r.stop_reason = "length"; break; }
-    if (interrupted()) { r.stop_reason = "interrupted"; break; }
-    if (pos >= backend.ctx_size()) { r.stop_reason = "context"; break; }
-
-    t0 = Clock::now();
-    backend.decode(token, pos);
-    token = backend.sample(opt.sampler, uint64_t(r.tokens.size()));
-    t.eval_ms += ms_since(t0);
-    t.eval_tokens++;
-    pos++;
-  }
+  t.prompt_ms = d.prompt_ms;
+  t.prompt_tokens = d.prefilled;
+  t.eval_ms = d.eval_ms;
+  t.eval_tokens = d.eval_tokens;
   t.total_ms = load_ms + ms_since(start);
   return r;
 }

@@ -1,5 +1,5 @@
-// The decode loop: prefill(prompt) -> sample -> decode -> sample -> ..., streaming each new token, with the timings
-// llama.cpp users read (llama_perf lines).
+// One-shot generation (run-llama): the one decode loop (engine/decode_loop.h) from position 0, streaming each new
+// token, with the timings llama.cpp users read (llama_perf lines).
 #pragma once
 #include <csignal>
 #include <cstdio>
@@ -32,7 +32,7 @@ struct Timings {
 
 struct GenerateResult {
   std::vector<int> tokens;  // the generated tokens (a stopping EOS/BOS not included)
-  std::string stop_reason;  // "eos", "bos", "length", "context" or "interrupted"
+  std::string stop_reason;  // stop_reason_name(): "eos", "bos", "length", "context" or "interrupted"
   Timings timings;
 };
 

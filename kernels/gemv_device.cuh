@@ -1,4 +1,4 @@
-// Device helpers shared by the lanes-along-K GEMV kernels (kernels/gemv_warp.cu, gemv_warp_tuned.cu,
+// Device helpers shared by the lanes-along-K GEMV kernels (kernels/gemv_warp.cu, gemv_warp_r2.cu,
 // gemv_batched.cu): the 16-byte streaming weight load, BF16 pairs to FP32 FMAs, x chunks, the warp reduction.
 #pragma once
 #include <cstdint>

@@ -58,22 +58,4 @@ void warp_gemv_prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out
 void warp_gemv_launch(const char* mapping, const GemvWeight& w, const float* x, float* y, bool accumulate,
                       const WarpGemvPlan& plan, cudaStream_t stream);
 
-// The tuned warp kernel (kernels/gemv_warp_tuned.cu) behind the candidate "warp-r2" (warp-bal and warp-r2-bal, measured slower on the H200, were dropped):
-// same prepacked layout as "warp" (warp_gemv_prepack), always launched with programmatic dependent launch.
-struct WarpTunedConfig {
-  int rows_per_warp = 1;     // 1 or 2 rows sharing each x chunk
-  bool balanced = false;     // persistent lanes with equal runs of rows (no partial last wave)
-  bool l2_prefetch = false;  // weight loads carry the .L2::256B prefetch-size hint
-};
-struct WarpTunedPlan {
-  int splits = 1;      // warps per lane (K-slices), 1, 2, 4 or 8
-  int grid = 0;        // blocks of kWarpGemvThreads
-  int64_t groups = 0;  // ceil(N / rows_per_warp) groups of consecutive rows
-  int64_t lanes = 0;   // lane j owns groups [j * groups / lanes, (j + 1) * groups / lanes)
-};
-WarpTunedPlan warp_tuned_plan(int N, int K, const WarpTunedConfig& cfg);
-GemvLaunchShape warp_tuned_shape(int N, int K, const WarpTunedConfig& cfg);
-void warp_tuned_launch(const char* mapping, const GemvWeight& w, const float* x, float* y, bool accumulate,
-                       const WarpTunedConfig& cfg, cudaStream_t stream);
-
 }  // namespace llm

@@ -2,30 +2,38 @@
 #include <string>
 #include <vector>
 
+#include "core/gemv_names.h"
 #include "kernels/cuda_check.h"
 #include "kernels/gemv_internal.h"
 
-// Each mapping in kernels/gemv_<name>.cu, listed once: the first is the default (fastest correct). warp-r2 is first:
-// synthetic llama3.1-8b decode on the H200 ran at 223 tokens/s with it, 199.5 with warp and 199.4 with cuBLAS.
-#define LLM_GEMV_MAPPINGS(X)                                                    \
-  X(gemv_mapping_warp_r2)       /* default: warp + 2 rows/warp share x, ring */ \
-  X(gemv_mapping_warp)          /* lanes along K, 16-byte loads, 1 row/warp */  \
-  X(gemv_mapping_thread)        /* one thread per row: uncoalesced baseline */  \
-  X(gemv_mapping_colmajor)      /* [K, N] layout, thread per column */          \
-  X(gemv_mapping_cublas)        /* cublasGemmEx yardstick */                    \
-  X(gemv_mapping_thread_splitk) /* control: thread + split-K (full GPU) */      \
-  X(gemv_mapping_warp_few)      /* control: warp loads, thread's warp count */
-
+// Each mapping in kernels/gemv_<name>.cu is listed once, in core/gemv_names.h (LLM_GEMV_MAPPINGS: identifier, name,
+// one line), which the CPU build reads too; the first is the default (fastest correct).
 namespace llm {
 
-#define LLM_DECLARE_MAPPING(m) extern const GemvMapping m;
+#define LLM_DECLARE_MAPPING(id, name, what) extern const GemvMapping gemv_mapping_##id;
 LLM_GEMV_MAPPINGS(LLM_DECLARE_MAPPING)
 #undef LLM_DECLARE_MAPPING
 
-const std::vector<const GemvMapping*>& gemv_mappings() {
-#define LLM_LIST_MAPPING(m) &m,
-  static const std::vector<const GemvMapping*> list = {LLM_GEMV_MAPPINGS(LLM_LIST_MAPPING)};
+namespace {
+
+// The registry in the order of core/gemv_names.h; a kernel file whose GemvMapping::name differs from the list's name
+// is a programming error, reported on first use (and by tests/cpu/gemv_names_test.cpp, which needs no GPU).
+std::vector<const GemvMapping*> build_registry() {
+#define LLM_LIST_MAPPING(id, name, what) &gemv_mapping_##id,
+  std::vector<const GemvMapping*> list = {LLM_GEMV_MAPPINGS(LLM_LIST_MAPPING)};
 #undef LLM_LIST_MAPPING
+  static_assert(sizeof(kGemvMappingNames) / sizeof(kGemvMappingNames[0]) == size_t(kGemvMappingCount), "");
+  for (int i = 0; i < kGemvMappingCount; ++i)
+    if (std::string(list[size_t(i)]->name) != kGemvMappingNames[i].name)
+      fail("GEMV registry: core/gemv_names.h lists '", kGemvMappingNames[i].name, "' at position ", i,
+           " but its kernel calls itself '", list[size_t(i)]->name, "'");
+  return list;
+}
+
+}  // namespace
+
+const std::vector<const GemvMapping*>& gemv_mappings() {
+  static const std::vector<const GemvMapping*> list = build_registry();
   return list;
 }
 
@@ -33,12 +41,9 @@ const char* gemv_default_name() { return gemv_mappings().front()->name; }
 
 const GemvMapping& gemv_find(const std::string& name) {
   const std::string wanted = name.empty() ? gemv_default_name() : name;
-  std::string known;
-  for (const GemvMapping* m : gemv_mappings()) {
+  for (const GemvMapping* m : gemv_mappings())
     if (wanted == m->name) return *m;
-    known += (known.empty() ? "" : ", ") + std::string(m->name);
-  }
-  fail("unknown GEMV mapping '", name, "' (known: ", known, ")");
+  fail("unknown GEMV mapping '", name, "' (known: ", gemv_mapping_names(), ")");
 }
 
 void gemv_free(GemvWeight* w) {

@@ -57,7 +57,10 @@ void convert_f32_to_bf16(const float* x, uint16_t* out, size_t n, cudaStream_t s
 void convert_bf16_to_f32(const uint16_t* x, float* out, size_t n, cudaStream_t s);
 
 // Sampling on the device, the rule of engine/sampler.h: temperature 0 -> argmax (lowest index on ties); otherwise
-// softmax(logits / T), top-k (0 = off), top-p, and one uniform number u in [0, 1). Writes the id to *d_out.
+// softmax(logits / T), top-k (0 = off), top-p, and one uniform number u in [0, 1). Writes the id to *d_out, or
+// kSampleNonFinite when any of logits[0, vocab) is NaN or Inf. Only ids below `vocab` are candidates: a caller
+// whose tokenizer is smaller than the head passes the tokenizer's size (the padding logits are never looked at).
+constexpr int kSampleNonFinite = -2;
 size_t sample_scratch_bytes(int vocab);
 void sample_device(const float* logits, int vocab, float temperature, int top_k, float top_p, float u, int* d_out,
                    void* scratch, cudaStream_t s);

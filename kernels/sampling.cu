@@ -7,6 +7,8 @@
 // their bits): four passes of 8-bit digits, counting elements (top-k) or their mass (top-p). Ties at a threshold
 // are kept by lowest index, exactly as the CPU's stable sort does, so the kept set is the CPU's (up to FP32 vs FP64
 // rounding of probabilities that sit exactly on the top-p boundary).
+// Logits holding NaN or Inf anywhere in [0, vocab) give no token: *d_out = kSampleNonFinite (kernels/ops.h), in the
+// same 4-byte value the host copies back anyway, so detecting them costs no extra transfer.
 // The draw walks the kept tokens in INDEX order, not in descending probability as engine/sampler.cpp does: each
 // token is still chosen with probability p_i / sum(kept), i.e. the same distribution, but the same u generally
 // picks a different token than the CPU sampler.
@@ -42,15 +44,19 @@ __device__ __forceinline__ uint32_t bits_of(float e) { return __float_as_uint(e)
 // Larger value wins; equal values: lower index (NaN never wins).
 __device__ __forceinline__ bool better(float v, int i, float bv, int bi) { return v > bv || (v == bv && i < bi); }
 
-// Argmax of x[0..n), lowest index on ties; INT_MAX if every value is NaN. Every thread gets the result.
-__device__ void block_argmax(const float* __restrict__ x, int n, SampleShared& sh, float* out_v, int* out_i) {
+// Argmax of x[0..n), lowest index on ties; INT_MAX if every value is NaN. Every thread gets the result, and the
+// return value: whether any of x[0..n) is NaN or Inf.
+__device__ bool block_argmax(const float* __restrict__ x, int n, SampleShared& sh, float* out_v, int* out_i) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float bv = -INFINITY;
   int bi = INT_MAX;
+  int bad = 0;
   for (int i = threadIdx.x; i < n; i += kThreads) {
     const float v = x[i];
+    bad |= !isfinite(v);
     if (better(v, i, bv, bi)) bv = v, bi = i;
   }
+  const bool any_bad = __syncthreads_or(bad) != 0;
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(kFullWarp, bv, o);
     const int oi = __shfl_xor_sync(kFullWarp, bi, o);
@@ -67,6 +73,7 @@ __device__ void block_argmax(const float* __restrict__ x, int n, SampleShared& s
   }
   *out_v = bv;
   *out_i = bi;
+  return any_bad;
 }
 
 // Warp 0: the digit d (bins 255 -> 0) where the weight at or above it first reaches target.
@@ -195,8 +202,11 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* __restric
   __shared__ SampleShared sh;
   float mx;
   int im;
-  block_argmax(logits, vocab, sh, &mx, &im);
-  if (im == INT_MAX) im = 0;  // all NaN: as the CPU argmax, index 0
+  if (block_argmax(logits, vocab, sh, &mx, &im)) {  // NaN or Inf: no token, the host stops the run
+    if (threadIdx.x == 0) *d_out = kSampleNonFinite;
+    return;
+  }
+  if (im == INT_MAX) im = 0;  // unreachable now (NaN is flagged above); kept as the CPU argmax's rule
   // Greedy as the CPU sampler (T <= 0 or top_k == 1); a +inf maximum has no softmax either.
   if (!(temperature > 0.0f) || top_k == 1 || !isfinite(mx)) {
     if (threadIdx.x == 0) *d_out = im;

@@ -1,34 +1,61 @@
 #include "models/config.h"
 
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 
 namespace llm {
 
+std::string format_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  const bool is_float = std::fabs(v) <= double(FLT_MAX) && double(float(v)) == v;
+  char buf[40];
+  if (std::fabs(v) < 1e7 && v == std::floor(v)) {  // whole numbers as written: 10000, not 1e+04
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (is_float ? std::strtof(buf, nullptr) == float(v) : std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+float checked_rope_theta(double v, const std::string& where, const std::string& key) {
+  if (!(v >= kMinRopeTheta && v <= kMaxRopeTheta))
+    fail(where, ": ", key, " must be between ", format_number(kMinRopeTheta), " and ", format_number(kMaxRopeTheta),
+         ", found ", format_number(v));
+  return float(v);
+}
+
+float checked_norm_eps(double v, const std::string& where, const std::string& key) {
+  if (!(v >= kMinNormEps && v <= kMaxNormEps))
+    fail(where, ": ", key, " must be between ", format_number(kMinNormEps), " and ", format_number(kMaxNormEps),
+         ", found ", format_number(v));
+  return float(v);
+}
+
 void ModelConfig::validate(const std::string& where) const {
-  auto positive = [&](const char* key, long v) {
-    if (v <= 0) fail(where, ": ", key, " must be positive, found ", v);
+  auto in_range = [&](const char* key, long v, long max) {
+    if (v <= 0 || v > max) fail(where, ": ", key, " must be between 1 and ", max, ", found ", v);
   };
-  positive("hidden_size", dim);
-  positive("intermediate_size", hidden_dim);
-  positive("num_hidden_layers", n_layers);
-  positive("num_attention_heads", n_heads);
-  positive("num_key_value_heads", n_kv_heads);
-  positive("head_dim", head_dim);
-  positive("vocab_size", vocab_size);
-  positive("max_position_embeddings", max_seq_len);
+  in_range("hidden_size", dim, kMaxDim);
+  in_range("intermediate_size", hidden_dim, kMaxHiddenDim);
+  in_range("num_hidden_layers", n_layers, kMaxLayers);
+  in_range("num_attention_heads", n_heads, kMaxHeads);
+  in_range("num_key_value_heads", n_kv_heads, kMaxHeads);
+  in_range("head_dim", head_dim, kMaxHeadDim);
+  in_range("vocab_size", vocab_size, kMaxVocabSize);
+  in_range("max_position_embeddings", max_seq_len, kMaxPositions);
   if (n_heads % n_kv_heads != 0)
     fail(where, ": num_attention_heads (", n_heads, ") is not a multiple of num_key_value_heads (", n_kv_heads, ")");
   if (head_dim % 2 != 0) fail(where, ": head_dim must be even for RoPE, found ", head_dim);
-  if (!(norm_eps > 0.0f) || !std::isfinite(norm_eps)) fail(where, ": rms_norm_eps must be positive, found ", norm_eps);
-  if (!(rope_theta > 0.0f) || !std::isfinite(rope_theta)) fail(where, ": rope_theta must be positive, found ", rope_theta);
-  // Bounds that keep every size product inside int64 and every index inside int32 per row.
-  if (dim > (1 << 20) || hidden_dim > (1 << 22) || n_layers > 4096 || n_heads > 4096 || head_dim > 4096 ||
-      vocab_size > (1 << 24) || max_seq_len > (1 << 24))
-    fail(where, ": implausible model size (hidden_size ", dim, ", intermediate_size ", hidden_dim, ", layers ",
-         n_layers, ", heads ", n_heads, ", head_dim ", head_dim, ", vocab ", vocab_size, ", positions ", max_seq_len,
-         ")");
+  checked_norm_eps(norm_eps, where, "rms_norm_eps");
+  checked_rope_theta(rope_theta, where, "rope_theta");
   if (rope_scaling.type != "none" && rope_scaling.type != "llama3")
     fail(where, ": unsupported rope scaling type '", rope_scaling.type, "' (supported: llama3)");
   if (rope_scaling.type == "llama3") {

@@ -39,6 +39,21 @@ struct ModelConfig {
   void validate(const std::string& where) const;
 };
 
+// The ranges the engine supports, stated once (validate() and the loaders' messages use them).
+constexpr double kMinRopeTheta = 1.0, kMaxRopeTheta = 1e12;
+constexpr double kMinNormEps = 1e-12, kMaxNormEps = 1.0;
+constexpr int kMaxDim = 1 << 20, kMaxHiddenDim = 1 << 22, kMaxLayers = 4096, kMaxHeads = 4096, kMaxHeadDim = 4096,
+              kMaxVocabSize = 1 << 24, kMaxPositions = 1 << 24;
+
+// A number as the shortest %g text that reads back as the same value (as a float when the value is exactly a
+// float, so a GGUF float32 1e-40 prints "1e-40", not its 17-digit double expansion): 1e-50, 1e+300, 10000.5.
+std::string format_number(double v);
+
+// rope theta / RMSNorm epsilon read from a file, checked as doubles (the file's own type) against the stated ranges
+// before they become the config's floats; the message names `where`, `key` and the value as read.
+float checked_rope_theta(double v, const std::string& where, const std::string& key);
+float checked_norm_eps(double v, const std::string& where, const std::string& key);
+
 // The head_dim/2 rotary inverse frequencies, pair i using theta^(-2i/head_dim), with llama3 scaling
 // applied and each divided by rope_freq_factors[i] when those are given.
 std::vector<float> rope_inv_freq(const ModelConfig& c);

@@ -95,23 +95,24 @@ void read_scalar(Reader& r, uint32_t t, GgufValue* v, const std::string& what) {
 
 void read_value(Reader& r, const std::string& path, const std::string& key, uint32_t t, GgufValue* v, int depth) {
   v->type = t;
-  const std::string what = "value of key '" + key + "'";
+  const std::string shown = printable(key);  // the key as messages show it
+  const std::string what = "value of key '" + shown + "'";
   if (scalar_size(t)) return read_scalar(r, t, v, what);
   if (t == STRING) {
     v->s = r.str(what);
     return;
   }
-  if (t != ARRAY) fail(path, ": GGUF key '", key, "': unknown value type ", t, " (expected 0..12)");
-  if (depth >= kMaxArrayDepth) fail(path, ": GGUF key '", key, "': arrays nested deeper than ", kMaxArrayDepth);
+  if (t != ARRAY) fail(path, ": GGUF key '", shown, "': unknown value type ", t, " (expected 0..12)");
+  if (depth >= kMaxArrayDepth) fail(path, ": GGUF key '", shown, "': arrays nested deeper than ", kMaxArrayDepth);
   v->array_type = r.scalar<uint32_t>(what + " array type");
   v->array_len = r.scalar<uint64_t>(what + " array length");
   // Every element takes at least one byte, so a longer array cannot fit in what is left.
   if (v->array_len > r.left())
-    fail(path, ": GGUF key '", key, "': array length ", v->array_len, " exceeds the ", r.left(),
+    fail(path, ": GGUF key '", shown, "': array length ", v->array_len, " exceeds the ", r.left(),
          " bytes left in the file");
   if (size_t sz = scalar_size(v->array_type)) {
     if (v->array_len * sz > r.left())
-      fail(path, ": GGUF key '", key, "': array of ", v->array_len, " elements runs past the end of the file");
+      fail(path, ": GGUF key '", shown, "': array of ", v->array_len, " elements runs past the end of the file");
     const bool is_float = v->array_type == F32 || v->array_type == F64;
     (is_float ? v->floats.reserve(size_t(v->array_len)) : v->ints.reserve(size_t(v->array_len)));
     GgufValue elem;
@@ -138,26 +139,27 @@ uint64_t tensor_bytes(const std::string& path, const GgufTensor& t, uint64_t num
     case GgmlType::F16: case GgmlType::BF16: return numel * 2;
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1: {
       if (t.dims[0] % kQuantBlock != 0)
-        fail(path, ": tensor ", t.name, ": row length ", t.dims[0], " is not a multiple of the ",
+        fail(path, ": tensor ", printable(t.name), ": row length ", t.dims[0], " is not a multiple of the ",
              ggml_type_name(t.type), " block size ", kQuantBlock);
       const uint64_t block = t.type == uint32_t(GgmlType::Q8_0) ? kQ8_0Bytes
                              : t.type == uint32_t(GgmlType::Q4_0) ? kQ4_0Bytes : kQ4_1Bytes;
       return numel / kQuantBlock * block;
     }
   }
-  fail(path, ": tensor ", t.name, ": unsupported tensor type ", ggml_type_name(t.type),
+  fail(path, ": tensor ", printable(t.name), ": unsupported tensor type ", ggml_type_name(t.type),
        " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
 }
 
 GgufTensor read_tensor_info(Reader& r, const std::string& path) {
   GgufTensor t;
   t.name = r.str("tensor name");
-  const uint32_t n_dims = r.scalar<uint32_t>("dimension count of tensor " + t.name);
+  const std::string shown = printable(t.name);
+  const uint32_t n_dims = r.scalar<uint32_t>("dimension count of tensor " + shown);
   if (n_dims == 0 || n_dims > kMaxDims)
-    fail(path, ": tensor ", t.name, ": dimension count ", n_dims, " (expected 1..", kMaxDims, ")");
-  for (uint32_t d = 0; d < n_dims; ++d) t.dims.push_back(r.scalar<uint64_t>("dimensions of tensor " + t.name));
-  t.type = r.scalar<uint32_t>("type of tensor " + t.name);
-  t.offset = r.scalar<uint64_t>("data offset of tensor " + t.name);
+    fail(path, ": tensor ", shown, ": dimension count ", n_dims, " (expected 1..", kMaxDims, ")");
+  for (uint32_t d = 0; d < n_dims; ++d) t.dims.push_back(r.scalar<uint64_t>("dimensions of tensor " + shown));
+  t.type = r.scalar<uint32_t>("type of tensor " + shown);
+  t.offset = r.scalar<uint64_t>("data offset of tensor " + shown);
   return t;
 }
 
@@ -166,15 +168,16 @@ void place_tensor(GgufTensor& t, const GgufFile& f, const uint8_t* data, uint64_
   uint64_t numel = 1;
   for (uint64_t n : t.dims) {
     if (n == 0 || n > kMaxElements || numel > kMaxElements / n)
-      fail(f.path, ": tensor ", t.name, ": implausible dimension ", n);
+      fail(f.path, ": tensor ", printable(t.name), ": implausible dimension ", n);
     numel *= n;
   }
   const uint64_t bytes = tensor_bytes(f.path, t, numel);
   if (t.offset % f.alignment != 0)
-    fail(f.path, ": tensor ", t.name, ": data offset ", t.offset, " is not a multiple of the alignment ", f.alignment);
+    fail(f.path, ": tensor ", printable(t.name), ": data offset ", t.offset, " is not a multiple of the alignment ",
+         f.alignment);
   if (t.offset > data_size || bytes > data_size - t.offset)
-    fail(f.path, ": tensor ", t.name, ": data [", t.offset, ", ", t.offset + bytes, ") runs past the end of the ",
-         data_size, "-byte data section");
+    fail(f.path, ": tensor ", printable(t.name), ": data [", t.offset, ", ", t.offset + bytes,
+         ") runs past the end of the ", data_size, "-byte data section");
   t.data = data + t.offset;
   t.nbytes = size_t(bytes);
 }
@@ -216,10 +219,10 @@ GgufFile open_gguf(const std::string& path) {
 
   for (uint64_t k = 0; k < n_kv; ++k) {
     std::string key = r.str("metadata key");
-    const uint32_t type = r.scalar<uint32_t>("value type of key '" + key + "'");
+    const uint32_t type = r.scalar<uint32_t>("value type of key '" + printable(key) + "'");
     GgufValue v;
     read_value(r, path, key, type, &v, 0);
-    if (!f.kv.emplace(key, v).second) fail(path, ": GGUF metadata key '", key, "' appears twice");
+    if (!f.kv.emplace(key, v).second) fail(path, ": GGUF metadata key '", printable(key), "' appears twice");
   }
   if (f.find_kv("general.alignment")) {
     const int64_t al = f.get_int("general.alignment");
@@ -236,7 +239,7 @@ GgufFile open_gguf(const std::string& path) {
   for (GgufTensor& t : infos) {
     place_tensor(t, f, f.mapping->data() + (data_start > size ? size : data_start), data_size);
     const std::string name = t.name;
-    if (!f.tensors.emplace(name, std::move(t)).second) fail(path, ": tensor ", name, " appears twice");
+    if (!f.tensors.emplace(name, std::move(t)).second) fail(path, ": tensor ", printable(name), " appears twice");
   }
   return f;
 }
@@ -247,7 +250,8 @@ namespace {
 ModelConfig config_from(const GgufFile& f) {
   const std::string arch = f.find_kv("general.architecture") ? f.find_kv("general.architecture")->s : "";
   if (arch != "llama")
-    fail(f.path, ": general.architecture is '", arch, "', expected 'llama' (the only GGUF architecture supported)");
+    fail(f.path, ": general.architecture is '", printable(arch),
+         "', expected 'llama' (the only GGUF architecture supported)");
   auto geti = [&](const std::string& key) {
     const int64_t v = f.get_int(key);
     if (v <= 0 || v > (int64_t(1) << 30)) fail(f.path, ": GGUF metadata key '", key, "' = ", v, " is implausible");
@@ -261,12 +265,22 @@ ModelConfig config_from(const GgufFile& f) {
   c.n_kv_heads = f.find_kv("llama.attention.head_count_kv") ? geti("llama.attention.head_count_kv") : c.n_heads;
   c.hidden_dim = geti("llama.feed_forward_length");
   c.max_seq_len = geti("llama.context_length");
-  c.head_dim = f.find_kv("llama.attention.key_length") ? geti("llama.attention.key_length") : c.dim / c.n_heads;
+  if (f.find_kv("llama.attention.key_length")) {
+    c.head_dim = geti("llama.attention.key_length");
+  } else {
+    if (c.dim % c.n_heads != 0)
+      fail(f.path, ": llama.embedding_length ", c.dim, " is not a multiple of llama.attention.head_count ", c.n_heads,
+           " and llama.attention.key_length is not given");
+    c.head_dim = c.dim / c.n_heads;
+  }
   if (f.find_kv("llama.rope.dimension_count") && geti("llama.rope.dimension_count") != c.head_dim)
     fail(f.path, ": llama.rope.dimension_count ", geti("llama.rope.dimension_count"),
          " differs from the head size ", c.head_dim, " (partial rotary embeddings are not supported)");
-  c.rope_theta = f.find_kv("llama.rope.freq_base") ? float(f.get_float("llama.rope.freq_base")) : 10000.0f;
-  c.norm_eps = float(f.get_float("llama.attention.layer_norm_rms_epsilon"));
+  // Checked as read (a float32 or float64 in the file), before the config's float: a denormal theta is refused here.
+  if (f.find_kv("llama.rope.freq_base"))
+    c.rope_theta = checked_rope_theta(f.get_float("llama.rope.freq_base"), f.path, "llama.rope.freq_base");
+  c.norm_eps = checked_norm_eps(f.get_float("llama.attention.layer_norm_rms_epsilon"), f.path,
+                                "llama.attention.layer_norm_rms_epsilon");
   const GgufTensor* embd = f.find("token_embd.weight");
   if (!embd) fail(f.path, ": tensor token_embd.weight not found");
   if (embd->dims.size() != 2) fail(f.path, ": tensor token_embd.weight must be 2-D");
@@ -354,7 +368,8 @@ void check_no_extra_layers(const GgufFile& f, const ModelConfig& c) {
     if (kv.first.compare(0, 4, "blk.") != 0) continue;
     const long layer = std::strtol(kv.first.c_str() + 4, nullptr, 10);
     if (layer < 0 || layer >= c.n_layers)
-      fail(f.path, ": tensor ", kv.first, " belongs to layer ", layer, " but llama.block_count is ", c.n_layers);
+      fail(f.path, ": tensor ", printable(kv.first), " belongs to layer ", layer, " but llama.block_count is ",
+           c.n_layers);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "models/synthetic_spec.h"
 
 namespace llm {
@@ -21,11 +22,11 @@ json read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open ", path);
   try {
-    json j = json::parse(in);
+    json j = parse_json(in, path);
     if (!j.is_object()) fail(path, ": expected a JSON object, found ", j.type_name());
     return j;
   } catch (const json::exception& e) {
-    fail(path, ": not valid JSON (", e.what(), ")");
+    fail(path, ": not valid JSON (", printable(e.what(), 300), ")");
   }
 }
 
@@ -37,7 +38,8 @@ struct Keys {
 
   bool has(const char* key) const { return obj.contains(key) && !obj[key].is_null(); }
   [[noreturn]] void wrong_type(const char* key, const char* want) const {
-    fail(file, ": key '", prefix, key, "' must be ", want, ", found ", obj[key].type_name(), " ", obj[key].dump());
+    fail(file, ": key '", prefix, key, "' must be ", want, ", found ", obj[key].type_name(), " ",
+         printable(obj[key].dump()));
   }
   const json& required(const char* key) const {
     if (!has(key)) fail(file, ": missing required key '", prefix, key, "'");
@@ -47,7 +49,7 @@ struct Keys {
     if (!v.is_number_integer()) wrong_type(key, want);
     bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT_MAX)
                                        : v.get<int64_t>() >= INT_MIN && v.get<int64_t>() <= INT_MAX;
-    if (!fits) fail(file, ": key '", prefix, key, "' is out of range: ", v.dump());
+    if (!fits) fail(file, ": key '", prefix, key, "' is out of range: ", printable(v.dump()));
     return int(v.get<int64_t>());
   }
   int get_int(const char* key) const { return to_int(key, required(key), "an integer"); }
@@ -91,11 +93,11 @@ void check_architecture(const Keys& k) {
     }
     // A Llama body under another head (LlamaForSequenceClassification, LlamaModel) has no lm_head to decode with.
     if (!first.empty())
-      fail(k.file, ": unsupported architecture '", first, "' (supported: LlamaForCausalLM)");
+      fail(k.file, ": unsupported architecture '", printable(first), "' (supported: LlamaForCausalLM)");
   }
   std::string type = k.get_string("model_type", "");
   if (type != "llama")
-    fail(k.file, ": unsupported architecture: model_type '", type,
+    fail(k.file, ": unsupported architecture: model_type '", printable(type),
          "' with no LlamaForCausalLM in 'architectures' (supported: LlamaForCausalLM)");
 }
 
@@ -104,7 +106,7 @@ void parse_rope_type(const Keys& k, RopeScaling* s) {
   std::string type = k.has("rope_type") ? k.get_string("rope_type", "") : k.get_string("type", "default");
   if (type == "default") return;
   if (type != "llama3")
-    fail(k.file, ": unsupported rope type '", type, "' in '", k.prefix.substr(0, k.prefix.size() - 1),
+    fail(k.file, ": unsupported rope type '", printable(type), "' in '", k.prefix.substr(0, k.prefix.size() - 1),
          "' (supported: default, llama3)");
   s->type = "llama3";
   s->factor = float(k.get_number("factor"));
@@ -121,11 +123,12 @@ void parse_rope(const Keys& k, ModelConfig* c) {
     const json& rp = k.obj["rope_parameters"];
     if (!rp.is_object()) k.wrong_type("rope_parameters", "an object");
     Keys sub{rp, k.file, "rope_parameters."};
-    c->rope_theta = float(sub.get_number("rope_theta", top_theta));
+    c->rope_theta = checked_rope_theta(sub.get_number("rope_theta", top_theta), k.file,
+                                       sub.has("rope_theta") ? "rope_parameters.rope_theta" : "rope_theta");
     parse_rope_type(sub, &c->rope_scaling);
     return;
   }
-  c->rope_theta = float(top_theta);
+  c->rope_theta = checked_rope_theta(top_theta, k.file, "rope_theta");
   if (k.has("rope_scaling")) {
     const json& rs = k.obj["rope_scaling"];
     if (!rs.is_object()) k.wrong_type("rope_scaling", "an object or null");
@@ -138,7 +141,7 @@ void refuse_unsupported(const Keys& k) {
     fail(k.file, ": attention_bias: true is not supported (Llama projections without bias only)");
   if (k.get_bool("mlp_bias", false)) fail(k.file, ": mlp_bias: true is not supported (Llama MLP without bias only)");
   std::string act = k.get_string("hidden_act", "silu");
-  if (act != "silu") fail(k.file, ": hidden_act '", act, "' is not supported (supported: silu)");
+  if (act != "silu") fail(k.file, ": hidden_act '", printable(act), "' is not supported (supported: silu)");
 }
 
 void apply_generation_config(const std::string& path, ModelConfig* c) {
@@ -173,7 +176,7 @@ ModelConfig load_hf_config(const std::string& config_path) {
   }
   c.vocab_size = k.get_int("vocab_size");
   c.max_seq_len = k.get_int("max_position_embeddings");
-  c.norm_eps = float(k.get_number("rms_norm_eps", 1e-6));
+  c.norm_eps = checked_norm_eps(k.get_number("rms_norm_eps", 1e-6), config_path, "rms_norm_eps");
   c.tied_embeddings = k.get_bool("tie_word_embeddings", false);
   c.bos_id = k.get_int("bos_token_id", 1);
   c.eos_ids = k.has("eos_token_id") ? k.get_id_list("eos_token_id") : std::vector<int>{2};

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "models/hf_config.h"
 #include "models/model.h"
 #include "models/safetensors.h"
@@ -37,12 +38,14 @@ class WeightFiles {
   const SafetensorsTensor& get(const std::string& name, std::string* file) const {
     auto it = where_.find(name);
     if (it == where_.end())
-      fail(dir_.string(), ": tensor ", name, " not found (",
+      fail(dir_.string(), ": tensor ", printable(name), " not found (",
            index_ ? "not listed in model.safetensors.index.json" : "not in model.safetensors", ")");
     const SafetensorsFile& f = files_.at(it->second);
     *file = f.path;
     const SafetensorsTensor* t = f.find(name);
-    if (!t) fail(f.path, ": tensor ", name, " is missing, though model.safetensors.index.json places it in this shard");
+    if (!t)
+      fail(f.path, ": tensor ", printable(name),
+           " is missing, though model.safetensors.index.json places it in this shard");
     return *t;
   }
 
@@ -67,21 +70,23 @@ class WeightFiles {
     std::ifstream in(path, std::ios::binary);
     json j;
     try {
-      j = json::parse(in);
+      j = parse_json(in, path);
     } catch (const json::exception& e) {
-      fail(path, ": not valid JSON (", e.what(), ")");
+      fail(path, ": not valid JSON (", printable(e.what(), 300), ")");
     }
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       fail(path, ": expected an object with a 'weight_map' object");
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      if (!it.value().is_string()) fail(path, ": weight_map entry for ", it.key(), " must be a file name");
+      if (!it.value().is_string()) fail(path, ": weight_map entry for ", printable(it.key()), " must be a file name");
       const std::string shard = it.value().get<std::string>();
       // Shards are files beside the index: a path (or "..") could point anywhere on the machine.
       if (shard.empty() || shard == "." || shard == ".." || shard.find('/') != std::string::npos)
-        fail(path, ": shard name '", shard, "' (listed for tensor ", it.key(), ") is not a plain file name");
+        fail(path, ": shard name '", printable(shard), "' (listed for tensor ", printable(it.key()),
+             ") is not a plain file name");
       std::error_code ec;  // a name longer than the file system allows is reported, not thrown
       if (!fs::is_regular_file(dir_ / shard, ec))
-        fail(path, ": shard ", shard, " (listed for tensor ", it.key(), ") not found in ", dir_.string());
+        fail(path, ": shard ", printable(shard), " (listed for tensor ", printable(it.key()), ") not found in ",
+             dir_.string());
       where_[it.key()] = shard;
     }
     for (const auto& kv : where_) open_file(kv.second);
@@ -100,7 +105,7 @@ void check_no_extra_layers(const WeightFiles& files, const ModelConfig& c, const
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
     long layer = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
     if (layer >= c.n_layers)
-      fail(dir, ": tensor ", name, " belongs to layer ", layer, " but config.json has num_hidden_layers ",
+      fail(dir, ": tensor ", printable(name), " belongs to layer ", layer, " but config.json has num_hidden_layers ",
            c.n_layers);
   }
 }
@@ -127,8 +132,13 @@ void bind(const HfWeight& w, const WeightFiles& files) {
 std::string chat_template_in(const fs::path& path) {
   if (!fs::is_regular_file(path)) return "";
   std::ifstream in(path);
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) fail(path.string(), ": not a JSON object");
+  nlohmann::json j;
+  try {
+    j = parse_json(in, path.string());
+  } catch (const nlohmann::json::exception&) {
+    fail(path.string(), ": not a JSON object");
+  }
+  if (!j.is_object()) fail(path.string(), ": not a JSON object");
   const auto it = j.find("chat_template");
   if (it == j.end() || it->is_null()) return "";
   if (it->is_string()) return it->get<std::string>();

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace llm {
 
@@ -13,8 +14,10 @@ using nlohmann::json;
 
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::ostringstream os;
+  const size_t shown = std::min<size_t>(shape.size(), 16);  // a file's shape may have thousands of entries
   os << '[';
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  for (size_t i = 0; i < shown; ++i) os << (i ? ", " : "") << shape[i];
+  if (shown < shape.size()) os << ", ... (" << shape.size() << " dimensions)";
   os << ']';
   return os.str();
 }
@@ -33,12 +36,12 @@ bool parse_dtype(const std::string& s, DType* out) {
 uint64_t non_negative(const json& v, const std::string& where, const char* what) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
   if (v.is_number_integer() && v.get<int64_t>() >= 0) return uint64_t(v.get<int64_t>());
-  fail(where, ": ", what, " must be a non-negative integer, found ", v.dump());
+  fail(where, ": ", what, " must be a non-negative integer, found ", printable(v.dump()));
 }
 
 SafetensorsTensor parse_entry(const std::string& path, const std::string& name, const json& e,
                               const uint8_t* data_start, uint64_t data_size, uint64_t* begin_out) {
-  const std::string where = path + ": tensor " + name;
+  const std::string where = path + ": tensor " + printable(name);
   if (!e.is_object()) fail(where, ": header entry must be an object, found ", e.type_name());
   if (!e.contains("dtype") || !e["dtype"].is_string()) fail(where, ": missing or non-string 'dtype'");
   if (!e.contains("shape") || !e["shape"].is_array()) fail(where, ": missing or non-array 'shape'");
@@ -48,7 +51,7 @@ SafetensorsTensor parse_entry(const std::string& path, const std::string& name, 
   SafetensorsTensor t;
   t.name = name;
   const std::string dt = e["dtype"].get<std::string>();
-  if (!parse_dtype(dt, &t.dtype)) fail(where, ": unsupported dtype ", dt, " (supported: F32, F16, BF16)");
+  if (!parse_dtype(dt, &t.dtype)) fail(where, ": unsupported dtype ", printable(dt), " (supported: F32, F16, BF16)");
 
   uint64_t numel = 1;
   for (const json& d : e["shape"]) {
@@ -88,9 +91,9 @@ SafetensorsFile open_safetensors(const std::string& path) {
 
   json header;
   try {
-    header = json::parse(base + 8, base + 8 + hlen);
+    header = parse_json(base + 8, base + 8 + hlen, path + ": header");
   } catch (const json::exception& e) {
-    fail(path, ": header is not valid JSON (", e.what(), ")");
+    fail(path, ": header is not valid JSON (", printable(e.what(), 300), ")");
   }
   if (!header.is_object()) fail(path, ": header must be a JSON object, found ", header.type_name());
 
@@ -114,8 +117,8 @@ SafetensorsFile open_safetensors(const std::string& path) {
   for (const auto& [begin, t] : spans) {
     if (t->nbytes == 0) continue;  // occupies no bytes
     if (furthest && begin < furthest_end)
-      fail(path, ": tensors ", furthest->name, " and ", t->name, " overlap (bytes [", begins[furthest->name], ", ",
-           furthest_end, ") and [", begin, ", ", begin + t->nbytes, "))");
+      fail(path, ": tensors ", printable(furthest->name), " and ", printable(t->name), " overlap (bytes [",
+           begins[furthest->name], ", ", furthest_end, ") and [", begin, ", ", begin + t->nbytes, "))");
     if (begin + t->nbytes > furthest_end) furthest_end = begin + t->nbytes, furthest = t;
   }
   return f;

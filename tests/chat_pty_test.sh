@@ -109,7 +109,7 @@ if [ "$smol_present" = 1 ]; then
   tmux -L "$sock" send-keys -t chat C-c
   wait_for "the prompt after Ctrl-C" eval '[ "$(notes_on_screen)" -ge 2 ] && at_prompt'
   alive || fail "terminal: run-llama died on Ctrl-C during a reply"
-  grep -q '\[interrupted: [0-9]* tokens' "$screen_file" || fail "terminal: the long reply was not marked interrupted"
+  grep -q '\[interrupted: [0-9]* token' "$screen_file" || fail "terminal: the long reply was not marked interrupted"
   echo "ok: Ctrl-C stopped the long reply; prompt back, process alive"
 else
   echo "note: Ctrl-C during a reply is checked with SmolLM2 only (stories260K replies too fast to interrupt)"

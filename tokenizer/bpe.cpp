@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -18,7 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"  // llm::fail
+#include "core/error.h"  // llm::fail, llm::printable
+#include "core/json_parse.h"
 
 namespace llm {
 
@@ -184,13 +186,14 @@ class BpeTokenizer final : public Tokenizer {
       const auto it = s_.model_vocab.find(map.to_char[b]);
       byte_id_[b] = it == s_.model_vocab.end() ? -1 : it->second;
     }
+    check_byte_tokens();
     merges_.reserve(s_.merges.size());
     for (size_t rank = 0; rank < s_.merges.size(); ++rank) {
       const auto& [a, b] = s_.merges[rank];
       const int ia = model_id(a), ib = model_id(b), merged = model_id(a + b);
       if (ia < 0 || ib < 0 || merged < 0) {
-        fail("tokenizer ", s_.name, ": merge ", rank, " \"", a, " ", b, "\" names a token not in the vocabulary (",
-             ia < 0 ? a : ib < 0 ? b : a + b, ")");
+        fail("tokenizer ", s_.name, ": merge ", rank, " \"", printable(a + " " + b), "\" names a token not in the "
+             "vocabulary (", printable(ia < 0 ? a : ib < 0 ? b : a + b), ")");
       }
       merges_[pair_key(ia, ib)] = {int(rank), merged};  // a repeated pair keeps its last rank, as HF's map does
     }
@@ -265,6 +268,23 @@ class BpeTokenizer final : public Tokenizer {
     int rank, merged;
   };
   static uint64_t pair_key(int a, int b) { return uint64_t(uint32_t(a)) << 32 | uint32_t(b); }
+
+  // Every byte of a word starts as its byte token; a byte without one is dropped (or unk), so a vocabulary without
+  // them turns ordinary text into nothing. Real vocabularies may lack a few (SmolLM2 has no token for 0x04, 0x06, ...,
+  // 0xC0, 0xC1, 0xF5..0xFF), but none lacks tab, newline, carriage return or printable ASCII: those are required.
+  void check_byte_tokens() const {
+    int missing = 0, first = -1;
+    for (int b = 0; b < 256; ++b) {
+      if (byte_id_[b] >= 0) continue;
+      ++missing;
+      if (first < 0 && (b == '\t' || b == '\n' || b == '\r' || (b >= 0x20 && b <= 0x7E))) first = b;
+    }
+    if (first < 0) return;
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%02X", unsigned(first));
+    fail("tokenizer ", s_.name, ": byte-level BPE vocabulary lacks the byte token '", byte_map().to_char[first],
+         "' (byte ", hex, "; ", missing, " of the 256 byte tokens are missing); not a byte-level vocabulary");
+  }
 
   int model_id(const std::string& piece) const {
     const auto it = s_.model_vocab.find(piece);
@@ -370,10 +390,8 @@ class BpeTokenizer final : public Tokenizer {
 
 using json = nlohmann::json;
 
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
-}
+// A value from the file, or a message quoting one, fit for a one-line error.
+std::string one_line(const std::string& s, size_t max = 200) { return printable(s, max); }
 
 constexpr int kMaxId = 1 << 21;  // real vocabularies stay below 300k ids; a larger id is a broken file
 
@@ -385,8 +403,17 @@ int json_id(const json& j, const std::string& path, const std::string& what) {
   return int(v);
 }
 
+// The "type" of a component, escaped and cut for messages (known names come through unchanged).
 std::string type_of(const json& j) { return j.is_object() && j.contains("type") && j["type"].is_string() ?
-                                         j["type"].get<std::string>() : std::string("(none)"); }
+                                         printable(j["type"].get<std::string>()) : std::string("(none)"); }
+
+// Split regexes are code from the file: one with a lookahead over the rest of the text makes encoding quadratic, so
+// only the patterns of known pre-tokenizers run (always our copy). Null for any other pattern.
+const char* known_split_pattern(const std::string& pattern) {
+  for (const char* known : {kLlama3Pattern, kGpt2Pattern})
+    if (pattern == known) return known;
+  return nullptr;
+}
 
 // A field of a pre-tokenizer/model object with HF's default when absent or null.
 bool flag(const json& j, const char* key, bool dflt) {
@@ -418,7 +445,13 @@ void json_pre_tokenizer(const json& pre, const std::string& path, BpeSpec* spec)
         fail("tokenizer ", path, ": pre_tokenizer Split is supported only with a Regex pattern, behavior Isolated "
              "and invert false (found ", one_line(s.dump()), ")");
       }
-      spec->patterns.push_back(pat["Regex"].get<std::string>());
+      const std::string regex = pat["Regex"].get<std::string>();
+      const char* known = known_split_pattern(regex);
+      if (!known) {
+        fail("tokenizer ", path, ": pre_tokenizer Split regex \"", printable(regex, 60),
+             "\" is not a known pre-tokenizer regex (supported: the Llama 3 and GPT-2 patterns)");
+      }
+      spec->patterns.push_back(known);
     } else {
       fail("tokenizer ", path, ": pre_tokenizer step ", type, " is not supported (", kinds, ")");
     }
@@ -444,15 +477,17 @@ void json_model(const json& model, const std::string& path, BpeSpec* spec) {
   }
   spec->ignore_merges = flag(model, "ignore_merges", false);
   for (const auto& [piece, idj] : model.at("vocab").items()) {
-    const int id = json_id(idj, path, "vocab \"" + piece + "\"");
-    if (!spec->model_vocab.emplace(piece, id).second) fail("tokenizer ", path, ": vocab repeats \"", piece, "\"");
+    const int id = json_id(idj, path, "vocab \"" + one_line(piece) + "\"");
+    if (!spec->model_vocab.emplace(piece, id).second) {
+      fail("tokenizer ", path, ": vocab repeats \"", one_line(piece), "\"");
+    }
   }
   for (const auto& m : model.at("merges")) {
     if (m.is_string()) {  // "a b" (older files)
       const std::string s = m.get<std::string>();
       const size_t sp = s.find(' ');
       if (sp == std::string::npos) {
-        fail("tokenizer ", path, ": merge \"", s, "\" is not two tokens separated by a space");
+        fail("tokenizer ", path, ": merge \"", one_line(s), "\" is not two tokens separated by a space");
       }
       spec->merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
     } else if (m.is_array() && m.size() == 2) {  // ["a", "b"]
@@ -464,7 +499,9 @@ void json_model(const json& model, const std::string& path, BpeSpec* spec) {
   if (set("unk_token")) {
     const std::string unk = model["unk_token"].get<std::string>();
     const auto it = spec->model_vocab.find(unk);
-    if (it == spec->model_vocab.end()) fail("tokenizer ", path, ": unk_token \"", unk, "\" is not in the vocabulary");
+    if (it == spec->model_vocab.end()) {
+      fail("tokenizer ", path, ": unk_token \"", one_line(unk), "\" is not in the vocabulary");
+    }
     spec->unk = it->second;
   }
 }
@@ -477,7 +514,7 @@ void json_place_tokens(const json& root, const std::string& path, BpeSpec* spec)
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
     for (const auto& t : root["added_tokens"]) {
       const std::string content = t.at("content").get<std::string>();
-      const int id = json_id(t.at("id"), path, "added token \"" + content + "\"");
+      const int id = json_id(t.at("id"), path, "added token \"" + one_line(content) + "\"");
       spec->added[content] = id;
       all.emplace_back(id, content);
       all_special.push_back(flag(t, "special", false));
@@ -492,7 +529,8 @@ void json_place_tokens(const json& root, const std::string& path, BpeSpec* spec)
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& [id, p] = all[i];
     if (used[id] && spec->pieces[id] != p) {
-      fail("tokenizer ", path, ": id ", id, " names two tokens, \"", spec->pieces[id], "\" and \"", p, "\"");
+      fail("tokenizer ", path, ": id ", id, " names two tokens, \"", one_line(spec->pieces[id]), "\" and \"",
+           one_line(p), "\"");
     }
     used[id] = true;
     spec->pieces[id] = p;
@@ -514,8 +552,10 @@ void json_post_processor(const json& pp, const std::string& path, BpeSpec* spec)
     if (!single.empty() && single[0].contains("SpecialToken")) {
       const std::string name = single[0]["SpecialToken"].at("id").get<std::string>();
       const json& ids = pp.at("special_tokens").at(name).at("ids");
-      if (ids.size() != 1) fail("tokenizer ", path, ": post_processor special token ", name, " is not one id");
-      spec->bos = json_id(ids[0], path, "post_processor " + name);
+      if (ids.size() != 1) {
+        fail("tokenizer ", path, ": post_processor special token ", one_line(name), " is not one id");
+      }
+      spec->bos = json_id(ids[0], path, "post_processor " + one_line(name));
       spec->add_bos = true;
     }
   } else if (type != "ByteLevel") {
@@ -542,7 +582,7 @@ BpeSpec json_spec(const std::string& path) {
   BpeSpec spec;
   spec.name = path;
   try {
-    const json root = json::parse(buf.str());
+    const json root = parse_json(buf.str(), "tokenizer " + path);
     if (!root.is_object()) fail("tokenizer ", path, ": not a tokenizer.json (top level is not an object)");
     json_model(root.at("model"), path, &spec);
     if (root.contains("normalizer") && !root["normalizer"].is_null()) {
@@ -557,7 +597,7 @@ BpeSpec json_spec(const std::string& path) {
     json_place_tokens(root, path, &spec);
     json_post_processor(root.contains("post_processor") ? root["post_processor"] : json(), path, &spec);
   } catch (const json::exception& e) {
-    fail("tokenizer ", path, ": not a valid tokenizer.json (", one_line(e.what()), ")");
+    fail("tokenizer ", path, ": not a valid tokenizer.json (", one_line(e.what(), 300), ")");
   }
   if (spec.bos >= int(spec.pieces.size())) fail("tokenizer ", path, ": BOS id ", spec.bos, " outside the vocabulary");
   if (spec.bos < 0) spec.bos = first_known(spec, {"<|begin_of_text|>", "<s>", "<|startoftext|>"});
@@ -571,7 +611,7 @@ BpeSpec gguf_spec(const EmbeddedVocab& v) {
   const std::string& name = v.source;
   BpeSpec spec;
   spec.name = name;
-  if (v.model != "gpt2") fail("tokenizer of ", name, ": tokenizer.ggml.model \"", v.model, "\" is not gpt2");
+  if (v.model != "gpt2") fail("tokenizer of ", name, ": tokenizer.ggml.model \"", one_line(v.model), "\" is not gpt2");
   if (v.tokens.empty()) fail("tokenizer of ", name, ": tokenizer.ggml.tokens is empty");
   if (!v.token_types.empty() && v.token_types.size() != v.tokens.size()) {
     fail("tokenizer of ", name, ": tokenizer.ggml.token_type has ", v.token_types.size(), " entries, expected ",
@@ -585,7 +625,7 @@ BpeSpec gguf_spec(const EmbeddedVocab& v) {
   } else if (v.pre == "gpt2" || v.pre == "default" || v.pre.empty()) {
     spec.patterns = {kGpt2Pattern};
   } else {
-    fail("tokenizer of ", name, ": tokenizer.ggml.pre \"", v.pre,
+    fail("tokenizer of ", name, ": tokenizer.ggml.pre \"", one_line(v.pre),
          "\" is not supported (expected smollm, llama-bpe, gpt2 or default)");
   }
   spec.pieces = v.tokens;
@@ -604,7 +644,7 @@ BpeSpec gguf_spec(const EmbeddedVocab& v) {
   for (size_t rank = 0; rank < v.merges.size(); ++rank) {
     const std::string& m = v.merges[rank];
     const size_t sp = m.find(' ');
-    if (sp == std::string::npos) fail("tokenizer of ", name, ": merge ", rank, " \"", m, "\" has no space");
+    if (sp == std::string::npos) fail("tokenizer of ", name, ": merge ", rank, " \"", one_line(m), "\" has no space");
     spec.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
   }
   const int n = int(v.tokens.size());

@@ -79,7 +79,7 @@ void validate(const EmbeddedVocab& v) {
     // The library refuses both; saying which token is more useful than its message.
     if (v.tokens[i].empty()) fail("vocabulary of ", v.source, ": token ", i, " is an empty string");
     if (!seen.insert(v.tokens[i]).second) {
-      fail("vocabulary of ", v.source, ": token ", i, " (\"", v.tokens[i], "\") appears twice");
+      fail("vocabulary of ", v.source, ": token ", i, " (\"", printable(v.tokens[i]), "\") appears twice");
     }
   }
   const std::pair<const char*, int> ids[] = {{"bos", v.bos_id}, {"eos", v.eos_id}, {"unk", v.unk_id},

@@ -29,11 +29,11 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// The library's messages may span lines; ours are one line.
+// The library's messages may span lines (and quote the file); ours are one line with no control bytes.
 std::string one_line(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
   while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
+  return printable(s, 300);
 }
 
 class SentencePieceTokenizer final : public Tokenizer {
@@ -176,7 +176,7 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
 std::unique_ptr<Tokenizer> Tokenizer::from_vocab(const EmbeddedVocab& vocab) {
   if (vocab.model == "gpt2") return make_bpe_tokenizer(vocab);
   if (vocab.model == "llama") return make_sentencepiece_from_vocab(vocab);
-  fail(vocab.source, ": tokenizer.ggml.model '", vocab.model,
+  fail(vocab.source, ": tokenizer.ggml.model '", printable(vocab.model),
        "' is not supported (supported: gpt2 = byte-level BPE, llama = sentencepiece)");
 }
 
@@ -225,7 +225,7 @@ std::string StreamDecoder::push(int id) {
   std::string out;
   if (kind == Tokenizer::PieceKind::kByte) {
     const int byte = byte_value(tok_.piece(id));
-    if (byte < 0) fail("tokenizer: byte piece ", id, " is not spelled <0xNN>: ", tok_.piece(id));
+    if (byte < 0) fail("tokenizer: byte piece ", id, " is not spelled <0xNN>: ", printable(tok_.piece(id)));
     pending_.push_back(static_cast<char>(byte));
     out = drain(false);
   } else {

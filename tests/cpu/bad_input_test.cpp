@@ -102,7 +102,7 @@ std::string safetensors(const std::string& header, const std::string& data) {
 class BadInput : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(kRunLlama)) GTEST_SKIP() << kRunLlama << " not built (build the run-llama target)";
+    if (!fs::exists(kRunLlama)) FAIL() <<  "(every tree that runs this test builds it) " << kRunLlama << " not built (build the run-llama target)";
     llm::HfWriteOptions opt;
     opt.dtype = llm::DType::F32;
     llm::write_hf_model(llm::load_synthetic("tiny-gqa"), tmp_.str("good"), opt);

@@ -467,7 +467,7 @@ RunResult run_llama(const std::string& args) {
 
 TEST(RunLlama, ExitCodesAndOutput) {
   REQUIRE_STORIES();
-  if (!fs::exists(std::string(LLM_BINARY_DIR) + "/run-llama")) GTEST_SKIP() << "run-llama not built";
+  if (!fs::exists(std::string(LLM_BINARY_DIR) + "/run-llama")) FAIL() <<  "(every tree that runs this test builds it) " << "run-llama not built";
   const std::string model = "--model " + kStoriesBin + " --tokenizer " + kStories + "/tok512.model";
 
   RunResult r = run_llama(model + " --prompt 'Once upon a time' -n 12 --temp 0 --device cpu");

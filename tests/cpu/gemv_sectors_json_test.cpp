@@ -29,7 +29,7 @@ std::vector<nlohmann::json> run_json(const std::string& args) {
 
 TEST(GemvSectorsJson, OneLinePerMappingWithPredictFigures) {
   if (!std::ifstream(std::string(LLM_BINARY_DIR) + "/gemv-sectors").good())
-    GTEST_SKIP() << "gemv-sectors not built (build the gemv-sectors target)";
+    FAIL() <<  "(every tree that runs this test builds it) " << "gemv-sectors not built (build the gemv-sectors target)";
   const auto one = run_json("--mapping thread --shape 1024x4096 --dtype bf16");
   ASSERT_EQ(one.size(), 1u);
   const SectorPrediction p = predict("thread", 1024, 4096, WeightFormat::BF16);
@@ -43,8 +43,11 @@ TEST(GemvSectorsJson, OneLinePerMappingWithPredictFigures) {
 
   const auto all = run_json("--shape 4096x4096 --dtype bf16");
   EXPECT_EQ(all.size(), sector_mappings().size());
-  for (const auto& j : all)
-    if (j["mapping"] == "warp") EXPECT_DOUBLE_EQ(j["sectors_per_request"].get<double>(), 16.0);  // 512 B per request
+  for (const auto& j : all) {
+    if (j["mapping"] == "warp") {
+      EXPECT_DOUBLE_EQ(j["sectors_per_request"].get<double>(), 16.0);  // 512 B per request
+    }
+  }
 }
 
 }  // namespace

@@ -53,14 +53,19 @@ inline void write_file(const std::string& path, const uint8_t* data, size_t size
   std::abort();
 }
 
-// Runs f; llm::Error is fine (messages may quote names from the input, newlines included, so only emptiness is
-// checked), any other exception is a finding.
+// Runs f; llm::Error is fine when its message is one printable line (values from the input escaped with
+// llm::printable: no control byte, at most 200 bytes of each, so the whole line stays short); any other exception is
+// a finding.
 template <typename F>
 void expect_ok_or_error(const char* target, F f) {
   try {
     f();
   } catch (const llm::Error& e) {
-    if (std::string(e.what()).empty()) finding(target, "llm::Error with an empty message");
+    const std::string msg = e.what();
+    if (msg.empty()) finding(target, "llm::Error with an empty message");
+    for (unsigned char c : msg)
+      if (c < 0x20 || c == 0x7F) finding(target, "control byte in an error message: " + llm::printable(msg, 4096));
+    if (msg.size() > 4096) finding(target, "error message of " + std::to_string(msg.size()) + " bytes");
   } catch (const std::exception& e) {
     finding(target, std::string("exception other than llm::Error: ") + e.what());
   }

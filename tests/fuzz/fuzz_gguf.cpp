@@ -1,7 +1,8 @@
 // libFuzzer target: arbitrary bytes as a GGUF file. Refusal must be llm::Error; the parser must place every
-// accepted tensor inside the file, and (when tiny) must run one CPU forward step and sample an in-range token
-// whatever the weights hold (NaN, Inf, denormals). An embedded vocabulary (gpt2 or llama) must become a tokenizer or
+// accepted tensor inside the file, and (when tiny) must run one CPU forward step and sample an in-range token or
+// stop with the non-finite-logits error (only when the logits really hold NaN or Inf). An embedded vocabulary (gpt2 or llama) must become a tokenizer or
 // an llm::Error, and an accepted one must encode, decode and stream-decode consistently.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,8 +51,17 @@ void check_accepted(const llm::Model& m, size_t size) {
     p.temperature = temp;
     p.top_k = 0;
     p.top_p = 0.9f;
-    const int id = be->sample(p, 0);
-    if (id < 0 || id >= m.config.vocab_size) llm_fuzz::finding(kTarget, "sampled id " + std::to_string(id));
+    bool non_finite = false;
+    for (float v : be->logits()) non_finite = non_finite || !std::isfinite(v);
+    try {
+      const int id = be->sample(p, 0);
+      if (non_finite) llm_fuzz::finding(kTarget, "sampled id " + std::to_string(id) + " from non-finite logits");
+      if (id < 0 || id >= m.config.vocab_size) llm_fuzz::finding(kTarget, "sampled id " + std::to_string(id));
+    } catch (const llm::Error& e) {
+      if (!non_finite || std::string(e.what()).find("the logits hold NaN or Inf") == std::string::npos)
+        llm_fuzz::finding(kTarget, std::string("sample refused finite logits: ") + e.what());
+      return;  // the run stops here, as run-llama does
+    }
   }
 }
 

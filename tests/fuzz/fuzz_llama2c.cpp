@@ -1,6 +1,8 @@
 // libFuzzer target: arbitrary bytes as a llama2.c checkpoint (.bin). Refusal must be llm::Error; an accepted file
-// must have every weight inside the file, and (when tiny) must run one CPU forward step and sample an in-range token
-// whatever the weights hold (NaN, Inf, denormals).
+// must have every weight inside the file, and (when tiny) must run one CPU forward step and then either sample an
+// in-range token or stop with the non-finite-logits error (weights holding NaN, Inf or huge values) -- and that error
+// only when the logits really hold NaN or Inf.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,8 +44,18 @@ void check_accepted(const llm::Model& m, size_t size) {
     p.temperature = temp;
     p.top_k = 0;
     p.top_p = 0.9f;
-    const int id = be->sample(p, 0);
-    if (id < 0 || id >= m.config.vocab_size) llm_fuzz::finding(kTarget, "sampled id " + std::to_string(id));
+    bool non_finite = false;
+    for (float v : be->logits()) non_finite = non_finite || !std::isfinite(v);
+    try {
+      const int id = be->sample(p, 0);
+      if (non_finite) llm_fuzz::finding(kTarget, "sampled id " + std::to_string(id) + " from non-finite logits");
+      if (id < 0 || id >= m.config.vocab_size) llm_fuzz::finding(kTarget, "sampled id " + std::to_string(id));
+    } catch (const llm::Error& e) {
+      const std::string what = e.what();
+      if (!non_finite || what.find("the logits hold NaN or Inf") == std::string::npos)
+        llm_fuzz::finding(kTarget, "sample refused finite logits: " + what);
+      return;  // the run stops here, as run-llama does
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include <cublas_v2.h>
 
+#include "core/gemv_names.h"  // gemv_mapping_names
 #include "engine/backend.h"  // cuda_device_available
 #include "core/counter_rng.h"  // rng_value, rng_mix: the random inputs
 #include "core/dtype.h"        // f32_to_bf16 / bf16_to_f32
@@ -399,8 +400,10 @@ TEST(GemvRegistry, FindsEveryMappingAndNamesTheKnownOnesOnError) {
     gemv_find("nope");
     FAIL() << "gemv_find accepted an unknown name";
   } catch (const Error& e) {
-    std::string known;
-    for (const GemvMapping* m : all) known += (known.empty() ? "" : ", ") + std::string(m->name);
+    std::string known;  // the registry's order, the default marked, as core/gemv_names.h lists them
+    for (const GemvMapping* m : all)
+      known += (known.empty() ? "" : ", ") + std::string(m->name) + (m == all.front() ? " (default)" : "");
+    EXPECT_EQ(known, gemv_mapping_names());
     EXPECT_EQ(std::string(e.what()), "unknown GEMV mapping 'nope' (known: " + known + ")");
   }
 }

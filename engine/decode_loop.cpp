@@ -1,0 +1,96 @@
+// The one decode loop (see engine/decode_loop.h).
+#include "engine/decode_loop.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace llm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kEos: return "eos";
+    case StopReason::kBos: return "bos";
+    case StopReason::kLength: return "length";
+    case StopReason::kContext: return "context";
+    case StopReason::kInterrupted: return "interrupted";
+    case StopReason::kCallback: return "callback";
+  }
+  return "unknown";
+}
+
+DecodeLoopResult decode_loop(Backend& backend, const std::vector<int>& prompt, const DecodeLoopOptions& opt,
+                             const std::function<bool(int)>& on_token) {
+  const int n_prompt = int(prompt.size());
+  const int ctx = backend.ctx_size();
+  if (n_prompt == 0) fail("the prompt is empty (it needs at least the BOS token)");
+  if (opt.start_pos < 0) fail("decode loop: start position ", opt.start_pos, " is negative");
+  if (int64_t(opt.start_pos) + n_prompt > ctx)
+    fail("the prompt has ", n_prompt, " tokens, longer than the context of ", ctx, " positions",
+         opt.start_pos > 0 ? " (after the " + std::to_string(opt.start_pos) + " already in use)" : std::string());
+  if (opt.max_new < 1) fail("n_predict must be >= 1, found ", opt.max_new);
+
+  DecodeLoopResult r;
+  uint64_t step = opt.first_step;
+  auto interrupted = [&] { return opt.interrupt && *opt.interrupt; };
+  auto is_stop = [&](int id) {
+    return std::find(opt.stop_ids.begin(), opt.stop_ids.end(), id) != opt.stop_ids.end();
+  };
+
+  // Prefill, in the pieces the backend batches, so an interrupt is seen between pieces of a long prompt.
+  auto t0 = Clock::now();
+  const int piece = std::max(1, backend.prefill_piece());
+  for (int p0 = 0; p0 < n_prompt; p0 += piece) {
+    if (interrupted()) {
+      r.prompt_ms = ms_since(t0);
+      r.stop = StopReason::kInterrupted;
+      r.next_step = step;
+      return r;
+    }
+    const int n = std::min(piece, n_prompt - p0);
+    backend.prefill(prompt.data() + p0, n, opt.start_pos + p0);
+    r.prefilled += n;
+  }
+  int token = backend.sample(opt.sampler, step++);
+  r.prompt_ms = ms_since(t0);
+
+  int pos = opt.start_pos + n_prompt;  // where the token just sampled goes
+  for (;;) {
+    if (is_stop(token)) { r.stop = StopReason::kEos; break; }
+    if (opt.stop_bos_id >= 0 && token == opt.stop_bos_id) { r.stop = StopReason::kBos; break; }
+    // A token that must be cached needs a position of its own before it is produced.
+    if (opt.cache_every_token && pos >= ctx) { r.stop = StopReason::kContext; break; }
+    r.tokens.push_back(token);
+    const bool keep_going = on_token ? on_token(token) : true;
+    t0 = Clock::now();
+    if (opt.cache_every_token) backend.decode(token, pos++);
+    const bool done = int(r.tokens.size()) >= opt.max_new;
+    if (done || !keep_going || interrupted()) {
+      if (opt.cache_every_token) { r.eval_ms += ms_since(t0); r.eval_tokens++; }
+      r.stop = done ? StopReason::kLength : !keep_going ? StopReason::kCallback : StopReason::kInterrupted;
+      break;
+    }
+    if (!opt.cache_every_token) {
+      if (pos >= ctx) { r.stop = StopReason::kContext; break; }
+      backend.decode(token, pos++);
+    }
+    token = backend.sample(opt.sampler, step++);
+    r.eval_ms += ms_since(t0);
+    r.eval_tokens++;
+  }
+  r.next_step = step;
+  return r;
+}
+
+}  // namespace llm

@@ -1,0 +1,497 @@
+// GGML quantized formats: dispatch, reference quantizers (ports of ggml-quants.c), the prepacked layout and the CPU
+// reference GEMV over it. The layout is documented in quant.h.
+#include "models/quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "models/dequant.h"
+
+// Products and sums are rounded separately, as in ggml's reference and numpy: never fused into an FMA.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace llm {
+
+namespace {
+
+uint16_t read_u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+float read_f16(const uint8_t* p) { return f16_to_f32(read_u16(p)); }
+void write_u16(uint8_t* p, uint16_t v) {
+  p[0] = uint8_t(v & 0xff);
+  p[1] = uint8_t(v >> 8);
+}
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// ggml's nearest_int: round to nearest (ties to even) through the 1.5 * 2^23 trick; |fval| <= 4194303.
+int nearest_int(float fval) {
+  const float val = fval + 12582912.f;
+  int i;
+  std::memcpy(&i, &val, sizeof(int));
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// ggml's make_qkx2_quants, line for line (FP32 throughout).
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+  float min = x[0];
+  float max = x[0];
+  float sum_w = weights[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    const float w = weights[i];
+    sum_w += w;
+    sum_x += w * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *the_min = -min;
+    return 0.f;
+  }
+  float iscale = nmax / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = nearest_int(iscale * (x[i] - min));
+    L[i] = uint8_t(std::max(0, std::min(nmax, l)));
+    float diff = scale * L[i] + min - x[i];
+    diff = use_mad ? std::fabs(diff) : diff * diff;
+    const float w = weights[i];
+    best_error += w * diff;
+  }
+  if (nstep < 1) {
+    *the_min = -min;
+    return scale;
+  }
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * is + nmax) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * (x[i] - min));
+      l = std::max(0, std::min(nmax, l));
+      Laux[i] = uint8_t(l);
+      const float w = weights[i];
+      sum_l += w * l;
+      sum_l2 += w * l * l;
+      sum_xl += w * l * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D > 0) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float cur_error = 0;
+      for (int i = 0; i < n; ++i) {
+        float diff = this_scale * Laux[i] + this_min - x[i];
+        diff = use_mad ? std::fabs(diff) : diff * diff;
+        const float w = weights[i];
+        cur_error += w * diff;
+      }
+      if (cur_error < best_error) {
+        for (int i = 0; i < n; ++i) L[i] = Laux[i];
+        best_error = cur_error;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  *the_min = -min;
+  return scale;
+}
+
+}  // namespace
+
+const char* ggml_quant_name(GgmlQuantType t) {
+  switch (t) {
+    case GgmlQuantType::Q4_0: return "Q4_0";
+    case GgmlQuantType::Q4_1: return "Q4_1";
+    case GgmlQuantType::Q5_0: return "Q5_0";
+    case GgmlQuantType::Q5_1: return "Q5_1";
+    case GgmlQuantType::Q8_0: return "Q8_0";
+    case GgmlQuantType::Q4_K: return "Q4_K";
+    case GgmlQuantType::Q6_K: return "Q6_K";
+  }
+  return "?";
+}
+
+bool is_ggml_quant_type(uint32_t id) {
+  switch (GgmlQuantType(id)) {
+    case GgmlQuantType::Q4_0: case GgmlQuantType::Q4_1: case GgmlQuantType::Q5_0: case GgmlQuantType::Q5_1:
+    case GgmlQuantType::Q8_0: case GgmlQuantType::Q4_K: case GgmlQuantType::Q6_K: return true;
+  }
+  return false;
+}
+
+int ggml_quant_block_weights(GgmlQuantType t) {
+  return t == GgmlQuantType::Q4_K || t == GgmlQuantType::Q6_K ? kQuantSuperBlock : kQuantBlock;
+}
+
+size_t ggml_quant_block_bytes(GgmlQuantType t) {
+  switch (t) {
+    case GgmlQuantType::Q4_0: return kQ4_0Bytes;
+    case GgmlQuantType::Q4_1: return kQ4_1Bytes;
+    case GgmlQuantType::Q5_0: return kQ5_0Bytes;
+    case GgmlQuantType::Q5_1: return kQ5_1Bytes;
+    case GgmlQuantType::Q8_0: return kQ8_0Bytes;
+    case GgmlQuantType::Q4_K: return kQ4_KBytes;
+    case GgmlQuantType::Q6_K: return kQ6_KBytes;
+  }
+  fail("unknown GGML quantized type id ", uint32_t(t));
+}
+
+void check_quant_row_length(GgmlQuantType t, int64_t k, const std::string& what) {
+  if (!is_ggml_quant_type(uint32_t(t))) fail(what, ": GGML type id ", uint32_t(t), " is not a supported quantized type");
+  const int block = ggml_quant_block_weights(t);
+  if (k <= 0 || k % block != 0)
+    fail(what, ": ", ggml_quant_name(t), " needs a row length that is a positive multiple of ", block, ", found ", k);
+}
+
+size_t ggml_quant_row_bytes(GgmlQuantType t, int64_t k) {
+  check_quant_row_length(t, k);
+  return size_t(k / ggml_quant_block_weights(t)) * ggml_quant_block_bytes(t);
+}
+
+void dequantize_blocks(GgmlQuantType t, const uint8_t* blocks, int64_t n_blocks, float* out) {
+  switch (t) {
+    case GgmlQuantType::Q4_0: return dequant_q4_0(blocks, n_blocks, out);
+    case GgmlQuantType::Q4_1: return dequant_q4_1(blocks, n_blocks, out);
+    case GgmlQuantType::Q5_0: return dequant_q5_0(blocks, n_blocks, out);
+    case GgmlQuantType::Q5_1: return dequant_q5_1(blocks, n_blocks, out);
+    case GgmlQuantType::Q8_0: return dequant_q8_0(blocks, n_blocks, out);
+    case GgmlQuantType::Q4_K: return dequant_q4_k(blocks, n_blocks, out);
+    case GgmlQuantType::Q6_K: return dequant_q6_k(blocks, n_blocks, out);
+  }
+  fail("dequantize: unknown GGML quantized type id ", uint32_t(t));
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Quantizers.
+
+void quantize_q8_0(const float* x, int64_t k, uint8_t* out) {
+  check_quant_row_length(GgmlQuantType::Q8_0, k, "quantize_q8_0");
+  for (int64_t b = 0; b < k / kQuantBlock; ++b, x += kQuantBlock, out += kQ8_0Bytes) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / ((1 << 7) - 1);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    write_u16(out, f32_to_f16(d));
+    for (int j = 0; j < kQuantBlock; ++j) out[2 + j] = uint8_t(int8_t(std::roundf(x[j] * id)));
+  }
+}
+
+void quantize_q4_0(const float* x, int64_t k, uint8_t* out) {
+  check_quant_row_length(GgmlQuantType::Q4_0, k, "quantize_q4_0");
+  for (int64_t b = 0; b < k / kQuantBlock; ++b, x += kQuantBlock, out += kQ4_0Bytes) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < kQuantBlock; ++j) {
+      const float v = x[j];
+      if (amax < std::fabs(v)) {
+        amax = std::fabs(v);
+        max = v;
+      }
+    }
+    const float d = max / -8;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    write_u16(out, f32_to_f16(d));
+    for (int j = 0; j < kQuantBlock / 2; ++j) {
+      const float x0 = x[j] * id;
+      const float x1 = x[kQuantBlock / 2 + j] * id;
+      const uint8_t xi0 = uint8_t(std::min(15, int(int8_t(x0 + 8.5f))));
+      const uint8_t xi1 = uint8_t(std::min(15, int(int8_t(x1 + 8.5f))));
+      out[2 + j] = uint8_t(xi0 | (xi1 << 4));
+    }
+  }
+}
+
+void quantize_q4_k(const float* x, int64_t k, uint8_t* out) {
+  check_quant_row_length(GgmlQuantType::Q4_K, k, "quantize_q4_k");
+  uint8_t L[kQuantSuperBlock];
+  uint8_t Laux[32];
+  float weights[32];
+  float mins[kQuantSuperBlock / 32];
+  float scales[kQuantSuperBlock / 32];
+  for (int64_t i = 0; i < k / kQuantSuperBlock; ++i, x += kQuantSuperBlock, out += kQ4_KBytes) {
+    uint8_t* ysc = out + 4;
+    uint8_t* yqs = out + 16;
+    float max_scale = 0;  // as we are deducting the min, scales are always positive
+    float max_min = 0;
+    for (int j = 0; j < kQuantSuperBlock / 32; ++j) {
+      float sum_x2 = 0;
+      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+      const float av_x = std::sqrt(sum_x2 / 32);
+      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+      scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.f, 0.1f, 20, false);
+      if (scales[j] > max_scale) max_scale = scales[j];
+      if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < kQuantSuperBlock / 32; ++j) {
+      uint8_t ls = uint8_t(nearest_int(inv_scale * scales[j]));
+      uint8_t lm = uint8_t(nearest_int(inv_min * mins[j]));
+      ls = std::min<uint8_t>(63, ls);
+      lm = std::min<uint8_t>(63, lm);
+      if (j < 4) {
+        ysc[j] = ls;
+        ysc[j + 4] = lm;
+      } else {
+        ysc[j + 4] = uint8_t((ls & 0xF) | ((lm & 0xF) << 4));
+        ysc[j - 4] |= uint8_t((ls >> 4) << 6);
+        ysc[j - 0] |= uint8_t((lm >> 4) << 6);
+      }
+    }
+    write_u16(out, f32_to_f16(max_scale / 63.f));
+    write_u16(out + 2, f32_to_f16(max_min / 63.f));
+    for (int j = 0; j < kQuantSuperBlock / 32; ++j) {
+      uint8_t sc, m;
+      get_scale_min_k4(j, ysc, &sc, &m);
+      const float d = read_f16(out) * sc;
+      if (!d) continue;
+      const float dm = read_f16(out + 2) * m;
+      for (int ii = 0; ii < 32; ++ii) {
+        int l = nearest_int((x[32 * j + ii] + dm) / d);
+        l = std::max(0, std::min(15, l));
+        L[32 * j + ii] = uint8_t(l);
+      }
+    }
+    uint8_t* q = yqs;
+    for (int j = 0; j < kQuantSuperBlock; j += 64, q += 32)
+      for (int l = 0; l < 32; ++l) q[l] = uint8_t(L[j + l] | (L[j + l + 32] << 4));
+  }
+}
+
+std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n, int64_t k) {
+  const size_t row = ggml_quant_row_bytes(t, k);
+  std::vector<uint8_t> out(row * size_t(n));
+  for (int64_t r = 0; r < n; ++r) {
+    switch (t) {
+      case GgmlQuantType::Q8_0: quantize_q8_0(x + r * k, k, out.data() + r * row); break;
+      case GgmlQuantType::Q4_0: quantize_q4_0(x + r * k, k, out.data() + r * row); break;
+      case GgmlQuantType::Q4_K: quantize_q4_k(x + r * k, k, out.data() + r * row); break;
+      default: fail("quantize: ", ggml_quant_name(t), " has no quantizer here (expected Q8_0, Q4_0 or Q4_K)");
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Prepacking.
+
+namespace {
+
+// 5-bit code j (0..31) of a Q5_0/Q5_1 block: `qh` the 4 high-bit bytes, `qs` the 16 nibble bytes.
+int q5_code(const uint8_t* qh4, const uint8_t* qs, int j) {
+  const uint32_t qh = uint32_t(qh4[0]) | uint32_t(qh4[1]) << 8 | uint32_t(qh4[2]) << 16 | uint32_t(qh4[3]) << 24;
+  const int nib = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+  return nib | int(((qh >> j) & 1u) << 4);
+}
+
+// 6-bit code (0..63) of weight w (0..255) of a Q6_K block, in dequantize_row_q6_K's order.
+int q6_code(const uint8_t* block, int w) {
+  const int half = w / 128, m = (w % 128) / 32, l = w % 32;
+  const uint8_t* ql = block + 64 * half;
+  const uint8_t* qh = block + 128 + 32 * half;
+  const uint8_t lo = (m & 1) ? ql[l + 32] : ql[l];
+  const int nib = m >= 2 ? (lo >> 4) : (lo & 0xF);
+  return nib | (((qh[l] >> (2 * m)) & 3) << 4);
+}
+
+}  // namespace
+
+PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_t k, const std::string& what) {
+  check_quant_row_length(t, k, what);
+  if (n < 0) fail(what, ": negative row count ", n);
+  PackedQuant p;
+  p.type = t;
+  p.n = n;
+  p.k = k;
+  const bool int4 = t == GgmlQuantType::Q4_0 || t == GgmlQuantType::Q4_1 || t == GgmlQuantType::Q4_K;
+  p.family = int4 ? QuantFamily::Int4 : QuantFamily::Int8;
+  p.group = t == GgmlQuantType::Q6_K ? 16 : 32;
+  p.code_offset = t == GgmlQuantType::Q4_0 ? -8 : 0;
+  p.has_min = t == GgmlQuantType::Q4_1 || t == GgmlQuantType::Q5_1 || t == GgmlQuantType::Q4_K;
+  p.two_level = t == GgmlQuantType::Q4_K || t == GgmlQuantType::Q6_K;
+  p.n_groups = k / p.group;
+  p.ld_codes = int4 ? round_up(k / 2, 16) : round_up(k, 16);
+  p.codes.assign(size_t(n * p.ld_codes), 0);
+  if (p.two_level) {
+    p.groups_per_super = kQuantSuperBlock / p.group;
+    p.ld_sub = round_up(p.n_groups, 16);
+    p.ld_super = round_up(k / kQuantSuperBlock, 8);
+    p.sub_scales.assign(size_t(n * p.ld_sub), 0);
+    p.super_d.assign(size_t(n * p.ld_super), 0);
+    if (p.has_min) {
+      p.sub_mins.assign(size_t(n * p.ld_sub), 0);
+      p.super_dmin.assign(size_t(n * p.ld_super), 0);
+    }
+  } else {
+    p.ld_groups = round_up(p.n_groups, 8);
+    p.scales.assign(size_t(n * p.ld_groups), 0);
+    if (p.has_min) p.mins.assign(size_t(n * p.ld_groups), 0);
+  }
+
+  const size_t row_bytes = ggml_quant_row_bytes(t, k);
+  const size_t bb = ggml_quant_block_bytes(t);
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* src = blocks + size_t(r) * row_bytes;
+    uint8_t* codes = p.codes.data() + r * p.ld_codes;
+    switch (t) {
+      case GgmlQuantType::Q4_0:
+      case GgmlQuantType::Q4_1: {
+        const size_t qs_at = t == GgmlQuantType::Q4_0 ? 2 : 4;
+        for (int64_t g = 0; g < p.n_groups; ++g) {
+          const uint8_t* b = src + g * bb;
+          p.scales[r * p.ld_groups + g] = read_u16(b);
+          if (p.has_min) p.mins[r * p.ld_groups + g] = read_u16(b + 2);
+          std::memcpy(codes + 16 * g, b + qs_at, 16);  // already byte i = w[i] | w[i + 16] << 4
+        }
+        break;
+      }
+      case GgmlQuantType::Q4_K: {
+        for (int64_t sb = 0; sb < k / kQuantSuperBlock; ++sb) {
+          const uint8_t* b = src + sb * bb;
+          p.super_d[r * p.ld_super + sb] = read_u16(b);
+          p.super_dmin[r * p.ld_super + sb] = read_u16(b + 2);
+          for (int s = 0; s < 8; ++s) {
+            const int64_t g = sb * 8 + s;
+            uint8_t sc, m;
+            get_scale_min_k4(s, b + 4, &sc, &m);
+            p.sub_scales[r * p.ld_sub + g] = int8_t(sc);
+            p.sub_mins[r * p.ld_sub + g] = m;
+            const uint8_t* q = b + 16 + 32 * (s / 2);  // sub-block s: low (even s) or high (odd s) nibbles of q[0..31]
+            const int shift = (s & 1) ? 4 : 0;
+            for (int i = 0; i < 16; ++i)
+              codes[16 * g + i] = uint8_t(((q[i] >> shift) & 0xF) | (((q[i + 16] >> shift) & 0xF) << 4));
+          }
+        }
+        break;
+      }
+      case GgmlQuantType::Q8_0: {
+        for (int64_t g = 0; g < p.n_groups; ++g) {
+          const uint8_t* b = src + g * bb;
+          p.scales[r * p.ld_groups + g] = read_u16(b);
+          std::memcpy(codes + 32 * g, b + 2, 32);
+        }
+        break;
+      }
+      case GgmlQuantType::Q5_0:
+      case GgmlQuantType::Q5_1: {
+        const bool q51 = t == GgmlQuantType::Q5_1;
+        for (int64_t g = 0; g < p.n_groups; ++g) {
+          const uint8_t* b = src + g * bb;
+          p.scales[r * p.ld_groups + g] = read_u16(b);
+          if (q51) p.mins[r * p.ld_groups + g] = read_u16(b + 2);
+          const uint8_t* qh = b + (q51 ? 4 : 2);
+          for (int j = 0; j < 32; ++j) {
+            const int q = q5_code(qh, qh + 4, j);
+            codes[32 * g + j] = uint8_t(int8_t(q51 ? q : q - 16));
+          }
+        }
+        break;
+      }
+      case GgmlQuantType::Q6_K: {
+        for (int64_t sb = 0; sb < k / kQuantSuperBlock; ++sb) {
+          const uint8_t* b = src + sb * bb;
+          p.super_d[r * p.ld_super + sb] = read_u16(b + 208);
+          for (int s = 0; s < 16; ++s) p.sub_scales[r * p.ld_sub + sb * 16 + s] = int8_t(b[192 + s]);
+          for (int w = 0; w < kQuantSuperBlock; ++w)
+            codes[sb * kQuantSuperBlock + w] = uint8_t(int8_t(q6_code(b, w) - 32));
+        }
+        break;
+      }
+    }
+  }
+  return p;
+}
+
+int packed_code(const PackedQuant& p, int64_t r, int64_t j) {
+  const uint8_t* row = p.codes.data() + r * p.ld_codes;
+  if (p.family == QuantFamily::Int4) {
+    const int64_t g = j / 32, i = j % 32;
+    const uint8_t byte = row[16 * g + (i % 16)];
+    return i < 16 ? (byte & 0xF) : (byte >> 4);
+  }
+  return int(int8_t(row[j]));
+}
+
+float group_scale(const PackedQuant& p, int64_t r, int64_t g) {
+  if (!p.two_level) return f16_to_f32(p.scales[r * p.ld_groups + g]);
+  const float d = f16_to_f32(p.super_d[r * p.ld_super + g / p.groups_per_super]);
+  return d * float(p.sub_scales[r * p.ld_sub + g]);
+}
+
+float group_min(const PackedQuant& p, int64_t r, int64_t g) {
+  if (!p.has_min) return 0.0f;
+  if (!p.two_level) return f16_to_f32(p.mins[r * p.ld_groups + g]);
+  const float dmin = f16_to_f32(p.super_dmin[r * p.ld_super + g / p.groups_per_super]);
+  return -(dmin * float(p.sub_mins[r * p.ld_sub + g]));
+}
+
+float packed_weight(const PackedQuant& p, int64_t r, int64_t j) {
+  const int64_t g = j / p.group;
+  const float v = float(packed_code(p, r, j) + p.code_offset) * group_scale(p, r, g);
+  return p.has_min ? v + group_min(p, r, g) : v;
+}
+
+namespace {
+
+void unpack_row(const PackedQuant& p, int64_t r, float* out) {
+  for (int64_t g = 0; g < p.n_groups; ++g) {
+    const float s = group_scale(p, r, g), m = group_min(p, r, g);
+    for (int64_t j = g * p.group; j < (g + 1) * p.group; ++j) {
+      const float v = float(packed_code(p, r, j) + p.code_offset) * s;
+      out[j] = p.has_min ? v + m : v;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<float> unpack_quant(const PackedQuant& p) {
+  std::vector<float> out(size_t(p.n * p.k));
+  for (int64_t r = 0; r < p.n; ++r) unpack_row(p, r, out.data() + r * p.k);
+  return out;
+}
+
+int64_t packed_bytes_read(const PackedQuant& p) {
+  const int64_t codes = p.family == QuantFamily::Int4 ? p.k / 2 : p.k;
+  int64_t per_row = codes;
+  if (p.two_level) {
+    const int64_t supers = p.k / kQuantSuperBlock;
+    per_row += p.n_groups * (p.has_min ? 2 : 1) + supers * 2 * (p.has_min ? 2 : 1);
+  } else {
+    per_row += p.n_groups * 2 * (p.has_min ? 2 : 1);
+  }
+  return per_row * p.n;
+}
+
+int64_t packed_bytes_allocated(const PackedQuant& p) {
+  return int64_t(p.codes.size() + 2 * (p.scales.size() + p.mins.size() + p.super_d.size() + p.super_dmin.size()) +
+                 p.sub_scales.size() + p.sub_mins.size());
+}
+
+std::vector<double> packed_gemv_ref(const PackedQuant& p, const float* x) {
+  std::vector<double> y(size_t(p.n), 0.0);
+  std::vector<float> w(size_t(p.k));
+  for (int64_t r = 0; r < p.n; ++r) {
+    unpack_row(p, r, w.data());
+    double acc = 0.0;
+    for (int64_t j = 0; j < p.k; ++j) acc += double(w[j]) * double(x[j]);
+    y[size_t(r)] = acc;
+  }
+  return y;
+}
+
+}  // namespace llm

@@ -1,0 +1,410 @@
+// GGML quantized formats (models/quant.h, models/dequant.h): hand-computed blocks, equality with the gguf Python
+// package (tests/data/quant_refs.json, written by tools/quant_refs.py), the prepacked layout's round trip, the
+// reference GEMV, the quantizers, and negative controls.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/counter_rng.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "models/dequant.h"
+#include "models/quant.h"
+
+namespace llm {
+namespace {
+
+using Q = GgmlQuantType;
+const Q kAllTypes[] = {Q::Q4_0, Q::Q4_1, Q::Q5_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q6_K};
+
+std::vector<uint8_t> from_hex(const std::string& s) {
+  std::vector<uint8_t> out(s.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = uint8_t(std::stoul(s.substr(2 * i, 2), nullptr, 16));
+  return out;
+}
+std::vector<float> floats_from_hex(const std::string& s) {
+  const std::vector<uint8_t> b = from_hex(s);
+  std::vector<float> out(b.size() / 4);
+  std::memcpy(out.data(), b.data(), b.size());
+  return out;
+}
+const nlohmann::json& refs() {
+  static const nlohmann::json j = [] {
+    std::ifstream f(std::string(LLM_SOURCE_DIR) + "/tests/data/quant_refs.json");
+    if (!f) throw std::runtime_error("tests/data/quant_refs.json missing (tools/quant_refs.py writes it)");
+    return nlohmann::json::parse(f);
+  }();
+  return j;
+}
+Q type_by_name(const std::string& name) {
+  for (Q t : kAllTypes)
+    if (name == ggml_quant_name(t)) return t;
+  throw std::runtime_error("unknown type " + name);
+}
+// Number of floats whose bits differ (so +0 vs -0 and NaN payloads count).
+size_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::max(a.size(), b.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) bad += f32_to_bits(a[i]) != f32_to_bits(b[i]);
+  return bad;
+}
+std::vector<float> deq(Q t, const std::vector<uint8_t>& blocks) {
+  const int64_t n_blocks = int64_t(blocks.size() / ggml_quant_block_bytes(t));
+  std::vector<float> out(size_t(n_blocks) * size_t(ggml_quant_block_weights(t)));
+  dequantize_blocks(t, blocks.data(), n_blocks, out.data());
+  return out;
+}
+void put_f16(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16(v);
+  p[0] = uint8_t(h & 0xff);
+  p[1] = uint8_t(h >> 8);
+}
+
+// Random valid blocks: random code bytes, finite fp16 scales of both signs (mins too), now and then zero.
+std::vector<uint8_t> random_blocks(Q t, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t bb = ggml_quant_block_bytes(t);
+  const int64_t blocks = n * k / ggml_quant_block_weights(t);
+  std::vector<uint8_t> out(size_t(blocks) * bb);
+  for (auto& b : out) b = uint8_t(byte(gen));
+  for (int64_t i = 0; i < blocks; ++i) {
+    uint8_t* b = out.data() + size_t(i) * bb;
+    const float d = (i % 17 == 3) ? 0.0f : normal(gen) * 0.02f, m = normal(gen) * 0.05f;
+    switch (t) {
+      case Q::Q4_0: case Q::Q5_0: case Q::Q8_0: put_f16(b, d); break;
+      case Q::Q4_1: case Q::Q5_1: put_f16(b, d); put_f16(b + 2, m); break;
+      case Q::Q4_K: put_f16(b, std::fabs(d)); put_f16(b + 2, std::fabs(m)); break;
+      case Q::Q6_K: put_f16(b + 208, d); break;
+    }
+  }
+  return out;
+}
+
+// ---- hand-computed blocks ------------------------------------------------------------------------------------------
+
+TEST(Quant, HandComputedQ5Blocks) {
+  uint8_t q50[kQ5_0Bytes] = {};
+  put_f16(q50, 0.25f);
+  q50[2 + 2] = 0x02;      // qh bit 17: weight 17's fifth bit
+  q50[6 + 1] = 0x42;      // qs[1]: weight 1 = 2, weight 17 = 4 (+16)
+  float y[32];
+  dequant_q5_0(q50, 1, y);
+  EXPECT_EQ(y[1], (2 - 16) * 0.25f);
+  EXPECT_EQ(y[17], (4 + 16 - 16) * 0.25f);
+  EXPECT_EQ(y[0], -16 * 0.25f);
+
+  uint8_t q51[kQ5_1Bytes] = {};
+  put_f16(q51, 0.5f);
+  put_f16(q51 + 2, -1.0f);
+  q51[4 + 2] = 0x02;
+  q51[8 + 1] = 0x42;
+  dequant_q5_1(q51, 1, y);
+  EXPECT_EQ(y[1], 2 * 0.5f - 1.0f);
+  EXPECT_EQ(y[17], 20 * 0.5f - 1.0f);
+  EXPECT_EQ(y[0], -1.0f);
+
+  const PackedQuant p0 = pack_quant(q50, Q::Q5_0, 1, 32);
+  EXPECT_EQ(int8_t(p0.codes[17]), 4);  // q - 16
+  EXPECT_EQ(int8_t(p0.codes[1]), -14);
+  const PackedQuant p1 = pack_quant(q51, Q::Q5_1, 1, 32);
+  EXPECT_EQ(p1.codes[17], 20);
+  EXPECT_EQ(f16_to_f32(p1.mins[0]), -1.0f);
+}
+
+TEST(Quant, HandComputedQ4KBlock) {
+  uint8_t b[kQ4_KBytes] = {};
+  put_f16(b, 1.0f);       // d
+  put_f16(b + 2, 0.5f);   // dmin
+  uint8_t* sc = b + 4;
+  sc[0] = 1;              // sub-block 0: sc = 1
+  sc[4] = 2;              // sub-block 0: m = 2
+  // sub-block 5: sc = 33 = 0b10'0001, m = 40 = 0b10'1000 (the 6-bit split of get_scale_min_k4)
+  sc[9] = uint8_t((33 & 0xF) | ((40 & 0xF) << 4));
+  sc[1] |= uint8_t((33 >> 4) << 6);
+  sc[5] |= uint8_t((40 >> 4) << 6);
+  uint8_t* qs = b + 16;
+  qs[0] = 0x3A;           // weight 0 (sub-block 0, low nibble) = 10; weight 32 (sub-block 1, high nibble) = 3
+  qs[64 + 3] = 0x70;      // weight 163 (sub-block 5 = high nibbles of qs[64..95]) = 7; weight 131 = 0
+  std::vector<float> y(256);
+  dequant_q4_k(b, 1, y.data());
+  EXPECT_EQ(y[0], 1.0f * 10 - 0.5f * 2);
+  EXPECT_EQ(y[1], -1.0f);                 // code 0 of sub-block 0
+  EXPECT_EQ(y[32], 0.0f);                 // sub-block 1: sc = 0, m = 0 (only the top bits of sc[1], sc[5] are set)
+  EXPECT_EQ(y[163], 33.0f * 7 - 0.5f * 40);
+  EXPECT_EQ(y[160], -20.0f);
+
+  const PackedQuant p = pack_quant(b, Q::Q4_K, 1, 256);
+  ASSERT_EQ(p.family, QuantFamily::Int4);
+  EXPECT_EQ(p.codes[0], 0x0A);            // group 0, byte 0: weight 0 low, weight 16 high
+  EXPECT_EQ(p.codes[16 * 1 + 0], 0x03);   // group 1, byte 0: weight 32 low
+  EXPECT_EQ(p.codes[16 * 5 + 3], 0x07);   // group 5, byte 3: weight 163 low, weight 179 high
+  EXPECT_EQ(p.sub_scales[5], 33);
+  EXPECT_EQ(p.sub_mins[5], 40);
+  EXPECT_EQ(group_scale(p, 0, 5), 33.0f);
+  EXPECT_EQ(group_min(p, 0, 5), -20.0f);
+  EXPECT_EQ(packed_weight(p, 0, 163), y[163]);
+}
+
+TEST(Quant, HandComputedQ6KBlock) {
+  uint8_t b[kQ6_KBytes] = {};
+  put_f16(b + 208, 0.5f);
+  int8_t* sc = reinterpret_cast<int8_t*>(b + 192);
+  sc[0] = 2;
+  sc[5] = -3;
+  b[0] = 0x05;            // ql[0] low nibble: weight 0
+  b[128 + 0] = 0x02;      // qh[0] bits 0-1: weight 0's high bits = 2 -> q = 37
+  b[16] = 0xF0;           // ql[16] high nibble: weight 80 (l = 16, third quarter), sub-block 5; qh bits 4-5 zero
+  std::vector<float> y(256);
+  dequant_q6_k(b, 1, y.data());
+  EXPECT_EQ(y[0], 0.5f * 2 * (37 - 32));
+  EXPECT_EQ(y[80], 0.5f * -3 * (15 - 32));
+  EXPECT_EQ(y[1], 0.5f * 2 * -32);
+  const PackedQuant p = pack_quant(b, Q::Q6_K, 1, 256);
+  EXPECT_EQ(p.group, 16);
+  EXPECT_EQ(int8_t(p.codes[0]), 5);
+  EXPECT_EQ(int8_t(p.codes[80]), -17);
+  EXPECT_EQ(group_scale(p, 0, 5), -1.5f);
+}
+
+// ---- against the gguf Python package ---------------------------------------------------------------------------------
+
+TEST(Quant, LegacyDequantEqualsGguf) {
+  for (const auto& [name, r] : refs().at("legacy").items()) {
+    SCOPED_TRACE(name);
+    const Q t = type_by_name(name);
+    const std::vector<uint8_t> blocks = from_hex(r.at("blocks"));
+    const std::vector<float> want = floats_from_hex(r.at("dequant"));
+    ASSERT_EQ(want.size(), 256u);
+    EXPECT_EQ(bit_mismatches(deq(t, blocks), want), 0u);
+    // the prepacked form unpacks to the same bits (8 blocks as one row of 256, and as 8 rows of 32)
+    EXPECT_EQ(bit_mismatches(unpack_quant(pack_quant(blocks.data(), t, 1, 256)), want), 0u);
+    EXPECT_EQ(bit_mismatches(unpack_quant(pack_quant(blocks.data(), t, 8, 32)), want), 0u);
+  }
+}
+
+TEST(Quant, KQuantDequantEqualsGguf) {
+  for (const auto& [name, r] : refs().at("kquant").items()) {
+    SCOPED_TRACE(name);
+    const Q t = type_by_name(name);
+    const std::vector<uint8_t> blocks = from_hex(r.at("blocks"));
+    const std::vector<float> want = floats_from_hex(r.at("dequant"));
+    ASSERT_EQ(want.size(), blocks.size() / ggml_quant_block_bytes(t) * 256);
+    EXPECT_EQ(bit_mismatches(deq(t, blocks), want), 0u);
+    const int64_t nb = int64_t(want.size() / 256);
+    EXPECT_EQ(bit_mismatches(unpack_quant(pack_quant(blocks.data(), t, 1, nb * 256)), want), 0u);
+    EXPECT_EQ(bit_mismatches(unpack_quant(pack_quant(blocks.data(), t, nb, 256)), want), 0u);
+  }
+}
+
+TEST(Quant, QuantizersEqualGgufByteForByte) {
+  for (const char* name : {"Q8_0", "Q4_0"}) {
+    SCOPED_TRACE(name);
+    const auto& r = refs().at("legacy").at(name);
+    const Q t = type_by_name(name);
+    const std::vector<float> x = floats_from_hex(r.at("input"));
+    const std::vector<uint8_t> want = from_hex(r.at("blocks"));
+    EXPECT_EQ(quantize_matrix(t, x.data(), 1, int64_t(x.size())), want);
+    EXPECT_EQ(quantize_matrix(t, x.data(), 8, 32), want);
+  }
+}
+
+// ---- the prepacked layout ----------------------------------------------------------------------------------------------
+
+TEST(Quant, PackRoundTripEveryTypeAndShape) {
+  for (Q t : kAllTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const std::vector<int64_t> ks = kq ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 576, 256, 768};
+    for (int64_t n : {1, 7, 33}) {
+      for (int64_t k : ks) {
+        SCOPED_TRACE(std::string(ggml_quant_name(t)) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+        const std::vector<uint8_t> blocks = random_blocks(t, n, k, uint32_t(n * 1000 + k + int(t)));
+        ASSERT_EQ(blocks.size(), ggml_quant_row_bytes(t, k) * size_t(n));
+        const std::vector<float> want = deq(t, blocks);
+        const PackedQuant p = pack_quant(blocks.data(), t, n, k);
+        // shapes and alignment
+        EXPECT_EQ(p.ld_codes % 16, 0);
+        EXPECT_EQ(p.codes.size(), size_t(n * p.ld_codes));
+        EXPECT_EQ(p.ld_codes, p.family == QuantFamily::Int4 ? k / 2 : k);
+        EXPECT_EQ(p.n_groups * p.group, k);
+        if (p.two_level) {
+          EXPECT_EQ(p.ld_sub % 16, 0);
+          EXPECT_EQ(p.ld_super % 8, 0);
+          EXPECT_TRUE(p.scales.empty());
+        } else {
+          EXPECT_EQ(p.ld_groups % 8, 0);
+          EXPECT_EQ(p.scales.size(), size_t(n * p.ld_groups));
+          EXPECT_EQ(p.mins.empty(), !p.has_min);
+          for (int64_t r = 0; r < n; ++r)  // padding zero
+            for (int64_t g = p.n_groups; g < p.ld_groups; ++g) EXPECT_EQ(p.scales[r * p.ld_groups + g], 0);
+        }
+        // bit for bit
+        EXPECT_EQ(bit_mismatches(unpack_quant(p), want), 0u);
+        for (int64_t j : {int64_t(0), k / 2 + 1, k - 1})
+          EXPECT_EQ(f32_to_bits(packed_weight(p, n - 1, j)), f32_to_bits(want[size_t((n - 1) * k + j)]));
+      }
+    }
+  }
+}
+
+TEST(Quant, FlagsAndBytesPerWeight) {
+  struct Want { Q t; QuantFamily f; int group; int offset; bool min; bool two; double bpw; };
+  const Want wants[] = {
+      {Q::Q4_0, QuantFamily::Int4, 32, -8, false, false, 18.0 / 32},
+      {Q::Q4_1, QuantFamily::Int4, 32, 0, true, false, 20.0 / 32},
+      {Q::Q4_K, QuantFamily::Int4, 32, 0, true, true, 0.5 + 2.0 / 32 + 4.0 / 256},
+      {Q::Q8_0, QuantFamily::Int8, 32, 0, false, false, 34.0 / 32},
+      {Q::Q5_0, QuantFamily::Int8, 32, 0, false, false, 34.0 / 32},
+      {Q::Q5_1, QuantFamily::Int8, 32, 0, true, false, 36.0 / 32},
+      {Q::Q6_K, QuantFamily::Int8, 16, 0, false, true, 1.0 + 1.0 / 16 + 2.0 / 256},
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(ggml_quant_name(w.t));
+    const std::vector<uint8_t> blocks = random_blocks(w.t, 3, 768, 5);
+    const PackedQuant p = pack_quant(blocks.data(), w.t, 3, 768);
+    EXPECT_EQ(p.family, w.f);
+    EXPECT_EQ(p.group, w.group);
+    EXPECT_EQ(p.code_offset, w.offset);
+    EXPECT_EQ(p.has_min, w.min);
+    EXPECT_EQ(p.two_level, w.two);
+    EXPECT_DOUBLE_EQ(packed_bytes_per_weight(p), w.bpw);
+    EXPECT_GE(packed_bytes_allocated(p), packed_bytes_read(p));
+  }
+}
+
+TEST(Quant, RowLengthRefusedByName) {
+  const auto message = [](Q t, int64_t k) {
+    try {
+      check_quant_row_length(t, k, "blk.3.ffn_down.weight");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message(Q::Q4_K, 576),
+            "blk.3.ffn_down.weight: Q4_K needs a row length that is a positive multiple of 256, found 576");
+  EXPECT_EQ(message(Q::Q6_K, 96),
+            "blk.3.ffn_down.weight: Q6_K needs a row length that is a positive multiple of 256, found 96");
+  EXPECT_EQ(message(Q::Q4_0, 48),
+            "blk.3.ffn_down.weight: Q4_0 needs a row length that is a positive multiple of 32, found 48");
+  EXPECT_EQ(message(Q::Q8_0, 0),
+            "blk.3.ffn_down.weight: Q8_0 needs a row length that is a positive multiple of 32, found 0");
+  EXPECT_EQ(message(Q::Q5_1, 576), "accepted");
+  EXPECT_EQ(message(Q(9), 32), "blk.3.ffn_down.weight: GGML type id 9 is not a supported quantized type");
+  std::vector<uint8_t> blocks(kQ4_KBytes * 3);
+  EXPECT_THROW(pack_quant(blocks.data(), Q::Q4_K, 1, 576, "w"), Error);
+  const std::vector<float> x(576, 1.0f);
+  EXPECT_THROW(quantize_matrix(Q::Q4_K, x.data(), 1, 576), Error);
+  EXPECT_THROW(quantize_matrix(Q::Q5_0, x.data(), 1, 576), Error);  // no quantizer for Q5_0 here
+}
+
+// ---- reference GEMV --------------------------------------------------------------------------------------------------
+
+TEST(Quant, ReferenceGemvEqualsFp64DotOfDequantized) {
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (Q t : kAllTypes) {
+    const int64_t n = 33, k = 768;
+    SCOPED_TRACE(ggml_quant_name(t));
+    const std::vector<uint8_t> blocks = random_blocks(t, n, k, 77 + int(t));
+    const std::vector<float> w = deq(t, blocks);
+    std::vector<float> x(static_cast<size_t>(k));
+    for (float& v : x) v = normal(gen);
+    PackedQuant p = pack_quant(blocks.data(), t, n, k);
+    const std::vector<double> y = packed_gemv_ref(p, x.data());
+    double worst = 0.0;
+    for (int64_t r = 0; r < n; ++r) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t j = 0; j < k; ++j) {
+        ref += double(w[size_t(r * k + j)]) * double(x[size_t(j)]);
+        mag += std::fabs(double(w[size_t(r * k + j)]) * double(x[size_t(j)]));
+      }
+      worst = std::max(worst, std::fabs(y[size_t(r)] - ref) / std::max(mag, 1e-300));
+    }
+    EXPECT_LE(worst, 1e-13);
+
+    // negative control: one corrupted scale moves its row's output
+    if (p.two_level) p.super_d[5 * p.ld_super] = f32_to_f16(3.0f); else p.scales[5 * p.ld_groups + 1] = f32_to_f16(3.0f);
+    const std::vector<double> y_bad = packed_gemv_ref(p, x.data());
+    EXPECT_NE(y_bad[5], y[5]);
+    EXPECT_EQ(y_bad[4], y[4]);
+    EXPECT_GT(bit_mismatches(unpack_quant(p), w), 0u);
+  }
+}
+
+// ---- negative controls on the comparisons themselves -----------------------------------------------------------------
+
+TEST(Quant, CorruptedScaleOrCodeFailsTheGgufComparison) {
+  for (const auto& [name, r] : refs().at("legacy").items()) {
+    SCOPED_TRACE(name);
+    const Q t = type_by_name(name);
+    std::vector<uint8_t> blocks = from_hex(r.at("blocks"));
+    const std::vector<float> want = floats_from_hex(r.at("dequant"));
+    std::vector<uint8_t> bad = blocks;
+    bad[0] ^= 0x04;  // block 0's fp16 d, one mantissa bit (block 0 is the typical one: d != 0)
+    EXPECT_GT(bit_mismatches(deq(t, bad), want), 0u);
+    bad = blocks;
+    bad[ggml_quant_block_bytes(t) - 1] ^= 0x10;  // a code bit of block 0
+    EXPECT_GT(bit_mismatches(deq(t, bad), want), 0u);
+  }
+  const auto& r = refs().at("kquant").at("Q4_K");
+  std::vector<uint8_t> bad = from_hex(r.at("blocks"));
+  bad[4] ^= 0x01;  // a 6-bit sub-block scale of block 0
+  EXPECT_GT(bit_mismatches(deq(Q::Q4_K, bad), floats_from_hex(r.at("dequant"))), 0u);
+  const auto& r6 = refs().at("kquant").at("Q6_K");
+  bad = from_hex(r6.at("blocks"));
+  bad[192] ^= 0x01;  // an int8 sub-block scale of block 0
+  EXPECT_GT(bit_mismatches(deq(Q::Q6_K, bad), floats_from_hex(r6.at("dequant"))), 0u);
+}
+
+// ---- the Q4_K quantizer --------------------------------------------------------------------------------------------
+
+// The approximately normal tensor of tools/quant_refs.py: float32 sum of 12 counter-based uniforms, minus 6.
+std::vector<float> irwin_hall(uint64_t seed, uint64_t tensor_id, int64_t count) {
+  std::vector<float> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    float acc = 0.0f;
+    for (int t = 0; t < 12; ++t) acc += rng_unit(seed, tensor_id, uint64_t(12 * i + t));
+    out[size_t(i)] = acc - 6.0f;
+  }
+  return out;
+}
+
+double rms_error(Q t, const std::vector<float>& x, int64_t n, int64_t k) {
+  const std::vector<float> y = deq(t, quantize_matrix(t, x.data(), n, k));
+  double s = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) s += (double(y[i]) - double(x[i])) * (double(y[i]) - double(x[i]));
+  return std::sqrt(s / double(x.size()));
+}
+
+TEST(Quant, Q4KQuantizerRmsWithinFivePercentOfGgmlReference) {
+  const auto& r = refs().at("q4_k_rms");
+  const int64_t rows = r.at("rows"), k = r.at("k");
+  const std::vector<float> x = irwin_hall(r.at("seed"), r.at("tensor_id"), rows * k);
+  double in_rms = 0.0;
+  for (float v : x) in_rms += double(v) * double(v);
+  EXPECT_NEAR(std::sqrt(in_rms / double(x.size())), double(r.at("input_rms")), 1e-9);  // the same tensor
+  const double ours = rms_error(Q::Q4_K, x, rows, k), ref = r.at("ref_rms_error");
+  std::printf("Q4_K RMS error: ours %.6f, ggml's algorithm (Python port) %.6f, ratio %.4f; Q4_0 %.6f\n", ours, ref,
+              ours / ref, rms_error(Q::Q4_0, x, rows, k));
+  EXPECT_LE(ours, 1.05 * ref);
+  EXPECT_GE(ours, 0.95 * ref);  // a much lower figure would mean the test measures something else
+  EXPECT_LT(ours, rms_error(Q::Q4_0, x, rows, k));
+  // negative control: the 5% check catches a quantizer whose codes are off (one code per super-block moved)
+  std::vector<uint8_t> blocks = quantize_matrix(Q::Q4_K, x.data(), rows, k);
+  for (size_t b = 0; b < blocks.size(); b += kQ4_KBytes) blocks[b + 16] ^= 0x0F;  // perturb one code per block
+  const std::vector<float> y = deq(Q::Q4_K, blocks);
+  double s = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) s += (double(y[i]) - double(x[i])) * (double(y[i]) - double(x[i]));
+  EXPECT_GT(std::sqrt(s / double(x.size())), 1.05 * ref);
+}
+
+}  // namespace
+}  // namespace llm

@@ -1,0 +1,353 @@
+// What users hit, end to end on the built programs (LLM_BINARY_DIR): --gemv checked on every path and listed in
+// --help, the one line every CUDA program prints without a GPU (this test machine has none; a GPU machine skips
+// that test), a byte-level vocabulary without byte tokens refused by name, --perplexity on a vocabulary without BOS,
+// and the piped chat (no terminal hints, "1 turn", a system prompt too long for the context named as such).
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "chat/session.h"
+#include "chat/template.h"
+#include "core/gemv_names.h"
+#include "engine/backend.h"
+#include "engine/model_files.h"
+#include "models/hf_writer.h"
+#include "models/model.h"
+#include "models/vocab.h"
+#include "models_test_util.h"
+#include "tokenizer/bpe.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using llm_test::TempDir;
+using llm_test::write_file;
+using nlohmann::json;
+
+const std::string kBin = LLM_BINARY_DIR;
+const std::string kStories = std::string(LLM_TEST_MODELS) + "/stories260K";
+
+struct Outcome {
+  bool exited = false;  // false: killed by a signal
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs kBin/program with `args` (no shell), stdin from `stdin_path` (or /dev/null), capturing stdout and stderr.
+Outcome run(const std::string& program, const std::vector<std::string>& args, const TempDir& tmp,
+            const std::string& stdin_path = "/dev/null") {
+  const std::string exe = kBin + "/" + program;
+  const std::string out_path = tmp.str("stdout.txt"), err_path = tmp.str("stderr.txt");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, stdin_path.c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> argv{const_cast<char*>(exe.c_str())};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  Outcome r;
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return r;
+  int st = 0;
+  waitpid(pid, &st, 0);
+  r.exited = WIFEXITED(st);
+  r.code = r.exited ? WEXITSTATUS(st) : -WTERMSIG(st);
+  r.out = llm_test::read_file(out_path);
+  r.err = llm_test::read_file(err_path);
+  return r;
+}
+
+bool built(const std::string& program) { return fs::exists(kBin + "/" + program); }
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+// About `bytes` of ordinary words.
+std::string words(size_t bytes) {
+  std::string s;
+  while (s.size() < bytes) s += "Once upon a time there was a little dog. ";
+  return s;
+}
+
+bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+// A run-llama refusal: `code`, nothing on stdout, and one "error: " line holding every needle (plus, for exit 2, the
+// usage hint after it).
+void expect_refused(const std::vector<std::string>& args, int code, std::initializer_list<std::string> needles,
+                    const TempDir& tmp) {
+  std::string cmd = "run-llama";
+  for (const std::string& a : args) cmd += " " + a;
+  SCOPED_TRACE(cmd);
+  const Outcome r = run("run-llama", args, tmp);
+  ASSERT_TRUE(r.exited) << "killed by signal " << -r.code << "\n" << r.err;
+  EXPECT_EQ(r.code, code) << r.err;
+  EXPECT_EQ(r.out, "");
+  std::vector<std::string> err = lines(r.err);
+  if (code == 2) {
+    ASSERT_FALSE(err.empty());
+    EXPECT_EQ(err.back(), "run 'run-llama --help' for the options") << r.err;
+    err.pop_back();
+  }
+  ASSERT_FALSE(err.empty()) << r.err;
+  const std::string msg = err.back();
+  EXPECT_EQ(msg.rfind("error: ", 0), 0u) << r.err;
+  err.pop_back();
+  for (const std::string& l : err) EXPECT_EQ(l.rfind("run-llama: ", 0), 0u) << "unexpected stderr line: " << l;
+  for (const std::string& n : needles) EXPECT_TRUE(has(msg, n)) << "'" << n << "' not in: " << msg;
+}
+
+class UserErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!built("run-llama")) FAIL() <<  "(every tree that runs this test builds it) " << kBin << "/run-llama not built (build the run-llama target)";
+  }
+  TempDir tmp_;
+};
+
+// ---- --gemv on every path, and every mapping in --help ----
+
+TEST_F(UserErrors, GemvUnknownNameIsBadUsageOnEveryPath) {
+  for (const char* device : {"cpu", "cuda", "auto"})
+    expect_refused({"--model", "synthetic:tiny-gqa", "--prompt-ids", "1,2", "--device", device, "--gemv", "nope"}, 2,
+                   {"--gemv: unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")"}, tmp_);
+}
+
+TEST_F(UserErrors, GemvOtherThanTheDefaultIsRefusedOnTheCpuPath) {
+  expect_refused({"--model", "synthetic:tiny-gqa", "--prompt-ids", "1,2", "--device", "cpu", "--gemv", "warp"}, 2,
+                 {"--gemv warp: GEMV mappings apply to --device cuda"}, tmp_);
+  if (!llm::cuda_device_available())  // auto resolves to the CPU here: the same refusal, saying why
+    expect_refused({"--model", "synthetic:tiny-gqa", "--prompt-ids", "1,2", "--gemv", "thread"}, 2,
+                   {"--gemv thread: GEMV mappings apply to --device cuda", "--device auto chose the CPU",
+                    "no CUDA device is available"},
+                   tmp_);
+  // The default names what the CPU path does anyway: it runs.
+  const Outcome r = run("run-llama", {"--model", "synthetic:tiny-gqa", "--prompt-ids", "1,2", "-n", "2", "--device",
+                                      "cpu", "--gemv", llm::kGemvDefaultMapping},
+                        tmp_);
+  EXPECT_TRUE(r.exited && r.code == 0) << r.err;
+}
+
+TEST_F(UserErrors, HelpListsEveryMappingAndTheDefault) {
+  for (const char* program : {"run-llama", "gemv-sectors", "llama-ab"}) {
+    SCOPED_TRACE(program);
+    if (!built(program)) continue;
+    const Outcome r = run(program, {"--help"}, tmp_);
+    ASSERT_TRUE(r.exited && r.code == 0) << r.err;
+    EXPECT_TRUE(has(r.out, std::string(llm::kGemvDefaultMapping) + " (default)")) << r.out;
+    for (const llm::GemvMappingName& m : llm::kGemvMappingNames) {
+      EXPECT_TRUE(has(r.out, std::string("  ") + m.name + " ")) << m.name << " missing from\n" << r.out;
+      EXPECT_TRUE(has(r.out, m.what)) << m.name;
+    }
+  }
+}
+
+TEST_F(UserErrors, AbListIsChecked) {
+  if (!built("llama-ab")) FAIL() <<  "(every tree that runs this test builds it) " << "llama-ab not built";
+  const Outcome r = run("llama-ab", {"--model", "synthetic:tiny-gqa", "--ab", "warp,nope"}, tmp_);
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+  ASSERT_EQ(lines(r.err).size(), 2u) << r.err;
+  EXPECT_EQ(lines(r.err)[0], "error: --ab: unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")");
+}
+
+// ---- without a GPU, every CUDA program says the same one line ----
+
+TEST_F(UserErrors, WithoutAGpuEveryCudaProgramSaysTheSameLine) {
+  if (llm::cuda_device_available()) GTEST_SKIP() << "a CUDA device is present: nothing to refuse";
+  struct Program {
+    const char* name;
+    std::vector<std::string> args;
+  };
+  const std::vector<Program> programs = {
+      {"run-llama", {"--model", "synthetic:tiny-gqa", "--prompt-ids", "1,2", "--device", "cuda"}},
+      {"llama-ab", {"--model", "synthetic:tiny-gqa", "-n", "2"}},
+      {"gemv-bench", {}},
+      {"gemv-probes", {}},
+      {"gemv-profile-target", {}},
+  };
+#if LLM_HAVE_CUDA
+  const std::string want = "error: " + llm::cuda_no_device_message();
+  EXPECT_EQ(want.rfind("error: no CUDA device is available (", 0), 0u) << want;
+  EXPECT_TRUE(has(want, "); the CUDA programs need an NVIDIA GPU")) << want;
+#else
+  const std::string want = "error: this build has no CUDA engine (built without a CUDA toolkit)";
+#endif
+  int ran = 0;
+  for (const Program& p : programs) {
+    SCOPED_TRACE(p.name);
+    if (!built(p.name)) continue;  // the gemv-* programs exist only in a CUDA build
+    ++ran;
+    const Outcome r = run(p.name, p.args, tmp_);
+    ASSERT_TRUE(r.exited) << "killed by signal " << -r.code << "\n" << r.err;
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err, want + "\n");
+  }
+  EXPECT_GE(ran, 2);
+}
+
+// ---- a byte-level vocabulary without its byte tokens ----
+
+// The GPT-2 stand-in character of byte b (bytes_to_unicode).
+std::string byte_char(int b) {
+  int next = 0;
+  for (int c = 0; c < 256; ++c) {
+    const bool keep = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
+    const int cp = keep ? c : 256 + next++;
+    if (c == b) return cp < 0x80 ? std::string(1, char(cp)) : std::string{char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
+  }
+  return "";
+}
+
+llm::EmbeddedVocab gguf_vocab(bool with_bytes, const std::vector<int>& leave_out = {}) {
+  llm::EmbeddedVocab v;
+  v.source = "test.gguf";
+  v.model = "gpt2";
+  v.pre = "gpt2";
+  for (int b = 0; b < 256; ++b) {
+    bool skip = false;
+    for (int x : leave_out) skip = skip || x == b;
+    v.tokens.push_back(with_bytes && !skip ? byte_char(b) : "tok" + std::to_string(b));
+    v.token_types.push_back(1);
+  }
+  return v;
+}
+
+TEST(ByteTokens, AVocabularyWithoutThemIsRefusedByName) {
+  llm_test::expect_error([] { llm::make_bpe_tokenizer(gguf_vocab(false)); },
+                         {"tokenizer test.gguf: byte-level BPE vocabulary lacks the byte token 'ĉ' (byte 0x09; 256 of "
+                          "the 256 byte tokens are missing); not a byte-level vocabulary"});
+  llm_test::expect_error([] { llm::make_bpe_tokenizer(gguf_vocab(true, {'e'})); },
+                         {"lacks the byte token 'e' (byte 0x65; 1 of the 256"});
+  // Real vocabularies lack a few bytes text rarely holds (SmolLM2: 0x04, 0x06, ..., 0xC0, 0xC1, 0xF5..0xFF): loaded.
+  std::vector<int> rare = {4, 6, 19, 20, 22, 29, 0xC0, 0xC1};
+  for (int b = 0xF5; b <= 0xFF; ++b) rare.push_back(b);
+  EXPECT_NO_THROW(llm::make_bpe_tokenizer(gguf_vocab(true, rare)));
+}
+
+// A tiny-gqa Hugging Face directory (vocab 256) with a tokenizer.json of 256 tokens and no BOS: the byte tokens, or
+// (with_bytes false) 256 tokens that stand for no byte.
+std::string hf_with_tokenizer_json(const TempDir& tmp, const std::string& name, bool with_bytes) {
+  llm::HfWriteOptions opt;
+  opt.dtype = llm::DType::F32;
+  const std::string dir = tmp.str(name);
+  llm::write_hf_model(llm::load_synthetic("tiny-gqa"), dir, opt);
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[with_bytes ? byte_char(b) : "tok" + std::to_string(b)] = b;
+  const json tok = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}},
+                    {"normalizer", nullptr},
+                    {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+                    {"decoder", {{"type", "ByteLevel"}}},
+                    {"post_processor", nullptr},
+                    {"added_tokens", json::array()}};
+  write_file(fs::path(dir) / "tokenizer.json", tok.dump());
+  return dir;
+}
+
+TEST_F(UserErrors, ByteLessVocabularyIsRefusedAtLoad) {
+  const std::string dir = hf_with_tokenizer_json(tmp_, "byteless", false);
+  expect_refused({"--model", dir, "--prompt", "hello", "--device", "cpu"}, 1,
+                 {"tokenizer " + dir + "/tokenizer.json: byte-level BPE vocabulary lacks the byte token 'ĉ' (byte "
+                  "0x09; 256 of the 256 byte tokens are missing); not a byte-level vocabulary"},
+                 tmp_);
+}
+
+// ---- --perplexity on a vocabulary without BOS ----
+
+TEST_F(UserErrors, PerplexityWithoutBosScoresFromTheSecondToken) {
+  const std::string dir = hf_with_tokenizer_json(tmp_, "nobos", true);
+  write_file(tmp_.path() / "text.txt", "hello world");  // no merges: 11 byte tokens, 10 scored
+  const Outcome r = run("run-llama", {"--model", dir, "--perplexity", tmp_.str("text.txt"), "--device", "cpu"}, tmp_);
+  ASSERT_TRUE(r.exited) << r.err;
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "perplexity: " + tmp_.str("text.txt") + ": 10 tokens scored")) << r.out;
+  EXPECT_TRUE(has(r.err, "run-llama: the vocabulary has no BOS token: scoring from the text's second token on"))
+      << r.err;
+  // One token is not enough to score: an error, not a crash or exit 0.
+  write_file(tmp_.path() / "one.txt", "h");
+  expect_refused({"--model", dir, "--perplexity", tmp_.str("one.txt"), "--device", "cpu"}, 1,
+                 {"--perplexity: " + tmp_.str("one.txt") + " is too short to score: 1 token; scoring needs at least 2"}, tmp_);
+  // An empty prompt still needs a BOS to start from.
+  expect_refused({"--model", dir, "--prompt", "", "--device", "cpu"}, 1, {"no BOS token"}, tmp_);
+}
+
+// ---- the piped chat ----
+
+TEST_F(UserErrors, PipedChatHasNoTerminalHintsAndCountsRight) {
+  ASSERT_TRUE(fs::exists(kStories + "/stories260K.bin")) << "stories260K is missing from the checkout: " << kStories;
+  const std::string in = tmp_.str("chat.txt");
+  write_file(in, "/help\nHello\n/stats\n/gemv\n/gemv warp\n/gemv nope\n/system " + words(1 << 20) +
+                     "\nHi again\n");
+  const Outcome r = run("run-llama", {"--model", kStories + "/stories260K.bin", "--tokenizer",
+                                      kStories + "/tok512.model", "--chat-template", "zephyr", "--chat", "--device",
+                                      "cpu", "--temp", "0", "-n", "1", "--ignore-eos", "-c", "64"},
+                        tmp_, in);
+  ASSERT_TRUE(r.exited) << r.err;
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(has(r.err, "Ctrl-")) << r.err;
+  EXPECT_FALSE(has(r.err, "\033")) << r.err;
+  EXPECT_TRUE(has(r.err, "the end of the input also ends the chat")) << r.err;
+  EXPECT_TRUE(has(r.err, "\n[length: 1 token, ")) << r.err;
+  EXPECT_TRUE(has(r.err, " positions in use, 1 turn\n")) << r.err;
+  EXPECT_TRUE(has(r.err, "last reply: prompt ")) << r.err;
+  EXPECT_TRUE(has(r.err, ", reply 1 token in ")) << r.err;
+  // /gemv on the CPU: the list with the default named, a non-default mapping refused, an unknown name refused.
+  EXPECT_TRUE(has(r.err, "GEMV mappings apply to --device cuda; this chat runs on the CPU reference, which has none."))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "  warp-r2 (default)  ")) << r.err;
+  EXPECT_TRUE(has(r.err, "error: /gemv warp: GEMV mappings apply to --device cuda; this chat runs on the CPU reference"))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "error: /gemv: unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")"))
+      << r.err;
+  // The 1 MB system prompt is what is too long, not the user's two words.
+  EXPECT_TRUE(has(r.err, "the system prompt is too long for the context: with the template's markup it needs "))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "the context holds 64 (raise --ctx-size or set a shorter one with /system TEXT)")) << r.err;
+  EXPECT_FALSE(has(r.err, "shorten the message")) << r.err;
+}
+
+// The same at the ChatSession level: a system prompt that alone overflows the context is named, a long user message
+// beside a short system prompt still is the message.
+TEST(ChatSystemPrompt, TooLongForTheContextIsNamed) {
+  ASSERT_TRUE(fs::exists(kStories + "/stories260K.bin")) << "stories260K is missing from the checkout: " << kStories;
+  const llm::Model model = llm::load_model(kStories + "/stories260K.bin");
+  const auto tok = llm::load_tokenizer(model, kStories + "/tok512.model");
+  llm::BackendOptions bo;
+  bo.ctx_size = 128;
+  const auto backend = llm::make_cpu_backend(model, bo);
+  const llm::ChatTemplate tmpl(llm::ChatFormat::kZephyr);
+  llm::ChatSessionOptions o;
+  o.system = words(100000);
+  llm::ChatSession s(*backend, *tok, model.config, tmpl, o);
+  llm::ChatReply r = s.send("Hi", 4, nullptr);
+  EXPECT_EQ(r.stop_reason, "context");
+  EXPECT_TRUE(has(r.message, "the system prompt is too long for the context")) << r.message;
+  EXPECT_TRUE(has(r.message, "the context holds 128")) << r.message;
+  EXPECT_TRUE(s.ids().empty());
+
+  s.set_system("Be brief.");
+  r = s.send(words(4000), 4, nullptr);
+  EXPECT_EQ(r.stop_reason, "context");
+  EXPECT_TRUE(has(r.message, "the turn does not fit in the context")) << r.message;
+  EXPECT_TRUE(has(r.message, "shorten the message")) << r.message;
+}
+
+}  // namespace
