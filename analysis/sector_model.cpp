@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/gemv_names.h"  // the registered mappings: names and order
 
 namespace llm {
 
@@ -133,24 +134,59 @@ void for_each_request(const AccessPattern& p, const std::function<void(const War
 
 // ---- mappings ----
 
+namespace {
+
+// How each registered mapping walks its weight: the sector model's per-name access pattern. The names, their order
+// and which mappings exist come from core/gemv_names.h; a row here only describes one of them. A registered mapping
+// without a row is left out of sector_mappings() (and tests/cpu/sector_model_test.cpp fails); a row for a name that
+// is not registered is never listed (sector_patterns_unregistered() names it, and the test fails too).
+const SectorMappingInfo kAccessPatterns[] = {
+    {"warp-r2", "row-major [N, K]", false, false, 16,
+     "warp with two rows per warp sharing each x chunk: each load is one row's contiguous run, as warp"},
+    {"warp", "row-major [N, K]", false, false, 16,
+     "one warp per row, lanes along K: each load is one contiguous 32 x load-bytes run of the row"},
+    {"thread", "row-major [N, K]", true, false, 0,
+     "one thread per row: the 32 lanes of a load sit one row stride apart (does not coalesce)"},
+    {"colmajor", "column-major [K, N]", false, true, 0,
+     "weight stored [K, N], one thread per output column: lanes read consecutive columns of one k"},
+    {"cublas", "row-major [N, K]", false, false, 16,
+     "a MODEL of cuBLAS as lanes along K with 16-byte loads; cuBLAS's real access pattern is not public"},
+    {"thread-splitk", "row-major [N, K]", true, false, 0,
+     "control: one thread per (row, K slice); each load has the same lanes-across-rows pattern as thread"},
+    {"warp-few", "row-major [N, K]", false, false, 16,
+     "control: warp with few warps in flight; each load has the same pattern as warp"},
+};
+
+const SectorMappingInfo* access_pattern(const char* name) {
+  for (const SectorMappingInfo& p : kAccessPatterns)
+    if (std::string(p.name) == name) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
 const std::vector<SectorMappingInfo>& sector_mappings() {
-  static const std::vector<SectorMappingInfo> mappings = {
-      {"warp", "row-major [N, K]", false, false, 16,
-       "one warp per row, lanes along K: each load is one contiguous 32 x load-bytes run of the row"},
-      {"thread", "row-major [N, K]", true, false, 0,
-       "one thread per row: the 32 lanes of a load sit one row stride apart (does not coalesce)"},
-      {"colmajor", "column-major [K, N]", false, true, 0,
-       "weight stored [K, N], one thread per output column: lanes read consecutive columns of one k"},
-      {"cublas", "row-major [N, K]", false, false, 16,
-       "a MODEL of cuBLAS as lanes along K with 16-byte loads; cuBLAS's real access pattern is not public"},
-      {"thread-splitk", "row-major [N, K]", true, false, 0,
-       "control: one thread per (row, K slice); each load has the same lanes-across-rows pattern as thread"},
-      {"warp-few", "row-major [N, K]", false, false, 16,
-       "control: warp with few warps in flight; each load has the same pattern as warp"},
-      {"warp-r2", "row-major [N, K]", false, false, 16,
-       "warp with two rows per warp sharing each x chunk: each load is one row's contiguous run, as warp"},
-  };
+  static const std::vector<SectorMappingInfo> mappings = [] {
+    std::vector<SectorMappingInfo> list;
+    for (const GemvMappingName& m : kGemvMappingNames)
+      if (const SectorMappingInfo* p = access_pattern(m.name)) list.push_back(*p);
+    return list;
+  }();
   return mappings;
+}
+
+std::vector<std::string> sector_mappings_missing() {
+  std::vector<std::string> missing;
+  for (const GemvMappingName& m : kGemvMappingNames)
+    if (!access_pattern(m.name)) missing.push_back(m.name);
+  return missing;
+}
+
+std::vector<std::string> sector_patterns_unregistered() {
+  std::vector<std::string> extra;
+  for (const SectorMappingInfo& p : kAccessPatterns)
+    if (!gemv_mapping_known(p.name)) extra.push_back(p.name);
+  return extra;
 }
 
 const SectorMappingInfo& find_sector_mapping(const std::string& name) {

@@ -73,7 +73,8 @@ struct AccessPattern {
 // Calls `visit` once per warp-level load instruction needed to read every useful byte of the layout, in issue order.
 void for_each_request(const AccessPattern& p, const std::function<void(const WarpRequest&)>& visit);
 
-// The GEMV mappings the model describes. Names match the CUDA registry where a kernel exists.
+// The GEMV mappings the model describes: every mapping of core/gemv_names.h (the one list), in its order, each with
+// the access pattern the sector model walks for it.
 struct SectorMappingInfo {
   const char* name;
   const char* layout;       // "row-major [N, K]" or "column-major [K, N]"
@@ -83,6 +84,10 @@ struct SectorMappingInfo {
   const char* why;          // one line
 };
 const std::vector<SectorMappingInfo>& sector_mappings();
+// Registered mappings (core/gemv_names.h) the sector model has no access pattern for, and access patterns for names
+// that are not registered; both empty in a consistent tree (tests/cpu/sector_model_test.cpp).
+std::vector<std::string> sector_mappings_missing();
+std::vector<std::string> sector_patterns_unregistered();
 // Throws llm::Error listing the known mappings when `name` is unknown.
 const SectorMappingInfo& find_sector_mapping(const std::string& name);
 

@@ -11,12 +11,17 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench_util.h"      // timing, roofline, parsing, formatting
+#include <nlohmann/json.hpp>
+
+#include "apps/bench_util.h"      // parsing, formatting
+#include "apps/cli.h"             // value, parse_int, run_main
 #include "core/gemv_names.h"       // check_gemv_mapping
 #include "engine/backend.h"        // require_cuda_device
 #include "core/error.h"          // llm::Error, llm::fail
 #include "kernels/cuda_check.h"  // CUDA_CHECK
-#include "kernels/gemv.h"        // the mappings, the roofline kernel, random fills
+#include "kernels/gemv.h"        // the mappings, random fills
+#include "measure/cuda_timing.h"  // time_ms, graph_ms_per_call, current_device, median
+#include "measure/roofline.h"     // Roofline: the one streaming-read measurement
 
 namespace llm {
 namespace {
@@ -32,16 +37,14 @@ struct Options {
 
 const char* kUsage =
     "usage: gemv-bench [--mappings a,b,c] [--shapes NxK,...] [--repeats R] [--csv] [--json FILE]\n"
-    "  GB/s of weight bytes per GEMV mapping and shape, beside a streaming-read roofline measured in the same run.\n";
+    "  GB/s of weight bytes per GEMV mapping and shape, beside a streaming-read roofline measured in the same run.\n"
+    "  --mappings defaults to every mapping of the first list below, in its order:\n";
 
 Options parse_args(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) fail(a, ": missing value\n", kUsage);
-      return argv[++i];
-    };
+    auto value = [&] { return cli::value(argc, argv, i, a); };
     if (a == "--mappings") {
       o.mappings = split_commas(value());
       for (const std::string& m : o.mappings) check_gemv_mapping("--mappings", m, /*on_cpu=*/false);
@@ -50,18 +53,16 @@ Options parse_args(int argc, char** argv) {
       for (const std::string& s : split_commas(value())) o.shapes.push_back(parse_shape(s));
       if (o.shapes.empty()) fail("--shapes: no shape given");
     } else if (a == "--repeats") {
-      const std::string v = value();
-      o.repeats = std::atoi(v.c_str());
-      if (o.repeats < 1 || o.repeats > 1000) fail("--repeats: expected 1..1000, found '", v, "'");
+      o.repeats = int(cli::parse_int(a, value(), 1, 1000));
     } else if (a == "--csv") {
       o.csv = true;
     } else if (a == "--json") {
       o.json_path = value();
     } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
+      std::cout << kUsage << gemv_mapping_lines("  ");
       std::exit(0);
     } else {
-      fail("unknown option '", a, "'\n", kUsage);
+      fail("unknown option '", a, "'");
     }
   }
   return o;
@@ -121,10 +122,10 @@ Result bench_one(const GemvMapping& m, int N, int K, const uint16_t* d_src, cons
 
 const char* flag_of(const Result& r) { return r.pct_graph > 100.0 ? "L2 hits? measurement error" : ""; }
 
-void print_markdown(const Device& dev, const Roofline& roof, int repeats, size_t rotation_bytes,
+void print_markdown(const Device& dev, const RooflineResult& roof, int repeats, size_t rotation_bytes,
                     const std::vector<Result>& results) {
   std::cout << "roofline: " << fmt(roof.gbps, 0) << " GB/s (streaming read of " << fmt(roof.bytes / 1073741824.0, 2)
-            << " GiB with 16-byte loads, best of " << roof.kernels_tried << " grid shapes: " << roof.grid << " x "
+            << " GiB with 16-byte loads, best of " << roof.shapes_tried << " grid shapes: " << roof.grid << " x "
             << roof.block << "; median of " << repeats << ")\n";
   std::cout << "device: " << dev.name << ", " << dev.sms << " SMs, " << (dev.l2_bytes >> 20)
             << " MiB L2; weights rotated over >= " << (rotation_bytes >> 20) << " MiB of copies; median of "
@@ -140,7 +141,7 @@ void print_markdown(const Device& dev, const Roofline& roof, int repeats, size_t
   std::cout << "\nus/call: per call inside the CUDA graph (back-to-back launches: GB/s column 3).\n";
 }
 
-void print_csv(const Roofline& roof, const std::vector<Result>& results) {
+void print_csv(const RooflineResult& roof, const std::vector<Result>& results) {
   std::cout << "mapping,N,K,gbps_back_to_back,gbps_graph,pct_roofline_graph,us_per_call_graph,"
                "us_per_call_back_to_back,flag\n";
   std::cout << "roofline,,," << fmt(roof.gbps, 1) << "," << fmt(roof.gbps, 1) << ",100.0,,,\n";
@@ -150,32 +151,41 @@ void print_csv(const Roofline& roof, const std::vector<Result>& results) {
               << flag_of(r) << "\n";
 }
 
-void write_json(const std::string& path, const Device& dev, const Roofline& roof, int repeats, size_t rotation_bytes,
-                const std::vector<Result>& results) {
+// Keys and rounding as gemv-bench has always written them (docs/results, scripts/h200-check.sh).
+void write_json(const std::string& path, const Device& dev, const RooflineResult& roof, int repeats,
+                size_t rotation_bytes, const std::vector<Result>& results) {
+  using json = nlohmann::ordered_json;
+  json j;
+  j["device"] = dev.name;
+  j["sms"] = dev.sms;
+  j["l2_bytes"] = dev.l2_bytes;
+  j["repeats"] = repeats;
+  j["rotation_min_bytes"] = rotation_bytes;
+  j["roofline"] = {{"gbps", rounded(roof.gbps, 1)}, {"bytes", roof.bytes}, {"grid", roof.grid},
+                   {"block", roof.block}, {"kernels_tried", roof.shapes_tried}};
+  j["results"] = json::array();
+  for (const Result& r : results)
+    j["results"].push_back({{"mapping", r.mapping},
+                            {"N", r.N},
+                            {"K", r.K},
+                            {"gbps_back_to_back", rounded(r.gbps_b2b, 1)},
+                            {"gbps_graph", rounded(r.gbps_graph, 1)},
+                            {"pct_roofline_graph", rounded(r.pct_graph, 2)},
+                            {"us_per_call_graph", rounded(r.us_graph, 3)},
+                            {"us_per_call_back_to_back", rounded(r.us_b2b, 3)},
+                            {"copies", r.copies},
+                            {"iters", r.iters},
+                            {"grid", r.shape.grid},
+                            {"block", r.shape.block},
+                            {"bytes_in_flight_per_thread", r.shape.bytes_in_flight_per_thread},
+                            {"flag", flag_of(r)}});
   std::ofstream f(path);
   if (!f) fail("--json: cannot write '", path, "'");
-  f << "{\n  \"device\": \"" << json_escape(dev.name) << "\", \"sms\": " << dev.sms
-    << ", \"l2_bytes\": " << dev.l2_bytes << ", \"repeats\": " << repeats
-    << ", \"rotation_min_bytes\": " << rotation_bytes << ",\n";
-  f << "  \"roofline\": {\"gbps\": " << fmt(roof.gbps, 1) << ", \"bytes\": " << roof.bytes
-    << ", \"grid\": " << roof.grid << ", \"block\": " << roof.block << ", \"kernels_tried\": " << roof.kernels_tried
-    << "},\n  \"results\": [\n";
-  for (size_t i = 0; i < results.size(); ++i) {
-    const Result& r = results[i];
-    f << "    {\"mapping\": \"" << json_escape(r.mapping) << "\", \"N\": " << r.N << ", \"K\": " << r.K
-      << ", \"gbps_back_to_back\": " << fmt(r.gbps_b2b, 1) << ", \"gbps_graph\": " << fmt(r.gbps_graph, 1)
-      << ", \"pct_roofline_graph\": " << fmt(r.pct_graph, 2) << ", \"us_per_call_graph\": " << fmt(r.us_graph, 3)
-      << ", \"us_per_call_back_to_back\": " << fmt(r.us_b2b, 3) << ", \"copies\": " << r.copies
-      << ", \"iters\": " << r.iters << ", \"grid\": " << r.shape.grid << ", \"block\": " << r.shape.block
-      << ", \"bytes_in_flight_per_thread\": " << r.shape.bytes_in_flight_per_thread << ", \"flag\": \""
-      << flag_of(r) << "\"}" << (i + 1 < results.size() ? "," : "") << "\n";
-  }
-  f << "  ]\n}\n";
+  f << j.dump(2) << "\n";
   if (!f) fail("--json: error writing '", path, "'");
 }
 
-int run(int argc, char** argv) {
-  const Options opt = parse_args(argc, argv);
+int run(const Options& opt) {
   require_cuda_device();  // the one line every CUDA program prints without a GPU
   std::vector<const GemvMapping*> mappings;
   if (opt.mappings.empty())
@@ -193,7 +203,11 @@ int run(int argc, char** argv) {
   CUDA_CHECK(cudaEventCreate(&e0));
   CUDA_CHECK(cudaEventCreate(&e1));
 
-  const Roofline roof = measure_roofline(dev, opt.repeats, stream, e0, e1);
+  RooflineResult roof;
+  {
+    Roofline roofline(opt.repeats);  // its 2 GiB buffer is freed before the weights are allocated
+    roof = roofline.measure();
+  }
   std::cerr << "roofline " << fmt(roof.gbps, 0) << " GB/s\n";
 
   int max_k = 1;
@@ -238,11 +252,4 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace llm
 
-int main(int argc, char** argv) {
-  try {
-    return llm::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return llm::cli::run_main("gemv-bench", argc, argv, llm::parse_args, llm::run); }

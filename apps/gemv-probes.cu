@@ -14,12 +14,17 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench_util.h"       // timing, roofline, parsing, formatting
+#include <nlohmann/json.hpp>
+
+#include "apps/bench_util.h"       // parsing, formatting
+#include "apps/cli.h"              // value, parse_int, run_main
 #include "engine/backend.h"        // require_cuda_device
 #include "core/error.h"            // llm::fail
 #include "kernels/cuda_check.h"    // CUDA_CHECK
 #include "kernels/gemv.h"          // the mappings, random fills
 #include "kernels/gemv_batched.h"  // gemv_batched_launch, gemv_rows_per_warp_launch
+#include "measure/cuda_timing.h"   // graph_ms_per_call, current_device
+#include "measure/roofline.h"      // Roofline: the one streaming-read measurement
 
 namespace llm {
 namespace {
@@ -40,45 +45,35 @@ const char* kUsage =
     "  batch: batched GEMV (B = 1, 2, 4, 8 vectors, weights read once) vs B separate warp GEMVs.\n"
     "  tiny:  warp vs colmajor vs several-rows-per-warp for small K; where warp overtakes.\n";
 
-int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
-  char* end = nullptr;
-  const long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || n < lo || n > hi) fail(flag, ": expected an integer in ", lo, "..", hi, ", found '", v, "'");
-  return int(n);
-}
-
 Options parse_args(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) fail(a, ": missing value\n", kUsage);
-      return argv[++i];
-    };
+    auto value = [&] { return cli::value(argc, argv, i, a); };
     if (a == "--section") {
       o.section = value();
       if (o.section != "batch" && o.section != "tiny" && o.section != "all")
-        fail("--section: expected batch, tiny or all, found '", o.section, "'");
+        fail("--section: invalid value '", o.section, "' (allowed: batch, tiny, all)");
     } else if (a == "--batch-shapes") {
       o.batch_shapes.clear();
       for (const std::string& s : split_commas(value())) o.batch_shapes.push_back(parse_shape(s));
       if (o.batch_shapes.empty()) fail("--batch-shapes: no shape given");
     } else if (a == "--tiny-n") {
-      o.tiny_n = parse_int(a, value(), 1, 1 << 24);
+      o.tiny_n = int(cli::parse_int(a, value(), 1, 1 << 24));
     } else if (a == "--tiny-k") {
       o.tiny_k.clear();
-      for (const std::string& s : split_commas(value())) o.tiny_k.push_back(parse_int(a, s, 1, 1 << 16));
+      for (const std::string& s : split_commas(value())) o.tiny_k.push_back(int(cli::parse_int(a, s, 1, 1 << 16)));
       if (o.tiny_k.empty()) fail("--tiny-k: no K given");
       std::sort(o.tiny_k.begin(), o.tiny_k.end());
     } else if (a == "--repeats") {
-      o.repeats = parse_int(a, value(), 1, 1000);
+      o.repeats = int(cli::parse_int(a, value(), 1, 1000));
     } else if (a == "--json") {
       o.json_path = value();
     } else if (a == "-h" || a == "--help") {
       std::cout << kUsage;
       std::exit(0);
     } else {
-      fail("unknown option '", a, "'\n", kUsage);
+      fail("unknown option '", a, "'");
     }
   }
   return o;
@@ -87,7 +82,7 @@ Options parse_args(int argc, char** argv) {
 // Everything a probe needs from the run: stream, events, the rotation size, the context for registry mappings.
 struct Bench {
   Device dev;
-  Roofline roof;
+  RooflineResult roof;
   int repeats = 7;
   size_t rotation_bytes = 0;  // weights rotated over at least this many bytes of copies: no call hits L2
   cudaStream_t stream = nullptr;
@@ -278,38 +273,48 @@ void print_tiny(const Bench& b, const Options& o, const std::vector<TinyResult>&
             << describe_crossover(crossover_k(rs, &TinyResult::gbps_rows), rs, "rows-per-warp") << "\n\n";
 }
 
+// Keys and rounding as gemv-probes has always written them (docs/results, scripts/h200-check.sh).
 void write_json(const std::string& path, const Bench& b, const Options& o, const std::vector<BatchResult>& batch,
                 const std::vector<TinyResult>& tiny) {
+  using json = nlohmann::ordered_json;
+  json j;
+  j["device"] = b.dev.name;
+  j["sms"] = b.dev.sms;
+  j["l2_bytes"] = b.dev.l2_bytes;
+  j["repeats"] = b.repeats;
+  j["rotation_min_bytes"] = b.rotation_bytes;
+  j["roofline_gbps"] = rounded(b.roof.gbps, 1);
+  j["batch"] = json::array();
+  for (const BatchResult& r : batch)
+    j["batch"].push_back({{"N", r.N},
+                          {"K", r.K},
+                          {"B", r.B},
+                          {"us_batched", rounded(r.us_batched, 3)},
+                          {"us_separate_warp", rounded(r.us_separate, 3)},
+                          {"gbps", rounded(r.gbps, 1)},
+                          {"gflops", rounded(r.gflops, 1)},
+                          {"pct_roofline", rounded(r.pct_roofline, 2)}});
+  j["tiny_n"] = o.tiny_n;
+  j["tiny"] = json::array();
+  for (const TinyResult& r : tiny)
+    j["tiny"].push_back({{"K", r.K},
+                         {"rows_per_warp", r.rows_per_warp},
+                         {"gbps_warp", rounded(r.gbps_warp, 1)},
+                         {"gbps_colmajor", rounded(r.gbps_colmajor, 1)},
+                         {"gbps_rows_per_warp", rounded(r.gbps_rows, 1)},
+                         {"us_warp", rounded(r.us_warp, 3)},
+                         {"us_colmajor", rounded(r.us_colmajor, 3)},
+                         {"us_rows_per_warp", rounded(r.us_rows, 3)},
+                         {"best", winner(r)}});
+  j["crossover_k_vs_colmajor"] = tiny.empty() ? -1 : crossover_k(tiny, &TinyResult::gbps_colmajor);
+  j["crossover_k_vs_rows_per_warp"] = tiny.empty() ? -1 : crossover_k(tiny, &TinyResult::gbps_rows);
   std::ofstream f(path);
   if (!f) fail("--json: cannot write '", path, "'");
-  f << "{\n  \"device\": \"" << json_escape(b.dev.name) << "\", \"sms\": " << b.dev.sms
-    << ", \"l2_bytes\": " << b.dev.l2_bytes << ", \"repeats\": " << b.repeats
-    << ", \"rotation_min_bytes\": " << b.rotation_bytes << ",\n  \"roofline_gbps\": " << fmt(b.roof.gbps, 1)
-    << ",\n  \"batch\": [\n";
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const BatchResult& r = batch[i];
-    f << "    {\"N\": " << r.N << ", \"K\": " << r.K << ", \"B\": " << r.B << ", \"us_batched\": "
-      << fmt(r.us_batched, 3) << ", \"us_separate_warp\": " << fmt(r.us_separate, 3) << ", \"gbps\": "
-      << fmt(r.gbps, 1) << ", \"gflops\": " << fmt(r.gflops, 1) << ", \"pct_roofline\": " << fmt(r.pct_roofline, 2)
-      << "}" << (i + 1 < batch.size() ? "," : "") << "\n";
-  }
-  f << "  ],\n  \"tiny_n\": " << o.tiny_n << ",\n  \"tiny\": [\n";
-  for (size_t i = 0; i < tiny.size(); ++i) {
-    const TinyResult& r = tiny[i];
-    f << "    {\"K\": " << r.K << ", \"rows_per_warp\": " << r.rows_per_warp << ", \"gbps_warp\": "
-      << fmt(r.gbps_warp, 1) << ", \"gbps_colmajor\": " << fmt(r.gbps_colmajor, 1) << ", \"gbps_rows_per_warp\": "
-      << fmt(r.gbps_rows, 1) << ", \"us_warp\": " << fmt(r.us_warp, 3) << ", \"us_colmajor\": "
-      << fmt(r.us_colmajor, 3) << ", \"us_rows_per_warp\": " << fmt(r.us_rows, 3) << ", \"best\": \"" << winner(r)
-      << "\"}" << (i + 1 < tiny.size() ? "," : "") << "\n";
-  }
-  f << "  ],\n  \"crossover_k_vs_colmajor\": " << (tiny.empty() ? -1 : crossover_k(tiny, &TinyResult::gbps_colmajor))
-    << ",\n  \"crossover_k_vs_rows_per_warp\": " << (tiny.empty() ? -1 : crossover_k(tiny, &TinyResult::gbps_rows))
-    << "\n}\n";
+  f << j.dump(2) << "\n";
   if (!f) fail("--json: error writing '", path, "'");
 }
 
-int run(int argc, char** argv) {
-  const Options o = parse_args(argc, argv);
+int run(const Options& o) {
   require_cuda_device();  // the one line every CUDA program prints without a GPU
   Bench b;
   b.dev = current_device();
@@ -318,7 +323,10 @@ int run(int argc, char** argv) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreate(&b.e0));
   CUDA_CHECK(cudaEventCreate(&b.e1));
-  b.roof = measure_roofline(b.dev, o.repeats, b.stream, b.e0, b.e1);
+  {
+    Roofline roofline(o.repeats);  // its 2 GiB buffer is freed before the weights are allocated
+    b.roof = roofline.measure();
+  }
   int max_k = o.tiny_k.back();
   for (const auto& s : o.batch_shapes) max_k = std::max(max_k, s.second);
   gemv_context_init(&b.ctx, b.stream, max_k);
@@ -328,7 +336,7 @@ int run(int argc, char** argv) {
   if (o.section != "tiny") batch = probe_batch(b, o);
   if (o.section != "batch") tiny = probe_tiny(b, o);
 
-  std::cout << "roofline: " << fmt(b.roof.gbps, 0) << " GB/s (streaming read, best of " << b.roof.kernels_tried
+  std::cout << "roofline: " << fmt(b.roof.gbps, 0) << " GB/s (streaming read, best of " << b.roof.shapes_tried
             << " grid shapes); device: " << b.dev.name << "; weights rotated over >= " << (b.rotation_bytes >> 20)
             << " MiB of copies; CUDA-graph timed, median of " << b.repeats << " repeats\n\n";
   if (!batch.empty()) print_batch(b, batch);
@@ -345,11 +353,4 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace llm
 
-int main(int argc, char** argv) {
-  try {
-    return llm::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return llm::cli::run_main("gemv-probes", argc, argv, llm::parse_args, llm::run); }

@@ -4,6 +4,7 @@
 // --profile-from-start off). The manifest (CSV: id,mapping,N,K,matrix_bytes,alloc_bytes,ld) names each id.
 //
 //   gemv-profile-target [--mappings a,b] [--shapes NxK,...] [--warmup W] [--manifest FILE]
+// --mappings defaults to every mapping of the registry (core/gemv_names.h), in its order.
 #include <cuda_profiler_api.h>
 
 #include <algorithm>
@@ -15,8 +16,10 @@
 #include <vector>
 
 #include "apps/bench_util.h"      // split_commas, parse_shape
+#include "apps/cli.h"             // value, parse_int, run_main
 #include "engine/backend.h"        // require_cuda_device
 #include "core/error.h"           // llm::fail
+#include "core/gemv_names.h"      // gemv_mapping_list, gemv_mapping_lines, check_gemv_mapping
 #include "kernels/cuda_check.h"   // CUDA_CHECK
 #include "kernels/gemv.h"         // the mappings, random fills
 #include "kernels/gemv_batched.h" // gemv_profile_marker
@@ -25,7 +28,7 @@ namespace llm {
 namespace {
 
 struct Options {
-  std::vector<std::string> mappings = {"warp", "thread", "colmajor", "cublas", "thread-splitk", "warp-few"};
+  std::vector<std::string> mappings = split_commas(gemv_mapping_list());  // every mapping, in registry order
   std::vector<std::pair<int, int>> shapes = {{4096, 4096}, {1024, 4096}, {14336, 4096}, {4096, 14336},
                                              {128256, 4096}};
   int warmup = 2;
@@ -35,16 +38,14 @@ struct Options {
 const char* kUsage =
     "usage: gemv-profile-target [--mappings a,b,c] [--shapes NxK,...] [--warmup W] [--manifest FILE]\n"
     "  One profiled GEMV launch per mapping and shape, each behind a marker kernel (grid size = id); run under\n"
-    "  ncu --profile-from-start off. Writes the id -> mapping, shape manifest as CSV.\n";
+    "  ncu --profile-from-start off. Writes the id -> mapping, shape manifest as CSV.\n"
+    "  --mappings defaults to every mapping of the first list below, in its order:\n";
 
 Options parse_args(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) fail(a, ": missing value\n", kUsage);
-      return argv[++i];
-    };
+    auto value = [&] { return cli::value(argc, argv, i, a); };
     if (a == "--mappings") {
       o.mappings = split_commas(value());
       if (o.mappings.empty()) fail("--mappings: no mapping given");
@@ -53,19 +54,20 @@ Options parse_args(int argc, char** argv) {
       for (const std::string& s : split_commas(value())) o.shapes.push_back(parse_shape(s));
       if (o.shapes.empty()) fail("--shapes: no shape given");
     } else if (a == "--warmup") {
-      const std::string v = value();
-      o.warmup = std::atoi(v.c_str());
-      if (o.warmup < 1 || o.warmup > 100) fail("--warmup: expected 1..100, found '", v, "'");
+      o.warmup = int(cli::parse_int(a, value(), 1, 100));
     } else if (a == "--manifest") {
       o.manifest = value();
     } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
+      std::cout << kUsage << gemv_mapping_lines("  ");
       std::exit(0);
     } else {
-      fail("unknown option '", a, "'\n", kUsage);
+      fail("unknown option '", a, "'");
     }
   }
-  for (const std::string& m : o.mappings) gemv_find(m);  // unknown names fail before any GPU work
+  for (const std::string& m : o.mappings) {  // unknown names are bad usage, found before any GPU work
+    check_gemv_mapping("--mappings", m, /*on_cpu=*/false);
+    gemv_find(m);  // and the registry has it (not a form for quantized weights only)
+  }
   return o;
 }
 
@@ -102,8 +104,7 @@ std::string profile_one(const GemvMapping& m, int N, int K, int id, int warmup, 
   return line;
 }
 
-int run(int argc, char** argv) {
-  const Options opt = parse_args(argc, argv);
+int run(const Options& opt) {
   require_cuda_device();  // the one line every CUDA program prints without a GPU
   int max_k = 1;
   for (const auto& s : opt.shapes) max_k = std::max(max_k, s.second);
@@ -140,10 +141,5 @@ int run(int argc, char** argv) {
 }  // namespace llm
 
 int main(int argc, char** argv) {
-  try {
-    return llm::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+  return llm::cli::run_main("gemv-profile-target", argc, argv, llm::parse_args, llm::run);
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "analysis/sector_model.h"  // predict, sector_mappings, sector_table_markdown
+#include "apps/cli.h"               // value, run_main: bad usage exits 2 with the --help hint
 #include "core/error.h"             // llm::Error, llm::fail
 #include "core/gemv_names.h"        // gemv_mapping_lines: the engine's mappings, the default named
 
@@ -68,9 +69,8 @@ Options parse_args(int argc, char** argv) {
       continue;
     }
     if (a != "--mapping" && a != "--shape" && a != "--dtype" && a != "--load-bytes" && a != "--ld-bytes")
-      llm::fail("unknown option '", a, "' (see --help)");
-    if (i + 1 >= argc) llm::fail(a, " needs a value (see --help)");
-    std::string v = argv[++i];
+      llm::fail("unknown option '", a, "'");
+    const std::string v = llm::cli::value(argc, argv, i, a);
     int64_t n = 0;
     if (a == "--mapping") {
       llm::find_sector_mapping(v);  // fails early, listing the known mappings
@@ -90,8 +90,8 @@ Options parse_args(int argc, char** argv) {
       o.ld_bytes = n;
     }
   }
-  if (!have_shape) llm::fail("--shape NxK is required (see --help)");
-  if (o.dtype.empty()) llm::fail("--dtype is required: one of bf16, f16, q8_0, q4_0, int4 (see --help)");
+  if (!have_shape) llm::fail("--shape NxK is required");
+  if (o.dtype.empty()) llm::fail("--dtype is required: one of bf16, f16, q8_0, q4_0, int4");
   return o;
 }
 
@@ -168,11 +168,8 @@ int run(const Options& o) {
 
 }  // namespace
 
+// Every error is the command line's: the prediction is computed from the options alone (exit 2).
 int main(int argc, char** argv) {
-  try {
-    return run(parse_args(argc, argv));
-  } catch (const llm::Error& e) {
-    std::cerr << "gemv-sectors: error: " << llm::printable_message(e.what()) << "\n";
-    return 2;
-  }
+  return llm::cli::run_main("gemv-sectors", argc, argv, parse_args,
+                            [](const Options& o) { return llm::cli::as_usage([&] { return run(o); }); });
 }

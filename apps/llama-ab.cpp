@@ -1,5 +1,6 @@
-// llama-ab: the A/B run of GEMV mappings as a command line. Parses options, builds the prompt, calls the engine's
-// run_ab and hands the result to analysis/ab_report for the markdown table (stdout), JSON, CSV and the chart.
+// llama-ab: the A/B run of GEMV mappings as a command line. Parses options, builds the prompt, calls run_ab
+// (measure/ab_run.h) and hands the result to measure/ab_stats.h and measure/ab_render.h for the markdown table
+// (stdout), JSON, CSV and the chart.
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,13 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "analysis/ab_report.h"   // summarize_ab, ab_markdown, ab_json, ab_csv, ab_draw_chart
+#include "apps/cli.h"             // value, parse_int, usage_error, run_main
 #include "core/error.h"           // llm::fail
-#include "core/gemv_names.h"      // gemv_mapping_lines
+#include "core/gemv_names.h"      // gemv_mapping_lines, gemv_mapping_list
 #include "engine/backend.h"       // require_cuda_device
-#include "engine/ab_run.h"        // run_ab, AbOptions, parse_ab_mappings
+#include "measure/ab_render.h"    // ab_markdown, ab_json, ab_csv, ab_write_file, ab_draw_chart
+#include "measure/ab_run.h"       // run_ab, AbOptions, parse_ab_mappings
+#include "measure/ab_stats.h"     // summarize_ab
 #include "models/model.h"         // load_model
-#include "engine/model_files.h"   // load_tokenizer, default_model_path
+#include "models/default_model.h"  // default_model_path
+#include "tokenizer/load.h"        // load_tokenizer
 #include "tokenizer/tokenizer.h"  // Tokenizer
 
 namespace {
@@ -25,7 +29,7 @@ namespace {
 struct Args {
   std::string model, tokenizer, prompt = "Once upon a time, there was a little robot who", prompt_ids;
   bool have_prompt = false;
-  std::string ab = "warp,thread,colmajor,cublas";
+  std::string ab = llm::gemv_mapping_list();  // every mapping of the registry, in its order
   std::string json, csv, chart, chart_script;
   int n_decode = 128;
   int repeats = 5;
@@ -49,8 +53,9 @@ const char* kUsage =
     "      --prompt-ids LIST   prompt as token ids, e.g. 1,450,3303 (no tokenizer needed; synthetic models without a\n"
     "                          tokenizer default to a fixed 16-token prompt)\n"
     "  -n, --n-decode N        decode steps per pass (default: 128)\n"
-    "      --ab LIST           GEMV mappings (listed below), comma-separated (default: warp,thread,colmajor,cublas);\n"
-    "                          add thread-splitk,warp-few to split thread's gap into coalescing and parallelism\n"
+    "      --ab LIST           GEMV mappings (listed below), comma-separated (default: every mapping of the first\n"
+    "                          list, in its order); thread-splitk and warp-few split thread's gap into coalescing\n"
+    "                          and parallelism\n"
     "  -r, --repeats R         timed repeats per mapping (default: 5)\n"
     "      --warmup W          untimed rounds first (default: 1)\n"
     "  -c, --ctx-size N        KV cache positions (default: prompt + N)\n"
@@ -61,32 +66,16 @@ const char* kUsage =
     "      --chart-script PY   tools/ab_chart.py to use (default: found beside the build tree)\n"
     "  -h, --help              this text\n"
     "\n"
-    "GEMV mappings:\n";
+    "GEMV mappings (the default --ab runs every one of the first list, in its order):\n";
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "error: %s\n", llm::printable_message(msg).c_str());
-  std::fprintf(stderr, "run 'llama-ab --help' for the options\n");
-  std::exit(2);
-}
-
-long long parse_int(const std::string& opt, const std::string& s, long long lo, long long hi) {
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
-    usage_error(opt + ": invalid value '" + s + "' (allowed: " + std::to_string(lo) + " to " + std::to_string(hi) +
-                ")");
-  return v;
-}
+using llm::cli::parse_int;
+using llm::cli::usage_error;
 
 Args parse_args(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string o = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(o + " needs a value");
-      return argv[++i];
-    };
+    auto value = [&] { return llm::cli::value(argc, argv, i, o); };
     if (o == "-h" || o == "--help") {
       std::fputs(kUsage, stdout);
       std::fputs(llm::gemv_mapping_lines("  ").c_str(), stdout);
@@ -125,11 +114,7 @@ Args parse_args(int argc, char** argv) {
     }
   }
   if (a.have_prompt && !a.prompt_ids.empty()) usage_error("--prompt and --prompt-ids exclude each other");
-  try {
-    llm::parse_ab_mappings(a.ab);  // unknown, empty or repeated names are bad usage
-  } catch (const llm::Error& e) {
-    usage_error(e.what());
-  }
+  llm::parse_ab_mappings(a.ab);  // unknown, empty or repeated names are bad usage (run_main: errors here exit 2)
   return a;
 }
 
@@ -214,13 +199,4 @@ int run(const Args& a) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const Args a = parse_args(argc, argv);
-  try {
-    return run(a);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", llm::printable_message(e.what()).c_str());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return llm::cli::run_main("llama-ab", argc, argv, parse_args, run); }

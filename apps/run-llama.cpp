@@ -16,14 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli.h"
 #include "chat/repl.h"
 #include "core/error.h"
 #include "core/gemv_names.h"
 #include "engine/backend.h"
 #include "engine/generate.h"
-#include "engine/model_files.h"
 #include "engine/perplexity.h"
+#include "models/default_model.h"
 #include "models/model.h"
+#include "tokenizer/load.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -96,47 +98,16 @@ const char* kUsage =
 
 static_assert(llm::kDefaultCtxCap == 8192, "the --ctx-size help above states the default cap");
 
-// Bad usage: one line on stderr, exit 2.
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "error: %s\n", llm::printable_message(msg).c_str());
-  std::fprintf(stderr, "run 'run-llama --help' for the options\n");
-  std::exit(2);
-}
-
-long long parse_int(const std::string& opt, const std::string& s, long long lo, long long hi, const char* range) {
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
-    usage_error(opt + ": invalid value '" + s + "' (allowed: " + range + ")");
-  return v;
-}
-
-float parse_float(const std::string& opt, const std::string& s, double lo, double hi, bool lo_open,
-                  const char* range) {
-  errno = 0;
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  bool ok = !s.empty() && *end == '\0' && errno != ERANGE && v == v && v <= hi && (lo_open ? v > lo : v >= lo);
-  if (!ok) usage_error(opt + ": invalid value '" + s + "' (allowed: " + range + ")");
-  return float(v);
-}
+using llm::cli::parse_float;
+using llm::cli::parse_int;
+using llm::cli::usage_error;
 
 // --gemv on every path: an unknown name, or on the CPU path (--device cpu, or auto without a CUDA device) any mapping
 // but the default, is bad usage.
 void check_gemv(const Args& a) {
   if (a.gemv.empty()) return;
   try {
-    llm::check_gemv_mapping("--gemv", a.gemv, /*on_cpu=*/false);
-    if (a.device == "cpu" || (a.device == "auto" && !llm::cuda_device_available())) {
-      try {
-        llm::check_gemv_mapping("--gemv", a.gemv, /*on_cpu=*/true);
-      } catch (const llm::Error& e) {
-        if (a.device == "cpu") throw;
-        throw llm::Error(std::string(e.what()) + "; --device auto chose the CPU: no CUDA device is available (" +
-                         llm::cuda_unavailable_reason() + ")");
-      }
-    }
+    llm::check_gemv_for_device("--gemv", a.gemv, llm::resolve_device(a.device));
   } catch (const llm::Error& e) {
     usage_error(e.what());
   }
@@ -145,11 +116,8 @@ void check_gemv(const Args& a) {
 Args parse_args(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
-    std::string o = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(o + " needs a value");
-      return argv[++i];
-    };
+    const std::string o = argv[i];
+    auto value = [&] { return llm::cli::value(argc, argv, i, o); };
     if (o == "-h" || o == "--help") {
       std::fputs(kUsage, stdout);
       std::fputs(llm::gemv_mapping_lines("  ").c_str(), stdout);
@@ -164,11 +132,11 @@ Args parse_args(int argc, char** argv) {
     } else if (o == "-c" || o == "--ctx-size") {
       a.ctx_size = int(parse_int(o, value(), 1, 1 << 24, "1 to 16777216"));
     } else if (o == "--temp") {
-      a.temp = parse_float(o, value(), 0.0, 100.0, false, "0 to 100");
+      a.temp = float(parse_float(o, value(), 0.0, 100.0, "0 to 100"));
     } else if (o == "--top-k") {
       a.top_k = int(parse_int(o, value(), 0, 1 << 24, "0 to 16777216, 0 = all"));
     } else if (o == "--top-p") {
-      a.top_p = parse_float(o, value(), 0.0, 1.0, true, "greater than 0, at most 1");
+      a.top_p = float(parse_float(o, value(), 0.0, 1.0, "greater than 0, at most 1", llm::cli::Lower::open));
     } else if (o == "-s" || o == "--seed") {
       a.seed = (unsigned long long)parse_int(o, value(), 0, (1LL << 62), "0 to 2^62");
     } else if (o == "--tokenizer") {
@@ -300,7 +268,7 @@ int run(const Args& a) {
     llm::fail("no tokenizer found beside ", model.source, "; pass --tokenizer PATH/tokenizer.model");
 
   llm::BackendOptions bo;
-  bo.device = a.device == "auto" ? (llm::cuda_device_available() ? "cuda" : "cpu") : a.device;
+  bo.device = llm::resolve_device(a.device).device;
   bo.ctx_size = a.ctx_size;
   // A tokenizer smaller than the (padded) embedding: ids it cannot decode are never sampled.
   bo.sample_vocab = llm::sampling_vocab(model.config, tok ? tok->vocab_size() : 0);
@@ -384,13 +352,4 @@ int run(const Args& a) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Args a = parse_args(argc, argv);
-  try {
-    return run(a);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", llm::printable_message(e.what()).c_str());  // no raw control bytes
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return llm::cli::run_main("run-llama", argc, argv, parse_args, run); }

@@ -19,8 +19,7 @@
 #include "core/gemv_names.h"
 
 #if LLM_HAVE_CUDA
-#include "engine/cuda_backend.h"
-#include "kernels/gemv.h"
+#include "engine/cuda_backend.h"  // CudaBackend: the mapping switch and the profile (names: core/gemv_names.h)
 #endif
 
 namespace llm {
@@ -296,7 +295,7 @@ void Repl::gemv(const std::string& name) {
   if (auto* cuda = dynamic_cast<CudaBackend*>(&session_.backend())) {
     auto list = [&] {
       std::string s = "GEMV mappings (current: " + cuda->gemv() + "):";
-      for (const GemvMapping* m : gemv_mappings()) s += std::string("\n  ") + m->name + "  " + m->why;
+      for (const GemvMappingName& m : kGemvMappingNames) s += std::string("\n  ") + m.name + "  " + m.what;
       info(s);
     };
     if (name.empty()) return list();
@@ -306,8 +305,8 @@ void Repl::gemv(const std::string& name) {
       info(std::string("error: ") + e.what());
       return list();
     }
-    const GemvMapping& m = gemv_find(cuda->gemv());
-    info(std::string("GEMV mapping now ") + m.name + ": " + m.why);
+    const std::string now = cuda->gemv();
+    info("GEMV mapping now " + now + ": " + gemv_mapping_what(now));
     return;
   }
 #endif

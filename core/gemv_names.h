@@ -32,10 +32,36 @@ inline constexpr GemvMappingName kGemvMappingNames[] = {LLM_GEMV_MAPPINGS(LLM_GE
 inline constexpr int kGemvMappingCount = int(sizeof(kGemvMappingNames) / sizeof(kGemvMappingNames[0]));
 inline constexpr const char* kGemvDefaultMapping = kGemvMappingNames[0].name;
 
+// The quantized forms (kernels/gemv_quant_<name>.cu; which form runs which weight type: engine/gemv_choice.h). "warp"
+// and "thread" name a form of each kind; "as-stored" and "warp-dp4a" exist only for quantized weights. The first is
+// the default for quantized weights.
+inline constexpr GemvMappingName kQuantGemvNames[] = {
+    {"warp", "lanes along K over prepacked planes: one 16-byte load = 32 INT4 (16 INT8) codes, 4 rows share x"},
+    {"thread", "one thread per row over the prepacked planes, lanes a row apart: the uncoalesced case, 4-bit codes"},
+    {"as-stored", "lanes along K over GGUF's blocks unchanged, 2/4-byte loads: what prepacking is worth"},
+    {"warp-dp4a", "warp's loads with x quantized to int8 per 32 once per call, dp4a dot products"},
+};
+inline constexpr int kQuantGemvCount = int(sizeof(kQuantGemvNames) / sizeof(kQuantGemvNames[0]));
+inline constexpr const char* kQuantGemvDefault = kQuantGemvNames[0].name;
+
+inline bool is_quant_gemv_name(const std::string& name) {
+  for (const GemvMappingName& m : kQuantGemvNames)
+    if (name == m.name) return true;
+  return false;
+}
+
 inline bool gemv_mapping_known(const std::string& name) {
+  if (is_quant_gemv_name(name)) return true;
   for (const GemvMappingName& m : kGemvMappingNames)
     if (name == m.name) return true;
   return false;
+}
+
+// The one-line description of a registered mapping ("" = the default); "" for an unknown name.
+inline const char* gemv_mapping_what(const std::string& name) {
+  for (const GemvMappingName& m : kGemvMappingNames)
+    if (name == m.name || (name.empty() && m.name == kGemvMappingNames[0].name)) return m.what;
+  return "";
 }
 
 // "warp-r2 (default), warp, thread, ..."
@@ -43,6 +69,17 @@ inline std::string gemv_mapping_names() {
   std::string s;
   for (int i = 0; i < kGemvMappingCount; ++i)
     s += (i ? ", " : "") + std::string(kGemvMappingNames[i].name) + (i == 0 ? " (default)" : "");
+  s += "; for quantized weights: ";
+  for (int i = 0; i < kQuantGemvCount; ++i)
+    s += (i ? ", " : "") + std::string(kQuantGemvNames[i].name) + (i == 0 ? " (default)" : "");
+  return s;
+}
+
+// "warp-r2,warp,thread,...": every mapping in registry order, comma-separated as --ab and --mappings take them (the
+// default list of llama-ab and gemv-profile-target).
+inline std::string gemv_mapping_list() {
+  std::string s;
+  for (int i = 0; i < kGemvMappingCount; ++i) s += (i ? "," : "") + std::string(kGemvMappingNames[i].name);
   return s;
 }
 
@@ -53,6 +90,12 @@ inline std::string gemv_mapping_lines(const std::string& indent) {
     std::string name = std::string(kGemvMappingNames[i].name) + (i == 0 ? " (default)" : "");
     if (name.size() < 19) name.resize(19, ' ');
     s += indent + name + " " + kGemvMappingNames[i].what + "\n";
+  }
+  s += indent + "quantized weights (GGUF Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, kept quantized):\n";
+  for (int i = 0; i < kQuantGemvCount; ++i) {
+    std::string name = std::string(kQuantGemvNames[i].name) + (i == 0 ? " (default)" : "");
+    if (name.size() < 19) name.resize(19, ' ');
+    s += indent + name + " " + kQuantGemvNames[i].what + "\n";
   }
   return s;
 }

@@ -45,14 +45,31 @@ void fail_non_finite_logits(uint64_t step) {
                         ": the logits hold NaN or Inf (model weights or config produce non-finite values)");
 }
 
+ResolvedDevice resolve_device(const std::string& requested) {
+  if (requested == "cpu" || requested == "cuda") return {requested, ""};
+  if (!requested.empty() && requested != "auto")
+    fail("unknown device '", printable(requested), "' (expected cpu, cuda or auto)");
+  if (cuda_device_available()) return {"cuda", ""};
+  return {"cpu", "--device auto chose the CPU: no CUDA device is available (" + cuda_unavailable_reason() + ")"};
+}
+
+void check_gemv_for_device(const std::string& what, const std::string& gemv, const ResolvedDevice& device) {
+  check_gemv_mapping(what, gemv, /*on_cpu=*/false);  // an unknown name, whatever the device
+  if (device.device != "cpu") return;
+  try {
+    check_gemv_mapping(what, gemv, /*on_cpu=*/true);
+  } catch (const Error& e) {
+    if (device.why.empty()) throw;
+    throw Error(std::string(e.what()) + "; " + device.why);
+  }
+}
+
 std::unique_ptr<Backend> make_backend(const Model& model, const BackendOptions& opt) {
-  std::string device = opt.device;
-  if (device.empty() || device == "auto") device = cuda_device_available() ? "cuda" : "cpu";
-  if (device != "cpu" && device != "cuda") fail("unknown device '", opt.device, "' (expected cpu, cuda or auto)");
-  check_gemv_mapping("--gemv", opt.gemv, /*on_cpu=*/device == "cpu");
+  const ResolvedDevice device = resolve_device(opt.device);
+  check_gemv_for_device("--gemv", opt.gemv, device);
   BackendOptions o = opt;
-  o.device = device;
-  if (device == "cpu") return make_cpu_backend(model, o);
+  o.device = device.device;
+  if (o.device == "cpu") return make_cpu_backend(model, o);
   require_cuda_device();
 #ifdef LLM_HAVE_CUDA
   return make_cuda_backend(model, o);

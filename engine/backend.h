@@ -15,7 +15,7 @@
 namespace llm {
 
 struct BackendOptions {
-  std::string device = "cpu";   // "cpu" or "cuda"
+  std::string device = "cpu";   // "cpu", "cuda" or "auto" (make_backend resolves it with resolve_device)
   int ctx_size = 0;             // KV cache length; 0 = default_ctx_size() (then capped to memory)
   int sample_vocab = 0;         // ids sample() may return: [0, sample_vocab); 0 = every row of the head. A tokenizer
                                 // smaller than the (padded) embedding sets it to its own size (sampling_vocab())
@@ -62,11 +62,25 @@ class Backend {
   virtual int prefill_piece() const { return 512; }
 };
 
+// The one place a device is decided (--device, BackendOptions::device). "cpu" and "cuda" stay as asked; "auto" (or
+// "") becomes "cuda" when a CUDA device can be used, else "cpu", and then `why` says so: "--device auto chose the
+// CPU: no CUDA device is available (REASON)" (empty otherwise). Any other name throws llm::Error "unknown device".
+// run-llama, make_backend and anything else that picks a backend call this; nothing else tests for "auto".
+struct ResolvedDevice {
+  std::string device;  // "cpu" or "cuda"
+  std::string why;     // why auto picked the CPU, or ""
+};
+ResolvedDevice resolve_device(const std::string& requested);
+
+// check_gemv_mapping (core/gemv_names.h) for a run on `device`: an unknown name fails everywhere; on the CPU any
+// mapping but the default fails too, and when auto chose the CPU the message ends with "; " + device.why.
+void check_gemv_for_device(const std::string& what, const std::string& gemv, const ResolvedDevice& device);
+
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& opt);
 // Defined only when built with CUDA (LLM_HAVE_CUDA); make_backend() reports a clear error otherwise.
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& opt);
-// Checks opt.gemv (core/gemv_names.h: unknown names, and any mapping but the default on the CPU) and, for "cuda",
-// that a device is there (require_cuda_device), then builds the backend.
+// Resolves opt.device (resolve_device), checks opt.gemv for it (check_gemv_for_device) and, for "cuda", that a
+// device is there (require_cuda_device), then builds the backend.
 std::unique_ptr<Backend> make_backend(const Model& model, const BackendOptions& opt);
 bool cuda_device_available();
 // "" when a CUDA device can be used; otherwise why not, as the runtime names it ("cudaErrorInsufficientDriver: CUDA

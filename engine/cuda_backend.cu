@@ -54,6 +54,7 @@
 
 #include "core/counter_rng.h"
 #include "core/error.h"
+#include "engine/cuda_resources.h"  // DeviceArena, PinnedBuffer, StreamHolder, EventHolder, CublasHolder, ...
 #include "kernels/cuda_check.h"
 #include "kernels/gemv.h"
 #include "kernels/ops.h"
@@ -82,83 +83,15 @@ void check_vector(const HostTensor& t, int64_t n) {
   if (t.numel() != n) fail("cuda backend: tensor ", t.name, ": expected ", n, " elements, found ", t.numel());
 }
 
-// --- RAII holders: a constructor that throws half-way frees what it had allocated -------------------------------
-
-struct DeviceArena {
-  std::vector<void*> ptrs;
-  size_t bytes = 0;
-  template <typename T>
-  T* alloc(size_t count) {
-    void* p = nullptr;
-    size_t n = std::max<size_t>(count * sizeof(T), 1);
-    CUDA_CHECK(cudaMalloc(&p, n));
-    ptrs.push_back(p);
-    bytes += n;
-    return static_cast<T*>(p);
-  }
-  ~DeviceArena() {
-    for (void* p : ptrs) cudaFree(p);
-  }
-};
-
-struct PinnedBuffer {
-  void* p = nullptr;
-  size_t bytes = 0;
-  void alloc(size_t n) {
-    CUDA_CHECK(cudaHostAlloc(&p, n, cudaHostAllocDefault));
-    bytes = n;
-  }
-  ~PinnedBuffer() {
-    if (p) cudaFreeHost(p);
-  }
-};
-
-struct StreamHolder {
-  cudaStream_t s = nullptr;
-  ~StreamHolder() {
-    if (s) {
-      cudaStreamSynchronize(s);
-      cudaStreamDestroy(s);
-    }
-  }
-};
-
-struct EventHolder {
-  cudaEvent_t e = nullptr;
-  void create(unsigned flags) { CUDA_CHECK(cudaEventCreateWithFlags(&e, flags)); }
-  ~EventHolder() {
-    if (e) cudaEventDestroy(e);
-  }
-};
-
-struct CublasHolder {
-  cublasHandle_t h = nullptr;
-  ~CublasHolder() {
-    if (h) cublasDestroy(h);
-  }
-};
-
-struct GemvContextHolder {
-  GemvContext c;
-  bool live = false;
-  ~GemvContextHolder() {
-    if (!live) return;
-    try {
-      gemv_context_destroy(&c);
-    } catch (...) {
-    }
-  }
-};
-
 // One mapping's prepacked weights and its decode graph.
 struct MappingState {
   const GemvMapping* mapping = nullptr;
   // Per layer: unfused 7 (Proj order: wq, wk, wv, wo, gate, up, down), fused 4 (FusedProj order: qkv, wo, gate_up,
   // down); then the head.
   std::vector<GemvWeight> weights;
-  cudaGraphExec_t graph = nullptr;
+  GraphExecHolder graph;
   ~MappingState() {
-    if (graph) cudaGraphExecDestroy(graph);
+    graph.reset();  // before the weights it reads
     for (auto& w : weights) {
       try {
         gemv_free(&w);
@@ -700,21 +633,19 @@ void CudaEngine::enqueue_decode_step(const MappingState& ms, StepProbe* probe) {
 }
 
 void CudaEngine::capture_graph(MappingState& ms) {
-  cudaGraph_t graph = nullptr;
+  GraphHolder graph;
   CUDA_CHECK(cudaStreamBeginCapture(stream_.s, cudaStreamCaptureModeThreadLocal));
   try {
     enqueue_decode_step(ms, nullptr);
   } catch (...) {
-    cudaStreamEndCapture(stream_.s, &graph);  // leave the stream usable
-    if (graph) cudaGraphDestroy(graph);
+    cudaStreamEndCapture(stream_.s, &graph.g);  // leave the stream usable
     cudaGetLastError();
     throw;
   }
-  CUDA_CHECK(cudaStreamEndCapture(stream_.s, &graph));
-  cudaError_t err = cudaGraphInstantiate(&ms.graph, graph, 0);
-  cudaGraphDestroy(graph);
+  CUDA_CHECK(cudaStreamEndCapture(stream_.s, &graph.g));
+  cudaError_t err = cudaGraphInstantiate(&ms.graph.g, graph.g, 0);
   if (err != cudaSuccess) {
-    ms.graph = nullptr;
+    ms.graph.g = nullptr;
     CUDA_CHECK(err);
   }
 }
@@ -736,8 +667,8 @@ void CudaEngine::decode(int token, int pos) {
     accumulate_profile();
     return;
   }
-  if (use_graph_ && ms.graph) {
-    CUDA_CHECK(cudaGraphLaunch(ms.graph, stream_.s));
+  if (use_graph_ && ms.graph.g) {
+    CUDA_CHECK(cudaGraphLaunch(ms.graph.g, stream_.s));
     return;
   }
   enqueue_decode_step(ms, nullptr);
@@ -857,18 +788,6 @@ std::vector<float> CudaEngine::logits() {
 }  // namespace
 
 // --- public ------------------------------------------------------------------------------------------------------
-
-const char* DecodeProfile::part_name(int part) {
-  static const char* names[kParts] = {"q", "k", "v", "o", "gate", "up", "down", "head", "other", "qkv", "gate_up"};
-  return part >= 0 && part < kParts ? names[part] : "?";
-}
-
-double DecodeProfile::gemv_ms() const {
-  double s = 0.0;
-  for (int p = 0; p < kParts; ++p)
-    if (p != kOther) s += ms[p];
-  return s;
-}
 
 std::string cuda_unavailable_reason() {
   int n = 0;

@@ -8,22 +8,25 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "measure/profile_parts.h"  // ProfileParts: the parts a decode step is timed in
 
 namespace llm {
 
-// Device time of decode steps split by kernel class, summed over the steps run while profiling was on.
-// Measured with CUDA events around each region of an un-graphed step (so launch gaps count where they fall).
-// With fused projections (BackendOptions::fuse_projections) q, k, v, gate and up stay zero and kQKV / kGateUp carry
-// their time; unfused, kQKV and kGateUp stay zero. The fused parts come after kOther so the older indices hold.
-struct DecodeProfile {
-  enum Part { kQ, kK, kV, kO, kGate, kUp, kDown, kHead, kOther, kQKV, kGateUp, kParts };  // kOther: norms, RoPE,
-                                                                                          // attention, ...
+// Device time of decode steps split into the parts of measure/profile_parts.h (the one list the A/B report uses too),
+// summed over the steps run while profiling was on. Measured with CUDA events around each region of an un-graphed
+// step (so launch gaps count where they fall). With fused projections (BackendOptions::fuse_projections) q, k, v,
+// gate and up stay zero and kQKV / kGateUp carry their time; unfused, kQKV and kGateUp stay zero.
+struct DecodeProfile : ProfileParts {  // DecodeProfile::kQ ... kParts, part_name(): ProfileParts'
   double ms[kParts] = {};   // per part, all layers, all steps
   double total_ms = 0.0;    // first event to last event of every step
   int64_t steps = 0;
 
-  static const char* part_name(int part);  // "q", "k", ..., "head", "other", "qkv", "gate_up"
-  double gemv_ms() const;                   // sum of the projection parts (everything but kOther)
+  double gemv_ms() const {  // sum of the projection parts (everything but kOther)
+    double s = 0.0;
+    for (int p = 0; p < kParts; ++p)
+      if (is_gemv(p)) s += ms[p];
+    return s;
+  }
 };
 
 class CudaBackend : public Backend {

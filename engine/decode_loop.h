@@ -1,5 +1,5 @@
 // The one decode loop: prefill(prompt) -> sample -> [decode -> sample]... with one vocabulary of stop reasons.
-// run-llama (engine/generate.h), the chat (chat/session.h) and the A/B run (engine/ab_run.h) all run it, so the
+// run-llama (engine/generate.h), the chat (chat/session.h) and the A/B run (measure/ab_run.h) all run it, so the
 // quantized, long-context and persistent paths change one place.
 #pragma once
 #include <csignal>

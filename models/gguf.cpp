@@ -1,5 +1,5 @@
-// GGUF parsing and validation (layout in gguf.h) and load_gguf: a llama GGUF as a Model, quantized tensors
-// dequantized to owned BF16 buffers at load, float tensors as views into the mapping.
+// GGUF parsing and validation (layout in gguf.h) and load_gguf: a llama GGUF as a Model, every tensor a view into
+// the mapping (quantized ones as their GGML blocks, HostTensor::quant).
 #include "models/gguf.h"
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "models/dequant.h"
+#include "models/quant.h"
 #include "models/model.h"
 
 namespace llm {
@@ -137,17 +137,18 @@ uint64_t tensor_bytes(const std::string& path, const GgufTensor& t, uint64_t num
   switch (GgmlType(t.type)) {
     case GgmlType::F32: return numel * 4;
     case GgmlType::F16: case GgmlType::BF16: return numel * 2;
-    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1: {
-      if (t.dims[0] % kQuantBlock != 0)
-        fail(path, ": tensor ", printable(t.name), ": row length ", t.dims[0], " is not a multiple of the ",
-             ggml_type_name(t.type), " block size ", kQuantBlock);
-      const uint64_t block = t.type == uint32_t(GgmlType::Q8_0) ? kQ8_0Bytes
-                             : t.type == uint32_t(GgmlType::Q4_0) ? kQ4_0Bytes : kQ4_1Bytes;
-      return numel / kQuantBlock * block;
-    }
+    default: break;
+  }
+  if (is_ggml_quant_type(t.type)) {
+    const GgmlQuantType q = GgmlQuantType(t.type);
+    const uint64_t bw = uint64_t(ggml_quant_block_weights(q));
+    if (t.dims[0] % bw != 0)
+      fail(path, ": tensor ", printable(t.name), ": row length ", t.dims[0], " is not a multiple of the ",
+           ggml_type_name(t.type), " block size ", bw);
+    return numel / bw * ggml_quant_block_bytes(q);
   }
   fail(path, ": tensor ", printable(t.name), ": unsupported tensor type ", ggml_type_name(t.type),
-       " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+       " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K)");
 }
 
 GgufTensor read_tensor_info(Reader& r, const std::string& path) {
@@ -296,29 +297,8 @@ ModelConfig config_from(const GgufFile& f) {
   return c;
 }
 
-// Weights of one tensor as FP32, whatever its stored type.
-std::vector<float> to_f32(const GgufTensor& t, int64_t numel) {
-  std::vector<float> out(static_cast<size_t>(numel));
-  const int64_t blocks = numel / kQuantBlock;
-  switch (GgmlType(t.type)) {
-    case GgmlType::Q8_0: dequant_q8_0(t.data, blocks, out.data()); break;
-    case GgmlType::Q4_0: dequant_q4_0(t.data, blocks, out.data()); break;
-    case GgmlType::Q4_1: dequant_q4_1(t.data, blocks, out.data()); break;
-    default: {
-      HostTensor h;
-      h.dtype = t.type == uint32_t(GgmlType::F32) ? DType::F32 : t.type == uint32_t(GgmlType::F16) ? DType::F16
-                                                                                                  : DType::BF16;
-      h.rows = 1;
-      h.cols = numel;
-      h.data = t.data;
-      h.read_f32(out.data());
-    }
-  }
-  return out;
-}
-
-// Binds a GGUF tensor as a [rows, cols] HostTensor (a 1-D one has rows = 1): float types as views into the
-// mapping, quantized types dequantized into an owned BF16 buffer.
+// Binds a GGUF tensor as a [rows, cols] HostTensor (a 1-D one has rows = 1): a view into the mapping, quantized types
+// as their blocks (HostTensor::quant).
 HostTensor bind(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols) {
   const GgufTensor* t = f.find(name);
   if (!t) fail(f.path, ": tensor ", name, " not found");
@@ -343,13 +323,12 @@ HostTensor bind(const GgufFile& f, const std::string& name, int64_t rows, int64_
     h.owner = std::shared_ptr<const void>(f.mapping, t->data);  // aliasing: keeps the mapping alive
     return h;
   }
-  // Until quantized kernels exist the engine reads BF16: [rows, cols] bf16 bits, file row order.
-  const std::vector<float> x = to_f32(*t, rows * cols);
-  auto buf = std::make_shared<std::vector<uint16_t>>(x.size());
-  for (size_t i = 0; i < x.size(); ++i) (*buf)[i] = f32_to_bf16(x[i]);
-  h.dtype = DType::BF16;
-  h.data = buf->data();
-  h.owner = std::shared_ptr<const void>(buf, buf->data());
+  // Quantized: the blocks stay as stored (a view into the mapping); reads dequantize exactly, and the CUDA engine
+  // prepacks them for its quantized GEMVs (models/quant.h).
+  h.quant = t->type;
+  h.dtype = DType::F32;
+  h.data = t->data;
+  h.owner = std::shared_ptr<const void>(f.mapping, t->data);
   return h;
 }
 

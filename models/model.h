@@ -49,7 +49,7 @@ Model load_model(const std::string& path);
 Model load_llama2c(const std::string& path);
 // Hugging Face directory with config.json and (sharded) safetensors. Exposed for tests.
 Model load_hf_dir(const std::string& dir);
-// GGUF version 3 llama file; quantized tensors become owned BF16 buffers. Exposed for tests.
+// GGUF version 3 llama file; quantized tensors stay GGML blocks (HostTensor::quant). Exposed for tests.
 Model load_gguf(const std::string& path);
 // Exact-shape model with counter-based weights (core/counter_rng.h); names listed by synthetic_model_names().
 Model load_synthetic(const std::string& name, uint64_t seed = 0);

@@ -4,6 +4,7 @@
 
 #include "core/counter_rng.h"
 #include "core/error.h"
+#include "models/quant.h"
 
 namespace llm {
 
@@ -18,9 +19,21 @@ void for_rows(const HostTensor& t, int64_t r0, int64_t n, Emit emit) {
 }
 }  // namespace
 
+size_t HostTensor::row_bytes() const {
+  return quant ? ggml_quant_row_bytes(GgmlQuantType(quant), cols) : size_t(cols) * dtype_size(dtype);
+}
+
+size_t HostTensor::nbytes() const { return size_t(rows) * row_bytes(); }
+
 void HostTensor::read_rows_f32(int64_t r0, int64_t n, float* out) const {
   for_rows(*this, r0, n, [&](int64_t i, int64_t fr) {
     float* dst = out + i * cols;
+    if (quant) {
+      const GgmlQuantType t = GgmlQuantType(quant);
+      dequantize_blocks(t, static_cast<const uint8_t*>(data) + size_t(fr) * row_bytes(),
+                        cols / ggml_quant_block_weights(t), dst);
+      return;
+    }
     if (synthetic) {
       for (int64_t c = 0; c < cols; ++c)
         dst[c] = round_bf16(rng_value(fill.seed, fill.tensor_id, uint64_t(fr * cols + c), fill.offset, fill.scale));
@@ -54,7 +67,7 @@ std::vector<float> HostTensor::to_f32() const {
 }
 
 void HostTensor::read_rows_bf16(int64_t r0, int64_t n, uint16_t* out) const {
-  if (!synthetic && dtype == DType::BF16) {
+  if (!synthetic && !quant && dtype == DType::BF16) {
     for_rows(*this, r0, n, [&](int64_t i, int64_t fr) {
       std::memcpy(out + i * cols, static_cast<const uint8_t*>(data) + size_t(fr * cols) * 2, size_t(cols) * 2);
     });

@@ -31,11 +31,16 @@ struct HostTensor {
   bool synthetic = false;
   SyntheticFill fill;               // used when synthetic: element (file_row, c) = fill at index file_row*cols + c
   int rope_head_dim = 0;            // non-zero: rows are in rotate-half order per head of this size (see above)
+  // Non-zero: `data` holds GGML quantized blocks of this type id (models/quant.h GgmlQuantType: Q8_0, Q4_0, Q4_1,
+  // Q5_0, Q5_1, Q4_K, Q6_K), each row of `cols` weights ggml_quant_row_bytes long, rows contiguous; `dtype` is then
+  // F32, the type reads return exactly (read_rows_f32 dequantizes as ggml does).
+  uint32_t quant = 0;
   std::shared_ptr<const void> owner;  // keeps data alive (mapping or buffer)
 
   bool empty() const { return rows == 0 && cols == 0; }
   int64_t numel() const { return rows * cols; }
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+  size_t nbytes() const;  // stored bytes (quantized: the blocks)
+  size_t row_bytes() const;  // stored bytes of one row
 
   // The file row that engine row r reads (identity unless rope_head_dim is set).
   int64_t file_row(int64_t r) const {

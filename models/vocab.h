@@ -1,5 +1,5 @@
 // EmbeddedVocab: a tokenizer vocabulary stored inside a checkpoint (GGUF tokenizer.ggml.* keys), as plain data.
-// models/ only reads it out of the file; tokenizer/ turns it into a Tokenizer (Tokenizer::from_vocab).
+// models/ only reads it out of the file; tokenizer/ turns it into a Tokenizer (tokenizer_from_vocab in tokenizer/load.h).
 #pragma once
 #include <cstdint>
 #include <string>

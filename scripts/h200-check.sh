@@ -39,12 +39,12 @@ for sec in $sections; do
       $S/bin/run-llama --model $D --prompt-ids $IDS --dump-logits /tmp/ours.f32 --device cuda 2>&1 | tail -1
       python3 $S/tools/hf_compare.py --model $D --ids $IDS --ours /tmp/ours.f32 2>&1 | grep -v Warn | tee $OUT/hf8b.md | tail -22 ;;
     ab) step "A/B: synthetic llama3.1-8b"
-      $S/bin/llama-ab --model synthetic:llama3.1-8b --ab ${AB_MAPPINGS:-warp,thread,colmajor,cublas,thread-splitk,warp-few} \
+      $S/bin/llama-ab --model synthetic:llama3.1-8b ${AB_MAPPINGS:+--ab $AB_MAPPINGS} \
         -n ${AB_N:-64} --repeats ${AB_REPEATS:-3} --json $OUT/ab_8b.json --csv $OUT/ab_8b.csv --chart $OUT/ab_8b.png 2>$OUT/ab_8b.err | tee $OUT/ab_8b.md
       tail -3 $OUT/ab_8b.err
       step "A/B: stories260K"
       $S/bin/llama-ab --model $M/stories260K/stories260K.bin --tokenizer $M/stories260K/tok512.model \
-        --prompt "Once upon a time" --ab ${AB_MAPPINGS:-warp,thread,colmajor,cublas,thread-splitk,warp-few} -n 128 --repeats 3 \
+        --prompt "Once upon a time" ${AB_MAPPINGS:+--ab $AB_MAPPINGS} -n 128 --repeats 3 \
         --json $OUT/ab_stories.json --chart $OUT/ab_stories.png 2>$OUT/ab_stories.err | tee $OUT/ab_stories.md; tail -3 $OUT/ab_stories.err ;;
     prefill) step "prefill: synthetic llama3.1-8b, 512-token prompt (cuBLAS GEMMs + causal attention), warm, in-process"
       $S/bin/llama-ab --model synthetic:llama3.1-8b --prompt-ids "$(seq -s, 1000 1511)" --ab warp-r2 -n 4 --repeats 3 \

@@ -1,4 +1,4 @@
-// A GGUF "llama" vocabulary -> sentencepiece ModelProto bytes (hand-written protobuf wire format) -> Tokenizer.
+// A GGUF "llama" vocabulary -> sentencepiece ModelProto bytes (hand-written protobuf wire format).
 // The Debian sentencepiece package ships no sentencepiece_model.pb.h, so the few fields the library reads at
 // encode/decode time are written by hand; field numbers are those of sentencepiece_model.proto.
 #include "tokenizer/sp_vocab.h"
@@ -155,10 +155,6 @@ std::string sentencepiece_proto_from_vocab(const EmbeddedVocab& vocab) {
   model.bytes_field(2, trainer_spec(vocab, unk_id));  // ModelProto.trainer_spec
   model.bytes_field(3, normalizer_spec(vocab));       // ModelProto.normalizer_spec
   return model.bytes();
-}
-
-std::unique_ptr<Tokenizer> make_sentencepiece_from_vocab(const EmbeddedVocab& vocab) {
-  return make_sentencepiece_from_proto(sentencepiece_proto_from_vocab(vocab), vocab.source);
 }
 
 }  // namespace llm

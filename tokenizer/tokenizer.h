@@ -1,22 +1,16 @@
-// Tokenizer: text <-> token ids. Sentencepiece models (tokenizer.model, or a GGUF "llama" vocabulary) go through the
-// sentencepiece library; byte-level BPE (tokenizer.json, or a GGUF "gpt2" vocabulary) through tokenizer/bpe.h.
+// Tokenizer: text <-> token ids, the interface every kind implements: sentencepiece (tokenizer/sentencepiece.h:
+// tokenizer.model, or a GGUF "llama" vocabulary via tokenizer/sp_vocab.h) and byte-level BPE (tokenizer/bpe.h:
+// tokenizer.json, or a GGUF "gpt2" vocabulary). tokenizer/load.h picks the kind for a file, a vocabulary or a model.
 // Plus a streaming decoder that never emits half a UTF-8 character.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "models/vocab.h"
-
 namespace llm {
 
 class Tokenizer {
  public:
-  // Loads a sentencepiece model (tokenizer.model) or a Hugging Face tokenizer.json (byte-level BPE); throws
-  // llm::Error naming the path when it is missing, unreadable or of an unsupported kind.
-  static std::unique_ptr<Tokenizer> load(const std::string& path);
-  // A vocabulary embedded in a checkpoint (GGUF): "gpt2" -> byte-level BPE, "llama" -> sentencepiece.
-  static std::unique_ptr<Tokenizer> from_vocab(const EmbeddedVocab& vocab);
   virtual ~Tokenizer() = default;
 
   virtual int vocab_size() const = 0;
@@ -49,9 +43,6 @@ class Tokenizer {
   enum class LeadingSpace { kKeep, kDropFirst, kDropAll };
   virtual LeadingSpace leading_space() const = 0;
 };
-
-// A sentencepiece tokenizer from serialized ModelProto bytes (LoadFromSerializedProto); `name` is for messages.
-std::unique_ptr<Tokenizer> make_sentencepiece_from_proto(const std::string& proto, const std::string& name);
 
 // Streaming decode: feed ids one at a time, get back only complete UTF-8 text. Handles byte-fallback tokens
 // (<0xE2> <0x82> <0xAC> -> "€") and the leading-space rule (the first piece's "▁" becomes no space when

@@ -8,12 +8,13 @@
 #   tools/ncu-gemv.sh [--bin DIR] [--out DIR] [--mappings a,b,...] [--shapes NxK,...]
 #     --bin DIR   where gemv-profile-target and gemv-sectors are (default: build)
 #     --out DIR   report, CSVs and the table go here (default: $OUT/ncu-gemv where $OUT is set, else ncu-gemv-out)
+#     --mappings  default: gemv-profile-target's, every mapping of the registry (core/gemv_names.h) in its order
 set -euo pipefail
 
 BIN=build
 OUT="${OUT:+$OUT/ncu-gemv}"  # the device machine's $OUT comes back to the caller
 OUT="${OUT:-ncu-gemv-out}"
-MAPPINGS=warp,thread,colmajor,cublas,thread-splitk,warp-few
+MAPPINGS=""  # "" = gemv-profile-target's default: every registered mapping
 SHAPES=4096x4096,1024x4096,14336x4096,4096x14336,128256x4096
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
     --out) OUT="${2:?--out needs a directory}"; shift 2 ;;
     --mappings) MAPPINGS="${2:?--mappings needs a list}"; shift 2 ;;
     --shapes) SHAPES="${2:?--shapes needs a list}"; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
@@ -50,10 +51,10 @@ else
 fi
 
 start=$(date +%s)
-echo "ncu-gemv: profiling $MAPPINGS over $SHAPES (log: $OUT/ncu.log)" >&2
+echo "ncu-gemv: profiling ${MAPPINGS:-every mapping} over $SHAPES (log: $OUT/ncu.log)" >&2
 if ! ncu --clock-control none --cache-control all --replay-mode kernel --profile-from-start off \
     --metrics "$METRICS" -f -o "$OUT/gemv" \
-    "$BIN/gemv-profile-target" --mappings "$MAPPINGS" --shapes "$SHAPES" --manifest "$OUT/manifest.csv" \
+    "$BIN/gemv-profile-target" ${MAPPINGS:+--mappings "$MAPPINGS"} --shapes "$SHAPES" --manifest "$OUT/manifest.csv" \
     >"$OUT/ncu.log" 2>&1; then
   tail -n 30 "$OUT/ncu.log" >&2
   die "ncu failed (full log: $OUT/ncu.log)"
@@ -63,7 +64,8 @@ echo "ncu-gemv: profiled in $(( $(date +%s) - start )) s; predicting" >&2
 
 : >"$OUT/sectors.jsonl"
 : >"$OUT/sectors.err"
-IFS=, read -r -a mapping_list <<<"$MAPPINGS"
+# The mappings profiled, in order, from the manifest (id,mapping,N,K,...): the default list is the program's.
+mapfile -t mapping_list < <(tail -n +2 "$OUT/manifest.csv" | cut -d, -f2 | awk '!seen[$0]++')
 IFS=, read -r -a shape_list <<<"$SHAPES"
 for m in "${mapping_list[@]}"; do
   for s in "${shape_list[@]}"; do

@@ -10,10 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "analysis/ab_report.h"
 #include "analysis/sector_model.h"
 #include "core/error.h"
-#include "engine/ab_run.h"
+#include "measure/ab_render.h"
+#include "measure/ab_run.h"
+#include "measure/ab_stats.h"
 
 namespace llm {
 namespace {
@@ -26,9 +27,9 @@ AbMappingRun fake_run(const std::string& name, std::vector<double> ms, std::vect
   r.ms_per_token = ms;
   r.profiled_ms_per_token = profiled;
   for (double g : gemv) {
-    std::array<double, kAbParts> parts{};
-    for (int p = 0; p < kAbOther; ++p) parts[p] = g / kAbOther;
-    parts[kAbOther] = other;
+    PartMs parts{};
+    for (int p = 0; p < ProfileParts::kOther; ++p) parts[p] = g / ProfileParts::kOther;
+    parts[ProfileParts::kOther] = other;
     r.part_ms.push_back(parts);
   }
   return r;
@@ -111,7 +112,7 @@ TEST(AbReport, StatisticsPerMapping) {
   EXPECT_DOUBLE_EQ(w.other_ms, 8.0);
   EXPECT_DOUBLE_EQ(w.profiled_other_ms, 0.25);
   EXPECT_DOUBLE_EQ(w.overhead_ms, 0.5);
-  EXPECT_DOUBLE_EQ(w.part_ms[kAbGate], 0.25);
+  EXPECT_DOUBLE_EQ(w.part_ms[ProfileParts::kGate], 0.25);
   EXPECT_DOUBLE_EQ(w.gemv_gbps, 4000.0);   // 8 GB / 2 ms
   EXPECT_DOUBLE_EQ(w.token_gbps, 800.0);   // 8 GB / 10 ms
   EXPECT_DOUBLE_EQ(s.roofline_gbps.median, 5000.0);
@@ -336,21 +337,35 @@ TEST(AbRun, CpuOnlyBuildSaysItNeedsCuda) {
 }
 #endif
 
+// The one list of profile parts (measure/profile_parts.h): the engine's DecodeProfile derives from it and the report's
+// JSON part_names and CSV ms_* columns follow its order, so the order is a file format.
+TEST(AbReport, ProfilePartsAreOneListInFileOrder) {
+  const std::vector<std::string> expected = {"q",    "k",    "v",     "o",   "gate",   "up",
+                                             "down", "head", "other", "qkv", "gate_up"};
+  ASSERT_EQ(int(expected.size()), int(ProfileParts::kParts));
+  for (int p = 0; p < ProfileParts::kParts; ++p) {
+    EXPECT_EQ(ProfileParts::part_name(p), expected[size_t(p)]);
+    EXPECT_EQ(ProfileParts::part_of(expected[size_t(p)]), p);
+    EXPECT_EQ(ProfileParts::is_gemv(p), p != ProfileParts::kOther) << expected[size_t(p)];
+  }
+  EXPECT_STREQ(ProfileParts::part_name(ProfileParts::kParts), "?");
+  EXPECT_EQ(ProfileParts::part_of("no-such-part"), -1);
+  EXPECT_EQ(ProfileParts::part_of(std::string("q\0x", 3)), -1);
+}
+
 // A fused run (engine/cuda_backend.cu, fuse_projections): qkv and gate_up carry the time, q, k, v, gate, up none.
 TEST(AbReport, FusedPartsCountAsGemvAndGetTheirOwnColumns) {
   AbReportData d = base_data();
   d.runs.push_back(fake_run("warp", {10, 10, 10}, {0, 0, 0}, {10.5, 10.5, 10.5}));
   for (auto& parts : d.runs[0].part_ms) {
     parts = {};
-    parts[kAbQKV] = 0.5;
-    parts[kAbO] = 0.25;
-    parts[kAbGateUp] = 0.5;
-    parts[kAbDown] = 0.25;
-    parts[kAbHead] = 0.25;
-    parts[kAbOther] = 0.125;
+    parts[ProfileParts::kQKV] = 0.5;
+    parts[ProfileParts::kO] = 0.25;
+    parts[ProfileParts::kGateUp] = 0.5;
+    parts[ProfileParts::kDown] = 0.25;
+    parts[ProfileParts::kHead] = 0.25;
+    parts[ProfileParts::kOther] = 0.125;
   }
-  EXPECT_STREQ(ab_part_name(kAbQKV), "qkv");
-  EXPECT_STREQ(ab_part_name(kAbGateUp), "gate_up");
   const AbSummary s = summarize_ab(d);
   EXPECT_DOUBLE_EQ(s.mappings[0].gemv_ms.median, 1.75);  // every part but "other"
   EXPECT_DOUBLE_EQ(s.mappings[0].profiled_other_ms, 0.125);

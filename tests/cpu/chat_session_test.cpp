@@ -16,8 +16,8 @@
 #include "core/error.h"
 #include "default_model_util.h"
 #include "engine/backend.h"
-#include "engine/model_files.h"
 #include "models/model.h"
+#include "tokenizer/load.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;

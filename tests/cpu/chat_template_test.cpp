@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tokenizer/load.h"
 
 namespace llm {
 namespace {
@@ -239,7 +240,7 @@ TEST(ChatTemplate, EndOfTurn) {
 }
 
 std::unique_ptr<Tokenizer> stories_tokenizer() {
-  return Tokenizer::load(std::string(LLM_TEST_MODELS) + "/stories260K/tok512.model");
+  return load_tokenizer_file(std::string(LLM_TEST_MODELS) + "/stories260K/tok512.model");
 }
 
 TEST(ChatTemplate, EncodeUsesSpecialIdsNeverSpelledText) {

@@ -9,7 +9,7 @@
 
 #include "chat/session.h"
 #include "chat/template.h"
-#include "engine/ab_run.h"
+#include "measure/ab_run.h"
 #include "engine/backend.h"
 #include "engine/generate.h"
 #include "models/model.h"

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "decode_loop_check.h"
 #include "engine/decode_loop.h"
-#include "engine/model_files.h"
+#include "tokenizer/load.h"
 
 using namespace llm;
 

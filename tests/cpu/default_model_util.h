@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <string>
 
+#include "models/default_model.h"  // kDefaultModelFile
+
 namespace llm_test {
 
 inline std::string smollm2_path() {
-  return std::string(LLM_SOURCE_DIR) + "/models-cache/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return std::string(LLM_SOURCE_DIR) + "/models-cache/" + llm::kDefaultModelFile;
 }
 
 inline bool models_required() {

@@ -16,10 +16,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/gemv_names.h"
 #include "engine/backend.h"
 #include "engine/generate.h"
 #include "engine/sampler.h"
 #include "models/model.h"
+#include "tokenizer/load.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -175,7 +177,7 @@ TEST(Llama2cLoader, GarbageHeaderNamesFieldAndValue) {
 TEST(CpuEngine, Stories260KGreedyMatchesLlama2c) {
   REQUIRE_STORIES();
   Model m = load_llama2c(kStoriesBin);
-  auto tok = Tokenizer::load(kStories + "/tok512.model");
+  auto tok = load_tokenizer_file(kStories + "/tok512.model");
   auto backend = make_cpu_backend(m, BackendOptions{});
   EXPECT_EQ(backend->ctx_size(), 512);
 
@@ -374,6 +376,45 @@ TEST(CpuEngine, MakeBackendPicksCpu) {
     EXPECT_NE(std::string(e.what()).find("no CUDA engine"), std::string::npos) << e.what();
   }
 #endif
+}
+
+// --device is decided in one place: cpu and cuda as asked, auto by whether a device is there (saying why when it
+// picks the CPU), anything else refused; the --gemv check on the CPU carries that reason.
+TEST(CpuEngine, ResolveDeviceIsTheOnePlaceAutoIsDecided) {
+  EXPECT_EQ(resolve_device("cpu").device, "cpu");
+  EXPECT_EQ(resolve_device("cpu").why, "");
+  EXPECT_EQ(resolve_device("cuda").device, "cuda");  // checked later by require_cuda_device / make_backend
+  EXPECT_EQ(resolve_device("cuda").why, "");
+  EXPECT_THROW(resolve_device("tpu"), Error);
+  EXPECT_THROW(resolve_device("Auto"), Error);
+  const ResolvedDevice a = resolve_device("auto");
+  EXPECT_EQ(resolve_device("").device, a.device);
+  if (cuda_device_available()) {
+    EXPECT_EQ(a.device, "cuda");
+    EXPECT_EQ(a.why, "");
+  } else {
+    EXPECT_EQ(a.device, "cpu");
+    EXPECT_EQ(a.why, "--device auto chose the CPU: no CUDA device is available (" + cuda_unavailable_reason() + ")");
+  }
+  const ResolvedDevice cpu_by_auto{"cpu", "--device auto chose the CPU: because"};
+  EXPECT_NO_THROW(check_gemv_for_device("--gemv", "", cpu_by_auto));
+  EXPECT_NO_THROW(check_gemv_for_device("--gemv", kGemvDefaultMapping, cpu_by_auto));
+  EXPECT_NO_THROW(check_gemv_for_device("--gemv", "thread", ResolvedDevice{"cuda", ""}));
+  try {
+    check_gemv_for_device("--gemv", "thread", cpu_by_auto);
+    ADD_FAILURE() << "a non-default mapping accepted on the CPU";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--gemv thread: GEMV mappings apply to --device cuda"), std::string::npos) << m;
+    EXPECT_EQ(m.substr(m.size() - std::string("; --device auto chose the CPU: because").size()),
+              "; --device auto chose the CPU: because") << m;
+  }
+  try {
+    check_gemv_for_device("--gemv", "nope", cpu_by_auto);
+    ADD_FAILURE() << "an unknown mapping accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--gemv: unknown GEMV mapping 'nope' (known: " + gemv_mapping_names() + ")");
+  }
 }
 
 // ---- sampler ----

@@ -9,7 +9,7 @@
 #include "analysis/sector_model.h"
 #include "core/error.h"
 #include "core/gemv_names.h"
-#include "engine/ab_run.h"
+#include "measure/ab_run.h"
 #include "models_test_util.h"
 
 #if LLM_HAVE_CUDA

@@ -107,7 +107,7 @@ std::string q8_0_bytes(const std::vector<float>& x) {
   return s;
 }
 
-enum : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ6_K = 14 };
+enum : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ5_K = 13, kQ6_K = 14 };
 
 struct Built {
   GgufWriter w;
@@ -224,7 +224,10 @@ TEST(GgufLoad, TinyGqaConfigAndValues) {
     expect_values(*order[i], b.values[i], b.w.tensors[i].type);
   }
   EXPECT_EQ(w.layers[0].wq.dtype, llm::DType::F16);
-  EXPECT_EQ(w.layers[0].wk.dtype, llm::DType::BF16);  // dequantized at load
+  EXPECT_EQ(w.layers[0].wk.quant, uint32_t(kQ8_0));  // kept as its blocks; reads dequantize exactly
+  EXPECT_EQ(w.layers[0].wk.dtype, llm::DType::F32);
+  EXPECT_EQ(w.layers[0].wk.nbytes(), size_t(w.layers[0].wk.rows) * size_t(w.layers[0].wk.cols / 32) * 34);
+  EXPECT_EQ(w.layers[0].wq.quant, 0u);
   EXPECT_EQ(w.layers[1].attn_norm.rows, 1);
   EXPECT_EQ(w.layers[1].w_down.rows, 64);
   EXPECT_EQ(w.layers[1].w_down.cols, 160);
@@ -368,8 +371,8 @@ TEST(GgufBadInput, MisalignedOffset) {
 
 TEST(GgufBadInput, UnknownTensorTypeIsNamed) {
   GgufWriter w = tiny_gguf(false, false).w;
-  w.find("blk.0.attn_q.weight")->type = kQ6_K;
-  expect_error(w.build(), {"blk.0.attn_q.weight", "unsupported tensor type Q6_K"});
+  w.find("blk.0.attn_q.weight")->type = kQ5_K;  // a K-quant without a kernel or a reader here
+  expect_error(w.build(), {"blk.0.attn_q.weight", "unsupported tensor type Q5_K"});
   w.find("blk.0.attn_q.weight")->type = 999;
   expect_error(w.build(), {"blk.0.attn_q.weight", "type 999"});
 }

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "analysis/ab_report.h"
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "gguf_writer_util.h"
+#include "measure/ab_render.h"
 #include "models/gguf.h"
 #include "models/hf_config.h"
 #include "models/hf_writer.h"

@@ -19,13 +19,13 @@
 
 #include "core/error.h"
 #include "engine/backend.h"
-#include "engine/model_files.h"
 #include "gguf_writer_util.h"
 #include "hostile_model_util.h"
 #include "models/config.h"
 #include "models/hf_config.h"
 #include "models/hf_writer.h"
 #include "models/model.h"
+#include "tokenizer/load.h"
 #include "models_test_util.h"
 
 extern char** environ;

@@ -11,6 +11,7 @@
 
 #include "analysis/sector_model.h"
 #include "core/error.h"
+#include "core/gemv_names.h"
 
 namespace llm {
 namespace {
@@ -169,6 +170,30 @@ TEST(SectorModel, EveryUsefulByteReadExactlyOnce) {
   }
 }
 
+// One list of mappings: every mapping registered in core/gemv_names.h has a sector-model row (its access pattern),
+// in the registry's order, and the sector model describes nothing that is not registered. Adding a mapping without
+// a row here fails this test.
+TEST(SectorModel, EveryRegisteredMappingHasARow) {
+  EXPECT_EQ(sector_mappings_missing(), std::vector<std::string>{}) << "registered in core/gemv_names.h but without "
+                                                                      "an access pattern in analysis/sector_model.cpp";
+  EXPECT_EQ(sector_patterns_unregistered(), std::vector<std::string>{}) << "an access pattern for a mapping "
+                                                                           "core/gemv_names.h does not register";
+  const auto& rows = sector_mappings();
+  ASSERT_EQ(int(rows.size()), kGemvMappingCount);
+  for (int i = 0; i < kGemvMappingCount; ++i) {
+    const GemvMappingName& m = kGemvMappingNames[i];
+    SCOPED_TRACE(m.name);
+    EXPECT_STREQ(rows[size_t(i)].name, m.name);
+    const SectorMappingInfo* row = nullptr;
+    EXPECT_NO_THROW(row = &find_sector_mapping(m.name));
+    if (!row) continue;
+    EXPECT_GT(std::string(row->why).size(), 10u);
+    EXPECT_TRUE(std::string(row->layout) == "row-major [N, K]" || std::string(row->layout) == "column-major [K, N]")
+        << row->layout;
+    EXPECT_NO_THROW(predict(m.name, 64, 256, WeightFormat::BF16));
+  }
+}
+
 // The thread mapping's last warp covers rows 32..36 only: 5 active lanes.
 TEST(SectorModel, PartialLastWarp) {
   SectorPrediction p = predict("thread", 37, 64, WeightFormat::BF16);
@@ -234,7 +259,7 @@ TEST(SectorModel, CommandLineErrorsExit2) {
   };
   EXPECT_EQ(status("--shape 4096x4096 --dtype bf16"), 0);
   EXPECT_EQ(status("--mapping nope --shape 4096x4096 --dtype bf16"), 2);
-  EXPECT_NE(stderr_text().find("known mappings are warp, thread"), std::string::npos) << stderr_text();
+  EXPECT_NE(stderr_text().find("known mappings are warp-r2, warp, thread"), std::string::npos) << stderr_text();
   EXPECT_EQ(status("--shape 4096by4096 --dtype bf16"), 2);
   EXPECT_NE(stderr_text().find("malformed"), std::string::npos) << stderr_text();
   EXPECT_EQ(status("--shape 4096x4096 --dtype fp8"), 2);

@@ -10,9 +10,9 @@
 #include "default_model_util.h"
 #include "engine/backend.h"
 #include "engine/generate.h"
-#include "engine/model_files.h"
 #include "engine/perplexity.h"
 #include "models/model.h"
+#include "tokenizer/load.h"
 
 namespace {
 

@@ -15,6 +15,7 @@
 #include "gguf_writer_util.h"
 #include "models/model.h"
 #include "models_test_util.h"
+#include "tokenizer/load.h"
 
 namespace llm {
 namespace {

@@ -1,5 +1,6 @@
 // Tokenizer tests: encode/decode against Python sentencepiece's output (tests/data/tokenizer_refs.json, made by
 // tools/tokenizer_refs.py), the streaming decoder's UTF-8 and leading-space behaviour, and load errors.
+#include "tokenizer/load.h"
 #include "tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -61,7 +62,7 @@ class TokenizerRefTest : public ::testing::TestWithParam<std::string> {
     ASSERT_FALSE(ref_.is_null()) << "model " << GetParam() << " missing from tokenizer_refs.json";
     const std::string path = std::string(LLM_TEST_MODELS) + "/" + ref_.at("model").get<std::string>();
     ASSERT_TRUE(std::filesystem::exists(path)) << "tokenizer model " << path << " is missing from the checkout";
-    tok_ = Tokenizer::load(path);
+    tok_ = load_tokenizer_file(path);
   }
 
   // The streamed text must equal the reference decode, and no push may hand out malformed UTF-8.
@@ -254,7 +255,7 @@ INSTANTIATE_TEST_SUITE_P(Models, TokenizerRefTest, ::testing::Values("tok512", "
 TEST(TokenizerLoad, MissingFileNamesThePath) {
   const std::string path = "/nonexistent-dir/no-such-tokenizer.model";
   try {
-    Tokenizer::load(path);
+    load_tokenizer_file(path);
     FAIL() << "load did not throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
@@ -268,7 +269,7 @@ TEST(TokenizerLoad, NotASentencepieceModelNamesThePath) {
     std::ofstream(path) << "this is plain text, not a serialized sentencepiece ModelProto\n";
   }
   try {
-    Tokenizer::load(path);
+    load_tokenizer_file(path);
     ADD_FAILURE() << "load did not throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();

@@ -18,12 +18,12 @@
 #include "chat/template.h"
 #include "core/gemv_names.h"
 #include "engine/backend.h"
-#include "engine/model_files.h"
 #include "models/hf_writer.h"
 #include "models/model.h"
 #include "models/vocab.h"
 #include "models_test_util.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/load.h"
 
 extern char** environ;
 
@@ -145,9 +145,9 @@ TEST_F(UserErrors, GemvOtherThanTheDefaultIsRefusedOnTheCpuPath) {
 }
 
 TEST_F(UserErrors, HelpListsEveryMappingAndTheDefault) {
-  for (const char* program : {"run-llama", "gemv-sectors", "llama-ab"}) {
+  for (const char* program : {"run-llama", "gemv-sectors", "llama-ab", "gemv-bench", "gemv-profile-target"}) {
     SCOPED_TRACE(program);
-    if (!built(program)) continue;
+    if (!built(program)) continue;  // the gemv-* CUDA programs exist only in a CUDA build
     const Outcome r = run(program, {"--help"}, tmp_);
     ASSERT_TRUE(r.exited && r.code == 0) << r.err;
     EXPECT_TRUE(has(r.out, std::string(llm::kGemvDefaultMapping) + " (default)")) << r.out;
@@ -166,6 +166,63 @@ TEST_F(UserErrors, AbListIsChecked) {
   EXPECT_EQ(r.out, "");
   ASSERT_EQ(lines(r.err).size(), 2u) << r.err;
   EXPECT_EQ(lines(r.err)[0], "error: --ab: unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")");
+}
+
+// The default lists of llama-ab --ab and gemv-profile-target --mappings are the registry: every mapping, in order.
+TEST_F(UserErrors, DefaultMappingListsAreTheRegistry) {
+  EXPECT_EQ(llm::gemv_mapping_list(), "warp-r2,warp,thread,colmajor,cublas,thread-splitk,warp-few");
+  for (const char* program : {"llama-ab", "gemv-profile-target"}) {
+    SCOPED_TRACE(program);
+    if (!built(program)) continue;
+    const Outcome r = run(program, {"--help"}, tmp_);
+    ASSERT_TRUE(r.exited && r.code == 0) << r.err;
+    EXPECT_TRUE(has(r.out, "every")) << r.out;
+    size_t at = 0;  // the names, in registry order
+    for (const llm::GemvMappingName& m : llm::kGemvMappingNames) {
+      at = r.out.find(std::string("  ") + m.name + " ", at);
+      ASSERT_NE(at, std::string::npos) << m.name << " missing or out of order in\n" << r.out;
+    }
+  }
+}
+
+// Every app reports bad usage through apps/cli.h the same way: "error: ..." then the --help hint, exit 2, stdout
+// empty; before any model or GPU is touched.
+TEST_F(UserErrors, EveryAppSaysBadUsageTheSameWay) {
+  struct Case {
+    const char* program;
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"run-llama", {"--nope"}, "unknown option '--nope'"},
+      {"run-llama", {"--prompt", "x", "-n"}, "-n needs a value"},
+      {"llama-ab", {"--nope"}, "unknown option '--nope'"},
+      {"llama-ab", {"--repeats"}, "--repeats needs a value"},
+      {"llama-ab", {"--warmup", "101"}, "--warmup: invalid value '101' (allowed: 0 to 100)"},
+      {"gemv-sectors", {"--nope"}, "unknown option '--nope'"},
+      {"gemv-sectors", {"--shape"}, "--shape needs a value"},
+      {"gemv-sectors", {"--shape", "8x8"}, "--dtype is required: one of bf16, f16, q8_0, q4_0, int4"},
+      {"gemv-bench", {"--nope"}, "unknown option '--nope'"},
+      {"gemv-bench", {"--repeats", "0"}, "--repeats: invalid value '0' (allowed: 1 to 1000)"},
+      {"gemv-bench", {"--mappings", "warp,nope"},
+       "--mappings: unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")"},
+      {"gemv-probes", {"--tiny-k", "8,x"}, "--tiny-k: invalid value 'x' (allowed: 1 to 65536)"},
+      {"gemv-probes", {"--repeats"}, "--repeats needs a value"},
+      {"gemv-profile-target", {"--warmup", "5x"}, "--warmup: invalid value '5x' (allowed: 1 to 100)"},
+      {"gemv-profile-target", {"--mappings", "nope"},
+       "--mappings: unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.program) + " " + c.message);
+    if (!built(c.program)) continue;  // the gemv-* CUDA programs exist only in a CUDA build
+    const Outcome r = run(c.program, c.args, tmp_);
+    ASSERT_TRUE(r.exited) << r.err;
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(lines(r.err), (std::vector<std::string>{"error: " + c.message,
+                                                      "run '" + std::string(c.program) + " --help' for the options"}))
+        << r.err;
+  }
 }
 
 // ---- without a GPU, every CUDA program says the same one line ----

@@ -11,6 +11,7 @@
 #include "fuzz_common.h"
 #include "models/gguf.h"
 #include "models/model.h"
+#include "tokenizer/load.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -69,7 +70,7 @@ void check_accepted(const llm::Model& m, size_t size) {
 // from the file's own bytes.
 void check_vocab(const llm::Model& m, const uint8_t* data, size_t size) {
   if (!m.vocab) return;
-  const auto tok = llm::Tokenizer::from_vocab(*m.vocab);
+  const auto tok = llm::tokenizer_from_vocab(*m.vocab);
   for (const std::string text : {"Hello world, 123 caf\xC3\xA9 \xE2\x82\xAC!", "  a  b\n\nab", ""}) {
     const std::vector<int> ids = tok->encode(text, false);
     for (int id : ids)

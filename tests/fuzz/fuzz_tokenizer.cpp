@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fuzz_common.h"
+#include "tokenizer/load.h"
 #include "tokenizer/tokenizer.h"
 
 #ifndef LLM_TEST_MODELS
@@ -19,7 +20,7 @@ namespace {
 const llm::Tokenizer& tokenizer() {
   static const auto tok = [] {
     const char* env = std::getenv("LLM_TOKENIZER_MODEL");
-    return llm::Tokenizer::load(env ? env : LLM_TEST_MODELS "/stories260K/tok512.model");
+    return llm::load_tokenizer_file(env ? env : LLM_TEST_MODELS "/stories260K/tok512.model");
   }();
   return *tok;
 }

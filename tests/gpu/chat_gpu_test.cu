@@ -15,8 +15,8 @@
 #include "engine/backend.h"
 #include "engine/cuda_backend.h"
 #include "engine/generate.h"
-#include "engine/model_files.h"
 #include "models/model.h"
+#include "tokenizer/load.h"
 
 namespace {
 

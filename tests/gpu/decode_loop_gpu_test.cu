@@ -5,8 +5,8 @@
 #include <string>
 
 #include "core/gemv_names.h"
-#include "engine/model_files.h"
 #include "tests/cpu/decode_loop_check.h"
+#include "tokenizer/load.h"
 
 using namespace llm;
 

@@ -1,25 +1,22 @@
-// A/B report: statistics, attribution and the markdown / CSV / JSON renderings of an A/B run of GEMV mappings.
-#include "analysis/ab_report.h"
+// Renderings of an A/B run: the markdown report, CSV, JSON (written and read back) and the chart.
+#include "measure/ab_render.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <map>
-#include <numeric>
 #include <sstream>
 
 #include <nlohmann/json.hpp>  // JSON writer and reader
 
-#include "analysis/sector_model.h"  // predict, find_sector_mapping
-#include "core/error.h"             // llm::fail
-#include "core/json_parse.h"        // llm::parse_json
+#include "core/error.h"       // llm::fail
+#include "core/json_parse.h"  // llm::parse_json
 
 extern char** environ;
 
@@ -48,193 +45,7 @@ std::string basename_of(const std::string& path) {
   return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
-const AbMappingStats* find_stats(const AbSummary& s, const std::string& name) {
-  for (const auto& m : s.mappings)
-    if (m.mapping == name) return &m;
-  return nullptr;
-}
-
-int64_t gcd64(int64_t a, int64_t b) { return b == 0 ? a : gcd64(b, a % b); }
-
 }  // namespace
-
-const char* ab_part_name(int part) {
-  static const char* names[kAbParts] = {"q", "k", "v", "o", "gate", "up", "down", "head", "other", "qkv", "gate_up"};
-  return part >= 0 && part < kAbParts ? names[part] : "?";
-}
-
-AbSpread ab_spread(std::vector<double> v) {
-  AbSpread s;
-  s.n = int(v.size());
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  s.min = v.front();
-  s.max = v.back();
-  if (n >= 2) {
-    const double mean = std::accumulate(v.begin(), v.end(), 0.0) / double(n);
-    double ss = 0;
-    for (double x : v) ss += (x - mean) * (x - mean);
-    s.sd = std::sqrt(ss / double(n - 1));
-  }
-  return s;
-}
-
-// --- sector model ------------------------------------------------------------------------------------------------
-
-bool ab_sector_prediction(const std::string& mapping, const std::vector<AbProjection>& projections,
-                          double* sectors_per_request, double* efficiency) {
-  const SectorMappingInfo* info = nullptr;
-  for (const auto& m : sector_mappings())
-    if (mapping == m.name) info = &m;
-  if (!info) return false;
-  double sectors = 0, requests = 0, useful = 0;
-  for (const AbProjection& p : projections) {
-    // The access pattern repeats every `period` stored rows: a multiple of the 32 rows a lanes-across-rows load
-    // spans, after which rows start at the same offset within a 128-byte line. Predicting r1 = R mod period + 2
-    // periods and r1 - period rows gives one period's exact cost, so a 1 GB head costs as little as a 64 KB one.
-    const int64_t rows = info->transposed ? p.K : p.N;
-    const int64_t row_bytes = (info->transposed ? p.N : p.K) * 2;
-    const int64_t align = kLineBytes / gcd64(row_bytes, kLineBytes);
-    const int64_t period = align * kWarpLanes / gcd64(align, kWarpLanes);
-    auto run = [&](int64_t r) {
-      return info->transposed ? predict(mapping, p.N, r, WeightFormat::BF16)
-                              : predict(mapping, r, p.K, WeightFormat::BF16);
-    };
-    double s_total = 0, q_total = 0;
-    if (rows <= 3 * period) {
-      const SectorPrediction sp = run(rows);
-      s_total = double(sp.sectors_total);
-      q_total = double(sp.requests_total);
-    } else {
-      const int64_t r1 = rows % period + 2 * period;
-      const SectorPrediction hi = run(r1), lo = run(r1 - period);
-      const double periods = double((rows - r1) / period);
-      s_total = double(hi.sectors_total) + periods * double(hi.sectors_total - lo.sectors_total);
-      q_total = double(hi.requests_total) + periods * double(hi.requests_total - lo.requests_total);
-    }
-    sectors += s_total * p.count;
-    requests += q_total * p.count;
-    useful += double(p.bytes_per_token());
-  }
-  if (requests <= 0) return false;
-  *sectors_per_request = sectors / requests;
-  *efficiency = useful / (sectors * double(kSectorBytes));
-  return true;
-}
-
-// --- statistics --------------------------------------------------------------------------------------------------
-
-namespace {
-
-AbLaunchStats launch_stats(const AbLaunch& l, int sm_count, int max_warps_per_sm) {
-  AbLaunchStats s;
-  s.launch = l;
-  if (l.grid <= 0 || l.block <= 0 || sm_count <= 0) return s;
-  s.threads = int64_t(l.grid) * l.block;
-  const double warps = double(l.grid) * double((l.block + 31) / 32);
-  s.warps_per_sm = warps / sm_count;
-  if (max_warps_per_sm > 0) s.warps_per_sm = std::min(s.warps_per_sm, double(max_warps_per_sm));
-  s.bytes_in_flight_per_sm = s.warps_per_sm * 32.0 * l.bytes_in_flight_per_thread;
-  return s;
-}
-
-AbMappingStats mapping_stats(const AbReportData& d, const AbMappingRun& r, double roofline) {
-  AbMappingStats m;
-  m.mapping = r.mapping;
-  m.ms = ab_spread(r.ms_per_token);
-  std::vector<double> tps, gemv;
-  for (double ms : r.ms_per_token) tps.push_back(ms > 0 ? 1e3 / ms : 0.0);
-  m.tps = ab_spread(tps);
-  for (const auto& parts : r.part_ms) {
-    double g = 0;
-    for (int p = 0; p < kAbParts; ++p)
-      if (p != kAbOther) g += parts[p];
-    gemv.push_back(g);
-  }
-  m.gemv_ms = ab_spread(gemv);
-  m.profiled_ms = ab_spread(r.profiled_ms_per_token);
-  for (int p = 0; p < kAbParts; ++p) {
-    std::vector<double> v;
-    for (const auto& parts : r.part_ms) v.push_back(parts[p]);
-    m.part_ms[p] = ab_spread(v).median;
-  }
-  m.other_ms = m.ms.median - m.gemv_ms.median;
-  m.profiled_other_ms = m.part_ms[kAbOther];
-  m.overhead_ms = m.profiled_ms.median - m.ms.median;
-  const double bytes = double(d.gemv_bytes_per_token);
-  m.gemv_gbps = m.gemv_ms.median > 0 ? bytes / (m.gemv_ms.median * 1e6) : 0.0;
-  m.token_gbps = m.ms.median > 0 ? bytes / (m.ms.median * 1e6) : 0.0;
-  m.pct_roofline = roofline > 0 ? 100.0 * m.gemv_gbps / roofline : kNaN;
-  if (!ab_sector_prediction(r.mapping, d.projections, &m.sectors_per_request, &m.sector_efficiency))
-    m.sectors_per_request = m.sector_efficiency = kNaN;
-  for (const AbLaunch& l : r.launches) m.launches.push_back(launch_stats(l, d.sm_count, d.max_warps_per_sm));
-  m.tokens_matching_first = r.tokens_matching_first;
-  return m;
-}
-
-AbAttribution attribute(const AbMappingStats& a, const AbMappingStats& b) {
-  AbAttribution t;
-  t.base = a.mapping;
-  t.mapping = b.mapping;
-  t.d_total_ms = b.ms.median - a.ms.median;
-  t.d_gemv_ms = b.gemv_ms.median - a.gemv_ms.median;
-  t.d_rest_ms = t.d_total_ms - t.d_gemv_ms;
-  // Noise of each difference (2 sd of both sides) plus how differently the profiling pass perturbs the two.
-  t.tolerance_ms = 2.0 * (a.ms.sd + b.ms.sd) + 2.0 * (a.gemv_ms.sd + b.gemv_ms.sd) +
-                   std::fabs(a.overhead_ms - b.overhead_ms);
-  t.gemv_share = t.d_total_ms != 0 ? t.d_gemv_ms / t.d_total_ms : kNaN;
-  t.agrees = std::fabs(t.d_rest_ms) <= t.tolerance_ms;
-  return t;
-}
-
-AbCauses causes(const AbSummary& s, double (*metric)(const AbMappingStats&)) {
-  AbCauses c;
-  const AbMappingStats* th = find_stats(s, "thread");
-  const AbMappingStats* tsk = find_stats(s, "thread-splitk");
-  const AbMappingStats* wf = find_stats(s, "warp-few");
-  const AbMappingStats* w = find_stats(s, "warp");
-  if (!th || !tsk || !wf || !w) return c;
-  c.present = true;
-  c.gap = metric(*th) - metric(*w);
-  c.a_parallelism = metric(*th) - metric(*tsk);
-  c.a_coalescing = metric(*tsk) - metric(*w);
-  c.b_coalescing = metric(*th) - metric(*wf);
-  c.b_parallelism = metric(*wf) - metric(*w);
-  return c;
-}
-
-void check_data(const AbReportData& d) {
-  if (d.runs.empty()) fail("A/B report: no mapping was run");
-  for (const AbMappingRun& r : d.runs) {
-    if (r.ms_per_token.empty()) fail("A/B report: mapping '", r.mapping, "' has no timed repeat");
-    if (r.part_ms.size() != r.ms_per_token.size() || r.profiled_ms_per_token.size() != r.ms_per_token.size())
-      fail("A/B report: mapping '", r.mapping, "' has ", r.ms_per_token.size(), " timed repeats but ",
-           r.part_ms.size(), " profiles and ", r.profiled_ms_per_token.size(), " profiled timings");
-  }
-}
-
-}  // namespace
-
-AbSummary summarize_ab(const AbReportData& d) {
-  check_data(d);
-  AbSummary s;
-  s.roofline_gbps = ab_spread(d.roofline_gbps);
-  const double roof = s.roofline_gbps.median;
-  s.ceiling_tps = d.gemv_bytes_per_token > 0 ? roof * 1e9 / double(d.gemv_bytes_per_token) : 0.0;
-  int64_t most = -1;
-  for (const AbProjection& p : d.projections)
-    if (p.bytes_per_token() > most) {
-      most = p.bytes_per_token();
-      s.launch_shape_of = p.name;
-    }
-  for (const AbMappingRun& r : d.runs) s.mappings.push_back(mapping_stats(d, r, roof));
-  for (size_t i = 1; i < s.mappings.size(); ++i) s.attributions.push_back(attribute(s.mappings[0], s.mappings[i]));
-  s.causes_total = causes(s, [](const AbMappingStats& m) { return m.ms.median; });
-  s.causes_gemv = causes(s, [](const AbMappingStats& m) { return m.gemv_ms.median; });
-  return s;
-}
 
 // --- markdown ----------------------------------------------------------------------------------------------------
 
@@ -300,7 +111,8 @@ void main_table(std::ostringstream& os, const AbReportData& d, const AbSummary& 
 // timed them, and a per-matrix part only where some mapping did (a fused run times no q, k, v, gate, up).
 std::vector<int> shown_gemv_parts(const AbSummary& s) {
   std::vector<int> shown;
-  for (int p : {kAbQ, kAbK, kAbV, kAbQKV, kAbO, kAbGate, kAbUp, kAbGateUp, kAbDown, kAbHead}) {
+  using P = ProfileParts;
+  for (int p : {P::kQ, P::kK, P::kV, P::kQKV, P::kO, P::kGate, P::kUp, P::kGateUp, P::kDown, P::kHead}) {
     bool timed = false;
     for (const auto& m : s.mappings) timed = timed || m.part_ms[p] > 0;
     if (timed) shown.push_back(p);
@@ -326,9 +138,9 @@ void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSu
   if (gate_up >= 0 && !bytes.count("gate_up")) bytes["gate_up"] = gate_up;
   const std::vector<int> gemv_parts = shown_gemv_parts(s);
   std::vector<int> parts = gemv_parts;
-  parts.push_back(kAbOther);
+  parts.push_back(ProfileParts::kOther);
   os << "### Per projection: device ms/token (profiling pass, CUDA events)\n\n| mapping |";
-  for (int p : parts) os << " " << ab_part_name(p) << " |";
+  for (int p : parts) os << " " << ProfileParts::part_name(p) << " |";
   os << " GEMV |\n| --- |";
   for (size_t i = 0; i <= parts.size(); ++i) os << " ---: |";
   os << "\n";
@@ -338,14 +150,14 @@ void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSu
     os << " " << fmt("%.3f", m.gemv_ms.median) << " |\n";
   }
   os << "\n### Per projection: achieved GB/s (bytes per token / device time)\n\n| mapping |";
-  for (int p : gemv_parts) os << " " << ab_part_name(p) << " |";
+  for (int p : gemv_parts) os << " " << ProfileParts::part_name(p) << " |";
   os << "\n| --- |";
   for (size_t i = 0; i < gemv_parts.size(); ++i) os << " ---: |";
   os << "\n";
   for (const auto& m : s.mappings) {
     os << "| " << m.mapping << " |";
     for (int p : gemv_parts) {
-      const auto it = bytes.find(ab_part_name(p));
+      const auto it = bytes.find(ProfileParts::part_name(p));
       const double ms = m.part_ms[p];
       os << " " << (it == bytes.end() || ms <= 0 ? std::string("n/a") : fmt("%.0f", it->second / (ms * 1e6)))
          << " |";
@@ -393,7 +205,7 @@ void overhead_table(std::ostringstream& os, const AbSummary& s) {
   os << "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& m : s.mappings) {
     double device = 0;
-    for (int p = 0; p < kAbParts; ++p) device += m.part_ms[p];
+    for (int p = 0; p < ProfileParts::kParts; ++p) device += m.part_ms[p];
     os << "| " << m.mapping << " | " << fmt("%.3f", m.ms.median) << " | " << fmt("%.3f", m.profiled_ms.median)
        << " | " << signed_ms(m.overhead_ms) << " | "
        << fmt_or_na("%+.1f", m.ms.median > 0 ? 100.0 * m.overhead_ms / m.ms.median : kNaN) << " | "
@@ -497,7 +309,7 @@ std::string ab_csv(const AbReportData& d, const AbSummary& s) {
   os << "model,device,mapping,n_prompt,n_decode,repeats,tps_median,tps_sd,ms_median,ms_sd,gemv_ms,gemv_ms_sd,"
         "other_ms,profiled_ms,overhead_ms,gemv_bytes_per_token,gemv_gbps,token_gbps,roofline_gbps,pct_roofline,"
         "sectors_per_request_pred,sector_efficiency_pred";
-  for (int p = 0; p < kAbParts; ++p) os << ",ms_" << ab_part_name(p);
+  for (int p = 0; p < ProfileParts::kParts; ++p) os << ",ms_" << ProfileParts::part_name(p);
   os << ",d_total_ms,d_gemv_ms,tolerance_ms,agrees,tokens_matching_first\n";
   for (size_t i = 0; i < s.mappings.size(); ++i) {
     const AbMappingStats& m = s.mappings[i];
@@ -508,7 +320,7 @@ std::string ab_csv(const AbReportData& d, const AbSummary& s) {
        << csv_num(m.overhead_ms) << "," << d.gemv_bytes_per_token << "," << csv_num(m.gemv_gbps) << ","
        << csv_num(m.token_gbps) << "," << csv_num(s.roofline_gbps.median) << "," << csv_num(m.pct_roofline) << ","
        << csv_num(m.sectors_per_request) << "," << csv_num(m.sector_efficiency);
-    for (int p = 0; p < kAbParts; ++p) os << "," << csv_num(m.part_ms[p]);
+    for (int p = 0; p < ProfileParts::kParts; ++p) os << "," << csv_num(m.part_ms[p]);
     if (i == 0) {
       os << ",0,0,,,";
     } else {
@@ -558,7 +370,7 @@ json data_json(const AbReportData& d) {
     jr["ms_per_token"] = r.ms_per_token;
     jr["profiled_ms_per_token"] = r.profiled_ms_per_token;
     jr["part_names"] = json::array();
-    for (int p = 0; p < kAbParts; ++p) jr["part_names"].push_back(ab_part_name(p));
+    for (int p = 0; p < ProfileParts::kParts; ++p) jr["part_names"].push_back(ProfileParts::part_name(p));
     jr["part_ms"] = r.part_ms;
     jr["launches"] = json::array();
     for (const auto& l : r.launches)
@@ -587,7 +399,7 @@ json summary_json(const AbSummary& s) {
     jm["profiled_other_ms"] = m.profiled_other_ms;
     jm["overhead_ms"] = m.overhead_ms;
     jm["part_ms"] = json::object();
-    for (int p = 0; p < kAbParts; ++p) jm["part_ms"][ab_part_name(p)] = m.part_ms[p];
+    for (int p = 0; p < ProfileParts::kParts; ++p) jm["part_ms"][ProfileParts::part_name(p)] = m.part_ms[p];
     jm["gemv_gbps"] = m.gemv_gbps;
     jm["token_gbps"] = m.token_gbps;
     jm["pct_roofline"] = num_or_null(m.pct_roofline);
@@ -634,26 +446,24 @@ namespace {
 
 // part_ms rows, matched to parts by "part_names" (files written before the fused parts have 9 columns; missing
 // parts read as zero).
-std::vector<std::array<double, kAbParts>> parts_from_json(const json& jr) {
+std::vector<PartMs> parts_from_json(const json& jr) {
   std::vector<int> index;
   if (jr.contains("part_names")) {
     for (const auto& n : jr.at("part_names")) {
       const std::string name = n.get<std::string>();
-      int found = -1;
-      for (int p = 0; p < kAbParts; ++p)
-        if (name == ab_part_name(p)) found = p;
+      const int found = ProfileParts::part_of(name);
       if (found < 0) fail("A/B JSON: unknown part name '", name, "'");
       index.push_back(found);
     }
   } else {
-    for (int p = 0; p < kAbParts; ++p) index.push_back(p);
+    for (int p = 0; p < ProfileParts::kParts; ++p) index.push_back(p);
   }
-  std::vector<std::array<double, kAbParts>> out;
+  std::vector<PartMs> out;
   for (const auto& row : jr.at("part_ms")) {
     const std::vector<double> v = row.get<std::vector<double>>();
     if (v.size() != index.size())
       fail("A/B JSON: a part_ms row has ", v.size(), " values, expected ", index.size(), " (one per part name)");
-    std::array<double, kAbParts> a{};
+    PartMs a{};
     for (size_t i = 0; i < v.size(); ++i) a[size_t(index[i])] = v[i];
     out.push_back(a);
   }

@@ -1,9 +1,10 @@
-// Tokenizer lookup for a loaded model, and the default model's location.
-#include "engine/model_files.h"
+// The default model's location: models-cache/ beside the build directory, then in the source tree.
+#include "models/default_model.h"
 
 #include <unistd.h>
 
 #include <filesystem>
+#include <vector>
 
 #include "core/error.h"
 
@@ -24,25 +25,6 @@ std::string default_model_path() {
     if (fs::is_regular_file(p, ec)) return p.string();
   fail("no --model given and the default model ", kDefaultModelFile,
        " is not in models-cache/: run scripts/setup.sh (or scripts/fetch-model.sh) to fetch it");
-}
-
-std::unique_ptr<Tokenizer> load_tokenizer(const Model& model, const std::string& override_path) {
-  std::unique_ptr<Tokenizer> tok;
-  std::string from;
-  if (!override_path.empty()) {
-    tok = Tokenizer::load(from = override_path);
-  } else if (!model.tokenizer_path.empty()) {
-    tok = Tokenizer::load(from = model.tokenizer_path);
-  } else if (model.vocab) {
-    tok = Tokenizer::from_vocab(*model.vocab);
-    from = model.source + " (its vocabulary)";
-  } else {
-    return nullptr;
-  }
-  if (tok->vocab_size() > model.config.vocab_size)
-    fail("tokenizer ", from, " has ", tok->vocab_size(), " pieces, more than the model's vocabulary of ",
-         model.config.vocab_size);
-  return tok;
 }
 
 }  // namespace llm

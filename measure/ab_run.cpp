@@ -1,9 +1,7 @@
-// The A/B run of GEMV mappings (see engine/ab_run.h): the measurement protocol; numbers go to analysis/ab_report.
-#include "engine/ab_run.h"
+// The A/B run of GEMV mappings (see measure/ab_run.h): the measurement protocol; numbers go to measure/ab_stats.h.
+#include "measure/ab_run.h"
 
 #include <algorithm>
-#include <array>
-#include <chrono>
 #include <cstdarg>
 #include <memory>
 #include <sstream>
@@ -17,7 +15,8 @@
 
 #include "engine/cuda_backend.h"  // CudaBackend: set_gemv, set_use_graph, set_profiling, gemv_bytes_per_token
 #include "kernels/cuda_check.h"   // CUDA_CHECK
-#include "kernels/gemv.h"         // gemv_find(...).shape, gemv_stream_read
+#include "kernels/gemv.h"         // gemv_find(...).shape
+#include "measure/roofline.h"     // Roofline: the one streaming-read measurement
 #endif
 
 namespace llm {
@@ -65,79 +64,15 @@ AbPass ab_decode_pass(Backend& b, const std::vector<int>& prompt, int n_decode, 
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-constexpr size_t kRooflineBytes = size_t(2) << 30;  // far beyond the 50 MB L2: every byte comes from HBM
-constexpr int kRooflineReps = 5;
-
-// The projection kinds of one decode step, in DecodeProfile order.
+// The projection kinds of one decode step, in ProfileParts order (measure/profile_parts.h).
 std::vector<AbProjection> projections_of(const ModelConfig& c) {
+  using P = ProfileParts;
   const int L = c.n_layers;
-  return {{"q", c.q_dim(), c.dim, L},          {"k", c.kv_dim(), c.dim, L},   {"v", c.kv_dim(), c.dim, L},
-          {"o", c.dim, c.q_dim(), L},          {"gate", c.hidden_dim, c.dim, L}, {"up", c.hidden_dim, c.dim, L},
-          {"down", c.dim, c.hidden_dim, L},    {"head", c.vocab_size, c.dim, 1}};
+  return {{P::part_name(P::kQ), c.q_dim(), c.dim, L},           {P::part_name(P::kK), c.kv_dim(), c.dim, L},
+          {P::part_name(P::kV), c.kv_dim(), c.dim, L},          {P::part_name(P::kO), c.dim, c.q_dim(), L},
+          {P::part_name(P::kGate), c.hidden_dim, c.dim, L},     {P::part_name(P::kUp), c.hidden_dim, c.dim, L},
+          {P::part_name(P::kDown), c.dim, c.hidden_dim, L},     {P::part_name(P::kHead), c.vocab_size, c.dim, 1}};
 }
-
-// The streaming-read roofline: a 2 GiB buffer read with 16-byte loads at a few grid shapes; the best shape's
-// median over kRooflineReps (CUDA events) is the figure. Owns its buffer, stream and events.
-class Roofline {
- public:
-  explicit Roofline(int sm_count) : sm_count_(sm_count) {
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    if (cudaMalloc(&buf_, kRooflineBytes) != cudaSuccess) {
-      cudaGetLastError();
-      buf_ = nullptr;
-      fail("A/B run: cannot allocate the 2 GiB buffer of the read-bandwidth measurement");
-    }
-    CUDA_CHECK(cudaMemsetAsync(buf_, 0x5A, kRooflineBytes, stream_));
-    CUDA_CHECK(cudaMalloc(&sink_, sizeof(uint32_t) * size_t(sm_count) * 32));
-    CUDA_CHECK(cudaEventCreate(&start_));
-    CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~Roofline() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-    cudaFree(sink_);
-    cudaFree(buf_);
-    cudaStreamDestroy(stream_);
-  }
-  Roofline(const Roofline&) = delete;
-  Roofline& operator=(const Roofline&) = delete;
-
-  double measure_gbps() {
-    // (blocks per SM, threads per block): full occupancy from several directions; the best is the roofline.
-    static const int shapes[][2] = {{2, 1024}, {4, 512}, {8, 256}, {16, 128}, {32, 256}};
-    double best = 0;
-    for (const auto& sh : shapes) {
-      const int grid = sm_count_ * sh[0], block = sh[1];
-      gemv_stream_read(buf_, kRooflineBytes, grid, block, sink_, stream_);  // warm-up
-      std::vector<double> gbps;
-      for (int r = 0; r < kRooflineReps; ++r) {
-        CUDA_CHECK(cudaEventRecord(start_, stream_));
-        gemv_stream_read(buf_, kRooflineBytes, grid, block, sink_, stream_);
-        CUDA_CHECK(cudaEventRecord(stop_, stream_));
-        CUDA_CHECK(cudaEventSynchronize(stop_));
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-        gbps.push_back(double(kRooflineBytes) / (double(ms) * 1e6));
-      }
-      best = std::max(best, ab_spread(gbps).median);
-    }
-    return best;
-  }
-
-  static std::string method() {
-    return "gemv_stream_read of a 2 GiB buffer, 16-byte loads, best of 5 grid shapes of the median of " +
-           std::to_string(kRooflineReps) + " CUDA-event timings, once per round";
-  }
-
- private:
-  int sm_count_;
-  cudaStream_t stream_ = nullptr;
-  void* buf_ = nullptr;
-  uint32_t* sink_ = nullptr;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
 
 int leading_equal(const std::vector<int>& a, const std::vector<int>& b) {
   size_t n = 0;
@@ -196,13 +131,13 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   res.warmup = opt.warmup;
   res.seed = opt.seed;
   res.projections = projections_of(c);
-  res.roofline_method = Roofline::method();
   res.profiling_method =
       "a separate un-graphed pass of the same steps per mapping and repeat, CUDA events around every projection "
       "(device time, launch gaps included where they fall)";
 
   // The roofline buffer first, so the backend's memory check sees what is left.
-  Roofline roofline(res.sm_count);
+  Roofline roofline;
+  res.roofline_method = roofline.method() + ", once per round";
   BackendOptions bo;
   bo.device = "cuda";
   bo.ctx_size = opt.ctx_size > 0 ? opt.ctx_size : int(opt.prompt.size()) + opt.n_decode;
@@ -218,8 +153,9 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
     const GemvMapping& gm = gemv_find(m);
     std::vector<AbProjection> launched = res.projections;
     if (cb.fused_projections()) {  // decode launches these instead of q, k, v and gate, up (engine/cuda_backend.cu)
-      launched.push_back({"qkv", c.q_dim() + 2 * c.kv_dim(), c.dim, c.n_layers});
-      launched.push_back({"gate_up", 2 * int64_t(c.hidden_dim), c.dim, c.n_layers});
+      using P = ProfileParts;
+      launched.push_back({P::part_name(P::kQKV), c.q_dim() + 2 * c.kv_dim(), c.dim, c.n_layers});
+      launched.push_back({P::part_name(P::kGateUp), 2 * int64_t(c.hidden_dim), c.dim, c.n_layers});
     }
     for (const AbProjection& p : launched) {
       const GemvLaunchShape s = gm.shape(int(p.N), int(p.K));
@@ -237,7 +173,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
       std::snprintf(round, sizeof round, "repeat %d/%d", r - opt.warmup + 1, opt.repeats);
     else
       std::snprintf(round, sizeof round, "warm-up %d/%d", r + 1, opt.warmup);
-    const double roof = roofline.measure_gbps();
+    const double roof = roofline.measure().gbps;
     progress(opt, "ab: %s read roofline: %.0f GB/s\n", round, roof);
     if (timed) res.roofline_gbps.push_back(roof);
 
@@ -254,8 +190,8 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
       if (prof.steps != opt.n_decode)
         fail("A/B run: the profile of '", opt.mappings[i], "' counted ", prof.steps, " steps, expected ",
              opt.n_decode);
-      std::array<double, kAbParts> parts{};
-      for (int p = 0; p < kAbParts; ++p) parts[p] = prof.ms[p] / double(prof.steps);
+      PartMs parts{};
+      for (int p = 0; p < ProfileParts::kParts; ++p) parts[p] = prof.ms[p] / double(prof.steps);
       const double gemv_ms = prof.gemv_ms() / double(prof.steps);
 
       progress(opt,

@@ -1,14 +1,15 @@
 // The A/B run: one model, one prompt, exactly N greedy decode steps under each GEMV mapping, mappings alternating
 // round by round (A B C A B C ...) so drift on a shared machine hits all of them; per mapping the graph-replayed
 // wall time, an un-graphed profiling pass split per projection, and the launch shapes; the read roofline measured in
-// the same run. Fills analysis/ab_report.h's plain data; the report is rendered there. Needs the CUDA engine.
+// the same run (measure/roofline.h). Fills measure/ab_data.h's plain data; measure/ab_stats.h summarises it and
+// measure/ab_render.h renders it. run_ab needs the CUDA engine; a build without one keeps the CPU-only parts.
 #pragma once
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "analysis/ab_report.h"  // AbReportData: what the run measures
+#include "measure/ab_data.h"     // AbReportData: what the run measures
 #include "engine/backend.h"      // Backend
 #include "models/model.h"        // Model
 

@@ -1,0 +1,21 @@
+// Quantized decode matrices for the CUDA engine: GGUF blocks (HostTensor::quant) -> the prepacked planes of
+// models/quant.h (and, for the "as-stored" mapping, the blocks unchanged) -> one device allocation the quantized
+// GEMVs (kernels/gemv_quant.h) read. Which mapping runs which weight type is decided in engine/gemv_choice.h.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "kernels/gemv_quant.h"
+#include "models/model.h"
+
+namespace llm {
+
+// Uploads the row-concatenation of `parts` (same quantized type, same row length: e.g. wq, wk, wv of one layer for the
+// fused q|k|v GEMV) as one [sum of rows, cols] matrix in the layout `kind` reads: the prepacked planes for warp,
+// thread and warp-dp4a, GGUF's blocks as stored for as-stored. Synchronous (load time only).
+QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts, QuantGemvKind kind,
+                                    cudaStream_t stream);
+
+}  // namespace llm

@@ -1,0 +1,79 @@
+// Which GEMV runs which weight type (see engine/gemv_choice.h).
+#include "engine/gemv_choice.h"
+
+#include <cstdio>
+#include <map>
+
+#include "core/error.h"
+#include "models/quant.h"
+
+namespace llm {
+
+namespace {
+
+bool is_bf16_gemv_name(const std::string& name) {
+  for (const GemvMappingName& m : kGemvMappingNames)
+    if (name == m.name) return true;
+  return false;
+}
+
+// Every projection decode runs (the head is the embedding when tied), in order.
+template <typename F>
+void for_each_projection(const Model& model, F f) {
+  for (const LayerWeights& l : model.weights.layers)
+    for (const HostTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) f(*t);
+  f(model.config.tied_embeddings ? model.weights.embedding : model.weights.head);
+}
+
+}  // namespace
+
+GemvChoice resolve_gemv_choice(const std::string& name) {
+  GemvChoice c;
+  if (name.empty()) return {kGemvDefaultMapping, kQuantGemvDefault};
+  if (!gemv_mapping_known(name)) fail("unknown GEMV mapping '", name, "' (known: ", gemv_mapping_names(), ")");
+  if (is_bf16_gemv_name(name)) c.bf16 = name;
+  if (is_quant_gemv_name(name)) c.quant = name;
+  return c;
+}
+
+std::string gemv_refusal(const std::string& name, const Model& model, bool dequantize) {
+  const GemvChoice c = resolve_gemv_choice(name);
+  std::string why;
+  for_each_projection(model, [&](const HostTensor& t) {
+    if (!why.empty()) return;
+    const bool quant = t.quant != 0 && !dequantize;
+    if (quant && c.quant.empty())
+      why = "GEMV mapping '" + name + "' has no form for " + ggml_quant_name(GgmlQuantType(t.quant)) +
+            " weights (" + printable(t.name) + "); quantized weights run with warp (default), thread, as-stored or "
+            "warp-dp4a, or pass --dequantize to run them as BF16";
+    if (!quant && c.bf16.empty())
+      why = "GEMV mapping '" + name + "' exists only for quantized weights, and " + printable(t.name) +
+            " is not quantized (" + (t.quant ? "--dequantize" : std::string(dtype_name(t.dtype))) +
+            "); BF16 weights run with " + kGemvDefaultMapping + " (default), warp, thread, colmajor, cublas, "
+            "thread-splitk or warp-few";
+  });
+  return why;
+}
+
+std::string quant_summary(const Model& model) {
+  struct Count {
+    int tensors = 0;
+    double bytes = 0;
+  };
+  std::map<std::string, Count> by_type;
+  for_each_projection(model, [&](const HostTensor& t) {
+    if (!t.quant) return;
+    Count& n = by_type[ggml_quant_name(GgmlQuantType(t.quant))];
+    n.tensors++;
+    n.bytes += double(t.nbytes());
+  });
+  std::string s;
+  for (const auto& kv : by_type) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s x %d (%.1f MB)", kv.first.c_str(), kv.second.tensors, kv.second.bytes / 1e6);
+    s += (s.empty() ? "" : ", ") + std::string(buf);
+  }
+  return s;
+}
+
+}  // namespace llm

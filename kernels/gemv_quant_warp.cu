@@ -1,0 +1,55 @@
+// "warp" (quantized): lanes along K over the prepacked planes, one 16-byte load = 32 INT4 / 16 INT8 codes, 4 rows per
+// warp sharing each x load, 8 loads in flight per lane, split-K for small n, PDL: the coalesced mapping for INT4/INT8.
+//
+// Per lane and chunk (16 bytes of one row's codes): one LDG.128 of codes (a warp request = 512 contiguous bytes =
+// 16 sectors, all useful), one LDG.16 (or .8 + .16 for two-level) per scale plane (a warp request = 64 contiguous
+// bytes = 2 sectors for fp16 scales), then x: 8 float4 (Int4) or 4 float4 (Int8), shared by the R = 4 rows of the
+// warp (x comes from L1/L2: it is re-read by every warp). Per weight: 1 PRMT + 1 FADD (code -> float, exact) + 1 FFMA;
+// per group and row one FFMA with the scale (and one with the min times the group's x sum). FP32 accumulation,
+// shuffle reduction, split-K partials summed in slice order through shared memory (deterministic, no atomics).
+#include "kernels/cuda_check.h"
+#include "kernels/gemv_internal.h"  // gemv_sm_count
+#include "kernels/gemv_quant_device.cuh"
+#include "kernels/gemv_quant_internal.h"
+#include "kernels/pdl.cuh"
+
+namespace llm {
+namespace {
+
+constexpr int kWarps = kQuantWarpsPerBlock;
+
+using Kernel = void (*)(QuantPackedArgs);
+
+template <bool kVecX>
+Kernel pick(int type_id) {
+  using namespace quant_type_id;
+  switch (type_id) {
+    case kQ4_0: return quant_gemv_warp_kernel<true, false, false, kVecX, false>;
+    case kQ4_1: return quant_gemv_warp_kernel<true, false, true, kVecX, false>;
+    case kQ4_K: return quant_gemv_warp_kernel<true, true, true, kVecX, false>;
+    case kQ8_0:
+    case kQ5_0: return quant_gemv_warp_kernel<false, false, false, kVecX, false>;
+    case kQ5_1: return quant_gemv_warp_kernel<false, false, true, kVecX, false>;
+    case kQ6_K: return quant_gemv_warp_kernel<false, true, false, kVecX, false>;
+  }
+  fail("quantized gemv 'warp': no kernel for GGML type id ", type_id);
+}
+
+}  // namespace
+
+void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
+                            bool accumulate, cudaStream_t stream) {
+  if (plan.grid <= 0 || plan.splits < 1 || plan.splits > kWarps || kWarps % plan.splits != 0 ||
+      int64_t(plan.grid) * (kWarps / plan.splits) < plan.row_groups ||
+      int64_t(plan.slice_units) * plan.splits < plan.units)
+    fail("quantized gemv 'warp': bad plan (grid ", plan.grid, ", splits ", plan.splits, ", row groups ",
+         plan.row_groups, ")");
+  const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate);
+  const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  const Kernel kernel = vec_x ? pick<true>(w.type_id) : pick<false>(w.type_id);
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t config = pdl_launch_config(unsigned(plan.grid), kQuantGemvThreads, stream, true, &attr);
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
+}
+
+}  // namespace llm

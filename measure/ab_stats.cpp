@@ -1,0 +1,201 @@
+// Statistics of an A/B run: spreads, the sector model's prediction, per-mapping figures, attribution, two causes.
+#include "measure/ab_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "analysis/sector_model.h"  // predict, sector_mappings
+#include "core/error.h"             // llm::fail
+
+namespace llm {
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+const AbMappingStats* find_stats(const AbSummary& s, const std::string& name) {
+  for (const auto& m : s.mappings)
+    if (m.mapping == name) return &m;
+  return nullptr;
+}
+
+int64_t gcd64(int64_t a, int64_t b) { return b == 0 ? a : gcd64(b, a % b); }
+
+}  // namespace
+
+AbSpread ab_spread(std::vector<double> v) {
+  AbSpread s;
+  s.n = int(v.size());
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  if (n >= 2) {
+    const double mean = std::accumulate(v.begin(), v.end(), 0.0) / double(n);
+    double ss = 0;
+    for (double x : v) ss += (x - mean) * (x - mean);
+    s.sd = std::sqrt(ss / double(n - 1));
+  }
+  return s;
+}
+
+// --- sector model ------------------------------------------------------------------------------------------------
+
+bool ab_sector_prediction(const std::string& mapping, const std::vector<AbProjection>& projections,
+                          double* sectors_per_request, double* efficiency) {
+  const SectorMappingInfo* info = nullptr;
+  for (const auto& m : sector_mappings())
+    if (mapping == m.name) info = &m;
+  if (!info) return false;
+  double sectors = 0, requests = 0, useful = 0;
+  for (const AbProjection& p : projections) {
+    // The access pattern repeats every `period` stored rows: a multiple of the 32 rows a lanes-across-rows load
+    // spans, after which rows start at the same offset within a 128-byte line. Predicting r1 = R mod period + 2
+    // periods and r1 - period rows gives one period's exact cost, so a 1 GB head costs as little as a 64 KB one.
+    const int64_t rows = info->transposed ? p.K : p.N;
+    const int64_t row_bytes = (info->transposed ? p.N : p.K) * 2;
+    const int64_t align = kLineBytes / gcd64(row_bytes, kLineBytes);
+    const int64_t period = align * kWarpLanes / gcd64(align, kWarpLanes);
+    auto run = [&](int64_t r) {
+      return info->transposed ? predict(mapping, p.N, r, WeightFormat::BF16)
+                              : predict(mapping, r, p.K, WeightFormat::BF16);
+    };
+    double s_total = 0, q_total = 0;
+    if (rows <= 3 * period) {
+      const SectorPrediction sp = run(rows);
+      s_total = double(sp.sectors_total);
+      q_total = double(sp.requests_total);
+    } else {
+      const int64_t r1 = rows % period + 2 * period;
+      const SectorPrediction hi = run(r1), lo = run(r1 - period);
+      const double periods = double((rows - r1) / period);
+      s_total = double(hi.sectors_total) + periods * double(hi.sectors_total - lo.sectors_total);
+      q_total = double(hi.requests_total) + periods * double(hi.requests_total - lo.requests_total);
+    }
+    sectors += s_total * p.count;
+    requests += q_total * p.count;
+    useful += double(p.bytes_per_token());
+  }
+  if (requests <= 0) return false;
+  *sectors_per_request = sectors / requests;
+  *efficiency = useful / (sectors * double(kSectorBytes));
+  return true;
+}
+
+// --- statistics --------------------------------------------------------------------------------------------------
+
+namespace {
+
+AbLaunchStats launch_stats(const AbLaunch& l, int sm_count, int max_warps_per_sm) {
+  AbLaunchStats s;
+  s.launch = l;
+  if (l.grid <= 0 || l.block <= 0 || sm_count <= 0) return s;
+  s.threads = int64_t(l.grid) * l.block;
+  const double warps = double(l.grid) * double((l.block + 31) / 32);
+  s.warps_per_sm = warps / sm_count;
+  if (max_warps_per_sm > 0) s.warps_per_sm = std::min(s.warps_per_sm, double(max_warps_per_sm));
+  s.bytes_in_flight_per_sm = s.warps_per_sm * 32.0 * l.bytes_in_flight_per_thread;
+  return s;
+}
+
+AbMappingStats mapping_stats(const AbReportData& d, const AbMappingRun& r, double roofline) {
+  AbMappingStats m;
+  m.mapping = r.mapping;
+  m.ms = ab_spread(r.ms_per_token);
+  std::vector<double> tps, gemv;
+  for (double ms : r.ms_per_token) tps.push_back(ms > 0 ? 1e3 / ms : 0.0);
+  m.tps = ab_spread(tps);
+  for (const auto& parts : r.part_ms) {
+    double g = 0;
+    for (int p = 0; p < ProfileParts::kParts; ++p)
+      if (ProfileParts::is_gemv(p)) g += parts[p];
+    gemv.push_back(g);
+  }
+  m.gemv_ms = ab_spread(gemv);
+  m.profiled_ms = ab_spread(r.profiled_ms_per_token);
+  for (int p = 0; p < ProfileParts::kParts; ++p) {
+    std::vector<double> v;
+    for (const auto& parts : r.part_ms) v.push_back(parts[p]);
+    m.part_ms[p] = ab_spread(v).median;
+  }
+  m.other_ms = m.ms.median - m.gemv_ms.median;
+  m.profiled_other_ms = m.part_ms[ProfileParts::kOther];
+  m.overhead_ms = m.profiled_ms.median - m.ms.median;
+  const double bytes = double(d.gemv_bytes_per_token);
+  m.gemv_gbps = m.gemv_ms.median > 0 ? bytes / (m.gemv_ms.median * 1e6) : 0.0;
+  m.token_gbps = m.ms.median > 0 ? bytes / (m.ms.median * 1e6) : 0.0;
+  m.pct_roofline = roofline > 0 ? 100.0 * m.gemv_gbps / roofline : kNaN;
+  if (!ab_sector_prediction(r.mapping, d.projections, &m.sectors_per_request, &m.sector_efficiency))
+    m.sectors_per_request = m.sector_efficiency = kNaN;
+  for (const AbLaunch& l : r.launches) m.launches.push_back(launch_stats(l, d.sm_count, d.max_warps_per_sm));
+  m.tokens_matching_first = r.tokens_matching_first;
+  return m;
+}
+
+AbAttribution attribute(const AbMappingStats& a, const AbMappingStats& b) {
+  AbAttribution t;
+  t.base = a.mapping;
+  t.mapping = b.mapping;
+  t.d_total_ms = b.ms.median - a.ms.median;
+  t.d_gemv_ms = b.gemv_ms.median - a.gemv_ms.median;
+  t.d_rest_ms = t.d_total_ms - t.d_gemv_ms;
+  // Noise of each difference (2 sd of both sides) plus how differently the profiling pass perturbs the two.
+  t.tolerance_ms = 2.0 * (a.ms.sd + b.ms.sd) + 2.0 * (a.gemv_ms.sd + b.gemv_ms.sd) +
+                   std::fabs(a.overhead_ms - b.overhead_ms);
+  t.gemv_share = t.d_total_ms != 0 ? t.d_gemv_ms / t.d_total_ms : kNaN;
+  t.agrees = std::fabs(t.d_rest_ms) <= t.tolerance_ms;
+  return t;
+}
+
+AbCauses causes(const AbSummary& s, double (*metric)(const AbMappingStats&)) {
+  AbCauses c;
+  const AbMappingStats* th = find_stats(s, "thread");
+  const AbMappingStats* tsk = find_stats(s, "thread-splitk");
+  const AbMappingStats* wf = find_stats(s, "warp-few");
+  const AbMappingStats* w = find_stats(s, "warp");
+  if (!th || !tsk || !wf || !w) return c;
+  c.present = true;
+  c.gap = metric(*th) - metric(*w);
+  c.a_parallelism = metric(*th) - metric(*tsk);
+  c.a_coalescing = metric(*tsk) - metric(*w);
+  c.b_coalescing = metric(*th) - metric(*wf);
+  c.b_parallelism = metric(*wf) - metric(*w);
+  return c;
+}
+
+void check_data(const AbReportData& d) {
+  if (d.runs.empty()) fail("A/B report: no mapping was run");
+  for (const AbMappingRun& r : d.runs) {
+    if (r.ms_per_token.empty()) fail("A/B report: mapping '", r.mapping, "' has no timed repeat");
+    if (r.part_ms.size() != r.ms_per_token.size() || r.profiled_ms_per_token.size() != r.ms_per_token.size())
+      fail("A/B report: mapping '", r.mapping, "' has ", r.ms_per_token.size(), " timed repeats but ",
+           r.part_ms.size(), " profiles and ", r.profiled_ms_per_token.size(), " profiled timings");
+  }
+}
+
+}  // namespace
+
+AbSummary summarize_ab(const AbReportData& d) {
+  check_data(d);
+  AbSummary s;
+  s.roofline_gbps = ab_spread(d.roofline_gbps);
+  const double roof = s.roofline_gbps.median;
+  s.ceiling_tps = d.gemv_bytes_per_token > 0 ? roof * 1e9 / double(d.gemv_bytes_per_token) : 0.0;
+  int64_t most = -1;
+  for (const AbProjection& p : d.projections)
+    if (p.bytes_per_token() > most) {
+      most = p.bytes_per_token();
+      s.launch_shape_of = p.name;
+    }
+  for (const AbMappingRun& r : d.runs) s.mappings.push_back(mapping_stats(d, r, roof));
+  for (size_t i = 1; i < s.mappings.size(); ++i) s.attributions.push_back(attribute(s.mappings[0], s.mappings[i]));
+  s.causes_total = causes(s, [](const AbMappingStats& m) { return m.ms.median; });
+  s.causes_gemv = causes(s, [](const AbMappingStats& m) { return m.gemv_ms.median; });
+  return s;
+}
+
+}  // namespace llm

@@ -1,0 +1,158 @@
+// The CUDA-free half of the quantized GEMV (kernels/gemv_quant_plan.h): per-type traits and leading dimensions agree
+// with models/quant.h's pack_quant, bytes read agree with packed_bytes_read, plane sizes with the PackedQuant vectors,
+// the launch plans cover every row and every K unit, layout checks refuse bad fields by name. Runs on any machine.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/gemv_quant_plan.h"
+#include "models/quant.h"
+
+namespace llm {
+namespace {
+
+using Q = GgmlQuantType;
+const Q kTypes[] = {Q::Q4_0, Q::Q4_1, Q::Q5_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q6_K};
+const QuantGemvKind kKinds[] = {QuantGemvKind::Warp, QuantGemvKind::Thread, QuantGemvKind::AsStored,
+                                QuantGemvKind::WarpDp4a};
+
+TEST(QuantGemvPlan, TraitsAndStridesAgreeWithPackQuant) {
+  for (Q t : kTypes) {
+    for (int64_t k : {256, 768, 4096}) {
+      const int64_t n = 3;
+      SCOPED_TRACE(std::string(ggml_quant_name(t)) + " K=" + std::to_string(k));
+      const std::vector<uint8_t> blocks(ggml_quant_row_bytes(t, k) * size_t(n), 0);
+      const PackedQuant p = pack_quant(blocks.data(), t, n, k);
+      const QuantGemvWeight w = quant_gemv_describe(int(t), n, k);
+      const QuantTypeTraits tr = quant_type_traits(int(t));
+      EXPECT_STREQ(tr.name, ggml_quant_name(t));
+      EXPECT_EQ(tr.block_bytes, int(ggml_quant_block_bytes(t)));
+      EXPECT_EQ(tr.block_weights, ggml_quant_block_weights(t));
+      EXPECT_EQ(int(w.family), int(p.family));  // Int4 = 0, Int8 = 1 in both enums
+      EXPECT_EQ(w.group, p.group);
+      EXPECT_EQ(w.code_offset, p.code_offset);
+      EXPECT_EQ(w.has_min, p.has_min);
+      EXPECT_EQ(w.two_level, p.two_level);
+      EXPECT_EQ(w.n_groups, p.n_groups);
+      EXPECT_EQ(w.ld_codes, p.ld_codes);
+      EXPECT_EQ(w.ld_groups, p.ld_groups);
+      EXPECT_EQ(w.groups_per_super, p.groups_per_super);
+      EXPECT_EQ(w.ld_sub, p.ld_sub);
+      EXPECT_EQ(w.ld_super, p.ld_super);
+      EXPECT_EQ(w.row_bytes, int64_t(ggml_quant_row_bytes(t, k)));
+      EXPECT_NO_THROW(quant_gemv_check_layout(w));
+
+      const QuantGemvPlaneBytes b = quant_gemv_plane_bytes(w);
+      EXPECT_EQ(b.codes, p.codes.size());
+      EXPECT_EQ(b.scales, p.scales.size() * 2);
+      EXPECT_EQ(b.mins, p.mins.size() * 2);
+      EXPECT_EQ(b.sub_scales, p.sub_scales.size());
+      EXPECT_EQ(b.sub_mins, p.sub_mins.size());
+      EXPECT_EQ(b.super_d, p.super_d.size() * 2);
+      EXPECT_EQ(b.super_dmin, p.super_dmin.size() * 2);
+      EXPECT_EQ(b.blocks, blocks.size());
+      EXPECT_EQ(int64_t(b.codes + b.scales + b.mins + b.sub_scales + b.sub_mins + b.super_d + b.super_dmin),
+                packed_bytes_allocated(p));
+
+      EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, w), packed_bytes_read(p));
+      EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Thread, w), packed_bytes_read(p));
+      EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::WarpDp4a, w), packed_bytes_read(p));
+      EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::AsStored, w), int64_t(blocks.size()));
+    }
+  }
+}
+
+TEST(QuantGemvPlan, BytesPerWeightOfTheLlama8bShape) {
+  // 4096 x 4096: Q4_0 prepacked reads 4.5 bits per weight, as stored 4.5 too (18 bytes per 32); Q4_K 4.625 vs 4.5.
+  const QuantGemvWeight q40 = quant_gemv_describe(quant_type_id::kQ4_0, 4096, 4096);
+  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q40), 4096ll * 4096 * 9 / 16);
+  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::AsStored, q40), 4096ll * 4096 * 9 / 16);
+  const QuantGemvWeight q4k = quant_gemv_describe(quant_type_id::kQ4_K, 4096, 4096);
+  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q4k), 4096ll * (2048 + 128 * 2 + 16 * 4));
+  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::AsStored, q4k), 4096ll * 16 * 144);
+}
+
+TEST(QuantGemvPlan, PlansCoverEveryRowAndUnit) {
+  for (Q t : kTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    for (int64_t k : {32, 96, 576, 4096, 14336}) {
+      if (kq && k % 256 != 0) continue;
+      for (int64_t n : {1, 7, 1000, 4096, 14336, 128256}) {
+        const QuantGemvWeight w = quant_gemv_describe(int(t), n, k);
+        for (QuantGemvKind kind : kKinds) {
+          SCOPED_TRACE(std::string(ggml_quant_name(t)) + " N=" + std::to_string(n) + " K=" + std::to_string(k) + " " +
+                       quant_gemv_kind_name(kind));
+          const QuantGemvPlan p = quant_gemv_plan(kind, w, 132);
+          ASSERT_GT(p.grid, 0);
+          EXPECT_EQ(p.block, kQuantGemvThreads);
+          if (kind == QuantGemvKind::Thread) {
+            EXPECT_GE(int64_t(p.grid) * kQuantGemvThreads, n);
+            EXPECT_LT(int64_t(p.grid - 1) * kQuantGemvThreads, n);
+            EXPECT_EQ(p.units, quant_gemv_chunks(w));
+            continue;
+          }
+          const bool warp = kind == QuantGemvKind::Warp || kind == QuantGemvKind::WarpDp4a;
+          const int64_t units = warp ? quant_gemv_chunks(w) : k / w.block_weights;
+          EXPECT_EQ(p.units, units);
+          EXPECT_TRUE(p.splits == 1 || p.splits == 2 || p.splits == 4 || p.splits == 8) << p.splits;
+          EXPECT_GE(int64_t(p.slice_units) * p.splits, units);      // the slices cover K
+          EXPECT_LT(int64_t(p.slice_units) * (p.splits - 1), units);  // and none is empty
+          if (p.splits > 1) {  // a split slice still has a unit per lane
+            EXPECT_GE(units / p.splits, 32);
+          }
+          const int64_t rows = warp ? kQuantWarpRows : 1;
+          EXPECT_EQ(p.rows_per_warp, rows);
+          EXPECT_EQ(p.row_groups, (n + rows - 1) / rows);
+          const int64_t groups_per_block = kQuantWarpsPerBlock / p.splits;
+          EXPECT_GE(int64_t(p.grid) * groups_per_block, p.row_groups);  // every row group has its warps
+          EXPECT_LT(int64_t(p.grid - 1) * groups_per_block, p.row_groups);  // and no block is idle
+        }
+      }
+    }
+  }
+  // Small N splits K: more warps for 1 row than a single warp.
+  const QuantGemvWeight one = quant_gemv_describe(quant_type_id::kQ4_0, 1, 14336);
+  EXPECT_EQ(quant_gemv_plan(QuantGemvKind::Warp, one, 132).splits, 8);
+  const QuantGemvWeight big = quant_gemv_describe(quant_type_id::kQ4_0, 14336, 4096);
+  EXPECT_EQ(quant_gemv_plan(QuantGemvKind::Warp, big, 132).splits, 1);
+  EXPECT_EQ(quant_gemv_plan(QuantGemvKind::Warp, big, 132).loads_in_flight * 16, 128);  // 8 x 16 B per lane
+  EXPECT_EQ(quant_gemv_plan(QuantGemvKind::AsStored, big, 132).bytes_per_load, 2);     // 18-byte blocks
+  const QuantGemvWeight q41 = quant_gemv_describe(quant_type_id::kQ4_1, 14336, 4096);
+  EXPECT_EQ(quant_gemv_plan(QuantGemvKind::AsStored, q41, 132).bytes_per_load, 4);     // 20-byte blocks
+}
+
+TEST(QuantGemvPlan, LayoutChecksRefuseByName) {
+  auto message = [](const QuantGemvWeight& w) -> std::string {
+    try {
+      quant_gemv_check_layout(w, "blk.0.attn_q.weight");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  QuantGemvWeight w = quant_gemv_describe(quant_type_id::kQ4_0, 8, 64);
+  w.ld_codes = 40;
+  EXPECT_NE(message(w).find("ld_codes"), std::string::npos) << message(w);
+  EXPECT_NE(message(w).find("blk.0.attn_q.weight"), std::string::npos) << message(w);
+  EXPECT_NE(message(w).find("Q4_0"), std::string::npos) << message(w);
+  w = quant_gemv_describe(quant_type_id::kQ6_K, 8, 256);
+  w.group = 32;
+  EXPECT_NE(message(w).find("group"), std::string::npos) << message(w);
+  w = quant_gemv_describe(quant_type_id::kQ4_K, 8, 256);
+  w.ld_super = 1;
+  EXPECT_NE(message(w).find("ld_super"), std::string::npos) << message(w);
+  EXPECT_THROW(quant_gemv_describe(quant_type_id::kQ4_K, 8, 96), Error);  // K-quants need multiples of 256
+  EXPECT_THROW(quant_gemv_describe(quant_type_id::kQ8_0, 8, 48), Error);
+  EXPECT_THROW(quant_type_traits(0), Error);
+  try {
+    quant_gemv_kind_from_name("cublas");
+    FAIL() << "accepted cublas";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'cublas'"), std::string::npos) << e.what();
+  }
+  for (QuantGemvKind k : kKinds) EXPECT_EQ(quant_gemv_kind_from_name(quant_gemv_kind_name(k)), k);
+}
+
+}  // namespace
+}  // namespace llm

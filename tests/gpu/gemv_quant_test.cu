@@ -1,0 +1,763 @@
+// Quantized GEMV mappings (kernels/gemv_quant.h: warp, thread, as-stored, warp-dp4a) x GGML types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// Q4_K, Q6_K) against models/quant.h's FP64 reference packed_gemv_ref: fresh random inputs (seed printed), poisoned
+// outputs, awkward shapes, accumulate, misaligned x/y, chained launches in a CUDA graph, negative controls.
+// warp-dp4a rounds x to int8 per 32 (q8_1): it is judged against the reference on the same rounded activations.
+// The QuantGemvEmulation tests need no device: they run the kernels' own per-lane code (kernels/gemv_quant_device.cuh,
+// __host__ __device__) on the CPU with the launch plan's block/warp/lane coordinates.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/counter_rng.h"
+#include "core/dtype.h"
+#include "engine/backend.h"  // cuda_device_available
+#include "kernels/cuda_check.h"
+#include "kernels/gemv_quant.h"
+#include "kernels/gemv_quant_device.cuh"  // the per-lane code, run on the host by the emulation tests
+#include "models/quant.h"
+
+namespace llm {
+namespace {
+
+using Q = GgmlQuantType;
+
+// Measured errors are FP32 rounding (about 1e-7 .. 1e-6); the issue's bound is 4e-3. kTol sits far below that bound
+// and far above the rounding; the negative controls must exceed kLooseTol (the issue's 4e-3) as well.
+constexpr double kTol = 1e-4;
+constexpr double kLooseTol = 4e-3;
+constexpr size_t kGuard = 64;  // floats of poison on each side of x and y
+
+const QuantGemvKind kAllKinds[] = {QuantGemvKind::Warp, QuantGemvKind::Thread, QuantGemvKind::AsStored,
+                                   QuantGemvKind::WarpDp4a};
+const Q kAllTypes[] = {Q::Q4_0, Q::Q4_1, Q::Q5_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q6_K};
+
+uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("LLM_TEST_SEED");
+    const uint64_t s = env ? std::strtoull(env, nullptr, 10)
+                           : rng_mix(uint64_t(std::chrono::system_clock::now().time_since_epoch().count()));
+    std::cout << "[ qgemv   ] random inputs seeded with LLM_TEST_SEED=" << s << " (set it to reproduce)\n";
+    return s;
+  }();
+  return seed;
+}
+
+template <typename F>
+void parallel_for(size_t n, F f) {
+  const size_t workers = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 64));
+  const size_t per = (n + workers - 1) / workers;
+  std::vector<std::thread> pool;
+  for (size_t w = 0; w < workers; ++w) {
+    const size_t b = w * per, e = std::min(n, b + per);
+    if (b < e) pool.emplace_back([=] { f(b, e); });
+  }
+  for (auto& t : pool) t.join();
+}
+
+void put_f16(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16(v);
+  p[0] = uint8_t(h & 0xff);
+  p[1] = uint8_t(h >> 8);
+}
+
+// Approximately normal (sum of 4 uniforms), from the counter generator.
+float rng_normalish(uint64_t seed, uint64_t id, uint64_t i) {
+  float s = 0.0f;
+  for (int t = 0; t < 4; ++t) s += rng_value(seed, id, 4 * i + uint64_t(t), 0.0f, 1.0f);
+  return s * 0.866f;
+}
+
+// GGUF bytes of a random [n, k] tensor of type t. Q8_0/Q4_0/Q4_K: random FP32 rows quantized with quantize_matrix
+// (rows in parallel). Q4_1/Q5_0/Q5_1/Q6_K (no quantizer here): random code bytes with sane fp16 scales of both signs
+// (mins too; Q4_K-style non-negative d/dmin are not needed there), now and then a zero scale, as quant_test.cpp does.
+std::vector<uint8_t> random_blocks(Q t, int64_t n, int64_t k, uint64_t seed) {
+  const size_t row_bytes = ggml_quant_row_bytes(t, k);
+  std::vector<uint8_t> out(row_bytes * size_t(n));
+  if (t == Q::Q8_0 || t == Q::Q4_0 || t == Q::Q4_K) {
+    parallel_for(size_t(n), [&](size_t b, size_t e) {
+      std::vector<float> row(static_cast<size_t>(k));
+      for (size_t r = b; r < e; ++r) {
+        for (int64_t j = 0; j < k; ++j) row[size_t(j)] = rng_normalish(seed, 10, r * uint64_t(k) + uint64_t(j));
+        const std::vector<uint8_t> q = quantize_matrix(t, row.data(), 1, k);
+        std::memcpy(out.data() + r * row_bytes, q.data(), row_bytes);
+      }
+    });
+    return out;
+  }
+  const size_t bb = ggml_quant_block_bytes(t);
+  const size_t blocks = out.size() / bb;
+  parallel_for(blocks, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      uint8_t* blk = out.data() + i * bb;
+      for (size_t j = 0; j < bb; ++j) blk[j] = uint8_t(rng_mix(seed ^ (uint64_t(i) << 20) ^ j) & 0xff);
+      const float d = (i % 17 == 3) ? 0.0f : rng_normalish(seed, 11, i) * 0.02f;
+      const float m = rng_normalish(seed, 12, i) * 0.05f;
+      switch (t) {
+        case Q::Q5_0: put_f16(blk, d); break;
+        case Q::Q4_1: case Q::Q5_1: put_f16(blk, d); put_f16(blk + 2, m); break;
+        case Q::Q6_K: put_f16(blk + 208, d); break;
+        default: break;
+      }
+    }
+  });
+  return out;
+}
+
+// The host description of a PackedQuant plus the raw blocks: pointers into p's vectors and `blocks` (the engine's
+// adapter does the same).
+QuantGemvWeight describe(const PackedQuant& p, const std::vector<uint8_t>& blocks) {
+  QuantGemvWeight w = quant_gemv_describe(int(p.type), p.n, p.k);
+  w.ld_codes = p.ld_codes;
+  w.codes = p.codes.data();
+  w.ld_groups = p.ld_groups;
+  w.scales = p.scales.empty() ? nullptr : p.scales.data();
+  w.mins = p.mins.empty() ? nullptr : p.mins.data();
+  w.ld_sub = p.ld_sub;
+  w.ld_super = p.ld_super;
+  w.sub_scales = p.sub_scales.empty() ? nullptr : p.sub_scales.data();
+  w.sub_mins = p.sub_mins.empty() ? nullptr : p.sub_mins.data();
+  w.super_d = p.super_d.empty() ? nullptr : p.super_d.data();
+  w.super_dmin = p.super_dmin.empty() ? nullptr : p.super_dmin.data();
+  w.blocks = blocks.empty() ? nullptr : blocks.data();
+  return w;
+}
+
+// ||got - want|| / ||want||, the denominator at least 1e-4 ||scale||^2 (scale = sum_j |w x| per row), so an output
+// that cancels to almost zero (N = 1) does not turn FP32 rounding into a spurious failure. NaN fails any <= check.
+double relative_l2_error(const float* got, const std::vector<double>& want, const std::vector<double>& scale) {
+  double num = 0.0, den = 0.0, floor = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = double(got[i]) - want[i];
+    num += d * d;
+    den += want[i] * want[i];
+    floor += 1e-4 * scale[i] * scale[i];
+  }
+  den = std::max(den, floor);
+  return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// x as warp-dp4a sees it: quantized per 32 by the kernel's own code (quant_x_q8_block), then d * q.
+struct RoundedX {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int> s16;
+  std::vector<float> value;  // d * q
+};
+RoundedX round_activations(const std::vector<float>& x) {
+  RoundedX r;
+  const size_t k = x.size();
+  r.q.resize(k);
+  r.d.resize(k / 32);
+  r.s16.resize(k / 16);
+  r.value.resize(k);
+  for (size_t b = 0; b < k / 32; ++b) quant_x_q8_block(x.data(), int64_t(b), r.q.data(), r.d.data(), r.s16.data());
+  for (size_t j = 0; j < k; ++j) r.value[j] = r.d[j / 32] * float(r.q[j]);
+  return r;
+}
+
+// One problem on the host: blocks, the prepacked form, x, y0 and the FP64 references.
+struct HostProblem {
+  Q type;
+  int64_t n = 0, k = 0;
+  std::vector<uint8_t> blocks;
+  PackedQuant packed;
+  std::vector<float> x, y0;
+  std::vector<double> ref, ref_acc, ref_abs;
+  RoundedX xr;                            // x rounded as warp-dp4a does
+  std::vector<double> ref_r, ref_r_acc;   // W xr and y0 + W xr, FP64
+
+  HostProblem(Q t, int64_t n_, int64_t k_, uint64_t salt = 0) : type(t), n(n_), k(k_) {
+    const uint64_t seed = rng_mix(test_seed() ^ (uint64_t(n) << 24) ^ uint64_t(k) ^ (uint64_t(t) << 50) ^ salt);
+    blocks = random_blocks(t, n, k, seed);
+    packed = pack_quant(blocks.data(), t, n, k, "test");
+    x.resize(size_t(k));
+    for (int64_t i = 0; i < k; ++i) x[size_t(i)] = rng_value(seed, 1, uint64_t(i), 0.0f, 1.0f);
+    y0.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) y0[size_t(i)] = rng_value(seed, 2, uint64_t(i), 0.0f, 4.0f);
+    compute_reference();
+  }
+  void compute_reference() {
+    ref = packed_gemv_ref(packed, x.data());
+    ref_acc.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) ref_acc[size_t(i)] = double(y0[size_t(i)]) + ref[size_t(i)];
+    xr = round_activations(x);
+    ref_r = packed_gemv_ref(packed, xr.value.data());
+    ref_r_acc.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) ref_r_acc[size_t(i)] = double(y0[size_t(i)]) + ref_r[size_t(i)];
+    ref_abs.assign(size_t(n), 0.0);
+    parallel_for(size_t(n), [&](size_t b, size_t e) {
+      for (size_t r = b; r < e; ++r) {
+        double a = 0.0;
+        for (int64_t j = 0; j < k; ++j) a += std::fabs(double(packed_weight(packed, int64_t(r), j)) * x[size_t(j)]);
+        ref_abs[r] = a + std::fabs(double(y0[r]));
+      }
+    });
+  }
+  QuantGemvWeight host_weight() const { return describe(packed, blocks); }
+  // What mapping `kind` must produce: warp-dp4a on the rounded activations, the others on x.
+  const std::vector<double>& want(QuantGemvKind kind, bool accumulate) const {
+    if (kind == QuantGemvKind::WarpDp4a) return accumulate ? ref_r_acc : ref_r;
+    return accumulate ? ref_acc : ref;
+  }
+  std::string name() const {
+    return std::string(ggml_quant_name(type)) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
+  }
+};
+
+// The weight (< 16: a low nibble for Int4, byte j either way) whose x is largest in magnitude, so that perturbing it
+// moves the output far beyond rounding whatever the random draw.
+int loudest_low_weight(const std::vector<float>& x) {
+  int best = 0;
+  for (int j = 1; j < 16; ++j)
+    if (std::fabs(x[size_t(j)]) > std::fabs(x[size_t(best)])) best = j;
+  return best;
+}
+
+// ---- host emulation of the kernels (no device) ---------------------------------------------------------------------
+
+// The kernel of `kind` run on the host: the launch plan's grid, the same block/warp/lane coordinates and the same
+// per-lane code; lanes summed in lane order (the device's shuffle tree sums in another order), slices in slice order.
+std::vector<float> emulate(QuantGemvKind kind, const QuantGemvWeight& w, const float* x, const float* y_in,
+                           bool accumulate) {
+  quant_gemv_check_layout(w, "emulate");
+  const QuantGemvPlan plan = quant_gemv_plan(kind, w, 132);
+  std::vector<float> y(size_t(w.n), std::nanf(""));
+  if (y_in) std::copy(y_in, y_in + w.n, y.begin());
+  const bool vec = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  auto finish = [&](int64_t row, float s) {
+    if (row < w.n) y[size_t(row)] = accumulate ? y[size_t(row)] + s : s;
+  };
+  if (kind == QuantGemvKind::Thread) {
+    const QuantPackedArgs a = quant_packed_args(w, plan, x, nullptr, accumulate);
+    parallel_for(size_t(w.n), [&](size_t b, size_t e) {
+      for (size_t row = b; row < e; ++row) {
+        float acc = 0.0f;
+        using namespace quant_type_id;
+        switch (w.type_id) {
+#define QT(id, i4, tl, mn)                                                                               \
+  case id:                                                                                               \
+    acc = vec ? quant_thread_row<i4, tl, mn, true>(a, int64_t(row)) : quant_thread_row<i4, tl, mn, false>(a, int64_t(row)); \
+    break;
+          QT(kQ4_0, true, false, false) QT(kQ4_1, true, false, true) QT(kQ4_K, true, true, true)
+          QT(kQ8_0, false, false, false) QT(kQ5_0, false, false, false) QT(kQ5_1, false, false, true)
+          QT(kQ6_K, false, true, false)
+#undef QT
+        }
+        finish(int64_t(row), acc);
+      }
+    });
+    return y;
+  }
+  const int warps = plan.grid * kQuantWarpsPerBlock;
+  const int R = plan.rows_per_warp;
+  // warp-dp4a: its x pass on the host, into host scratch (16-byte aligned as on the device).
+  const bool dp4a = kind == QuantGemvKind::WarpDp4a;
+  std::vector<uint4> xq_store(size_t(w.k) / 16);
+  std::vector<float> xd(size_t(w.k) / 32);
+  std::vector<int> xs16(size_t(w.k) / 16);
+  if (dp4a)
+    for (int64_t b = 0; b < w.k / 32; ++b)
+      quant_x_q8_block(x, b, reinterpret_cast<int8_t*>(xq_store.data()), xd.data(), xs16.data());
+  std::vector<float> partial(size_t(warps) * size_t(R), 0.0f);  // per warp and row of its group, lanes summed
+  parallel_for(size_t(warps), [&](size_t b, size_t e) {
+    for (size_t gw = b; gw < e; ++gw) {
+      const int block = int(gw / kQuantWarpsPerBlock), warp = int(gw % kQuantWarpsPerBlock);
+      const QuantWarpCoords at = quant_warp_coords(block, warp, plan.splits, plan.slice_units, plan.units, R);
+      for (int lane = 0; lane < 32; ++lane) {
+        if (kind == QuantGemvKind::Warp || dp4a) {
+          QuantPackedArgs a = quant_packed_args(w, plan, x, nullptr, accumulate);
+          a.xq = reinterpret_cast<const int8_t*>(xq_store.data());
+          a.xd = xd.data();
+          a.xs16 = xs16.data();
+          float acc[kQuantWarpRows];
+          using namespace quant_type_id;
+          constexpr int RR = kQuantWarpRows, UU = kQuantWarpUnroll;
+          switch (w.type_id) {
+#define QW(id, i4, tl, mn)                                                                                        \
+  case id:                                                                                                        \
+    if (dp4a)                                                                                                     \
+      quant_warp_lane<i4, tl, mn, true, RR, UU, true>(a, at.row0, at.begin, at.end, lane, acc);                   \
+    else if (vec)                                                                                                 \
+      quant_warp_lane<i4, tl, mn, true, RR, UU>(a, at.row0, at.begin, at.end, lane, acc);                         \
+    else                                                                                                          \
+      quant_warp_lane<i4, tl, mn, false, RR, UU>(a, at.row0, at.begin, at.end, lane, acc);                        \
+    break;
+            QW(kQ4_0, true, false, false) QW(kQ4_1, true, false, true) QW(kQ4_K, true, true, true)
+            QW(kQ8_0, false, false, false) QW(kQ5_0, false, false, false) QW(kQ5_1, false, false, true)
+            QW(kQ6_K, false, true, false)
+#undef QW
+          }
+          for (int i = 0; i < RR; ++i) partial[gw * size_t(R) + size_t(i)] += acc[i];
+        } else {
+          AsStoredArgs a;
+          a.blocks = w.blocks;
+          a.row_bytes = w.row_bytes;
+          a.n = int(w.n);
+          a.units = plan.units;
+          a.splits = plan.splits;
+          a.slice_units = plan.slice_units;
+          a.x = x;
+          a.y = nullptr;
+          a.accumulate = accumulate;
+          if (at.row0 >= w.n) continue;
+          float acc = 0.0f;
+          using namespace quant_type_id;
+          switch (w.type_id) {
+#define QA(id)                                                                                                         \
+  case id:                                                                                                             \
+    acc = vec ? quant_as_stored_lane<id, true>(a, at.row0, at.begin, at.end, lane)                                     \
+              : quant_as_stored_lane<id, false>(a, at.row0, at.begin, at.end, lane);                                   \
+    break;
+            QA(kQ4_0) QA(kQ4_1) QA(kQ5_0) QA(kQ5_1) QA(kQ8_0) QA(kQ4_K) QA(kQ6_K)
+#undef QA
+          }
+          partial[gw] += acc;
+        }
+      }
+    }
+  });
+  // Slices of one row group are consecutive warps of one block; slice 0 sums them in order and writes.
+  for (int gw = 0; gw < warps; ++gw) {
+    const int block = gw / kQuantWarpsPerBlock, warp = gw % kQuantWarpsPerBlock;
+    const QuantWarpCoords at = quant_warp_coords(block, warp, plan.splits, plan.slice_units, plan.units, R);
+    if (at.slice != 0) continue;
+    for (int i = 0; i < R; ++i) {
+      float s = 0.0f;
+      if (plan.splits == 1)
+        s = partial[size_t(gw) * size_t(R) + size_t(i)];
+      else
+        for (int sl = 0; sl < plan.splits; ++sl) s += partial[size_t(gw + sl) * size_t(R) + size_t(i)];
+      finish(at.row0 + i, s);
+    }
+  }
+  return y;
+}
+
+struct Shape {
+  int64_t n, k;
+};
+std::vector<Shape> emulation_shapes(Q t) {
+  const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+  if (kq) return {{1, 256}, {7, 768}, {1000, 256}, {7, 4096}, {3, 14336}, {130, 4096}};
+  return {{1, 32}, {7, 96}, {1000, 576}, {7, 4096}, {3, 14336}, {130, 4096}};
+}
+
+TEST(QuantGemvEmulation, EveryMappingAndTypeMatchesFp64ReferenceOnTheHost) {
+  double worst = 0.0, worst_rounding = 0.0;
+  for (Q t : kAllTypes) {
+    for (const Shape& s : emulation_shapes(t)) {
+      const HostProblem p(t, s.n, s.k);
+      const QuantGemvWeight w = p.host_weight();
+      for (QuantGemvKind kind : kAllKinds) {
+        for (int offset : {0, 1}) {  // offset 1: x only 4-byte aligned (the scalar x path)
+          std::vector<float> xbuf(p.x.size() + 8, std::nanf(""));
+          float* xa = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(xbuf.data()) + 15) & ~uintptr_t(15));
+          std::copy(p.x.begin(), p.x.end(), xa + offset);
+          for (bool acc : {false, true}) {
+            SCOPED_TRACE(p.name() + " mapping " + quant_gemv_kind_name(kind) + (acc ? " y += Wx" : " y = Wx") +
+                         (offset ? " misaligned x" : ""));
+            const std::vector<float> y = emulate(kind, w, xa + offset, acc ? p.y0.data() : nullptr, acc);
+            const double err = relative_l2_error(y.data(), p.want(kind, acc), p.ref_abs);
+            EXPECT_LE(err, kTol);
+            worst = std::max(worst, err);
+            if (kind == QuantGemvKind::WarpDp4a && !acc)  // what rounding x costs, against the exact x
+              worst_rounding = std::max(worst_rounding, relative_l2_error(y.data(), p.ref, p.ref_abs));
+          }
+        }
+      }
+    }
+  }
+  std::cout << "[ qgemv   ] host emulation, every mapping x type x shape: worst relative L2 error " << worst << "\n";
+  std::cout << "[ qgemv   ] host emulation, warp-dp4a against the unrounded x: worst relative L2 error "
+            << worst_rounding << " (the int8 rounding of x)\n";
+}
+
+TEST(QuantGemvEmulation, NegativeControlsFailOnTheHost) {
+  // One code of one weight changed in the prepacked codes (N = 1, K = 32: the output moves by s * dcode * x_j).
+  for (Q t : {Q::Q4_0, Q::Q8_0}) {
+    HostProblem p(t, 1, 32);
+    PackedQuant bad = p.packed;
+    bad.codes[size_t(loudest_low_weight(p.x))] ^= (t == Q::Q4_0 ? 0x0C : 0x70);  // code moves by 4..12 (16..112)
+    const QuantGemvWeight w = describe(bad, p.blocks);
+    const std::vector<float> y = emulate(QuantGemvKind::Warp, w, p.x.data(), nullptr, false);
+    const double err = relative_l2_error(y.data(), p.ref, p.ref_abs);
+    EXPECT_GT(err, kLooseTol) << ggml_quant_name(t) << ": a perturbed weight passed";
+    std::cout << "[ qgemv   ] host emulation, one " << ggml_quant_name(t) << " code perturbed: relative L2 error " << err
+              << "\n";
+  }
+}
+
+// ---- refusals and plans (no device) ----------------------------------------------------------------------------------
+
+TEST(QuantGemvApi, RefusesUnknownMappingAndTypeByName) {
+  try {
+    quant_gemv_kind_from_name("colmajor");
+    FAIL() << "accepted an unknown mapping";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("colmajor"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("as-stored"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(quant_type_traits(1), Error);  // F16 has no quantized kernel
+  for (QuantGemvKind k : kAllKinds) {
+    EXPECT_EQ(quant_gemv_kind_from_name(quant_gemv_kind_name(k)), k);
+    EXPECT_GT(std::strlen(quant_gemv_kind_why(k)), 20u);
+  }
+}
+
+TEST(QuantGemvApi, ShapeReportsTheLoadsInFlight) {
+  const QuantGemvWeight w = quant_gemv_describe(quant_type_id::kQ4_0, 4096, 4096);
+  const GemvLaunchShape warp = quant_gemv_shape(QuantGemvKind::Warp, w);
+  EXPECT_EQ(warp.block, kQuantGemvThreads);
+  EXPECT_EQ(warp.bytes_in_flight_per_thread, kQuantWarpRows * kQuantWarpUnroll * 16);
+  const GemvLaunchShape thread = quant_gemv_shape(QuantGemvKind::Thread, w);
+  EXPECT_EQ(int64_t(thread.grid) * thread.block, 4096);
+  EXPECT_EQ(quant_gemv_shape(QuantGemvKind::AsStored, w).bytes_in_flight_per_thread, 18);
+}
+
+// ---- on the device ---------------------------------------------------------------------------------------------------
+
+// A HostProblem uploaded (every plane: packed and as stored) with NaN-guarded x and y buffers.
+struct DeviceProblem {
+  const HostProblem& h;
+  QuantGemvWeight w;
+  float* d_xbuf = nullptr;  // [kGuard + K + kGuard + 1]
+  float* d_ybuf = nullptr;  // [kGuard + N + kGuard + 1]
+  QuantGemvScratch scratch;  // warp-dp4a
+
+  DeviceProblem(const HostProblem& hp, cudaStream_t stream) : h(hp) {
+    w = quant_gemv_upload(h.host_weight(), stream);
+    quant_gemv_scratch_init(&scratch, h.k);
+    CUDA_CHECK(cudaMalloc(&d_xbuf, (kGuard + size_t(h.k) + kGuard + 1) * 4));
+    CUDA_CHECK(cudaMalloc(&d_ybuf, ybuf_floats() * 4));
+  }
+  ~DeviceProblem() {
+    quant_gemv_free(&w);
+    quant_gemv_scratch_free(&scratch);
+    cudaFree(d_xbuf);
+    cudaFree(d_ybuf);
+  }
+  DeviceProblem(const DeviceProblem&) = delete;
+  DeviceProblem& operator=(const DeviceProblem&) = delete;
+
+  size_t ybuf_floats() const { return kGuard + size_t(h.n) + kGuard + 1; }
+  void upload_x(int offset, cudaStream_t stream) {
+    xbuf_host.assign(kGuard + size_t(h.k) + kGuard + 1, std::nanf(""));
+    std::copy(h.x.begin(), h.x.end(), xbuf_host.begin() + kGuard + offset);
+    CUDA_CHECK(cudaMemcpyAsync(d_xbuf, xbuf_host.data(), xbuf_host.size() * 4, cudaMemcpyHostToDevice, stream));
+  }
+  std::vector<float> xbuf_host;
+  const float* d_x(int offset) const { return d_xbuf + kGuard + offset; }
+  float* d_y(int offset) const { return d_ybuf + kGuard + offset; }
+
+  // One launch of `kind` into y poisoned with 0xFF bytes (NaN) or preset to y0; returns the relative L2 error and
+  // fails the test if anything outside y[0, N) changed.
+  template <typename Launch>
+  double run(bool accumulate, int offset, cudaStream_t stream, Launch launch, const std::vector<double>* want = nullptr) {
+    upload_x(offset, stream);
+    CUDA_CHECK(cudaMemsetAsync(d_ybuf, 0xFF, ybuf_floats() * 4, stream));
+    if (accumulate)
+      CUDA_CHECK(cudaMemcpyAsync(d_y(offset), h.y0.data(), size_t(h.n) * 4, cudaMemcpyHostToDevice, stream));
+    launch(d_x(offset), d_y(offset));
+    std::vector<float> ybuf(ybuf_floats());
+    CUDA_CHECK(cudaMemcpyAsync(ybuf.data(), d_ybuf, ybuf.size() * 4, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (size_t i = 0; i < ybuf.size(); ++i) {
+      const bool inside = i >= kGuard + size_t(offset) && i < kGuard + size_t(offset) + size_t(h.n);
+      uint32_t bits;
+      std::memcpy(&bits, &ybuf[i], 4);
+      if (!inside && bits != 0xFFFFFFFFu) {
+        ADD_FAILURE() << "write outside y[0, " << h.n << "): element " << int64_t(i) - int64_t(kGuard + offset);
+        break;
+      }
+    }
+    return relative_l2_error(ybuf.data() + kGuard + offset, want ? *want : (accumulate ? h.ref_acc : h.ref),
+                             h.ref_abs);
+  }
+  double run_kind(QuantGemvKind kind, bool accumulate, int offset, cudaStream_t stream) {
+    return run(accumulate, offset, stream, [&](const float* x, float* y) {
+      quant_gemv_launch(kind, w, x, y, accumulate, stream, &scratch);
+    }, &h.want(kind, accumulate));
+  }
+};
+
+class QuantGemvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!llm::cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+    CUDA_CHECK(cudaStreamCreate(&stream_));
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  // Every mapping on one problem: y = W x into poisoned y, then y += W x; returns the worst error.
+  double check_all(const HostProblem& hp, int offset) {
+    DeviceProblem p(hp, stream_);
+    double worst = 0.0;
+    for (QuantGemvKind kind : kAllKinds) {
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(hp.name() + " mapping " + quant_gemv_kind_name(kind) + (accumulate ? " y += Wx" : " y = Wx") +
+                     (offset ? " misaligned x and y" : ""));
+        const double err = p.run_kind(kind, accumulate, offset, stream_);
+        EXPECT_LE(err, kTol) << "relative L2 error " << err;
+        worst = std::max(worst, err);
+      }
+    }
+    return worst;
+  }
+  cudaStream_t stream_ = nullptr;
+};
+
+// ---- every mapping x type x shape ---------------------------------------------------------------------------------
+
+// Row length number kk (0..4) of type t: 32, 96, 576, 4096, 14336; the K-quants 256, 768, 4096, 14336.
+int64_t shape_k(Q t, int kk) {
+  const int64_t legacy_k[] = {32, 96, 576, 4096, 14336};
+  const int64_t kquant_k[] = {256, 768, 4096, 14336, 14336};
+  return t == Q::Q4_K || t == Q::Q6_K ? kquant_k[kk] : legacy_k[kk];
+}
+
+class QuantGemvShapeTest : public QuantGemvTest, public ::testing::WithParamInterface<std::tuple<Q, int, int>> {};
+
+TEST_P(QuantGemvShapeTest, MatchesFp64Reference) {
+  const auto [t, n, kk] = GetParam();
+  const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+  // K index kk into the type's row lengths (the K-quants need multiples of 256).
+  if (kq && kk == 4) GTEST_SKIP() << "K-quants have four row lengths";
+  const HostProblem hp(t, n, shape_k(t, kk));
+  const double worst = check_all(hp, 0);
+  std::cout << "[ qgemv   ] " << hp.name() << ": worst relative L2 error " << worst << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, QuantGemvShapeTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllTypes), ::testing::Values(1, 7, 1000, 4096),
+                                            ::testing::Values(0, 1, 2, 3, 4)),
+                         [](const ::testing::TestParamInfo<std::tuple<Q, int, int>>& info) {
+                           return std::string(ggml_quant_name(std::get<0>(info.param))) + "_N" +
+                                  std::to_string(std::get<1>(info.param)) + "_K" +
+                                  std::to_string(shape_k(std::get<0>(info.param), std::get<2>(info.param))) +
+                                  (std::get<2>(info.param) == 4 ? "_" : "");
+                         });
+
+// The lm_head shape of Llama 3: 128,256 x 4,096 (Q4_0 and Q8_0: quantized here in parallel, ~0.5 GB each on the GPU).
+TEST_F(QuantGemvTest, LargeHeadShape) {
+  for (Q t : {Q::Q4_0, Q::Q8_0}) {
+    const HostProblem hp(t, 128256, 4096);
+    const double worst = check_all(hp, 0);
+    std::cout << "[ qgemv   ] " << hp.name() << ": worst relative L2 error " << worst << "\n";
+  }
+}
+
+// x and y at 4-byte (not 16-byte) alignment, as a slice of a larger activation buffer would be.
+TEST_F(QuantGemvTest, MisalignedXAndY) {
+  for (Q t : kAllTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const HostProblem hp(t, 1000, kq ? 768 : 576);
+    check_all(hp, 1);
+  }
+}
+
+// The device agrees with the host emulation of the same lane code (a check of the kernels' launch and reduction).
+TEST_F(QuantGemvTest, DeviceMatchesHostEmulation) {
+  for (Q t : kAllTypes) {
+    const HostProblem hp(t, 130, 4096);
+    DeviceProblem p(hp, stream_);
+    for (QuantGemvKind kind : kAllKinds) {
+      const std::vector<float> emu = emulate(kind, hp.host_weight(), hp.x.data(), nullptr, false);
+      std::vector<double> want(emu.begin(), emu.end());
+      const double err = p.run(false, 0, stream_, [&](const float* x, float* y) {
+        quant_gemv_launch(kind, p.w, x, y, false, stream_, &p.scratch);
+      }, &want);
+      EXPECT_LE(err, 1e-5) << hp.name() << " " << quant_gemv_kind_name(kind);
+    }
+  }
+}
+
+// Same inputs, same bits: split-K partials are combined in a fixed order, never with atomics.
+TEST_F(QuantGemvTest, Deterministic) {
+  for (Q t : {Q::Q4_0, Q::Q4_K, Q::Q6_K}) {
+    const HostProblem hp(t, 7, 14336);  // split-K in warp and as-stored
+    DeviceProblem p(hp, stream_);
+    p.upload_x(0, stream_);
+    for (QuantGemvKind kind : kAllKinds) {
+      std::vector<float> first(size_t(hp.n)), again(size_t(hp.n));
+      for (std::vector<float>* out : {&first, &again}) {
+        CUDA_CHECK(cudaMemsetAsync(p.d_y(0), 0xFF, size_t(hp.n) * 4, stream_));
+        quant_gemv_launch(kind, p.w, p.d_x(0), p.d_y(0), false, stream_, &p.scratch);
+        CUDA_CHECK(cudaMemcpyAsync(out->data(), p.d_y(0), size_t(hp.n) * 4, cudaMemcpyDeviceToHost, stream_));
+        CUDA_CHECK(cudaStreamSynchronize(stream_));
+      }
+      EXPECT_EQ(std::memcmp(first.data(), again.data(), size_t(hp.n) * 4), 0) << quant_gemv_kind_name(kind);
+    }
+  }
+}
+
+// Two GEMVs back to back, the second reading the first's output, on the stream and captured in a CUDA graph: catches
+// a mapping that reads x before its predecessor has finished ("warp" starts early by design: PDL).
+TEST_F(QuantGemvTest, BackToBackLaunchesSeeThePreviousOutput) {
+  const int n = 4096;
+  const HostProblem second(Q::Q4_0, n, n);
+  // The first GEMV: Q8_0 with one code 1 (scale 1) per row: mid[r] = x[(7r + 3) % n], exact.
+  std::vector<uint8_t> blocks(ggml_quant_row_bytes(Q::Q8_0, n) * size_t(n), 0);
+  std::vector<float> mid_want(static_cast<size_t>(n));
+  const size_t row_bytes = ggml_quant_row_bytes(Q::Q8_0, n);
+  for (int r = 0; r < n; ++r) {
+    const int src = int((7ll * r + 3) % n);
+    uint8_t* blk = blocks.data() + size_t(r) * row_bytes + size_t(src / 32) * ggml_quant_block_bytes(Q::Q8_0);
+    put_f16(blk, 1.0f);
+    blk[2 + src % 32] = 1;
+    mid_want[size_t(r)] = second.x[size_t(src)];
+  }
+  const PackedQuant first_packed = pack_quant(blocks.data(), Q::Q8_0, n, n, "first");
+  const QuantGemvWeight a = quant_gemv_upload(describe(first_packed, blocks), stream_);
+  DeviceProblem p(second, stream_);
+  const std::vector<double> want = packed_gemv_ref(second.packed, mid_want.data());
+  // warp-dp4a: the first GEMV's output is exact (codes 1, scale 1 on rounded x: xr), the second rounds it again.
+  const RoundedX first_r = round_activations(second.x);
+  std::vector<float> mid_dp4a(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) mid_dp4a[size_t(r)] = first_r.value[size_t((7ll * r + 3) % n)];
+  const std::vector<double> want_dp4a = packed_gemv_ref(second.packed, round_activations(mid_dp4a).value.data());
+  float* d_mid = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_mid, size_t(n) * 4));
+  p.upload_x(0, stream_);
+  for (QuantGemvKind kind : kAllKinds) {
+    auto both = [&] {
+      quant_gemv_launch(kind, a, p.d_x(0), d_mid, false, stream_, &p.scratch);
+      quant_gemv_launch(kind, p.w, d_mid, p.d_y(0), false, stream_, &p.scratch);
+    };
+    for (bool graph : {false, true}) {
+      SCOPED_TRACE(std::string("mapping ") + quant_gemv_kind_name(kind) + (graph ? ", CUDA graph" : ", stream"));
+      CUDA_CHECK(cudaMemsetAsync(d_mid, 0xFF, size_t(n) * 4, stream_));
+      CUDA_CHECK(cudaMemsetAsync(p.d_y(0), 0xFF, size_t(n) * 4, stream_));
+      if (graph) {
+        cudaGraph_t g = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        both();
+        CUDA_CHECK(cudaStreamEndCapture(stream_, &g));
+        CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+        CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+        CUDA_CHECK(cudaStreamSynchronize(stream_));
+        CUDA_CHECK(cudaGraphExecDestroy(exec));
+        CUDA_CHECK(cudaGraphDestroy(g));
+      } else {
+        both();
+      }
+      std::vector<float> got(static_cast<size_t>(n));
+      CUDA_CHECK(cudaMemcpyAsync(got.data(), p.d_y(0), size_t(n) * 4, cudaMemcpyDeviceToHost, stream_));
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      const double err =
+          relative_l2_error(got.data(), kind == QuantGemvKind::WarpDp4a ? want_dp4a : want, second.ref_abs);
+      EXPECT_LE(err, kTol) << "relative L2 error " << err;
+    }
+  }
+  QuantGemvWeight a_owned = a;
+  quant_gemv_free(&a_owned);
+  cudaFree(d_mid);
+}
+
+// ---- negative controls: the same check must fail on broken weights or layouts ----------------------------------------
+
+// One weight perturbed (one code changed) in what is uploaded: every mapping must fail the check at N = 1, K = 32.
+TEST_F(QuantGemvTest, NegativeControlPerturbedWeightFails) {
+  for (Q t : {Q::Q4_0, Q::Q8_0}) {
+    const HostProblem hp(t, 1, 32);
+    HostProblem bad = hp;
+    const int j = loudest_low_weight(hp.x);  // code moves by 4..12 (Q4_0 low nibble) or 16..112 (Q8_0)
+    bad.packed.codes[size_t(j)] ^= (t == Q::Q4_0 ? 0x0C : 0x70);
+    bad.blocks[size_t(2 + j)] ^= (t == Q::Q4_0 ? 0x0C : 0x70);  // the same weight as stored (qs starts at byte 2)
+    DeviceProblem p(bad, stream_);  // run against hp's reference
+    for (QuantGemvKind kind : kAllKinds) {
+      const double err = p.run(false, 0, stream_, [&](const float* x, float* y) {
+        quant_gemv_launch(kind, p.w, x, y, false, stream_, &p.scratch);
+      }, &hp.want(kind, false));
+      EXPECT_GT(err, kLooseTol) << ggml_quant_name(t) << " " << quant_gemv_kind_name(kind)
+                                << ": a perturbed weight passed the check";
+      std::cout << "[ qgemv   ] perturbed " << ggml_quant_name(t) << " weight, " << quant_gemv_kind_name(kind)
+                << ": relative L2 error " << err << "\n";
+    }
+  }
+}
+
+// Layout mistakes a kernel could make: nibbles swapped (Int4), a scale of the wrong group, every row's scales taken
+// from the next super-block (Q4_K). The reference stays the true one; the check must fail.
+TEST_F(QuantGemvTest, NegativeControlLayoutMistakesFail) {
+  {
+    const HostProblem hp(Q::Q4_0, 1000, 4096);
+    HostProblem bad = hp;
+    for (auto& b : bad.packed.codes) b = uint8_t((b >> 4) | (b << 4));
+    DeviceProblem p(bad, stream_);
+    const double err = p.run(false, 0, stream_, [&](const float* x, float* y) {
+      quant_gemv_launch(QuantGemvKind::Warp, p.w, x, y, false, stream_);
+    }, &hp.ref);
+    EXPECT_GT(err, kLooseTol) << "swapped nibbles passed";
+    std::cout << "[ qgemv   ] Q4_0 nibbles swapped: relative L2 error " << err << "\n";
+  }
+  {
+    const HostProblem hp(Q::Q8_0, 1000, 4096);
+    HostProblem bad = hp;
+    for (int64_t r = 0; r < bad.n; ++r)  // group g takes group g+1's scale
+      for (int64_t g = 0; g + 1 < bad.packed.n_groups; ++g)
+        bad.packed.scales[size_t(r * bad.packed.ld_groups + g)] = hp.packed.scales[size_t(r * hp.packed.ld_groups + g + 1)];
+    DeviceProblem p(bad, stream_);
+    const double err = p.run(false, 0, stream_, [&](const float* x, float* y) {
+      quant_gemv_launch(QuantGemvKind::Warp, p.w, x, y, false, stream_);
+    }, &hp.ref);
+    EXPECT_GT(err, kLooseTol) << "shifted scales passed";
+    std::cout << "[ qgemv   ] Q8_0 scales shifted by one group: relative L2 error " << err << "\n";
+  }
+  {
+    const HostProblem hp(Q::Q4_K, 1000, 4096);
+    HostProblem bad = hp;
+    for (int64_t r = 0; r < bad.n; ++r)
+      for (int64_t s = 0; s + 1 < bad.k / 256; ++s) {
+        const size_t i = size_t(r * bad.packed.ld_super + s);
+        bad.packed.super_d[i] = hp.packed.super_d[i + 1];
+      }
+    DeviceProblem p(bad, stream_);
+    const double err = p.run(false, 0, stream_, [&](const float* x, float* y) {
+      quant_gemv_launch(QuantGemvKind::Warp, p.w, x, y, false, stream_);
+    }, &hp.ref);
+    EXPECT_GT(err, kLooseTol) << "super-block d of the next super-block passed";
+    std::cout << "[ qgemv   ] Q4_K d from the next super-block: relative L2 error " << err << "\n";
+  }
+}
+
+// A mapping whose planes were not uploaded is refused by name, before any launch.
+TEST_F(QuantGemvTest, RefusesMissingPlanesByName) {
+  const HostProblem hp(Q::Q4_0, 64, 256);
+  QuantGemvWeight host = hp.host_weight();
+  host.blocks = nullptr;  // prepacked planes only
+  QuantGemvWeight w = quant_gemv_upload(host, stream_);
+  float* d = nullptr;
+  CUDA_CHECK(cudaMalloc(&d, 4096 * 4));
+  try {
+    quant_gemv_launch(QuantGemvKind::AsStored, w, d, d + 1024, false, stream_);
+    ADD_FAILURE() << "as-stored ran without its blocks";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("as-stored"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(quant_gemv_launch(QuantGemvKind::Warp, w, d, d + 1024, false, stream_));
+  try {
+    quant_gemv_launch(QuantGemvKind::WarpDp4a, w, d, d + 1024, false, stream_);
+    ADD_FAILURE() << "warp-dp4a ran without its scratch";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("warp-dp4a"), std::string::npos) << e.what();
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  cudaFree(d);
+  quant_gemv_free(&w);
+  EXPECT_EQ(w.codes, nullptr);
+}
+
+}  // namespace
+}  // namespace llm
