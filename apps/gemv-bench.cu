@@ -19,7 +19,10 @@
 #include "engine/backend.h"        // require_cuda_device
 #include "core/error.h"          // llm::Error, llm::fail
 #include "kernels/cuda_check.h"  // CUDA_CHECK
+#include "core/counter_rng.h"    // rng_value: the quantized benchmark's weights
 #include "kernels/gemv.h"        // the mappings, random fills
+#include "kernels/gemv_quant.h"  // the quantized forms
+#include "models/quant.h"        // quantize_matrix, pack_quant
 #include "measure/cuda_timing.h"  // time_ms, graph_ms_per_call, current_device, median
 #include "measure/roofline.h"     // Roofline: the one streaming-read measurement
 
@@ -33,12 +36,16 @@ struct Options {
   int repeats = 7;
   bool csv = false;
   std::string json_path;
+  std::vector<std::string> quant;  // --quant q4_0,q8_0,q4_k: quantized weights through the quantized forms instead
 };
 
 const char* kUsage =
     "usage: gemv-bench [--mappings a,b,c] [--shapes NxK,...] [--repeats R] [--csv] [--json FILE]\n"
     "  GB/s of weight bytes per GEMV mapping and shape, beside a streaming-read roofline measured in the same run.\n"
-    "  --mappings defaults to every mapping of the first list below, in its order:\n";
+    "  --mappings defaults to every mapping of the first list below, in its order.\n"
+    "  --quant q4_0,q8_0,q4_k: random weights quantized (models/quant.h) and run through the quantized forms instead\n"
+    "  (--mappings then names those: warp, thread, as-stored, warp-dp4a); GB/s of the bytes each form reads\n"
+    "  (codes + scales; GGUF's blocks for as-stored).\n";
 
 Options parse_args(int argc, char** argv) {
   Options o;
@@ -52,6 +59,10 @@ Options parse_args(int argc, char** argv) {
       o.shapes.clear();
       for (const std::string& s : split_commas(value())) o.shapes.push_back(parse_shape(s));
       if (o.shapes.empty()) fail("--shapes: no shape given");
+    } else if (a == "--quant") {
+      o.quant = split_commas(value());
+      for (const std::string& q : o.quant)
+        if (q != "q4_0" && q != "q8_0" && q != "q4_k") fail("--quant: invalid value '", q, "' (allowed: q4_0, q8_0, q4_k)");
     } else if (a == "--repeats") {
       o.repeats = int(cli::parse_int(a, value(), 1, 1000));
     } else if (a == "--csv") {
@@ -114,6 +125,55 @@ Result bench_one(const GemvMapping& m, int N, int K, const uint16_t* d_src, cons
   r.us_graph = graph_ms_per_call(stream, e0, e1, r.iters, repeats, call) * 1e3;  // syncs the stream
   for (GemvWeight& w : copies) gemv_free(&w);
 
+  r.us_b2b = median(b2b) * 1e3;
+  r.gbps_b2b = double(useful) / (r.us_b2b * 1e-6) / 1e9;
+  r.gbps_graph = double(useful) / (r.us_graph * 1e-6) / 1e9;
+  return r;
+}
+
+// The same protocol for a quantized form: `copies` uploads of one quantized matrix rotated, bytes = what the form reads.
+Result bench_quant_one(QuantGemvKind kind, const std::string& label, const std::vector<uint8_t>& blocks, int type_id,
+                       int N, int K, const float* d_x, float* d_y, size_t rotation_bytes, int repeats,
+                       QuantGemvScratch* scratch, cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1) {
+  Result r;
+  r.mapping = label;
+  r.N = N;
+  r.K = K;
+  QuantGemvWeight host = quant_gemv_describe(type_id, N, K);
+  PackedQuant packed;
+  if (kind == QuantGemvKind::AsStored) {
+    host.blocks = blocks.data();
+  } else {
+    packed = pack_quant(blocks.data(), GgmlQuantType(type_id), N, K);
+    host.codes = packed.codes.data();
+    host.scales = packed.scales.empty() ? nullptr : packed.scales.data();
+    host.mins = packed.mins.empty() ? nullptr : packed.mins.data();
+    host.sub_scales = packed.sub_scales.empty() ? nullptr : packed.sub_scales.data();
+    host.sub_mins = packed.sub_mins.empty() ? nullptr : packed.sub_mins.data();
+    host.super_d = packed.super_d.empty() ? nullptr : packed.super_d.data();
+    host.super_dmin = packed.super_dmin.empty() ? nullptr : packed.super_dmin.data();
+  }
+  const size_t useful = size_t(quant_gemv_bytes_read(kind, host));
+  r.copies = int(std::max<size_t>(2, (rotation_bytes + useful - 1) / useful));
+  std::vector<QuantGemvWeight> copies;
+  for (int i = 0; i < r.copies; ++i) copies.push_back(quant_gemv_upload(host, stream));
+  r.shape = quant_gemv_shape(kind, copies[0]);
+  auto call = [&](int i) { quant_gemv_launch(kind, copies[size_t(i % r.copies)], d_x, d_y, false, stream, scratch); };
+  for (int i = 0; i < r.copies; ++i) call(i);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  const double rotation_ms = time_ms(stream, e0, e1, [&] {
+    for (int i = 0; i < r.copies; ++i) call(i);
+  });
+  const double est_ms = std::max(rotation_ms / r.copies, 1e-4);
+  r.iters = int(std::min<double>(kMaxIters, std::max<double>(r.copies, kTargetRepeatMs / est_ms)));
+  r.iters = (r.iters + r.copies - 1) / r.copies * r.copies;
+  std::vector<double> b2b;
+  for (int rep = 0; rep < repeats; ++rep)
+    b2b.push_back(time_ms(stream, e0, e1, [&] {
+      for (int i = 0; i < r.iters; ++i) call(i);
+    }) / r.iters);
+  r.us_graph = graph_ms_per_call(stream, e0, e1, r.iters, repeats, call) * 1e3;
+  for (QuantGemvWeight& w : copies) quant_gemv_free(&w);
   r.us_b2b = median(b2b) * 1e3;
   r.gbps_b2b = double(useful) / (r.us_b2b * 1e-6) / 1e9;
   r.gbps_graph = double(useful) / (r.us_graph * 1e-6) / 1e9;
@@ -188,7 +248,9 @@ void write_json(const std::string& path, const Device& dev, const RooflineResult
 int run(const Options& opt) {
   require_cuda_device();  // the one line every CUDA program prints without a GPU
   std::vector<const GemvMapping*> mappings;
-  if (opt.mappings.empty())
+  if (!opt.quant.empty())
+    ;  // the quantized forms, below
+  else if (opt.mappings.empty())
     mappings = gemv_mappings();
   else
     for (const std::string& name : opt.mappings) mappings.push_back(&gemv_find(name));
@@ -216,7 +278,43 @@ int run(const Options& opt) {
   gemv_context_init(&ctx, stream, max_k);
 
   std::vector<Result> results;
+  if (!opt.quant.empty()) {
+    std::vector<std::string> names = opt.mappings;
+    if (names.empty())
+      for (const GemvMappingName& m : kQuantGemvNames) names.push_back(m.name);
+    QuantGemvScratch scratch;
+    quant_gemv_scratch_init(&scratch, int64_t((max_k + 255) / 256 * 256));
+    float* d_x = nullptr;
+    float* d_y = nullptr;
+    CUDA_CHECK(cudaMalloc(&d_x, size_t(max_k) * 4));
+    int max_n = 1;
+    for (const auto& sh : opt.shapes) max_n = std::max(max_n, sh.first);
+    CUDA_CHECK(cudaMalloc(&d_y, size_t(max_n) * 4));
+    gemv_fill_random_f32(d_x, size_t(max_k), 0x5eedull, stream);
+    for (const std::string& q : opt.quant) {
+      const GgmlQuantType t = q == "q4_0" ? GgmlQuantType::Q4_0 : q == "q8_0" ? GgmlQuantType::Q8_0 : GgmlQuantType::Q4_K;
+      for (const auto& [N, K] : opt.shapes) {
+        // Random weights in [-1, 1) from the counter-based generator, quantized on the host (what llama-quantize does).
+        std::vector<float> w(size_t(N) * size_t(K));
+        for (size_t i = 0; i < w.size(); ++i) w[i] = rng_value(0x5eedull + uint64_t(N), uint64_t(K), i, 0.0f, 1.0f);
+        const std::vector<uint8_t> blocks = quantize_matrix(t, w.data(), N, K);
+        w = std::vector<float>();
+        for (const std::string& name : names) {
+          Result r = bench_quant_one(quant_gemv_kind_from_name(name), q + "/" + name, blocks, int(t), N, K, d_x, d_y,
+                                     rotation_bytes, opt.repeats, &scratch, stream, e0, e1);
+          r.pct_graph = 100.0 * r.gbps_graph / roof.gbps;
+          std::cerr << r.mapping << " " << N << "x" << K << ": " << fmt(r.gbps_graph, 0) << " GB/s graph ("
+                    << fmt(r.pct_graph, 1) << "%), " << fmt(r.us_graph, 2) << " us\n";
+          results.push_back(r);
+        }
+      }
+    }
+    CUDA_CHECK(cudaFree(d_x));
+    CUDA_CHECK(cudaFree(d_y));
+    quant_gemv_scratch_free(&scratch);
+  }
   for (const auto& [N, K] : opt.shapes) {
+    if (!opt.quant.empty()) break;
     uint16_t* d_src = nullptr;
     float* d_x = nullptr;
     float* d_y = nullptr;

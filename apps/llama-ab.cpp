@@ -17,6 +17,7 @@
 #include "core/gemv_names.h"      // gemv_mapping_lines, gemv_mapping_list
 #include "engine/backend.h"       // require_cuda_device
 #include "measure/ab_render.h"    // ab_markdown, ab_json, ab_csv, ab_write_file, ab_draw_chart
+#include "engine/gemv_choice.h"  // default_gemv_name: quantized models get the quantized forms by default
 #include "measure/ab_run.h"       // run_ab, AbOptions, parse_ab_mappings
 #include "measure/ab_stats.h"     // summarize_ab
 #include "models/model.h"         // load_model
@@ -29,7 +30,8 @@ namespace {
 struct Args {
   std::string model, tokenizer, prompt = "Once upon a time, there was a little robot who", prompt_ids;
   bool have_prompt = false;
-  std::string ab = llm::gemv_mapping_list();  // every mapping of the registry, in its order
+  std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
+  bool dequantize = false;
   std::string json, csv, chart, chart_script;
   int n_decode = 128;
   int repeats = 5;
@@ -54,8 +56,9 @@ const char* kUsage =
     "                          tokenizer default to a fixed 16-token prompt)\n"
     "  -n, --n-decode N        decode steps per pass (default: 128)\n"
     "      --ab LIST           GEMV mappings (listed below), comma-separated (default: every mapping of the first\n"
-    "                          list, in its order); thread-splitk and warp-few split thread's gap into coalescing\n"
-    "                          and parallelism\n"
+    "                          list, in its order; for a model with quantized weights, every quantized form);\n"
+    "                          thread-splitk and warp-few split thread's gap into coalescing and parallelism\n"
+    "      --dequantize        run a GGUF file's quantized weights as BF16 (then the first list applies)\n"
     "  -r, --repeats R         timed repeats per mapping (default: 5)\n"
     "      --warmup W          untimed rounds first (default: 1)\n"
     "  -c, --ctx-size N        KV cache positions (default: prompt + N)\n"
@@ -93,6 +96,8 @@ Args parse_args(int argc, char** argv) {
       a.n_decode = int(parse_int(o, value(), 1, 1000000));
     } else if (o == "--ab") {
       a.ab = value();
+    } else if (o == "--dequantize") {
+      a.dequantize = true;
     } else if (o == "-r" || o == "--repeats") {
       a.repeats = int(parse_int(o, value(), 1, 1000));
     } else if (o == "--warmup") {
@@ -114,7 +119,7 @@ Args parse_args(int argc, char** argv) {
     }
   }
   if (a.have_prompt && !a.prompt_ids.empty()) usage_error("--prompt and --prompt-ids exclude each other");
-  llm::parse_ab_mappings(a.ab);  // unknown, empty or repeated names are bad usage (run_main: errors here exit 2)
+  if (!a.ab.empty()) llm::parse_ab_mappings(a.ab);  // unknown, empty or repeated names: bad usage (exit 2)
   return a;
 }
 
@@ -178,7 +183,17 @@ int run(const Args& a) {
   llm::require_cuda_device();  // before the model loads: the one line every CUDA program prints without a GPU
   llm::Model model = llm::load_model(a.model.empty() ? llm::default_model_path() : a.model);
   llm::AbOptions opt;
-  opt.mappings = llm::parse_ab_mappings(a.ab);
+  std::string list = a.ab;
+  if (list.empty()) {  // every mapping that can run this model: the quantized forms when decode keeps weights quantized
+    const bool quant = llm::default_gemv_name(model, a.dequantize) == llm::kQuantGemvDefault &&
+                       std::string(llm::kQuantGemvDefault) != llm::kGemvDefaultMapping;
+    if (quant)
+      for (int i = 0; i < llm::kQuantGemvCount; ++i) list += (i ? "," : "") + std::string(llm::kQuantGemvNames[i].name);
+    else
+      list = llm::gemv_mapping_list();
+  }
+  opt.mappings = llm::parse_ab_mappings(list);
+  opt.dequantize = a.dequantize;
   opt.prompt = build_prompt(a, model);
   opt.n_decode = a.n_decode;
   opt.repeats = a.repeats;

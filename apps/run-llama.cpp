@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/gemv_names.h"
 #include "engine/backend.h"
+#include "engine/gemv_choice.h"  // gemv_refusal, quant_summary
 #include "engine/generate.h"
 #include "engine/perplexity.h"
 #include "models/default_model.h"
@@ -47,6 +48,7 @@ struct Args {
   float top_p = 0.95f;
   unsigned long long seed = 42;
   bool ignore_eos = false;
+  bool dequantize = false;                 // --dequantize: GGUF quantized weights as BF16 on the GPU
   bool chat = false;                       // --chat: the REPL (chat/repl.h) instead of one prompt
   std::string chat_template, system;
 };
@@ -90,7 +92,10 @@ const char* kUsage =
     "\n"
     "----- device -----\n"
     "         --device DEV          cpu, cuda or auto (default: auto = cuda when a device is present)\n"
-    "         --gemv NAME           CUDA GEMV mapping, one of those below (default: warp-r2); --device cuda only\n"
+    "         --gemv NAME           CUDA GEMV mapping, one of those below (default: warp-r2; warp when the model\n"
+    "                               has quantized weights); --device cuda only\n"
+    "         --dequantize          run a GGUF file's quantized weights as BF16 (the comparison path) instead of\n"
+    "                               keeping them quantized for the quantized GEMVs\n"
     "         --dtype f32|bf16      CPU weight precision: bf16 rounds the weights as the CUDA engine stores them\n"
     "                               (default: f32 on cpu, bf16 on cuda)\n"
     "\n"
@@ -161,6 +166,8 @@ Args parse_args(int argc, char** argv) {
       a.have_prompt = true;
     } else if (o == "--ignore-eos") {
       a.ignore_eos = true;
+    } else if (o == "--dequantize") {
+      a.dequantize = true;
     } else if (o == "--chat") {
       a.chat = true;
     } else if (o == "--chat-template") {
@@ -273,6 +280,14 @@ int run(const Args& a) {
   // A tokenizer smaller than the (padded) embedding: ids it cannot decode are never sampled.
   bo.sample_vocab = llm::sampling_vocab(model.config, tok ? tok->vocab_size() : 0);
   bo.gemv = a.gemv;
+  bo.dequantize = a.dequantize;
+  if (bo.device == "cuda") {
+    // Every --gemv and weight-type pair runs or is refused by name (bad usage, exit 2), before any GPU work.
+    if (const std::string why = llm::gemv_refusal(a.gemv, model, a.dequantize); !why.empty()) usage_error(why);
+    if (const std::string q = llm::quant_summary(model); !q.empty())
+      std::fprintf(stderr, "run-llama: quantized weights %s: %s\n",
+                   a.dequantize ? "dequantized to BF16 at load (--dequantize)" : "kept quantized", q.c_str());
+  }
   if (bo.device == "cuda" && a.dtype == "f32")
     llm::fail("--dtype f32 is CPU-only: the CUDA engine stores weights in BF16 (use --device cpu)");
   bo.bf16_weights = a.dtype == "bf16";

@@ -20,7 +20,9 @@ struct BackendOptions {
   int sample_vocab = 0;         // ids sample() may return: [0, sample_vocab); 0 = every row of the head. A tokenizer
                                 // smaller than the (padded) embedding sets it to its own size (sampling_vocab())
   bool bf16_weights = false;    // CPU: round weights to BF16 first (to compare with the GPU on identical weights)
-  std::string gemv = "";        // CUDA: GEMV mapping name ("" = default)
+  std::string gemv = "";        // CUDA: GEMV mapping name ("" = default_gemv_name(), engine/gemv_choice.h)
+  bool dequantize = false;      // CUDA: run GGUF quantized weights as BF16 (today's comparison path) instead of
+                                // keeping them quantized for the quantized GEMVs
   bool fuse_projections = true; // CUDA decode: one GEMV for q|k|v and one for gate|up per layer (fewer, larger
                                 // launches); off: one GEMV per matrix (for A/B and tests)
 };

@@ -54,9 +54,13 @@
 
 #include "core/counter_rng.h"
 #include "core/error.h"
+#include "engine/cuda_quant.h"      // upload_quant_matrix: GGUF blocks -> the quantized GEMVs' planes
 #include "engine/cuda_resources.h"  // DeviceArena, PinnedBuffer, StreamHolder, EventHolder, CublasHolder, ...
 #include "kernels/cuda_check.h"
+#include "engine/gemv_choice.h"     // resolve_gemv_choice, default_gemv_name, gemv_refusal
 #include "kernels/gemv.h"
+#include "kernels/gemv_quant.h"
+#include "models/quant.h"            // ggml_quant_name
 #include "kernels/ops.h"
 
 namespace llm {
@@ -83,21 +87,48 @@ void check_vector(const HostTensor& t, int64_t n) {
   if (t.numel() != n) fail("cuda backend: tensor ", t.name, ": expected ", n, " elements, found ", t.numel());
 }
 
+// One piece of a decode GEMV: output rows [row0, row0 + N) from the mapping's BF16 prepacked copy or, for weights
+// kept quantized, from the planes its quantized form reads.
+struct PieceWeight {
+  int row0 = 0;
+  bool quant = false;
+  GemvWeight bf16;    // !quant
+  QuantGemvWeight q;  // quant
+};
+// One decode matrix (fused or not): one piece; or, where a fused group's members differ in type, one per member
+// (separate launches into slices of the same output).
+using DecodeWeight = std::vector<PieceWeight>;
+
 // One mapping's prepacked weights and its decode graph.
 struct MappingState {
-  const GemvMapping* mapping = nullptr;
+  std::string name;                    // as given to --gemv / set_gemv
+  const GemvMapping* mapping = nullptr;  // its BF16 form (null: the name exists only for quantized weights)
+  bool has_quant = false;              // its quantized form exists
+  QuantGemvKind qkind = QuantGemvKind::Warp;
   // Per layer: unfused 7 (Proj order: wq, wk, wv, wo, gate, up, down), fused 4 (FusedProj order: qkv, wo, gate_up,
   // down); then the head.
-  std::vector<GemvWeight> weights;
+  std::vector<DecodeWeight> weights;
+  size_t bytes_read = 0;               // weight bytes one decode step reads (codes + scales for quantized pieces)
   GraphExecHolder graph;
   ~MappingState() {
     graph.reset();  // before the weights it reads
-    for (auto& w : weights) {
-      try {
-        gemv_free(&w);
-      } catch (...) {
+    for (auto& dw : weights)
+      for (auto& p : dw) {
+        try {
+          gemv_free(&p.bf16);
+          quant_gemv_free(&p.q);
+        } catch (...) {
+        }
       }
-    }
+  }
+};
+
+// The "warp-dp4a" scratch (x quantized per call), freed with the engine.
+struct QuantScratchHolder {
+  QuantGemvScratch s;
+  bool live = false;
+  ~QuantScratchHolder() {
+    if (live) quant_gemv_scratch_free(&s);
   }
 };
 
@@ -109,6 +140,15 @@ struct DevMatrix {
 };
 
 enum Proj { kWq, kWk, kWv, kWo, kGate, kUp, kDown, kProjPerLayer };
+
+// Where one piece of a decode matrix comes from: the BF16 row-major matrix on the device, or (weights kept
+// quantized) the GGUF tensors whose rows it concatenates, all of one quantized type.
+struct SlotPiece {
+  int row0 = 0;
+  DevMatrix bf16;                  // used when quant is empty
+  std::vector<HostTensor> quant;   // quantized members, rows concatenated (fused q|k|v or gate|up of one type)
+};
+using Slot = std::vector<SlotPiece>;
 enum FusedProj { kFQkv, kFO, kFGateUp, kFDown, kFusedPerLayer };  // decode's matrices per layer when fused
 
 struct DevLayer {
@@ -161,7 +201,7 @@ class CudaEngine final : public CudaBackend {
   std::vector<float> logits() override;
 
   void set_gemv(const std::string& name) override;
-  std::string gemv() const override { return cur_->mapping->name; }
+  std::string gemv() const override { return cur_->name; }
   void release_other_gemvs() override;
   void set_use_graph(bool on) override { use_graph_ = on; }
   bool use_graph() const override { return use_graph_; }
@@ -179,12 +219,13 @@ class CudaEngine final : public CudaBackend {
   int choose_ctx(int requested, int want, int chunk, size_t free_bytes) const;
   uint16_t* upload_bf16(const HostTensor& t);
   void upload_bf16_into(const HostTensor& t, uint16_t* d);
-  std::vector<DevMatrix> decode_matrices(const DevLayer& dl) const;
+  void build_slots(const Model& model);
+  void launch_gemv(const MappingState& ms, const DecodeWeight& w, const float* x, float* y, bool acc);
   float* upload_f32(const HostTensor& t);
   void upload_weights(const Model& model);
   struct LoadProgress* progress_ = nullptr;  // set while upload_weights runs
   void allocate_state();
-  MappingState& prepare_mapping(const GemvMapping& m);
+  MappingState& prepare_mapping(const std::string& name);
   void enqueue_decode_step(const MappingState& ms, StepProbe* probe);
   void capture_graph(MappingState& ms);
   void prefill_chunk(int c, int pos0);
@@ -200,6 +241,10 @@ class CudaEngine final : public CudaBackend {
   bool profiling_ = false;
   bool tied_ = false;
   bool fused_ = true;
+  bool dequantize_ = false;
+  bool any_quant_ = false;        // some decode matrix is kept quantized
+  std::string default_gemv_;      // default_gemv_name(model): what "" selects
+  std::vector<Slot> slots_;       // per layer (fused: qkv, o, gate_up, down; unfused: Proj order), then the head
 
   // Declared first so they are destroyed last (after everything that uses the stream).
   StreamHolder stream_;
@@ -211,6 +256,7 @@ class CudaEngine final : public CudaBackend {
   EventHolder prefill_copied_;  // the prefill token copy has read host_io_
   CublasHolder blas_;           // prefill GEMMs
   GemvContextHolder gctx_;
+  QuantScratchHolder qscratch_;  // "warp-dp4a": x quantized per call
   std::unique_ptr<StepProbe> probe_;
 
   // Device buffers (FP32 activations unless noted).
@@ -283,7 +329,12 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   cfg_.validate(model.source);
   tied_ = cfg_.tied_embeddings || model.weights.head.empty();
   fused_ = opt.fuse_projections;
-  const GemvMapping& mapping = gemv_find(opt.gemv);  // an unknown name fails before any allocation
+  dequantize_ = opt.dequantize;
+  default_gemv_ = default_gemv_name(model, dequantize_);
+  const std::string gemv_name = opt.gemv.empty() ? default_gemv_ : opt.gemv;
+  // An unknown name, or one without a form for some weight type, fails before any allocation.
+  resolve_gemv_choice(gemv_name);
+  if (const std::string why = gemv_refusal(gemv_name, model, dequantize_); !why.empty()) fail(why);
 
   // Memory check, before anything is allocated.
   size_t free_b = 0, total_b = 0;
@@ -298,7 +349,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   const MemoryPlan plan = plan_memory(ctx_, max_chunk_);
   if (plan.total() > double(free_b))
     fail("model needs ", gib_str(plan.total()), " GiB of GPU memory, ", gib_str(double(free_b)), " GiB free (",
-         model.source, ": weights ", gib_str(plan.weights), " GiB + prepacked for GEMV '", mapping.name, "' ",
+         model.source, ": weights ", gib_str(plan.weights), " GiB + prepacked for GEMV '", gemv_name, "' ",
          gib_str(plan.prepacked), " GiB + KV cache for ", ctx_, " positions ", gib_str(plan.kv),
          " GiB + activations, scratch and reserve ",
          gib_str(plan.activations + plan.scratch + plan.norms + double(kReserveBytes)), " GiB)",
@@ -314,9 +365,10 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   CUBLAS_CHECK(cublasCreate(&blas_.h));
 
   upload_weights(model);
+  build_slots(model);
   allocate_state();
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
-  cur_ = &prepare_mapping(mapping);
+  cur_ = &prepare_mapping(gemv_name);
 }
 
 CudaEngine::~CudaEngine() {
@@ -508,45 +560,128 @@ void CudaEngine::allocate_state() {
 
   gemv_context_init(&gctx_.c, stream_.s, int(wide));
   gctx_.live = true;
+  if (any_quant_) {
+    quant_gemv_scratch_init(&qscratch_.s, int64_t((wide + 31) / 32 * 32));
+    qscratch_.live = true;
+  }
 }
 
 // --- mappings ----------------------------------------------------------------------------------------------------
 
-MappingState& CudaEngine::prepare_mapping(const GemvMapping& m) {
-  auto it = mappings_.find(m.name);
+MappingState& CudaEngine::prepare_mapping(const std::string& name) {
+  auto it = mappings_.find(name);
   if (it != mappings_.end()) return *it->second;
+  const GemvChoice choice = resolve_gemv_choice(name);  // unknown names fail here
   const double need = double(gemv_bytes_per_token()) * 1.02 + double(kReserveBytes);
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   if (need > double(free_b))
-    fail("GEMV mapping '", m.name, "' needs ", gib_str(need), " GiB of GPU memory for its prepacked weights, ",
+    fail("GEMV mapping '", name, "' needs ", gib_str(need), " GiB of GPU memory for its prepacked weights, ",
          gib_str(double(free_b)), " GiB free (release_other_gemvs() frees the other mappings' copies)");
   auto st = std::make_unique<MappingState>();
-  st->mapping = &m;
-  st->weights.reserve(layers_.size() * kProjPerLayer + 1);
-  auto pack = [&](const DevMatrix& src) {
-    st->weights.emplace_back();
-    m.prepack(src.data, src.N, src.K, &st->weights.back(), stream_.s);
-    const GemvWeight& gw = st->weights.back();
-    if (gw.N != src.N || gw.K != src.K || !gw.data)
-      fail("GEMV mapping '", m.name, "': prepack of [", src.N, ", ", src.K, "] produced [", gw.N, ", ", gw.K, "]",
-           gw.data ? "" : " with no data");
-  };
-  for (const DevLayer& dl : layers_)
-    for (const DevMatrix& w : decode_matrices(dl)) pack(w);
-  pack(head_);
+  st->name = name;
+  st->mapping = choice.bf16.empty() ? nullptr : &gemv_find(choice.bf16);
+  st->has_quant = !choice.quant.empty();
+  if (st->has_quant) st->qkind = quant_gemv_kind_from_name(choice.quant);
+  st->weights.reserve(slots_.size());
+  for (const Slot& slot : slots_) {
+    DecodeWeight dw;
+    for (const SlotPiece& src : slot) {
+      PieceWeight pw;
+      pw.row0 = src.row0;
+      if (!src.quant.empty()) {
+        if (!st->has_quant)
+          fail("GEMV mapping '", name, "' has no form for ", ggml_quant_name(GgmlQuantType(src.quant[0].quant)),
+               " weights (", printable(src.quant[0].name), ")");
+        std::vector<const HostTensor*> parts;
+        for (const HostTensor& t : src.quant) parts.push_back(&t);
+        pw.quant = true;
+        pw.q = upload_quant_matrix(parts, st->qkind, stream_.s);
+        st->bytes_read += size_t(quant_gemv_bytes_read(st->qkind, pw.q));
+      } else {
+        if (!st->mapping) fail("GEMV mapping '", name, "' exists only for quantized weights; this model has BF16 ones");
+        st->mapping->prepack(src.bf16.data, src.bf16.N, src.bf16.K, &pw.bf16, stream_.s);
+        const GemvWeight& gw = pw.bf16;
+        if (gw.N != src.bf16.N || gw.K != src.bf16.K || !gw.data)
+          fail("GEMV mapping '", name, "': prepack of [", src.bf16.N, ", ", src.bf16.K, "] produced [", gw.N, ", ",
+               gw.K, "]", gw.data ? "" : " with no data");
+        st->bytes_read += gw.useful_bytes();
+      }
+      dw.push_back(std::move(pw));
+    }
+    st->weights.push_back(std::move(dw));
+  }
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
   MappingState& ref = *st;
-  mappings_[m.name] = std::move(st);
+  mappings_[name] = std::move(st);
   return ref;
 }
 
-std::vector<DevMatrix> CudaEngine::decode_matrices(const DevLayer& dl) const {
-  if (fused_) return {dl.qkv, dl.w[kWo], dl.gate_up, dl.w[kDown]};  // FusedProj order
-  return std::vector<DevMatrix>(dl.w, dl.w + kProjPerLayer);         // Proj order
+// The sources of every decode matrix, once: a fused group whose members are all BF16 (or all quantized in one type)
+// is one piece; otherwise each member is a piece of its own, writing its rows of the shared output.
+void CudaEngine::build_slots(const Model& model) {
+  const auto& w = model.weights;
+  auto kept_quant = [&](const HostTensor& t) { return t.quant != 0 && !dequantize_; };
+  auto make_slot = [&](std::vector<const HostTensor*> members, const DevMatrix& whole,
+                       std::vector<DevMatrix> parts) {
+    bool all_bf16 = true, one_type = true;
+    for (const HostTensor* t : members) {
+      all_bf16 = all_bf16 && !kept_quant(*t);
+      one_type = one_type && kept_quant(*t) && t->quant == members[0]->quant;
+    }
+    Slot slot;
+    if (all_bf16) {
+      slot.push_back(SlotPiece{0, whole, {}});
+    } else if (one_type) {
+      SlotPiece piece;
+      for (const HostTensor* t : members) piece.quant.push_back(*t);
+      slot.push_back(std::move(piece));
+    } else {
+      int row0 = 0;
+      for (size_t i = 0; i < members.size(); ++i) {
+        SlotPiece piece;
+        piece.row0 = row0;
+        if (kept_quant(*members[i]))
+          piece.quant.push_back(*members[i]);
+        else
+          piece.bf16 = parts[i];
+        slot.push_back(std::move(piece));
+        row0 += int(members[i]->rows);
+      }
+      std::fprintf(stderr, "cuda: %s and the matrices fused with it differ in type: separate GEMV launches\n",
+                   printable(members[0]->name).c_str());
+    }
+    for (const SlotPiece& piece : slot) any_quant_ = any_quant_ || !piece.quant.empty();
+    return slot;
+  };
+  slots_.clear();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    const DevLayer& dl = layers_[l];
+    if (fused_) {
+      slots_.push_back(make_slot({&lw.wq, &lw.wk, &lw.wv}, dl.qkv, {dl.w[kWq], dl.w[kWk], dl.w[kWv]}));
+      slots_.push_back(make_slot({&lw.wo}, dl.w[kWo], {dl.w[kWo]}));
+      slots_.push_back(make_slot({&lw.w_gate, &lw.w_up}, dl.gate_up, {dl.w[kGate], dl.w[kUp]}));
+      slots_.push_back(make_slot({&lw.w_down}, dl.w[kDown], {dl.w[kDown]}));
+    } else {
+      const HostTensor* src[kProjPerLayer] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down};
+      for (int p = 0; p < kProjPerLayer; ++p) slots_.push_back(make_slot({src[p]}, dl.w[p], {dl.w[p]}));
+    }
+  }
+  slots_.push_back(make_slot({tied_ ? &w.embedding : &w.head}, head_, {head_}));
 }
 
-void CudaEngine::set_gemv(const std::string& name) { cur_ = &prepare_mapping(gemv_find(name)); }
+void CudaEngine::launch_gemv(const MappingState& ms, const DecodeWeight& w, const float* x, float* y, bool acc) {
+  for (const PieceWeight& p : w) {
+    if (p.quant)
+      quant_gemv_launch(ms.qkind, p.q, x, y + p.row0, acc, stream_.s, &qscratch_.s);
+    else
+      ms.mapping->launch(p.bf16, x, y + p.row0, acc, &gctx_.c);
+  }
+}
+
+
+void CudaEngine::set_gemv(const std::string& name) { cur_ = &prepare_mapping(name.empty() ? default_gemv_ : name); }
 
 void CudaEngine::release_other_gemvs() {
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
@@ -559,7 +694,8 @@ void CudaEngine::release_other_gemvs() {
 }
 
 size_t CudaEngine::gemv_bytes_per_token() const {
-  size_t b = head_.bytes();
+  if (cur_) return cur_->bytes_read;  // what the current mapping's pieces read (quantized: codes + scales)
+  size_t b = head_.bytes();           // before any mapping: the BF16 matrices (an upper bound for quantized ones)
   for (const DevLayer& dl : layers_)
     for (int p = 0; p < kProjPerLayer; ++p) b += dl.w[p].bytes();
   return b;
@@ -568,7 +704,8 @@ size_t CudaEngine::gemv_bytes_per_token() const {
 size_t CudaEngine::device_bytes() const {
   size_t b = arena_.bytes;
   for (const auto& kv : mappings_)
-    for (const auto& w : kv.second->weights) b += w.bytes;
+    for (const auto& dw : kv.second->weights)
+      for (const auto& piece : dw) b += piece.quant ? piece.q.allocated_bytes : piece.bf16.bytes;
   return b;
 }
 
@@ -582,15 +719,13 @@ void CudaEngine::set_prefill_chunk(int n) {
 void CudaEngine::enqueue_decode_step(const MappingState& ms, StepProbe* probe) {
   const auto& c = cfg_;
   cudaStream_t s = stream_.s;
-  const GemvMapping& m = *ms.mapping;
-  GemvContext* g = &gctx_.c;
   const int* d_pos = d_step_;
   const int* d_tok = d_step_ + 1;
   auto mark = [&](int part) {
     if (probe) probe->end_region(part, s);
   };
-  auto proj = [&](const GemvWeight& w, const float* x, float* y, bool acc, int part) {
-    m.launch(w, x, y, acc, g);
+  auto proj = [&](const DecodeWeight& w, const float* x, float* y, bool acc, int part) {
+    launch_gemv(ms, w, x, y, acc);
     mark(part);
   };
   if (probe) probe->start(s);
@@ -599,7 +734,7 @@ void CudaEngine::enqueue_decode_step(const MappingState& ms, StepProbe* probe) {
   const size_t per_layer = fused_ ? size_t(kFusedPerLayer) : size_t(kProjPerLayer);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const DevLayer& L = layers_[l];
-    const GemvWeight* W = &ms.weights[l * per_layer];
+    const DecodeWeight* W = &ms.weights[l * per_layer];
     rmsnorm(x_, L.attn_norm, xb_, 1, c.dim, c.norm_eps, s);
     mark(DecodeProfile::kOther);
     if (fused_) {
@@ -757,7 +892,7 @@ void CudaEngine::prefill(const int* tokens, int n, int pos) {
   }
   // Only the last token's logits are wanted: its row through the final norm and the head (current mapping).
   rmsnorm(px_ + size_t(last) * size_t(cfg_.dim), final_norm_, xb_, 1, cfg_.dim, cfg_.norm_eps, stream_.s);
-  cur_->mapping->launch(cur_->weights.back(), xb_, logits_, false, &gctx_.c);
+  launch_gemv(*cur_, cur_->weights.back(), xb_, logits_, false);
   CUDA_CHECK_LAUNCH("the final norm and head of prefill");
 }
 

@@ -36,7 +36,14 @@ GemvChoice resolve_gemv_choice(const std::string& name) {
   return c;
 }
 
+std::string default_gemv_name(const Model& model, bool dequantize) {
+  bool quant = false;
+  for_each_projection(model, [&](const HostTensor& t) { quant = quant || (t.quant != 0 && !dequantize); });
+  return quant ? kQuantGemvDefault : kGemvDefaultMapping;
+}
+
 std::string gemv_refusal(const std::string& name, const Model& model, bool dequantize) {
+  if (name.empty()) return "";  // the default always runs (default_gemv_name)
   const GemvChoice c = resolve_gemv_choice(name);
   std::string why;
   for_each_projection(model, [&](const HostTensor& t) {

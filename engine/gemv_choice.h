@@ -18,6 +18,10 @@ struct GemvChoice {
 // throw llm::Error listing both lists.
 GemvChoice resolve_gemv_choice(const std::string& name);
 
+// The mapping a run uses when --gemv is not given: the BF16 default, or, when decode keeps quantized weights, the
+// default of the quantized forms (it has a BF16 form too, for any projection that is not quantized).
+std::string default_gemv_name(const Model& model, bool dequantize);
+
 // "" when `name` can run every projection of `model` (quantized weights kept quantized unless `dequantize`);
 // otherwise why not, in one line naming the mapping, the weight type and a tensor.
 std::string gemv_refusal(const std::string& name, const Model& model, bool dequantize);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/gemv_names.h"  // check_gemv_mapping
 #include "engine/decode_loop.h"  // the one decode loop
+#include "engine/gemv_choice.h"  // gemv_refusal, resolve_gemv_choice: which form runs which weight type
 
 #ifdef LLM_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -16,6 +17,7 @@
 #include "engine/cuda_backend.h"  // CudaBackend: set_gemv, set_use_graph, set_profiling, gemv_bytes_per_token
 #include "kernels/cuda_check.h"   // CUDA_CHECK
 #include "kernels/gemv.h"         // gemv_find(...).shape
+#include "kernels/gemv_quant.h"   // quant_gemv_shape: launch shapes of the quantized forms
 #include "measure/roofline.h"     // Roofline: the one streaming-read measurement
 #endif
 
@@ -83,7 +85,9 @@ int leading_equal(const std::vector<int>& a, const std::vector<int>& b) {
 void check_options(const Model& model, const AbOptions& opt) {
   const ModelConfig& c = model.config;
   if (opt.mappings.empty()) fail("A/B run: no mapping to run");
-  for (const auto& m : opt.mappings) gemv_find(m);  // an unknown name fails before the model is uploaded
+  // An unknown name, or one without a form for this model's weight types, fails before the model is uploaded.
+  for (const auto& m : opt.mappings)
+    if (const std::string why = gemv_refusal(m, model, opt.dequantize); !why.empty()) fail("A/B run: ", why);
   if (opt.prompt.empty()) fail("A/B run: the prompt is empty (it needs at least the BOS token)");
   for (int id : opt.prompt)
     if (id < 0 || id >= c.vocab_size)
@@ -142,6 +146,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   bo.device = "cuda";
   bo.ctx_size = opt.ctx_size > 0 ? opt.ctx_size : int(opt.prompt.size()) + opt.n_decode;
   bo.gemv = opt.mappings[0];
+  bo.dequantize = opt.dequantize;
   progress(opt, "ab: uploading %s to %s\n", model.source.c_str(), prop.name);
   std::unique_ptr<CudaBackend> engine = make_cuda_engine(model, bo);
   CudaBackend& cb = *engine;
@@ -150,7 +155,17 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   for (const auto& m : opt.mappings) {
     AbMappingRun run;
     run.mapping = m;
-    const GemvMapping& gm = gemv_find(m);
+    const GemvChoice choice = resolve_gemv_choice(m);
+    // The type decode reads each projection in (layer 0 stands for every layer): quantized -> the quantized form's
+    // launch shape, else the BF16 mapping's.
+    const LayerWeights& l0 = model.weights.layers[0];
+    const HostTensor& head = c.tied_embeddings ? model.weights.embedding : model.weights.head;
+    auto type_of = [&](const std::string& proj) -> uint32_t {
+      const HostTensor* t = proj == "q" || proj == "qkv" ? &l0.wq : proj == "k" ? &l0.wk : proj == "v" ? &l0.wv
+                            : proj == "o" ? &l0.wo : proj == "gate" || proj == "gate_up" ? &l0.w_gate
+                            : proj == "up" ? &l0.w_up : proj == "down" ? &l0.w_down : &head;
+      return opt.dequantize ? 0u : t->quant;
+    };
     std::vector<AbProjection> launched = res.projections;
     if (cb.fused_projections()) {  // decode launches these instead of q, k, v and gate, up (engine/cuda_backend.cu)
       using P = ProfileParts;
@@ -158,7 +173,11 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
       launched.push_back({P::part_name(P::kGateUp), 2 * int64_t(c.hidden_dim), c.dim, c.n_layers});
     }
     for (const AbProjection& p : launched) {
-      const GemvLaunchShape s = gm.shape(int(p.N), int(p.K));
+      const uint32_t q = type_of(p.name);
+      const GemvLaunchShape s =
+          q && !choice.quant.empty()
+              ? quant_gemv_shape(quant_gemv_kind_from_name(choice.quant), quant_gemv_describe(int(q), p.N, p.K))
+              : gemv_find(choice.bf16.empty() ? kGemvDefaultMapping : choice.bf16).shape(int(p.N), int(p.K));
       run.launches.push_back({p.name, p.N, p.K, s.grid, s.block, s.bytes_in_flight_per_thread});
     }
     res.runs.push_back(std::move(run));

@@ -23,6 +23,7 @@ struct AbOptions {
   int warmup = 1;            // untimed rounds first (prepack, graph capture, clocks)
   uint64_t seed = 42;        // sampler seed (greedy: recorded, no effect on the tokens)
   int ctx_size = 0;          // 0 = prompt + n_decode (a small KV cache leaves memory for every mapping's copy)
+  bool dequantize = false;   // GGUF quantized weights as BF16 (BackendOptions::dequantize)
   std::FILE* progress = stderr;  // one line per pass; nullptr = quiet
 };
 
