@@ -18,6 +18,7 @@
 #include "engine/backend.h"       // require_cuda_device
 #include "measure/ab_render.h"    // ab_markdown, ab_json, ab_csv, ab_write_file, ab_draw_chart
 #include "engine/gemv_choice.h"  // default_gemv_name: quantized models get the quantized forms by default
+#include "models/quantize_model.h"  // --quantize
 #include "measure/ab_run.h"       // run_ab, AbOptions, parse_ab_mappings
 #include "measure/ab_stats.h"     // summarize_ab
 #include "models/model.h"         // load_model
@@ -32,6 +33,7 @@ struct Args {
   bool have_prompt = false;
   std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
   bool dequantize = false;
+  std::string quantize;  // --quantize q8_0|q4_0|q4_k
   std::string json, csv, chart, chart_script;
   int n_decode = 128;
   int repeats = 5;
@@ -59,6 +61,7 @@ const char* kUsage =
     "                          list, in its order; for a model with quantized weights, every quantized form);\n"
     "                          thread-splitk and warp-few split thread's gap into coalescing and parallelism\n"
     "      --dequantize        run a GGUF file's quantized weights as BF16 (then the first list applies)\n"
+    "      --quantize TYPE     q8_0, q4_0 or q4_k: quantize a float or synthetic model's weights at load\n"
     "  -r, --repeats R         timed repeats per mapping (default: 5)\n"
     "      --warmup W          untimed rounds first (default: 1)\n"
     "  -c, --ctx-size N        KV cache positions (default: prompt + N)\n"
@@ -98,6 +101,9 @@ Args parse_args(int argc, char** argv) {
       a.ab = value();
     } else if (o == "--dequantize") {
       a.dequantize = true;
+    } else if (o == "--quantize") {
+      a.quantize = value();
+      llm::parse_quantize_type(a.quantize);
     } else if (o == "-r" || o == "--repeats") {
       a.repeats = int(parse_int(o, value(), 1, 1000));
     } else if (o == "--warmup") {
@@ -182,6 +188,7 @@ void draw_chart(const Args& a, const std::string& json_text) {
 int run(const Args& a) {
   llm::require_cuda_device();  // before the model loads: the one line every CUDA program prints without a GPU
   llm::Model model = llm::load_model(a.model.empty() ? llm::default_model_path() : a.model);
+  if (!a.quantize.empty()) llm::quantize_model(model, llm::parse_quantize_type(a.quantize));
   llm::AbOptions opt;
   std::string list = a.ab;
   if (list.empty()) {  // every mapping that can run this model: the quantized forms when decode keeps weights quantized

@@ -22,6 +22,7 @@
 #include "core/gemv_names.h"
 #include "engine/backend.h"
 #include "engine/gemv_choice.h"  // gemv_refusal, quant_summary
+#include "models/quantize_model.h"  // --quantize
 #include "engine/generate.h"
 #include "engine/perplexity.h"
 #include "models/default_model.h"
@@ -49,6 +50,7 @@ struct Args {
   unsigned long long seed = 42;
   bool ignore_eos = false;
   bool dequantize = false;                 // --dequantize: GGUF quantized weights as BF16 on the GPU
+  std::string quantize;                    // --quantize q8_0|q4_0|q4_k: quantize a float model's weights at load
   bool chat = false;                       // --chat: the REPL (chat/repl.h) instead of one prompt
   std::string chat_template, system;
 };
@@ -96,6 +98,9 @@ const char* kUsage =
     "                               has quantized weights); --device cuda only\n"
     "         --dequantize          run a GGUF file's quantized weights as BF16 (the comparison path) instead of\n"
     "                               keeping them quantized for the quantized GEMVs\n"
+    "         --quantize TYPE       q8_0, q4_0 or q4_k: quantize a float checkpoint's (or a synthetic model's)\n"
+    "                               projection and head weights at load, as llama-quantize would (refused for a\n"
+    "                               file that is already quantized)\n"
     "         --dtype f32|bf16      CPU weight precision: bf16 rounds the weights as the CUDA engine stores them\n"
     "                               (default: f32 on cpu, bf16 on cuda)\n"
     "\n"
@@ -168,6 +173,9 @@ Args parse_args(int argc, char** argv) {
       a.ignore_eos = true;
     } else if (o == "--dequantize") {
       a.dequantize = true;
+    } else if (o == "--quantize") {
+      a.quantize = value();
+      llm::parse_quantize_type(a.quantize);
     } else if (o == "--chat") {
       a.chat = true;
     } else if (o == "--chat-template") {
@@ -269,6 +277,7 @@ int run(const Args& a) {
   if (a.device == "cuda") llm::require_cuda_device();  // before the model loads: the one line every CUDA program prints
   const auto t_load = Clock::now();
   llm::Model model = llm::load_model(a.model.empty() ? llm::default_model_path() : a.model);
+  if (!a.quantize.empty()) llm::quantize_model(model, llm::parse_quantize_type(a.quantize));
 
   std::unique_ptr<llm::Tokenizer> tok = llm::load_tokenizer(model, a.tokenizer);
   if (!tok && model.format != "synthetic" && a.prompt_ids.empty())
