@@ -204,7 +204,7 @@ inline TinyQuantGguf tiny_quant_gguf(const TinyQuantSpec& s) {
 
 // BOS, then a fixed spread of ids over the vocabulary.
 inline std::vector<int> tq_tokens(int vocab, int n) {
-  std::vector<int> t(size_t(n));
+  std::vector<int> t(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) t[size_t(i)] = i == 0 ? 1 : int((int64_t(i) * 7919 + 13) % vocab);
   return t;
 }

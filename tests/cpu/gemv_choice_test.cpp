@@ -1,0 +1,319 @@
+// engine/gemv_choice.h on tiny GGUF models written here (tests/cpu/tiny_quant_gguf_util.h): which GEMV name runs which
+// weight type (defaults, refusals naming mapping/type/tensor, the name resolution, the quantized-type summary), and
+// that the CPU reference on quantized weights computes exactly what it computes on the dequantized FP32 values
+// written as F32 (reads dequantize exactly), with a negative control (one perturbed block scale changes the logits).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/gemv_names.h"
+#include "engine/backend.h"
+#include "engine/gemv_choice.h"
+#include "engine/generate.h"
+#include "models/model.h"
+#include "models_test_util.h"
+#include "tiny_quant_gguf_util.h"
+
+namespace {
+
+using llm_test::TempDir;
+using llm_test::TinyQuantSpec;
+
+llm::Model load(const TempDir& tmp, const llm_test::GgufWriter& w, const std::string& name) {
+  llm_test::write_file(tmp.path() / name, w.build());
+  return llm::load_model(tmp.str(name));
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+const char* const kQuantForms[] = {"warp", "thread", "as-stored", "warp-dp4a"};
+const char* const kBf16Only[] = {"warp-r2", "cublas", "colmajor", "thread-splitk", "warp-few"};
+
+TEST(GemvChoice, NameListsAreWhatTheseTestsAssume) {
+  ASSERT_EQ(llm::kQuantGemvCount, 4);
+  for (int i = 0; i < 4; ++i) EXPECT_STREQ(llm::kQuantGemvNames[i].name, kQuantForms[i]);
+  EXPECT_STREQ(llm::kGemvDefaultMapping, "warp-r2");
+  EXPECT_STREQ(llm::kQuantGemvDefault, "warp");
+  for (const char* n : kBf16Only) EXPECT_TRUE(llm::gemv_mapping_known(n)) << n;
+}
+
+TEST(GemvChoice, ResolveEveryName) {
+  const llm::GemvChoice def = llm::resolve_gemv_choice("");
+  EXPECT_EQ(def.bf16, "warp-r2");
+  EXPECT_EQ(def.quant, "warp");
+  for (const char* n : {"warp", "thread"}) {  // both forms
+    const llm::GemvChoice c = llm::resolve_gemv_choice(n);
+    EXPECT_EQ(c.bf16, n);
+    EXPECT_EQ(c.quant, n);
+  }
+  for (const char* n : {"as-stored", "warp-dp4a"}) {  // quantized only
+    const llm::GemvChoice c = llm::resolve_gemv_choice(n);
+    EXPECT_EQ(c.bf16, "") << n;
+    EXPECT_EQ(c.quant, n);
+  }
+  for (const char* n : kBf16Only) {  // BF16 only
+    const llm::GemvChoice c = llm::resolve_gemv_choice(n);
+    EXPECT_EQ(c.bf16, n);
+    EXPECT_EQ(c.quant, "") << n;
+  }
+  for (const char* bad : {"warp_r2", "WARP", "dp4a", "as_stored", "warp-dp4a ", "bogus"}) {
+    EXPECT_THROW(llm::resolve_gemv_choice(bad), llm::Error) << bad;
+    try {
+      llm::resolve_gemv_choice(bad);
+    } catch (const llm::Error& e) {
+      EXPECT_TRUE(contains(e.what(), "unknown GEMV mapping")) << e.what();
+      EXPECT_TRUE(contains(e.what(), "warp-dp4a")) << "lists the quantized forms too: " << e.what();
+      EXPECT_TRUE(contains(e.what(), "cublas")) << e.what();
+    }
+  }
+}
+
+TEST(GemvChoice, DefaultNameFollowsTheWeights) {
+  TempDir tmp;
+  const llm::Model flt = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqF32)).quant, "f.gguf");
+  const llm::Model f16 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqF16)).quant, "h.gguf");
+  const llm::Model q8 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ8_0)).quant, "q.gguf");
+  TinyQuantSpec one = TinyQuantSpec::all(llm_test::kTqF32);
+  one.down = llm_test::kTqQ4_0;  // one projection of each layer quantized
+  const llm::Model mixed = load(tmp, llm_test::tiny_quant_gguf(one).quant, "m.gguf");
+  TinyQuantSpec head_only = TinyQuantSpec::all(llm_test::kTqF32);
+  head_only.head = llm_test::kTqQ6_K;  // only the head
+  const llm::Model headq = load(tmp, llm_test::tiny_quant_gguf(head_only).quant, "o.gguf");
+  TinyQuantSpec tied = TinyQuantSpec::all(llm_test::kTqF32);
+  tied.tied = true;
+  tied.embd = llm_test::kTqQ8_0;  // the tied head is the (quantized) embedding
+  const llm::Model tiedq = load(tmp, llm_test::tiny_quant_gguf(tied).quant, "t.gguf");
+
+  EXPECT_EQ(llm::default_gemv_name(flt, false), "warp-r2");
+  EXPECT_EQ(llm::default_gemv_name(flt, true), "warp-r2");
+  EXPECT_EQ(llm::default_gemv_name(f16, false), "warp-r2");
+  for (const llm::Model* m : {&q8, &mixed, &headq, &tiedq}) {
+    SCOPED_TRACE(m->source);
+    EXPECT_EQ(llm::default_gemv_name(*m, false), "warp");
+    EXPECT_EQ(llm::default_gemv_name(*m, true), "warp-r2");
+  }
+  // An untied model whose only quantized tensor is the embedding: the embedding is no projection.
+  TinyQuantSpec embd_only = TinyQuantSpec::all(llm_test::kTqF32);
+  embd_only.embd = llm_test::kTqQ8_0;
+  const llm::Model embq = load(tmp, llm_test::tiny_quant_gguf(embd_only).quant, "e.gguf");
+  EXPECT_EQ(embq.weights.embedding.quant, uint32_t(llm_test::kTqQ8_0));
+  EXPECT_EQ(llm::default_gemv_name(embq, false), "warp-r2");
+  EXPECT_EQ(llm::quant_summary(embq), "");
+}
+
+TEST(GemvChoice, RefusalsOnAnAllQuantizedModel) {
+  TempDir tmp;
+  const llm::Model q8 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ8_0)).quant, "q.gguf");
+  ASSERT_EQ(q8.weights.layers[0].wq.quant, uint32_t(llm_test::kTqQ8_0));
+  for (const char* n : {"", "warp", "thread", "as-stored", "warp-dp4a"})
+    EXPECT_EQ(llm::gemv_refusal(n, q8, false), "") << n;
+  for (const char* n : kBf16Only) {
+    const std::string why = llm::gemv_refusal(n, q8, false);
+    EXPECT_FALSE(why.empty()) << n;
+    EXPECT_TRUE(contains(why, std::string("'") + n + "'")) << why;
+    EXPECT_TRUE(contains(why, "Q8_0")) << why;
+    EXPECT_TRUE(contains(why, "blk.0.attn_q.weight")) << why;  // the first projection
+    EXPECT_EQ(why.find('\n'), std::string::npos) << "one line: " << why;
+  }
+  // Dequantized, every BF16 mapping runs it; the quantized-only forms have nothing to run.
+  for (const char* n : {"", "warp", "thread", "warp-r2", "cublas", "colmajor", "thread-splitk", "warp-few"})
+    EXPECT_EQ(llm::gemv_refusal(n, q8, true), "") << n;
+  for (const char* n : {"as-stored", "warp-dp4a"}) {
+    const std::string why = llm::gemv_refusal(n, q8, true);
+    EXPECT_TRUE(contains(why, n)) << why;
+    EXPECT_TRUE(contains(why, "--dequantize")) << why;
+    EXPECT_TRUE(contains(why, "blk.0.attn_q.weight")) << why;
+  }
+  EXPECT_THROW(llm::gemv_refusal("nope", q8, false), llm::Error);
+
+  // A Q4_K model names its type.
+  const llm::Model q4k = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ4_K)).quant, "k.gguf");
+  const std::string why = llm::gemv_refusal("cublas", q4k, false);
+  EXPECT_TRUE(contains(why, "Q4_K")) << why;
+  EXPECT_TRUE(contains(why, "blk.0.attn_q.weight")) << why;
+}
+
+TEST(GemvChoice, RefusalsOnAnAllFloatModel) {
+  TempDir tmp;
+  const llm::Model flt = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqF32)).quant, "f.gguf");
+  for (const char* n : {"", "warp", "thread", "warp-r2", "cublas", "colmajor", "thread-splitk", "warp-few"}) {
+    EXPECT_EQ(llm::gemv_refusal(n, flt, false), "") << n;
+    EXPECT_EQ(llm::gemv_refusal(n, flt, true), "") << n;
+  }
+  for (const char* n : {"as-stored", "warp-dp4a"})
+    for (bool deq : {false, true}) {
+      const std::string why = llm::gemv_refusal(n, flt, deq);
+      EXPECT_FALSE(why.empty()) << n;
+      EXPECT_TRUE(contains(why, std::string("'") + n + "'")) << why;
+      EXPECT_TRUE(contains(why, "blk.0.attn_q.weight")) << why;
+      EXPECT_TRUE(contains(why, llm::dtype_name(llm::DType::F32))) << why;
+    }
+}
+
+TEST(GemvChoice, RefusalsOnMixedModelsNameTheOffendingTensor) {
+  TempDir tmp;
+  // Every layer's ffn_down is Q4_0, the rest F32: BF16-only mappings name blk.0.ffn_down.weight; the
+  // quantized-only forms name the first float projection, blk.0.attn_q.weight.
+  TinyQuantSpec s = TinyQuantSpec::all(llm_test::kTqF32);
+  s.down = llm_test::kTqQ4_0;
+  const llm::Model m = load(tmp, llm_test::tiny_quant_gguf(s).quant, "m.gguf");
+  EXPECT_EQ(llm::gemv_refusal("warp", m, false), "");
+  EXPECT_EQ(llm::gemv_refusal("thread", m, false), "");
+  const std::string a = llm::gemv_refusal("warp-r2", m, false);
+  EXPECT_TRUE(contains(a, "Q4_0") && contains(a, "blk.0.ffn_down.weight")) << a;
+  const std::string b = llm::gemv_refusal("as-stored", m, false);
+  EXPECT_TRUE(contains(b, "as-stored") && contains(b, "blk.0.attn_q.weight")) << b;
+  EXPECT_EQ(llm::gemv_refusal("warp-r2", m, true), "");
+
+  // Only the head quantized.
+  TinyQuantSpec h = TinyQuantSpec::all(llm_test::kTqF32);
+  h.head = llm_test::kTqQ6_K;
+  const llm::Model hm = load(tmp, llm_test::tiny_quant_gguf(h).quant, "h.gguf");
+  const std::string c = llm::gemv_refusal("colmajor", hm, false);
+  EXPECT_TRUE(contains(c, "Q6_K") && contains(c, "output.weight")) << c;
+}
+
+TEST(GemvChoice, QuantSummaryCountsEachType) {
+  TempDir tmp;
+  const llm::Model flt = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqF32)).quant, "f.gguf");
+  EXPECT_EQ(llm::quant_summary(flt), "");
+  // 2 layers x 7 projections + the head.
+  const llm::Model q8 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ8_0)).quant, "q.gguf");
+  const std::string s8 = llm::quant_summary(q8);
+  EXPECT_TRUE(contains(s8, "Q8_0 x 15 (")) << s8;
+  EXPECT_EQ(s8.find(','), std::string::npos) << s8;
+
+  TinyQuantSpec s;
+  s.wq = llm_test::kTqQ8_0;
+  s.wk = llm_test::kTqQ4_0;
+  s.wv = llm_test::kTqF32;
+  s.wo = llm_test::kTqQ4_1;
+  s.gate = llm_test::kTqQ5_0;
+  s.up = llm_test::kTqQ5_1;
+  s.down = llm_test::kTqQ4_K;
+  s.head = llm_test::kTqQ6_K;
+  const llm::Model mixed = load(tmp, llm_test::tiny_quant_gguf(s).quant, "mixed.gguf");
+  const std::string sm = llm::quant_summary(mixed);
+  for (const char* part : {"Q8_0 x 2 (", "Q4_0 x 2 (", "Q4_1 x 2 (", "Q5_0 x 2 (", "Q5_1 x 2 (", "Q4_K x 2 (",
+                           "Q6_K x 1 ("})
+    EXPECT_TRUE(contains(sm, part)) << part << " in " << sm;
+  EXPECT_FALSE(contains(sm, "F32")) << sm;
+  EXPECT_EQ(std::count(sm.begin(), sm.end(), ','), 6) << sm;
+
+  // Tied: the head is the embedding, counted once as a projection.
+  TinyQuantSpec t = TinyQuantSpec::all(llm_test::kTqF32);
+  t.tied = true;
+  t.embd = llm_test::kTqQ8_0;
+  const llm::Model tied = load(tmp, llm_test::tiny_quant_gguf(t).quant, "t.gguf");
+  EXPECT_TRUE(tied.config.tied_embeddings);
+  EXPECT_TRUE(contains(llm::quant_summary(tied), "Q8_0 x 1 (")) << llm::quant_summary(tied);
+}
+
+// ---- CPU reference: quantized reads are exact ------------------------------------------------------------------------
+
+std::vector<float> cpu_teacher_forced(const llm::Model& m, const std::vector<int>& ids) {
+  llm::BackendOptions o;
+  o.device = "cpu";
+  o.ctx_size = 64;
+  auto b = llm::make_backend(m, o);
+  return llm::teacher_forced_logits(*b, ids);
+}
+
+double worst_rel_l2(const std::vector<float>& got, const std::vector<float>& want, int vocab) {
+  double worst = 0.0;
+  for (size_t p = 0; p + size_t(vocab) <= want.size(); p += size_t(vocab))
+    worst = std::max(worst, llm_test::tq_rel_l2(got.data() + p, want.data() + p, size_t(vocab)));
+  return worst;
+}
+
+std::vector<TinyQuantSpec> equivalence_specs() {
+  std::vector<TinyQuantSpec> v;
+  for (uint32_t t : {llm_test::kTqQ8_0, llm_test::kTqQ4_0, llm_test::kTqQ4_K, llm_test::kTqQ4_1, llm_test::kTqQ5_0,
+                     llm_test::kTqQ5_1, llm_test::kTqQ6_K})
+    v.push_back(TinyQuantSpec::all(t));
+  TinyQuantSpec mixed;  // every type at once, a quantized embedding and F16 too
+  mixed.embd = llm_test::kTqQ4_0;
+  mixed.wq = llm_test::kTqQ8_0;
+  mixed.wk = llm_test::kTqQ4_0;
+  mixed.wv = llm_test::kTqF32;
+  mixed.wo = llm_test::kTqQ4_1;
+  mixed.gate = llm_test::kTqQ5_0;
+  mixed.up = llm_test::kTqQ5_1;
+  mixed.down = llm_test::kTqQ4_K;
+  mixed.head = llm_test::kTqQ6_K;
+  mixed.seed = 7;
+  v.push_back(mixed);
+  TinyQuantSpec tied = TinyQuantSpec::all(llm_test::kTqQ8_0);
+  tied.tied = true;
+  tied.embd = llm_test::kTqQ8_0;
+  tied.wv = llm_test::kTqF16;
+  tied.seed = 11;
+  v.push_back(tied);
+  return v;
+}
+
+TEST(GemvChoiceCpuReference, QuantizedEqualsDequantizedF32Twin) {
+  TempDir tmp;
+  const std::vector<TinyQuantSpec> specs = equivalence_specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TinyQuantSpec& s = specs[i];
+    const std::string what = std::string("spec ") + std::to_string(i) + " wq=" + llm_test::tq_type_name(s.wq) +
+                             " down=" + llm_test::tq_type_name(s.down) + " head=" +
+                             llm_test::tq_type_name(s.tied ? s.embd : s.head);
+    SCOPED_TRACE(what);
+    const llm_test::TinyQuantGguf g = llm_test::tiny_quant_gguf(s);
+    const llm::Model mq = load(tmp, g.quant, "q" + std::to_string(i) + ".gguf");
+    const llm::Model mf = load(tmp, g.twin, "f" + std::to_string(i) + ".gguf");
+    ASSERT_EQ(mq.weights.layers[0].wq.quant, s.wq == llm_test::kTqF32 || s.wq == llm_test::kTqF16 ? 0u : s.wq);
+    ASSERT_EQ(mf.weights.layers[0].wq.quant, 0u);
+    // Reads of each quantized tensor equal the twin's F32 values bit for bit.
+    EXPECT_EQ(mq.weights.layers[1].w_down.to_f32(), mf.weights.layers[1].w_down.to_f32());
+    EXPECT_EQ(mq.weights.embedding.to_f32(), mf.weights.embedding.to_f32());
+    const std::vector<int> ids = llm_test::tq_tokens(s.vocab, 24);
+    const std::vector<float> lq = cpu_teacher_forced(mq, ids), lf = cpu_teacher_forced(mf, ids);
+    ASSERT_EQ(lq.size(), ids.size() * size_t(s.vocab));
+    ASSERT_EQ(lf.size(), lq.size());
+    for (float v : lq) ASSERT_TRUE(std::isfinite(v));
+    const double err = worst_rel_l2(lq, lf, s.vocab);
+    std::printf("[cpu quant vs F32 twin] %s: worst rel L2 %.3g\n", what.c_str(), err);
+    EXPECT_LE(err, 1e-5);
+    // The logits are not trivially small (the comparison would mean nothing).
+    double amax = 0.0;
+    for (float v : lf) amax = std::max(amax, double(std::fabs(v)));
+    EXPECT_GT(amax, 0.5);
+  }
+}
+
+TEST(GemvChoiceCpuReference, PerturbedBlockScaleChangesTheLogits) {
+  TempDir tmp;
+  for (uint32_t t : {llm_test::kTqQ8_0, llm_test::kTqQ4_K}) {
+    SCOPED_TRACE(llm_test::tq_type_name(t));
+    const llm_test::TinyQuantGguf g = llm_test::tiny_quant_gguf(TinyQuantSpec::all(t));
+    llm_test::GgufWriter bad = g.quant;
+    llm_test::GgufTensorSpec* q = bad.find("blk.0.attn_q.weight");
+    ASSERT_NE(q, nullptr);
+    // Block 0's fp16 d (the first two bytes for both Q8_0 and Q4_K): doubled by adding one to the exponent.
+    uint16_t d = uint16_t(uint8_t(q->bytes[0]) | (uint8_t(q->bytes[1]) << 8));
+    ASSERT_NE(d & 0x7c00, 0x7c00);
+    d = uint16_t(d + 0x0400);
+    q->bytes[0] = char(d & 0xff);
+    q->bytes[1] = char(d >> 8);
+    const llm::Model mf = load(tmp, g.twin, "f.gguf");
+    const llm::Model mb = load(tmp, bad, "bad.gguf");
+    const std::vector<int> ids = llm_test::tq_tokens(256, 24);
+    const std::vector<float> lf = cpu_teacher_forced(mf, ids), lb = cpu_teacher_forced(mb, ids);
+    ASSERT_EQ(lf.size(), lb.size());
+    double err = worst_rel_l2(lb, lf, 256);
+    std::printf("[cpu negative control] %s perturbed scale: worst rel L2 %.3g\n", llm_test::tq_type_name(t), err);
+    EXPECT_GT(err, 1e-4);
+    EXPECT_NE(mb.weights.layers[0].wq.to_f32(), mf.weights.layers[0].wq.to_f32());
+  }
+}
+
+}  // namespace

@@ -1,0 +1,255 @@
+// Whole-model GPU tests of quantized weights kept quantized: tiny llama GGUF models written here
+// (tests/cpu/tiny_quant_gguf_util.h) whose projections are Q8_0, Q4_0, Q4_K, Q4_1, Q5_0, Q5_1, Q6_K, mixed types (a
+// fused q|k|v group whose members differ in type runs as separate launches) or a tied quantized embedding; every
+// quantized GEMV form (warp, thread, as-stored, warp-dp4a), fused and unfused, teacher-forced against the CPU reference
+// on the same file (which reads the blocks dequantized exactly, FP32); the BF16 path (--dequantize) against the CPU on
+// BF16-rounded weights; and fewer GEMV bytes per token kept quantized than dequantized.
+// Tolerance: relative L2 per position <= 2e-2 (activations FP32 on both; the GPU's KV cache is BF16), 5e-2 for
+// warp-dp4a (x rounded to int8 per 32). Greedy argmax must agree where the CPU's top-2 margin exceeds
+// max(0.05, 0.05 * |max|) (twice that for warp-dp4a). The measured worst errors are printed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/gemv_names.h"
+#include "engine/backend.h"
+#include "engine/cuda_backend.h"
+#include "engine/gemv_choice.h"
+#include "engine/generate.h"
+#include "engine/sampler.h"
+#include "models/model.h"
+#include "../cpu/models_test_util.h"
+#include "../cpu/tiny_quant_gguf_util.h"
+
+using namespace llm;
+using llm_test::TinyQuantSpec;
+
+namespace {
+
+#define REQUIRE_GPU() \
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device"
+
+constexpr double kTol = 2e-2;
+constexpr double kTolDp4a = 5e-2;
+constexpr int kTokens = 24;
+constexpr int kCtx = 64;
+
+const char* const kForms[] = {"warp", "thread", "as-stored", "warp-dp4a"};
+
+struct Case {
+  std::string name;
+  TinyQuantSpec spec;
+  bool splits_fused_group = false;  // fused q|k|v (or gate|up) members differ in type
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  v.push_back({"all Q8_0", TinyQuantSpec::all(llm_test::kTqQ8_0)});
+  v.push_back({"all Q4_0", TinyQuantSpec::all(llm_test::kTqQ4_0)});
+  v.push_back({"all Q4_K", TinyQuantSpec::all(llm_test::kTqQ4_K)});
+  v.push_back({"all Q4_1", TinyQuantSpec::all(llm_test::kTqQ4_1)});
+  v.push_back({"all Q5_0", TinyQuantSpec::all(llm_test::kTqQ5_0)});
+  v.push_back({"all Q5_1", TinyQuantSpec::all(llm_test::kTqQ5_1)});
+  v.push_back({"all Q6_K", TinyQuantSpec::all(llm_test::kTqQ6_K)});
+  {
+    TinyQuantSpec s = TinyQuantSpec::all(llm_test::kTqQ8_0);  // wq Q8_0, wk Q4_0, wv F32: q|k|v in three launches
+    s.wk = llm_test::kTqQ4_0;
+    s.wv = llm_test::kTqF32;
+    s.seed = 3;
+    v.push_back({"mixed q8_0/q4_0/f32 qkv", s, true});
+  }
+  {
+    TinyQuantSpec s;  // every projection quantized, in different types: q|k|v and gate|up split, as-stored runs all;
+    s.embd = llm_test::kTqQ4_0;  // and an untied quantized embedding (uploaded as BF16 for the lookup)
+    s.wq = llm_test::kTqQ8_0;
+    s.wk = llm_test::kTqQ4_0;
+    s.wv = llm_test::kTqQ4_1;
+    s.wo = llm_test::kTqQ5_0;
+    s.gate = llm_test::kTqQ5_1;
+    s.up = llm_test::kTqQ4_K;
+    s.down = llm_test::kTqQ6_K;
+    s.head = llm_test::kTqQ8_0;
+    s.seed = 5;
+    v.push_back({"mixed all seven types, Q4_0 embedding", s, true});
+  }
+  {
+    TinyQuantSpec s = TinyQuantSpec::all(llm_test::kTqQ4_0);  // head = the Q8_0 embedding
+    s.tied = true;
+    s.embd = llm_test::kTqQ8_0;
+    s.seed = 9;
+    v.push_back({"tied Q8_0 embedding, Q4_0 layers", s});
+  }
+  return v;
+}
+
+std::vector<float> cpu_logits(const Model& m, const std::vector<int>& ids, bool bf16) {
+  BackendOptions o;
+  o.device = "cpu";
+  o.ctx_size = kCtx;
+  o.bf16_weights = bf16;
+  auto b = make_backend(m, o);
+  return teacher_forced_logits(*b, ids);
+}
+
+BackendOptions cuda_options(const std::string& gemv, bool fuse, bool dequantize) {
+  BackendOptions o;
+  o.device = "cuda";
+  o.ctx_size = kCtx;
+  o.gemv = gemv;
+  o.fuse_projections = fuse;
+  o.dequantize = dequantize;
+  return o;
+}
+
+struct Measured {
+  double worst = 0.0;
+  int argmax_checked = 0;
+};
+
+// Every position of `got` against `want` ([n, vocab] each).
+Measured compare(const std::vector<float>& got, const std::vector<float>& want, int vocab, double tol,
+                 double margin_scale, const std::string& what) {
+  Measured r;
+  EXPECT_EQ(got.size(), want.size()) << what;
+  if (got.size() != want.size()) return r;
+  for (size_t p = 0; p < want.size() / size_t(vocab); ++p) {
+    const float* g = got.data() + p * size_t(vocab);
+    const float* w = want.data() + p * size_t(vocab);
+    bool finite = true;
+    for (int i = 0; i < vocab; ++i) finite = finite && std::isfinite(g[i]);
+    EXPECT_TRUE(finite) << what << " pos " << p << ": non-finite logit";
+    if (!finite) {
+      r.worst = INFINITY;
+      continue;
+    }
+    const double e = llm_test::tq_rel_l2(g, w, size_t(vocab));
+    r.worst = std::max(r.worst, e);
+    EXPECT_LE(e, tol) << what << " pos " << p;
+    const int top1 = argmax(w, vocab);
+    float second = -INFINITY;
+    for (int i = 0; i < vocab; ++i)
+      if (i != top1) second = std::max(second, w[i]);
+    const double margin = std::max(0.05, 0.05 * std::fabs(double(w[top1]))) * margin_scale;
+    if (double(w[top1]) - double(second) <= margin) continue;
+    ++r.argmax_checked;
+    EXPECT_EQ(argmax(g, vocab), top1) << what << " pos " << p;
+  }
+  return r;
+}
+
+llm::Model load(const llm_test::TempDir& tmp, const llm_test::GgufWriter& w, const std::string& file) {
+  llm_test::write_file(tmp.path() / file, w.build());
+  return load_model(tmp.str(file));
+}
+
+}  // namespace
+
+// Every quantized form, fused and unfused, against the CPU reference on the same (quantized) file.
+TEST(CudaQuantModel, EveryFormMatchesCpuReference) {
+  REQUIRE_GPU();
+  llm_test::TempDir tmp;
+  int file = 0;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, "m" + std::to_string(file++) + ".gguf");
+    const int vocab = m.config.vocab_size;
+    const std::vector<int> ids = llm_test::tq_tokens(vocab, kTokens);
+    const std::vector<float> ref = cpu_logits(m, ids, false);
+    ASSERT_EQ(default_gemv_name(m, false), "warp");
+    std::printf("[%s] %s\n", c.name.c_str(), quant_summary(m).c_str());
+    for (bool fuse : {true, false}) {
+      const std::string fname = fuse ? "fused" : "unfused";
+      testing::internal::CaptureStderr();
+      std::unique_ptr<CudaBackend> eng;
+      try {
+        eng = make_cuda_engine(m, cuda_options("", fuse, false));
+      } catch (...) {
+        testing::internal::GetCapturedStderr();
+        throw;
+      }
+      const std::string err = testing::internal::GetCapturedStderr();
+      // A fused group whose members differ in type is launched piece by piece, and says so (once per group).
+      EXPECT_EQ(err.find("separate GEMV launches") != std::string::npos, fuse && c.splits_fused_group) << err;
+      ASSERT_EQ(eng->fused_projections(), fuse);
+      EXPECT_EQ(eng->gemv(), "warp");  // the default for quantized weights
+      for (const char* form : kForms) {
+        const std::string what = c.name + " " + fname + " gemv=" + form;
+        if (!gemv_refusal(form, m, false).empty()) {  // e.g. as-stored on a model with an F32 projection
+          EXPECT_THROW(eng->set_gemv(form), Error) << what;
+          EXPECT_THROW(make_cuda_engine(m, cuda_options(form, fuse, false)), Error) << what;
+          std::printf("  %-8s %-9s: refused (%s)\n", fname.c_str(), form, gemv_refusal(form, m, false).c_str());
+          continue;
+        }
+        eng->set_gemv(form);
+        ASSERT_EQ(eng->gemv(), std::string(form));
+        const bool dp4a = std::string(form) == "warp-dp4a";
+        const std::vector<float> got = teacher_forced_logits(*eng, ids);
+        const Measured r = compare(got, ref, vocab, dp4a ? kTolDp4a : kTol, dp4a ? 2.0 : 1.0, what);
+        std::printf("  %-8s %-9s: worst rel L2 %.3e (tol %.0e), argmax checked at %d of %d positions, %zu GEMV "
+                    "bytes/token\n",
+                    fname.c_str(), form, r.worst, dp4a ? kTolDp4a : kTol, r.argmax_checked, kTokens,
+                    eng->gemv_bytes_per_token());
+      }
+      // A form made through BackendOptions::gemv gives the same logits as one switched to.
+      auto direct = make_backend(m, cuda_options("thread", fuse, false));
+      EXPECT_EQ(as_cuda_backend(*direct).gemv(), "thread");
+      compare(teacher_forced_logits(*direct, ids), ref, vocab, kTol, 1.0, c.name + " " + fname + " thread direct");
+    }
+  }
+}
+
+// --dequantize: the BF16 mappings run the same file, matching the CPU on BF16-rounded weights; and reading the weights
+// quantized costs fewer bytes per token than reading them as BF16.
+TEST(CudaQuantModel, DequantizedBf16PathMatchesAndReadsMoreBytes) {
+  REQUIRE_GPU();
+  llm_test::TempDir tmp;
+  int file = 0;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, "d" + std::to_string(file++) + ".gguf");
+    const int vocab = m.config.vocab_size;
+    const std::vector<int> ids = llm_test::tq_tokens(vocab, kTokens);
+    const std::vector<float> ref_bf16 = cpu_logits(m, ids, true);
+    const std::vector<float> ref_exact = cpu_logits(m, ids, false);
+    EXPECT_EQ(default_gemv_name(m, true), "warp-r2");
+    for (bool fuse : {true, false}) {
+      const std::string fname = fuse ? "fused" : "unfused";
+      auto deq = make_backend(m, cuda_options("", fuse, true));
+      CudaBackend& d = as_cuda_backend(*deq);
+      EXPECT_EQ(d.gemv(), "warp-r2");
+      const std::vector<float> got = teacher_forced_logits(*deq, ids);
+      const Measured r = compare(got, ref_bf16, vocab, kTol, 1.0, c.name + " " + fname + " dequantized warp-r2");
+      const Measured rx = compare(got, ref_exact, vocab, kTol, 1.0, c.name + " " + fname + " dequantized vs exact");
+      const size_t deq_bytes = d.gemv_bytes_per_token();
+      // The other BF16 mappings run it too; the quantized-only forms are refused.
+      for (const char* bf : {"warp", "cublas"}) {
+        d.set_gemv(bf);
+        compare(teacher_forced_logits(*deq, ids), ref_bf16, vocab, kTol, 1.0,
+                c.name + " " + fname + " dequantized " + bf);
+      }
+      for (const char* qonly : {"as-stored", "warp-dp4a"}) {
+        EXPECT_THROW(d.set_gemv(qonly), Error) << qonly;
+        EXPECT_THROW(make_cuda_engine(m, cuda_options(qonly, fuse, true)), Error) << qonly;
+      }
+
+      auto q = make_cuda_engine(m, cuda_options("", fuse, false));
+      std::printf("[%s] %s dequantized: worst rel L2 %.3e vs CPU-bf16, %.3e vs CPU-exact; GEMV bytes/token: "
+                  "dequantized %zu",
+                  c.name.c_str(), fname.c_str(), r.worst, rx.worst, deq_bytes);
+      for (const char* form : kForms) {
+        if (!gemv_refusal(form, m, false).empty()) continue;
+        q->set_gemv(form);
+        const size_t qb = q->gemv_bytes_per_token();
+        std::printf(", %s %zu", form, qb);
+        EXPECT_GT(qb, 0u) << form;
+        EXPECT_LT(qb, deq_bytes) << form;
+      }
+      std::printf("\n");
+    }
+  }
+}
