@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/error.h"  // llm::fail
+#include "tokenizer/utf8.h"  // utf8_step: pieces must be well-formed text
 
 namespace llm {
 namespace {
@@ -78,6 +79,12 @@ void validate(const EmbeddedVocab& v) {
     }
     // The library refuses both; saying which token is more useful than its message.
     if (v.tokens[i].empty()) fail("vocabulary of ", v.source, ": token ", i, " is an empty string");
+    // A sentencepiece piece is text: decode() copies it out as it is, so a malformed one would print malformed UTF-8
+    // (raw bytes are <0xNN> byte pieces, which are ASCII).
+    for (size_t at = 0, len = 0; at < v.tokens[i].size(); at += len)
+      if (utf8_step(v.tokens[i], at, &len) != Utf8Step::kChar)
+        fail("vocabulary of ", v.source, ": token ", i, " (", printable(v.tokens[i], 60),
+             ") is not well-formed UTF-8");
     if (!seen.insert(v.tokens[i]).second) {
       fail("vocabulary of ", v.source, ": token ", i, " (\"", printable(v.tokens[i]), "\") appears twice");
     }
