@@ -21,6 +21,7 @@
 #include "kernels/cuda_check.h"  // CUDA_CHECK
 #include "core/counter_rng.h"    // rng_value: the quantized benchmark's weights
 #include "kernels/gemv.h"        // the mappings, random fills
+#include "engine/cuda_quant.h"   // quant_host_view
 #include "kernels/gemv_quant.h"  // the quantized forms
 #include "models/quant.h"        // quantize_matrix, pack_quant
 #include "measure/cuda_timing.h"  // time_ms, graph_ms_per_call, current_device, median
@@ -93,21 +94,12 @@ struct Result {
 constexpr double kTargetRepeatMs = 10.0;
 constexpr int kMaxIters = 2000;
 
-Result bench_one(const GemvMapping& m, int N, int K, const uint16_t* d_src, const float* d_x, float* d_y,
-                 size_t rotation_bytes, int repeats, GemvContext* ctx, cudaEvent_t e0, cudaEvent_t e1) {
-  cudaStream_t stream = ctx->stream;
-  Result r;
-  r.mapping = m.name;
-  r.N = N;
-  r.K = K;
-  r.shape = m.shape(N, K);
-  const size_t useful = size_t(N) * size_t(K) * 2;
-  r.copies = int(std::max<size_t>(2, (rotation_bytes + useful - 1) / useful));
-  std::vector<GemvWeight> copies(size_t(r.copies));
-  for (GemvWeight& w : copies) m.prepack(d_src, N, K, &w, stream);
-  auto call = [&](int i) { m.launch(copies[size_t(i % r.copies)], d_x, d_y, false, ctx); };
-
-  // Warm-up: one full rotation (also creates lazy state such as the cuBLAS handle), then one timed to size the runs.
+// The timing protocol of every row: r.copies calls (one full rotation) as warm-up (lazy state such as the cuBLAS handle
+// is created there), one timed rotation to size the runs, then `repeats` back-to-back runs and the same calls in a
+// CUDA graph; fills iters, us_b2b, us_graph and their GB/s for `useful` bytes per call.
+template <typename Call>
+void time_rotation(Result& r, size_t useful, int repeats, cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1,
+                   Call call) {
   for (int i = 0; i < r.copies; ++i) call(i);
   CUDA_CHECK(cudaStreamSynchronize(stream));
   const double rotation_ms = time_ms(stream, e0, e1, [&] {
@@ -123,11 +115,26 @@ Result bench_one(const GemvMapping& m, int N, int K, const uint16_t* d_src, cons
       for (int i = 0; i < r.iters; ++i) call(i);
     }) / r.iters);
   r.us_graph = graph_ms_per_call(stream, e0, e1, r.iters, repeats, call) * 1e3;  // syncs the stream
-  for (GemvWeight& w : copies) gemv_free(&w);
-
   r.us_b2b = median(b2b) * 1e3;
   r.gbps_b2b = double(useful) / (r.us_b2b * 1e-6) / 1e9;
   r.gbps_graph = double(useful) / (r.us_graph * 1e-6) / 1e9;
+}
+
+Result bench_one(const GemvMapping& m, int N, int K, const uint16_t* d_src, const float* d_x, float* d_y,
+                 size_t rotation_bytes, int repeats, GemvContext* ctx, cudaEvent_t e0, cudaEvent_t e1) {
+  cudaStream_t stream = ctx->stream;
+  Result r;
+  r.mapping = m.name;
+  r.N = N;
+  r.K = K;
+  r.shape = m.shape(N, K);
+  const size_t useful = size_t(N) * size_t(K) * 2;
+  r.copies = int(std::max<size_t>(2, (rotation_bytes + useful - 1) / useful));
+  std::vector<GemvWeight> copies(size_t(r.copies));
+  for (GemvWeight& w : copies) m.prepack(d_src, N, K, &w, stream);
+  time_rotation(r, useful, repeats, stream, e0, e1,
+                [&](int i) { m.launch(copies[size_t(i % r.copies)], d_x, d_y, false, ctx); });
+  for (GemvWeight& w : copies) gemv_free(&w);
   return r;
 }
 
@@ -139,44 +146,23 @@ Result bench_quant_one(QuantGemvKind kind, const std::string& label, const std::
   r.mapping = label;
   r.N = N;
   r.K = K;
+  PackedQuant packed;  // kept alive while the copies upload
   QuantGemvWeight host = quant_gemv_describe(type_id, N, K);
-  PackedQuant packed;
   if (kind == QuantGemvKind::AsStored) {
     host.blocks = blocks.data();
   } else {
     packed = pack_quant(blocks.data(), GgmlQuantType(type_id), N, K);
-    host.codes = packed.codes.data();
-    host.scales = packed.scales.empty() ? nullptr : packed.scales.data();
-    host.mins = packed.mins.empty() ? nullptr : packed.mins.data();
-    host.sub_scales = packed.sub_scales.empty() ? nullptr : packed.sub_scales.data();
-    host.sub_mins = packed.sub_mins.empty() ? nullptr : packed.sub_mins.data();
-    host.super_d = packed.super_d.empty() ? nullptr : packed.super_d.data();
-    host.super_dmin = packed.super_dmin.empty() ? nullptr : packed.super_dmin.data();
+    host = quant_host_view(packed);
   }
   const size_t useful = size_t(quant_gemv_bytes_read(kind, host));
   r.copies = int(std::max<size_t>(2, (rotation_bytes + useful - 1) / useful));
   std::vector<QuantGemvWeight> copies;
   for (int i = 0; i < r.copies; ++i) copies.push_back(quant_gemv_upload(host, stream));
   r.shape = quant_gemv_shape(kind, copies[0]);
-  auto call = [&](int i) { quant_gemv_launch(kind, copies[size_t(i % r.copies)], d_x, d_y, false, stream, scratch); };
-  for (int i = 0; i < r.copies; ++i) call(i);
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  const double rotation_ms = time_ms(stream, e0, e1, [&] {
-    for (int i = 0; i < r.copies; ++i) call(i);
+  time_rotation(r, useful, repeats, stream, e0, e1, [&](int i) {
+    quant_gemv_launch(kind, copies[size_t(i % r.copies)], d_x, d_y, false, stream, scratch);
   });
-  const double est_ms = std::max(rotation_ms / r.copies, 1e-4);
-  r.iters = int(std::min<double>(kMaxIters, std::max<double>(r.copies, kTargetRepeatMs / est_ms)));
-  r.iters = (r.iters + r.copies - 1) / r.copies * r.copies;
-  std::vector<double> b2b;
-  for (int rep = 0; rep < repeats; ++rep)
-    b2b.push_back(time_ms(stream, e0, e1, [&] {
-      for (int i = 0; i < r.iters; ++i) call(i);
-    }) / r.iters);
-  r.us_graph = graph_ms_per_call(stream, e0, e1, r.iters, repeats, call) * 1e3;
   for (QuantGemvWeight& w : copies) quant_gemv_free(&w);
-  r.us_b2b = median(b2b) * 1e3;
-  r.gbps_b2b = double(useful) / (r.us_b2b * 1e-6) / 1e9;
-  r.gbps_graph = double(useful) / (r.us_graph * 1e-6) / 1e9;
   return r;
 }
 

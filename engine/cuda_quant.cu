@@ -8,6 +8,24 @@
 
 namespace llm {
 
+QuantGemvWeight quant_host_view(const PackedQuant& p, const uint8_t* blocks) {
+  QuantGemvWeight w = quant_gemv_describe(int(p.type), p.n, p.k);
+  auto ptr = [](const auto& v) { return v.empty() ? nullptr : v.data(); };
+  w.ld_codes = p.ld_codes;
+  w.codes = ptr(p.codes);
+  w.ld_groups = p.ld_groups;
+  w.scales = ptr(p.scales);
+  w.mins = ptr(p.mins);
+  w.ld_sub = p.ld_sub;
+  w.ld_super = p.ld_super;
+  w.sub_scales = ptr(p.sub_scales);
+  w.sub_mins = ptr(p.sub_mins);
+  w.super_d = ptr(p.super_d);
+  w.super_dmin = ptr(p.super_dmin);
+  w.blocks = blocks;
+  return w;
+}
+
 QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts, QuantGemvKind kind,
                                     cudaStream_t stream) {
   if (parts.empty()) fail("quantized upload: no tensor given");
@@ -32,26 +50,15 @@ QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts,
     at += t->nbytes();
   }
   const GgmlQuantType qt = GgmlQuantType(type);
-  QuantGemvWeight host = quant_gemv_describe(int(type), rows, cols);
   if (kind == QuantGemvKind::AsStored) {
+    QuantGemvWeight host = quant_gemv_describe(int(type), rows, cols);
     host.blocks = blocks.data();
     return quant_gemv_upload(host, stream);
   }
   // Shape comments: models/quant.h (PackedQuant) and kernels/gemv_quant_plan.h (QuantGemvWeight) describe the same
-  // planes; quant_gemv_describe gives pack_quant's strides, checked here.
+  // planes; the upload checks the layout.
   const PackedQuant p = pack_quant(blocks.data(), qt, rows, cols, first.name);
-  const bool strides_agree = p.ld_codes == host.ld_codes &&
-                             (p.two_level ? p.ld_sub == host.ld_sub && p.ld_super == host.ld_super
-                                          : p.ld_groups == host.ld_groups);
-  if (!strides_agree)
-    fail("quantized upload: ", printable(first.name), ": packed strides disagree with the kernels' description");
-  host.codes = p.codes.data();
-  if (!p.scales.empty()) host.scales = p.scales.data();
-  if (!p.mins.empty()) host.mins = p.mins.data();
-  if (!p.sub_scales.empty()) host.sub_scales = p.sub_scales.data();
-  if (!p.sub_mins.empty()) host.sub_mins = p.sub_mins.data();
-  if (!p.super_d.empty()) host.super_d = p.super_d.data();
-  if (!p.super_dmin.empty()) host.super_dmin = p.super_dmin.data();
+  const QuantGemvWeight host = quant_host_view(p);
   return quant_gemv_upload(host, stream);
 }
 

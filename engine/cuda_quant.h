@@ -12,6 +12,12 @@
 
 namespace llm {
 
+struct PackedQuant;
+
+// The host description of a prepacked matrix: pointers into p's vectors, p's strides, and GGUF's `blocks` as stored
+// when given (for "as-stored"). What quant_gemv_upload copies (and checks: quant_gemv_check_layout).
+QuantGemvWeight quant_host_view(const PackedQuant& p, const uint8_t* blocks = nullptr);
+
 // Uploads the row-concatenation of `parts` (same quantized type, same row length: e.g. wq, wk, wv of one layer for the
 // fused q|k|v GEMV) as one [sum of rows, cols] matrix in the layout `kind` reads: the prepacked planes for warp,
 // thread and warp-dp4a, GGUF's blocks as stored for as-stored. Synchronous (load time only).

@@ -9,7 +9,7 @@
 
 #include <cuda_fp16.h>
 
-#include "core/dtype.h"             // f16_to_f32 (host path)
+#include "core/dtype.h"             // bits_to_f32; f16_to_f32 (host path)
 #include "kernels/gemv_device.cuh"  // load_weights_streaming, warp_sum
 #include "kernels/gemv_quant_plan.h"
 #include "kernels/pdl.cuh"
@@ -37,16 +37,6 @@ QHD uint32_t quant_prmt(uint32_t x, uint32_t y, uint32_t sel) {
   uint32_t r = 0;
   for (int i = 0; i < 4; ++i) r |= uint32_t((pool >> (8 * ((sel >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
   return r;
-#endif
-}
-
-QHD float quant_as_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 #endif
 }
 
@@ -158,7 +148,7 @@ QHD float quant_min(uint2 raw) {
 // one FADD removes 2^23 (and applies the code offset). Exact: every value is an integer below 2^24.
 template <int j>
 QHD float quant_byte_f(uint32_t v, float bias) {
-  return quant_as_float(quant_prmt(v, 0x4B000000u, 0x7540u | j)) + bias;
+  return bits_to_f32(quant_prmt(v, 0x4B000000u, 0x7540u | j)) + bias;
 }
 
 QHD uint32_t quant_word(const uint4& v, int q) {

@@ -12,22 +12,19 @@
 
 namespace llm {
 
-namespace {
+float read_f16_le(const uint8_t* p) { return f16_to_f32(read_u16_le(p)); }
 
-float read_f16(const uint8_t* p) { return f16_to_f32(uint16_t(p[0] | (p[1] << 8))); }
-
-}  // namespace
 
 void dequant_q8_0(const uint8_t* src, int64_t n_blocks, float* out) {
   for (int64_t b = 0; b < n_blocks; ++b, src += kQ8_0Bytes, out += kQuantBlock) {
-    const float d = read_f16(src);
+    const float d = read_f16_le(src);
     for (int j = 0; j < kQuantBlock; ++j) out[j] = d * float(int8_t(src[2 + j]));
   }
 }
 
 void dequant_q4_0(const uint8_t* src, int64_t n_blocks, float* out) {
   for (int64_t b = 0; b < n_blocks; ++b, src += kQ4_0Bytes, out += kQuantBlock) {
-    const float d = read_f16(src);
+    const float d = read_f16_le(src);
     const uint8_t* qs = src + 2;
     for (int j = 0; j < kQuantBlock / 2; ++j) {
       out[j] = float(int(qs[j] & 0x0f) - 8) * d;
@@ -38,7 +35,7 @@ void dequant_q4_0(const uint8_t* src, int64_t n_blocks, float* out) {
 
 void dequant_q4_1(const uint8_t* src, int64_t n_blocks, float* out) {
   for (int64_t b = 0; b < n_blocks; ++b, src += kQ4_1Bytes, out += kQuantBlock) {
-    const float d = read_f16(src), m = read_f16(src + 2);
+    const float d = read_f16_le(src), m = read_f16_le(src + 2);
     const uint8_t* qs = src + 4;
     for (int j = 0; j < kQuantBlock / 2; ++j) {
       out[j] = float(qs[j] & 0x0f) * d + m;
@@ -49,7 +46,7 @@ void dequant_q4_1(const uint8_t* src, int64_t n_blocks, float* out) {
 
 void dequant_q5_0(const uint8_t* src, int64_t n_blocks, float* out) {
   for (int64_t b = 0; b < n_blocks; ++b, src += kQ5_0Bytes, out += kQuantBlock) {
-    const float d = read_f16(src);
+    const float d = read_f16_le(src);
     const uint32_t qh = uint32_t(src[2]) | uint32_t(src[3]) << 8 | uint32_t(src[4]) << 16 | uint32_t(src[5]) << 24;
     const uint8_t* qs = src + 6;
     for (int j = 0; j < kQuantBlock / 2; ++j) {
@@ -63,7 +60,7 @@ void dequant_q5_0(const uint8_t* src, int64_t n_blocks, float* out) {
 
 void dequant_q5_1(const uint8_t* src, int64_t n_blocks, float* out) {
   for (int64_t b = 0; b < n_blocks; ++b, src += kQ5_1Bytes, out += kQuantBlock) {
-    const float d = read_f16(src), m = read_f16(src + 2);
+    const float d = read_f16_le(src), m = read_f16_le(src + 2);
     const uint32_t qh = uint32_t(src[4]) | uint32_t(src[5]) << 8 | uint32_t(src[6]) << 16 | uint32_t(src[7]) << 24;
     const uint8_t* qs = src + 8;
     for (int j = 0; j < kQuantBlock / 2; ++j) {
@@ -77,7 +74,7 @@ void dequant_q5_1(const uint8_t* src, int64_t n_blocks, float* out) {
 
 void dequant_q4_k(const uint8_t* src, int64_t n_blocks, float* out) {
   for (int64_t b = 0; b < n_blocks; ++b, src += kQ4_KBytes) {
-    const float d = read_f16(src), dmin = read_f16(src + 2);
+    const float d = read_f16_le(src), dmin = read_f16_le(src + 2);
     const uint8_t* scales = src + 4;
     const uint8_t* q = src + 16;
     for (int c = 0; c < 4; ++c, q += 32) {  // 64 weights: low nibbles (sub-block 2c), then high nibbles (2c + 1)
@@ -97,7 +94,7 @@ void dequant_q6_k(const uint8_t* src, int64_t n_blocks, float* out) {
     const uint8_t* ql = src;
     const uint8_t* qh = src + 128;
     const int8_t* sc = reinterpret_cast<const int8_t*>(src + 192);
-    const float d = read_f16(src + 208);
+    const float d = read_f16_le(src + 208);
     float* y = out;
     for (int n = 0; n < kQuantSuperBlock; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
       for (int l = 0; l < 32; ++l) {

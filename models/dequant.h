@@ -7,6 +7,10 @@
 
 namespace llm {
 
+// The little-endian 16-bit words of a GGML block: raw bits, and fp16 read as FP32 (exact).
+inline uint16_t read_u16_le(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+float read_f16_le(const uint8_t* p);
+
 constexpr int kQuantBlock = 32;     // weights per block of the legacy formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
 constexpr int kQuantSuperBlock = 256;  // QK_K: weights per super-block of the K-quants (Q4_K, Q6_K)
 constexpr size_t kQ8_0Bytes = 34;  // fp16 d, int8 q[32]:           x[j] = d * q[j]

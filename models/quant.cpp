@@ -21,8 +21,6 @@ namespace llm {
 
 namespace {
 
-uint16_t read_u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
-float read_f16(const uint8_t* p) { return f16_to_f32(read_u16(p)); }
 void write_u16(uint8_t* p, uint16_t v) {
   p[0] = uint8_t(v & 0xff);
   p[1] = uint8_t(v >> 8);
@@ -257,9 +255,9 @@ void quantize_q4_k(const float* x, int64_t k, uint8_t* out) {
     for (int j = 0; j < kQuantSuperBlock / 32; ++j) {
       uint8_t sc, m;
       get_scale_min_k4(j, ysc, &sc, &m);
-      const float d = read_f16(out) * sc;
+      const float d = read_f16_le(out) * sc;
       if (!d) continue;
-      const float dm = read_f16(out + 2) * m;
+      const float dm = read_f16_le(out + 2) * m;
       for (int ii = 0; ii < 32; ++ii) {
         int l = nearest_int((x[32 * j + ii] + dm) / d);
         l = std::max(0, std::min(15, l));
@@ -353,8 +351,8 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
         const size_t qs_at = t == GgmlQuantType::Q4_0 ? 2 : 4;
         for (int64_t g = 0; g < p.n_groups; ++g) {
           const uint8_t* b = src + g * bb;
-          p.scales[r * p.ld_groups + g] = read_u16(b);
-          if (p.has_min) p.mins[r * p.ld_groups + g] = read_u16(b + 2);
+          p.scales[r * p.ld_groups + g] = read_u16_le(b);
+          if (p.has_min) p.mins[r * p.ld_groups + g] = read_u16_le(b + 2);
           std::memcpy(codes + 16 * g, b + qs_at, 16);  // already byte i = w[i] | w[i + 16] << 4
         }
         break;
@@ -362,8 +360,8 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
       case GgmlQuantType::Q4_K: {
         for (int64_t sb = 0; sb < k / kQuantSuperBlock; ++sb) {
           const uint8_t* b = src + sb * bb;
-          p.super_d[r * p.ld_super + sb] = read_u16(b);
-          p.super_dmin[r * p.ld_super + sb] = read_u16(b + 2);
+          p.super_d[r * p.ld_super + sb] = read_u16_le(b);
+          p.super_dmin[r * p.ld_super + sb] = read_u16_le(b + 2);
           for (int s = 0; s < 8; ++s) {
             const int64_t g = sb * 8 + s;
             uint8_t sc, m;
@@ -381,7 +379,7 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
       case GgmlQuantType::Q8_0: {
         for (int64_t g = 0; g < p.n_groups; ++g) {
           const uint8_t* b = src + g * bb;
-          p.scales[r * p.ld_groups + g] = read_u16(b);
+          p.scales[r * p.ld_groups + g] = read_u16_le(b);
           std::memcpy(codes + 32 * g, b + 2, 32);
         }
         break;
@@ -391,8 +389,8 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
         const bool q51 = t == GgmlQuantType::Q5_1;
         for (int64_t g = 0; g < p.n_groups; ++g) {
           const uint8_t* b = src + g * bb;
-          p.scales[r * p.ld_groups + g] = read_u16(b);
-          if (q51) p.mins[r * p.ld_groups + g] = read_u16(b + 2);
+          p.scales[r * p.ld_groups + g] = read_u16_le(b);
+          if (q51) p.mins[r * p.ld_groups + g] = read_u16_le(b + 2);
           const uint8_t* qh = b + (q51 ? 4 : 2);
           for (int j = 0; j < 32; ++j) {
             const int q = q5_code(qh, qh + 4, j);
@@ -404,7 +402,7 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
       case GgmlQuantType::Q6_K: {
         for (int64_t sb = 0; sb < k / kQuantSuperBlock; ++sb) {
           const uint8_t* b = src + sb * bb;
-          p.super_d[r * p.ld_super + sb] = read_u16(b + 208);
+          p.super_d[r * p.ld_super + sb] = read_u16_le(b + 208);
           for (int s = 0; s < 16; ++s) p.sub_scales[r * p.ld_sub + sb * 16 + s] = int8_t(b[192 + s]);
           for (int w = 0; w < kQuantSuperBlock; ++w)
             codes[sb * kQuantSuperBlock + w] = uint8_t(int8_t(q6_code(b, w) - 32));

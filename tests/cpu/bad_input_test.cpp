@@ -1,9 +1,6 @@
 // The README's bad-input catalogue, end to end: each bad model file, config or option given to the built run-llama
 // must end in a non-zero exit (never a signal), nothing on stdout, and one "error: " line naming the file or value.
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,8 +12,8 @@
 #include "models/hf_writer.h"
 #include "models/model.h"
 #include "models_test_util.h"
+#include "run_program_util.h"  // run_program, lines, expect_run_llama_refused
 
-extern char** environ;
 
 namespace {
 
@@ -27,71 +24,9 @@ using nlohmann::json;
 
 const std::string kRunLlama = std::string(LLM_BINARY_DIR) + "/run-llama";
 
-struct Outcome {
-  bool exited = false;  // false: killed by a signal (a crash, an abort, a sanitizer trap)
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs run-llama with `args` (no shell: arguments pass through unquoted), capturing stdout and stderr.
-Outcome run_llama(const std::vector<std::string>& args, const TempDir& tmp) {
-  const std::string out_path = tmp.str("stdout.txt"), err_path = tmp.str("stderr.txt");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> argv{const_cast<char*>(kRunLlama.c_str())};
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  Outcome r;
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, kRunLlama.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return r;
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.exited = WIFEXITED(st);
-  r.code = r.exited ? WEXITSTATUS(st) : -WTERMSIG(st);
-  r.out = llm_test::read_file(out_path);
-  r.err = llm_test::read_file(err_path);
-  return r;
-}
-
-std::vector<std::string> lines(const std::string& s) {
-  std::vector<std::string> v;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) v.push_back(l);
-  return v;
-}
-
-// A refusal: exit `code` (1 = bad model or input, 2 = bad command line), nothing on stdout, and on stderr exactly
-// one "error: " line holding every needle. Besides it only run-llama's own "run-llama: " progress lines may appear
-// (and, for usage errors, the fixed hint after it): a sanitizer report or a second message fails the test.
 void expect_refused(const std::vector<std::string>& args, int code, std::initializer_list<std::string> needles,
                     const TempDir& tmp) {
-  std::string cmd = "run-llama";
-  for (const std::string& a : args) cmd += " " + a;
-  SCOPED_TRACE(cmd);
-  const Outcome r = run_llama(args, tmp);
-  ASSERT_TRUE(r.exited) << "killed by signal " << -r.code << "\n" << r.err;
-  EXPECT_EQ(r.code, code) << r.err;
-  EXPECT_EQ(r.out, "");
-  std::vector<std::string> err = lines(r.err);
-  const std::string hint = "run 'run-llama --help' for the options";
-  if (code == 2) {
-    ASSERT_FALSE(err.empty());
-    EXPECT_EQ(err.back(), hint) << r.err;
-    err.pop_back();
-  }
-  ASSERT_FALSE(err.empty()) << r.err;
-  const std::string msg = err.back();
-  EXPECT_EQ(msg.rfind("error: ", 0), 0u) << r.err;
-  err.pop_back();
-  for (const std::string& l : err) EXPECT_EQ(l.rfind("run-llama: ", 0), 0u) << "unexpected stderr line: " << l;
-  for (const std::string& n : needles) {
-    EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
-  }
+  llm_test::expect_run_llama_refused(kRunLlama, args, code, needles, tmp);
 }
 
 // A safetensors file from its header text and data bytes.

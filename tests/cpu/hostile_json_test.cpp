@@ -2,9 +2,6 @@
 // Split regex that is not a known pre-tokenizer's (refused by name, never run), and file-derived strings in error
 // lines (control bytes escaped, at most 200 bytes of any value). Unit level, and end to end through run-llama.
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
@@ -24,9 +21,9 @@
 #include "models/model.h"
 #include "models/safetensors.h"
 #include "models_test_util.h"
+#include "run_program_util.h"  // run_program, lines, expect_run_llama_refused
 #include "tokenizer/bpe.h"
 
-extern char** environ;
 
 namespace {
 
@@ -303,34 +300,10 @@ TEST_F(Hostile, MegabyteValuesEchoedAtMost200Bytes) {
 
 // ---- end to end: run-llama ----
 
-struct Outcome {
-  bool exited = false;  // false: killed by a signal
-  int code = -1;
-  std::string out, err;
-};
+using Outcome = llm_test::ProgramRun;
 
 Outcome run_llama(const std::vector<std::string>& args, const TempDir& tmp) {
-  const std::string out_path = tmp.str("stdout.txt"), err_path = tmp.str("stderr.txt");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> argv{const_cast<char*>(kRunLlama.c_str())};
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  Outcome r;
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, kRunLlama.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return r;
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.exited = WIFEXITED(st);
-  r.code = r.exited ? WEXITSTATUS(st) : -WTERMSIG(st);
-  r.out = llm_test::read_file(out_path);
-  r.err = llm_test::read_file(err_path);
-  return r;
+  return llm_test::run_program(kRunLlama, args, tmp);
 }
 
 class HostileRunLlama : public Hostile {

@@ -4,9 +4,6 @@
 // logits stop the run with an error naming the step (exit 1); a vocabulary smaller than the (padded) embedding is
 // never sampled past.
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <chrono>
 #include <cmath>
@@ -27,8 +24,8 @@
 #include "models/model.h"
 #include "tokenizer/load.h"
 #include "models_test_util.h"
+#include "run_program_util.h"  // run_program, lines, expect_run_llama_refused
 
-extern char** environ;
 
 namespace {
 
@@ -123,37 +120,10 @@ std::string hf_config_with(const TempDir& tmp, const std::string& name, F edit) 
 
 // ---- run-llama as a child process ----
 
-struct Outcome {
-  bool exited = false;
-  int code = -1;
-  std::string out, err;
-  double seconds = 0;
-};
+using Outcome = llm_test::ProgramRun;
 
 Outcome run_llama(const std::vector<std::string>& args, const TempDir& tmp, const std::string& stdin_path = "/dev/null") {
-  const std::string out_path = tmp.str("stdout.txt"), err_path = tmp.str("stderr.txt");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, stdin_path.c_str(), O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> argv{const_cast<char*>(kRunLlama.c_str())};
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  Outcome r;
-  const auto t0 = std::chrono::steady_clock::now();
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, kRunLlama.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return r;
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.exited = WIFEXITED(st);
-  r.code = r.exited ? WEXITSTATUS(st) : -WTERMSIG(st);
-  r.out = llm_test::read_file(out_path);
-  r.err = llm_test::read_file(err_path);
-  return r;
+  return llm_test::run_program(kRunLlama, args, tmp, stdin_path);
 }
 
 // The last line of s (without its newline).

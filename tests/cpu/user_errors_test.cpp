@@ -3,9 +3,6 @@
 // that test), a byte-level vocabulary without byte tokens refused by name, --perplexity on a vocabulary without BOS,
 // and the piped chat (no terminal hints, "1 turn", a system prompt too long for the context named as such).
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <filesystem>
 #include <memory>
@@ -22,10 +19,10 @@
 #include "models/model.h"
 #include "models/vocab.h"
 #include "models_test_util.h"
+#include "run_program_util.h"  // run_program, lines, expect_run_llama_refused
 #include "tokenizer/bpe.h"
 #include "tokenizer/load.h"
 
-extern char** environ;
 
 namespace {
 
@@ -37,47 +34,16 @@ using nlohmann::json;
 const std::string kBin = LLM_BINARY_DIR;
 const std::string kStories = std::string(LLM_TEST_MODELS) + "/stories260K";
 
-struct Outcome {
-  bool exited = false;  // false: killed by a signal
-  int code = -1;
-  std::string out, err;
-};
+using Outcome = llm_test::ProgramRun;
+using llm_test::lines;
 
 // Runs kBin/program with `args` (no shell), stdin from `stdin_path` (or /dev/null), capturing stdout and stderr.
 Outcome run(const std::string& program, const std::vector<std::string>& args, const TempDir& tmp,
             const std::string& stdin_path = "/dev/null") {
-  const std::string exe = kBin + "/" + program;
-  const std::string out_path = tmp.str("stdout.txt"), err_path = tmp.str("stderr.txt");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, stdin_path.c_str(), O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> argv{const_cast<char*>(exe.c_str())};
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  Outcome r;
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return r;
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.exited = WIFEXITED(st);
-  r.code = r.exited ? WEXITSTATUS(st) : -WTERMSIG(st);
-  r.out = llm_test::read_file(out_path);
-  r.err = llm_test::read_file(err_path);
-  return r;
+  return llm_test::run_program(kBin + "/" + program, args, tmp, stdin_path);
 }
 
 bool built(const std::string& program) { return fs::exists(kBin + "/" + program); }
-
-std::vector<std::string> lines(const std::string& s) {
-  std::vector<std::string> v;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) v.push_back(l);
-  return v;
-}
 
 // About `bytes` of ordinary words.
 std::string words(size_t bytes) {
@@ -88,29 +54,9 @@ std::string words(size_t bytes) {
 
 bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 
-// A run-llama refusal: `code`, nothing on stdout, and one "error: " line holding every needle (plus, for exit 2, the
-// usage hint after it).
 void expect_refused(const std::vector<std::string>& args, int code, std::initializer_list<std::string> needles,
                     const TempDir& tmp) {
-  std::string cmd = "run-llama";
-  for (const std::string& a : args) cmd += " " + a;
-  SCOPED_TRACE(cmd);
-  const Outcome r = run("run-llama", args, tmp);
-  ASSERT_TRUE(r.exited) << "killed by signal " << -r.code << "\n" << r.err;
-  EXPECT_EQ(r.code, code) << r.err;
-  EXPECT_EQ(r.out, "");
-  std::vector<std::string> err = lines(r.err);
-  if (code == 2) {
-    ASSERT_FALSE(err.empty());
-    EXPECT_EQ(err.back(), "run 'run-llama --help' for the options") << r.err;
-    err.pop_back();
-  }
-  ASSERT_FALSE(err.empty()) << r.err;
-  const std::string msg = err.back();
-  EXPECT_EQ(msg.rfind("error: ", 0), 0u) << r.err;
-  err.pop_back();
-  for (const std::string& l : err) EXPECT_EQ(l.rfind("run-llama: ", 0), 0u) << "unexpected stderr line: " << l;
-  for (const std::string& n : needles) EXPECT_TRUE(has(msg, n)) << "'" << n << "' not in: " << msg;
+  llm_test::expect_run_llama_refused(kBin + "/run-llama", args, code, needles, tmp);
 }
 
 class UserErrors : public ::testing::Test {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/backend.h"
 #include "tokenizer/tokenizer.h"
 #include "../utf8_check.h"
 
@@ -87,6 +89,34 @@ inline void check_stream(const char* target, const llm::Tokenizer& tok, const st
   const std::string rest = dec.flush();
   if (!valid_utf8(rest)) finding(target, "malformed UTF-8 from flush: " + rest);
   if (all + rest != whole) finding(target, "stream differs from decode: " + all + rest + " vs " + whole);
+}
+
+// An accepted tiny model runs one CPU forward step and, greedy and sampled, gives an in-range token, or stops with the
+// non-finite-logits error, and only when the logits really hold NaN or Inf (as run-llama would stop).
+inline void check_forward_and_sample(const char* target, const llm::Model& m) {
+  llm::BackendOptions bo;
+  bo.ctx_size = m.config.max_seq_len < 4 ? m.config.max_seq_len : 4;
+  auto be = llm::make_cpu_backend(m, bo);
+  const int token = m.config.vocab_size > 1 ? 1 : 0;
+  be->prefill(&token, 1, 0);
+  for (float temp : {0.0f, 1.0f}) {
+    llm::SamplerParams p;
+    p.temperature = temp;
+    p.top_k = 0;
+    p.top_p = 0.9f;
+    bool non_finite = false;
+    for (float v : be->logits()) non_finite = non_finite || !std::isfinite(v);
+    try {
+      const int id = be->sample(p, 0);
+      if (non_finite) finding(target, "sampled id " + std::to_string(id) + " from non-finite logits");
+      if (id < 0 || id >= m.config.vocab_size) finding(target, "sampled id " + std::to_string(id));
+    } catch (const llm::Error& e) {
+      const std::string what = e.what();
+      if (!non_finite || what.find("the logits hold NaN or Inf") == std::string::npos)
+        finding(target, "sample refused finite logits: " + what);
+      return;  // the run stops here, as run-llama does
+    }
+  }
 }
 
 }  // namespace llm_fuzz

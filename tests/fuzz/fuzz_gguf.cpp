@@ -42,28 +42,7 @@ void check_accepted(const llm::Model& m, size_t size) {
     if (t->rows <= 0 || t->cols <= 0 || !t->data) llm_fuzz::finding(kTarget, "empty or unbacked tensor: " + t->name);
   if (size > (1 << 16) || int64_t(m.config.vocab_size) * m.config.dim > (1 << 16)) return;  // keeps runs fast
 
-  llm::BackendOptions bo;
-  bo.ctx_size = m.config.max_seq_len < 4 ? m.config.max_seq_len : 4;
-  auto be = llm::make_cpu_backend(m, bo);
-  const int token = m.config.vocab_size > 1 ? 1 : 0;
-  be->prefill(&token, 1, 0);
-  for (float temp : {0.0f, 1.0f}) {
-    llm::SamplerParams p;
-    p.temperature = temp;
-    p.top_k = 0;
-    p.top_p = 0.9f;
-    bool non_finite = false;
-    for (float v : be->logits()) non_finite = non_finite || !std::isfinite(v);
-    try {
-      const int id = be->sample(p, 0);
-      if (non_finite) llm_fuzz::finding(kTarget, "sampled id " + std::to_string(id) + " from non-finite logits");
-      if (id < 0 || id >= m.config.vocab_size) llm_fuzz::finding(kTarget, "sampled id " + std::to_string(id));
-    } catch (const llm::Error& e) {
-      if (!non_finite || std::string(e.what()).find("the logits hold NaN or Inf") == std::string::npos)
-        llm_fuzz::finding(kTarget, std::string("sample refused finite logits: ") + e.what());
-      return;  // the run stops here, as run-llama does
-    }
-  }
+  llm_fuzz::check_forward_and_sample(kTarget, m);
 }
 
 // The vocabulary as a tokenizer: ids in range, stream == decode, well-formed UTF-8, for a fixed text and for ids made

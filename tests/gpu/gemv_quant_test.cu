@@ -19,8 +19,10 @@
 #include <vector>
 
 #include "core/counter_rng.h"
+#include "random_util.h"  // test_seed, parallel_for
 #include "core/dtype.h"
 #include "engine/backend.h"  // cuda_device_available
+#include "engine/cuda_quant.h"  // quant_host_view
 #include "kernels/cuda_check.h"
 #include "kernels/gemv_quant.h"
 #include "kernels/gemv_quant_device.cuh"  // the per-lane code, run on the host by the emulation tests
@@ -41,28 +43,9 @@ const QuantGemvKind kAllKinds[] = {QuantGemvKind::Warp, QuantGemvKind::Thread, Q
                                    QuantGemvKind::WarpDp4a};
 const Q kAllTypes[] = {Q::Q4_0, Q::Q4_1, Q::Q5_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q6_K};
 
-uint64_t test_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("LLM_TEST_SEED");
-    const uint64_t s = env ? std::strtoull(env, nullptr, 10)
-                           : rng_mix(uint64_t(std::chrono::system_clock::now().time_since_epoch().count()));
-    std::cout << "[ qgemv   ] random inputs seeded with LLM_TEST_SEED=" << s << " (set it to reproduce)\n";
-    return s;
-  }();
-  return seed;
-}
-
-template <typename F>
-void parallel_for(size_t n, F f) {
-  const size_t workers = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 64));
-  const size_t per = (n + workers - 1) / workers;
-  std::vector<std::thread> pool;
-  for (size_t w = 0; w < workers; ++w) {
-    const size_t b = w * per, e = std::min(n, b + per);
-    if (b < e) pool.emplace_back([=] { f(b, e); });
-  }
-  for (auto& t : pool) t.join();
-}
+// Fresh each run; LLM_TEST_SEED=<n> reproduces a failing run (tests/gpu/random_util.h).
+using llm_test::parallel_for;
+using llm_test::test_seed;
 
 void put_f16(uint8_t* p, float v) {
   const uint16_t h = f32_to_f16(v);
@@ -113,23 +96,9 @@ std::vector<uint8_t> random_blocks(Q t, int64_t n, int64_t k, uint64_t seed) {
   return out;
 }
 
-// The host description of a PackedQuant plus the raw blocks: pointers into p's vectors and `blocks` (the engine's
-// adapter does the same).
+// The host description of a PackedQuant plus the raw blocks: the engine's adapter (engine/cuda_quant.h).
 QuantGemvWeight describe(const PackedQuant& p, const std::vector<uint8_t>& blocks) {
-  QuantGemvWeight w = quant_gemv_describe(int(p.type), p.n, p.k);
-  w.ld_codes = p.ld_codes;
-  w.codes = p.codes.data();
-  w.ld_groups = p.ld_groups;
-  w.scales = p.scales.empty() ? nullptr : p.scales.data();
-  w.mins = p.mins.empty() ? nullptr : p.mins.data();
-  w.ld_sub = p.ld_sub;
-  w.ld_super = p.ld_super;
-  w.sub_scales = p.sub_scales.empty() ? nullptr : p.sub_scales.data();
-  w.sub_mins = p.sub_mins.empty() ? nullptr : p.sub_mins.data();
-  w.super_d = p.super_d.empty() ? nullptr : p.super_d.data();
-  w.super_dmin = p.super_dmin.empty() ? nullptr : p.super_dmin.data();
-  w.blocks = blocks.empty() ? nullptr : blocks.data();
-  return w;
+  return quant_host_view(p, blocks.empty() ? nullptr : blocks.data());
 }
 
 // ||got - want|| / ||want||, the denominator at least 1e-4 ||scale||^2 (scale = sum_j |w x| per row), so an output

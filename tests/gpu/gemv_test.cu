@@ -18,6 +18,7 @@
 #include "core/gemv_names.h"  // gemv_mapping_names
 #include "engine/backend.h"  // cuda_device_available
 #include "core/counter_rng.h"  // rng_value, rng_mix: the random inputs
+#include "random_util.h"       // test_seed, parallel_for
 #include "core/dtype.h"        // f32_to_bf16 / bf16_to_f32
 #include "kernels/cuda_check.h"
 #include "kernels/gemv.h"
@@ -29,29 +30,9 @@ namespace {
 constexpr double kTol = 1e-5;
 constexpr size_t kGuard = 64;  // floats of poison on each side of x and y (keeps x and y 16-byte aligned)
 
-// Fresh each run; LLM_TEST_SEED=<n> reproduces a failing run.
-uint64_t test_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("LLM_TEST_SEED");
-    const uint64_t s = env ? std::strtoull(env, nullptr, 10)
-                           : rng_mix(uint64_t(std::chrono::system_clock::now().time_since_epoch().count()));
-    std::cout << "[ gemv    ] random inputs seeded with LLM_TEST_SEED=" << s << " (set it to reproduce)\n";
-    return s;
-  }();
-  return seed;
-}
-
-template <typename F>
-void parallel_for(size_t n, F f) {
-  const size_t workers = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 64));
-  const size_t per = (n + workers - 1) / workers;
-  std::vector<std::thread> pool;
-  for (size_t w = 0; w < workers; ++w) {
-    const size_t b = w * per, e = std::min(n, b + per);
-    if (b < e) pool.emplace_back([=] { f(b, e); });
-  }
-  for (auto& t : pool) t.join();
-}
+// Fresh each run; LLM_TEST_SEED=<n> reproduces a failing run (tests/gpu/random_util.h).
+using llm_test::parallel_for;
+using llm_test::test_seed;
 
 // y = W x on the host, in FP64, from the same BF16 bits the device sees. W [N, K] row-major, x [K].
 // abs_out (optional): sum_k |W[n, k] x[k]|, the scale FP32 rounding errors grow with.
