@@ -141,7 +141,7 @@ Result bench_one(const GemvMapping& m, int N, int K, const uint16_t* d_src, cons
 // The same protocol for a quantized form: `copies` uploads of one quantized matrix rotated, bytes = what the form reads.
 Result bench_quant_one(QuantGemvKind kind, const std::string& label, const std::vector<uint8_t>& blocks, int type_id,
                        int N, int K, const float* d_x, float* d_y, size_t rotation_bytes, int repeats,
-                       QuantGemvScratch* scratch, cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1) {
+                       cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1) {
   Result r;
   r.mapping = label;
   r.N = N;
@@ -160,7 +160,7 @@ Result bench_quant_one(QuantGemvKind kind, const std::string& label, const std::
   for (int i = 0; i < r.copies; ++i) copies.push_back(quant_gemv_upload(host, stream));
   r.shape = quant_gemv_shape(kind, copies[0]);
   time_rotation(r, useful, repeats, stream, e0, e1, [&](int i) {
-    quant_gemv_launch(kind, copies[size_t(i % r.copies)], d_x, d_y, false, stream, scratch);
+    quant_gemv_launch(kind, copies[size_t(i % r.copies)], d_x, d_y, false, stream);
   });
   for (QuantGemvWeight& w : copies) quant_gemv_free(&w);
   return r;
@@ -268,8 +268,6 @@ int run(const Options& opt) {
     std::vector<std::string> names = opt.mappings;
     if (names.empty())
       for (const GemvMappingName& m : kQuantGemvNames) names.push_back(m.name);
-    QuantGemvScratch scratch;
-    quant_gemv_scratch_init(&scratch, int64_t((max_k + 255) / 256 * 256));
     float* d_x = nullptr;
     float* d_y = nullptr;
     CUDA_CHECK(cudaMalloc(&d_x, size_t(max_k) * 4));
@@ -287,7 +285,7 @@ int run(const Options& opt) {
         w = std::vector<float>();
         for (const std::string& name : names) {
           Result r = bench_quant_one(quant_gemv_kind_from_name(name), q + "/" + name, blocks, int(t), N, K, d_x, d_y,
-                                     rotation_bytes, opt.repeats, &scratch, stream, e0, e1);
+                                     rotation_bytes, opt.repeats, stream, e0, e1);
           r.pct_graph = 100.0 * r.gbps_graph / roof.gbps;
           std::cerr << r.mapping << " " << N << "x" << K << ": " << fmt(r.gbps_graph, 0) << " GB/s graph ("
                     << fmt(r.pct_graph, 1) << "%), " << fmt(r.us_graph, 2) << " us\n";
@@ -297,7 +295,6 @@ int run(const Options& opt) {
     }
     CUDA_CHECK(cudaFree(d_x));
     CUDA_CHECK(cudaFree(d_y));
-    quant_gemv_scratch_free(&scratch);
   }
   for (const auto& [N, K] : opt.shapes) {
     if (!opt.quant.empty()) break;

@@ -39,7 +39,7 @@ inline constexpr GemvMappingName kQuantGemvNames[] = {
     {"warp", "lanes along K over prepacked planes: one 16-byte load = 32 INT4 (16 INT8) codes, 4 rows share x"},
     {"thread", "one thread per row over the prepacked planes, lanes a row apart: the uncoalesced case, 4-bit codes"},
     {"as-stored", "lanes along K over GGUF's blocks unchanged, 2/4-byte loads: what prepacking is worth"},
-    {"warp-dp4a", "warp's loads with x quantized to int8 per 32 once per call, dp4a dot products"},
+    {"warp-dp4a", "warp's loads with x quantized to int8 per 32 in each block's shared memory, dp4a dot products"},
 };
 inline constexpr int kQuantGemvCount = int(sizeof(kQuantGemvNames) / sizeof(kQuantGemvNames[0]));
 inline constexpr const char* kQuantGemvDefault = kQuantGemvNames[0].name;

@@ -123,15 +123,6 @@ struct MappingState {
   }
 };
 
-// The "warp-dp4a" scratch (x quantized per call), freed with the engine.
-struct QuantScratchHolder {
-  QuantGemvScratch s;
-  bool live = false;
-  ~QuantScratchHolder() {
-    if (live) quant_gemv_scratch_free(&s);
-  }
-};
-
 // A row-major BF16 [N, K] matrix on the device (the source of every mapping's prepack and of the prefill GEMMs).
 struct DevMatrix {
   const uint16_t* data = nullptr;  // [N, K] row-major BF16
@@ -256,7 +247,6 @@ class CudaEngine final : public CudaBackend {
   EventHolder prefill_copied_;  // the prefill token copy has read host_io_
   CublasHolder blas_;           // prefill GEMMs
   GemvContextHolder gctx_;
-  QuantScratchHolder qscratch_;  // "warp-dp4a": x quantized per call
   std::unique_ptr<StepProbe> probe_;
 
   // Device buffers (FP32 activations unless noted).
@@ -560,10 +550,6 @@ void CudaEngine::allocate_state() {
 
   gemv_context_init(&gctx_.c, stream_.s, int(wide));
   gctx_.live = true;
-  if (any_quant_) {
-    quant_gemv_scratch_init(&qscratch_.s, int64_t((wide + 31) / 32 * 32));
-    qscratch_.live = true;
-  }
 }
 
 // --- mappings ----------------------------------------------------------------------------------------------------
@@ -674,7 +660,7 @@ void CudaEngine::build_slots(const Model& model) {
 void CudaEngine::launch_gemv(const MappingState& ms, const DecodeWeight& w, const float* x, float* y, bool acc) {
   for (const PieceWeight& p : w) {
     if (p.quant)
-      quant_gemv_launch(ms.qkind, p.q, x, y + p.row0, acc, stream_.s, &qscratch_.s);
+      quant_gemv_launch(ms.qkind, p.q, x, y + p.row0, acc, stream_.s);
     else
       ms.mapping->launch(p.bf16, x, y + p.row0, acc, &gctx_.c);
   }

@@ -89,11 +89,6 @@ bool quant_gemv_has_planes(QuantGemvKind kind, const QuantGemvWeight& w) {
 
 void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float* x, float* y, bool accumulate,
                        cudaStream_t stream) {
-  quant_gemv_launch(kind, w, x, y, accumulate, stream, nullptr);
-}
-
-void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float* x, float* y, bool accumulate,
-                       cudaStream_t stream, QuantGemvScratch* scratch) {
   const char* name = quant_gemv_kind_name(kind);
   quant_gemv_check_layout(w, "quantized gemv");
   if (w.n == 0) return;
@@ -109,10 +104,7 @@ void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float
     case QuantGemvKind::Warp: return quant_gemv_warp_launch(w, plan, x, y, accumulate, stream);
     case QuantGemvKind::Thread: return quant_gemv_thread_launch(w, plan, x, y, accumulate, stream);
     case QuantGemvKind::AsStored: return quant_gemv_as_stored_launch(w, plan, x, y, accumulate, stream);
-    case QuantGemvKind::WarpDp4a:
-      if (!scratch || !scratch->xq || scratch->max_k < w.k)
-        fail("quantized gemv 'warp-dp4a': needs a QuantGemvScratch for k >= ", w.k, " (quant_gemv_scratch_init)");
-      return quant_gemv_warp_dp4a_launch(w, plan, x, y, accumulate, *scratch, stream);
+    case QuantGemvKind::WarpDp4a: return quant_gemv_warp_dp4a_launch(w, plan, x, y, accumulate, stream);
   }
   fail("quantized gemv: unknown mapping id ", int(kind));
 }
@@ -120,25 +112,6 @@ void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float
 void quant_gemv_launch(const std::string& mapping, const QuantGemvWeight& w, const float* x, float* y,
                        bool accumulate, cudaStream_t stream) {
   quant_gemv_launch(quant_gemv_kind_from_name(mapping), w, x, y, accumulate, stream);
-}
-
-void quant_gemv_scratch_init(QuantGemvScratch* s, int64_t max_k) {
-  if (max_k <= 0 || max_k % 32 != 0) fail("quant_gemv_scratch_init: max_k must be a positive multiple of 32, found ", max_k);
-  quant_gemv_scratch_free(s);
-  const size_t xq = align_up(size_t(max_k)), xd = align_up(size_t(max_k / 32) * 4), xs = align_up(size_t(max_k / 16) * 4);
-  uint8_t* base = nullptr;
-  CUDA_CHECK(cudaMalloc(&base, xq + xd + xs));
-  CUDA_CHECK(cudaMemset(base, 0, xq + xd + xs));
-  s->allocation = base;
-  s->xq = reinterpret_cast<int8_t*>(base);
-  s->xd = reinterpret_cast<float*>(base + xq);
-  s->xs16 = reinterpret_cast<int*>(base + xq + xd);
-  s->max_k = max_k;
-}
-
-void quant_gemv_scratch_free(QuantGemvScratch* s) {
-  if (s->allocation) cudaFree(s->allocation);
-  *s = QuantGemvScratch();
 }
 
 GemvLaunchShape quant_gemv_shape(QuantGemvKind kind, const QuantGemvWeight& w) {

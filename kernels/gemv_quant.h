@@ -7,9 +7,9 @@
 //             INT8 codes), 4 rows per warp sharing each x load, 8 loads in flight per lane, split-K for small n, PDL
 //   thread    one thread per output row walking its own row with 16-byte loads (lanes ld_codes bytes apart): the
 //             uncoalesced case with 4-bit codes
-//   warp-dp4a "warp"'s loads and plan; x quantized to int8 per block of 32 once per call (as llama.cpp's q8_1: d =
-//             amax / 127, q = round(x / d)) by a small kernel into a QuantGemvScratch, then dp4a integer dots per
-//             4 codes and one FP32 FMA per group and row: fewer instructions per weight, activations rounded
+//   warp-dp4a "warp"'s loads, ring and plan; each block quantizes x to int8 per block of 32 into shared memory (as
+//             llama.cpp's q8_1: d = amax / 127, q = round(x / d)), then dp4a integer dots per 4 codes and one FP32
+//             FMA per group and row: fewer instructions per weight, activations rounded
 //   as-stored lanes along K over GGUF's blocks unchanged (lane j takes block j of the row), 2- or 4-byte loads as the
 //             18/20/22/24/34/144/210-byte blocks allow: what prepacking is worth
 //
@@ -44,15 +44,8 @@ bool quant_gemv_has_planes(QuantGemvKind kind, const QuantGemvWeight& w);
 // Fails (llm::Error) naming the mapping and the type when the planes it needs are missing or the layout is bad.
 void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float* x, float* y, bool accumulate,
                        cudaStream_t stream);
-// The same with the scratch "warp-dp4a" needs (other mappings ignore it; "warp-dp4a" without one is refused by name).
-void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float* x, float* y, bool accumulate,
-                       cudaStream_t stream, QuantGemvScratch* scratch);
 void quant_gemv_launch(const std::string& mapping, const QuantGemvWeight& w, const float* x, float* y,
                        bool accumulate, cudaStream_t stream);
-
-// Allocates the "warp-dp4a" scratch for rows of up to max_k weights (a multiple of 32); frees it.
-void quant_gemv_scratch_init(QuantGemvScratch* s, int64_t max_k);
-void quant_gemv_scratch_free(QuantGemvScratch* s);
 
 // How `kind` launches on w (for the A/B report): grid and block, and the weight bytes each thread has requested
 // before first use (16-byte loads in flight for warp/thread; one block for as-stored).

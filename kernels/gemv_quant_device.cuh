@@ -71,6 +71,18 @@ QHD int quant_dp4a(uint32_t a, uint32_t b, int c) {
 #endif
 }
 
+// c + sum of the four products of a's unsigned bytes and b's signed bytes (dp4a.u32.s32).
+QHD int quant_dp4a_us(uint32_t a, uint32_t b, int c) {
+#if defined(__CUDA_ARCH__)
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  for (int i = 0; i < 4; ++i) c += int(uint8_t(a >> (8 * i))) * int(int8_t(uint8_t(b >> (8 * i))));
+  return c;
+#endif
+}
+
 QHD void quant_pdl_wait() {
 #if defined(__CUDA_ARCH__)
   pdl_wait();
@@ -92,12 +104,14 @@ struct QuantPackedArgs {
   int group_shift;               // group of chunk c = c >> group_shift: 0 (Int4; Q6_K), 1 (Int8 with groups of 32)
   int super_shift;               // super-block of group g = g >> super_shift: 3 (Q4_K), 4 (Q6_K); 0 one-level
   int splits, slice_units;       // warp: warps per row group and chunks per K slice
+  int64_t groups, lanes;         // warp: row groups of R rows; warp lanes, lane j owns groups [j*groups/lanes, ...)
   float bias;                    // code -> value: float(2^23 + byte) + bias = code + code_offset (exact)
   int code_offset;               // -8 for Q4_0, else 0 (warp-dp4a)
   const float* x;                // [k]
   float* y;                      // [n]
   int accumulate;
-  // warp-dp4a only: x quantized per block of 32 (quant_x_q8_block), written by quant_x_q8_kernel each call.
+  // warp-dp4a, host emulation only: x quantized per block of 32 (quant_x_q8_block) into host arrays. (The device
+  // kernel quantizes x into each block's shared memory.)
   const int8_t* xq;              // [k] int8 q, 16-byte aligned
   const float* xd;               // [k / 32] d: x ~= d * q
   const int* xs16;               // [k / 16] sum of q over each 16 values
@@ -242,35 +256,82 @@ QHD void quant_x_q8_block(const float* __restrict__ x, int64_t b, int8_t* __rest
   xs16[2 * b + 1] = s1;
 }
 
+#if defined(__CUDACC__)
+// quant_x_q8_block's results for all k / 32 blocks of x, by the block's warps with coalesced loads: 8 lanes per block
+// of 32 (a float4 each; a warp takes 4 blocks = 512 contiguous bytes per load), amax over the 8 lanes and the sums over
+// 16 by xor shuffles, q written 4 bytes per lane. Bit for bit quant_x_q8_block (the same max, division, reciprocal and
+// rounding per value; the sums are integers). (One thread per block of 32, as before, reads x 128 bytes apart across
+// the lanes: 32 L1 wavefronts per load, measured ~15 us per call at k = 14,336 on the H200.)
+__device__ __forceinline__ void quant_x_q8_block_warps(const float* __restrict__ x, int k, int8_t* xq, float* xd,
+                                                       int* xs16, int warp, int lane) {
+  const int nb = k / 32, sub = lane & 7;
+  const bool vec = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  for (int b = warp * 4 + (lane >> 3); b - (lane >> 3) < nb; b += kQuantWarpsPerBlock * 4) {
+    const bool live = b < nb;  // every lane of the warp stays for the shuffles
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (live) {
+      const float* p = x + int64_t(b) * 32 + 4 * sub;
+      v = vec ? __ldg(reinterpret_cast<const float4*>(p)) : make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+    }
+    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int q0 = int(roundf(v.x * id)), q1 = int(roundf(v.y * id)), q2 = int(roundf(v.z * id)),
+              q3 = int(roundf(v.w * id));
+    int sum = q0 + q1 + q2 + q3;
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);  // lanes 0-3 of the 8: first 16 values; 4-7: the second 16
+    if (live) {
+      reinterpret_cast<uint32_t*>(xq)[b * 8 + sub] =
+          (uint32_t(q0) & 0xffu) | ((uint32_t(q1) & 0xffu) << 8) | ((uint32_t(q2) & 0xffu) << 16) | (uint32_t(q3) << 24);
+      if (sub == 0) xd[b] = d;
+      if ((sub & 3) == 0) xs16[2 * b + (sub >> 2)] = sum;
+    }
+  }
+}
+#endif
+
 // One 16-byte chunk c for R rows with the int8 activations: integer dots by dp4a (exact), then
 // acc[i] += (s_i * d_x) * float(dot + code_offset * sum q) (+ (m_i * d_x) * float(sum q)).
 //   Int4: chunk c = group c = x block c; code word q's low nibbles pair with xq[32c + 4q ..], its high nibbles with
 //         xq[32c + 16 + 4q ..] (two 16-byte xq loads per chunk, shared by the R rows).
 //   Int8: chunk c = x[16c .. 16c+15], half of x block c / 2 (one 16-byte xq load); codes are signed int8 already.
+// x's int8 form (quant_x_q8_block's output) is read with plain loads: shared memory on the device (each block
+// quantizes x once, quant_gemv_warp_kernel), host arrays in the emulation.
+struct QuantXq8 {
+  const int8_t* q;   // [k], 16-byte aligned
+  const float* d;    // [k / 32]
+  const int* s16;    // [k / 16]
+};
 template <bool kInt4, bool kTwoLevel, bool kHasMin, int R>
-QHD void quant_chunk_dp4a(const uint4 (&w)[R], const uint2 (&raw)[R], const QuantPackedArgs& a, int c,
+QHD void quant_chunk_dp4a(const uint4 (&w)[R], const uint2 (&raw)[R], const QuantXq8& xq, int c, const int code_offset,
                           float (&acc)[R]) {
-  const uint4* xq16 = reinterpret_cast<const uint4*>(a.xq);
+  const uint4* xq16 = reinterpret_cast<const uint4*>(xq.q);
   if (kInt4) {
-    const uint4 xlo = quant_ldg(xq16 + 2 * int64_t(c)), xhi = quant_ldg(xq16 + 2 * int64_t(c) + 1);
-    const float dx = quant_ldg(a.xd + c);
-    const int qsum = quant_ldg(a.xs16 + 2 * int64_t(c)) + quant_ldg(a.xs16 + 2 * int64_t(c) + 1);
+    const uint4 xlo = xq16[2 * c], xhi = xq16[2 * c + 1];
+    const float dx = xq.d[c];
+    const int qsum = xq.s16[2 * c] + xq.s16[2 * c + 1];
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      int dot = 0;
+      // High nibbles in place (16 * code as an unsigned byte): one AND per word instead of a shift and an AND; the
+      // exact integer sum is 16 times theirs.
+      int dlo = 0, dhi16 = 0;
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const uint32_t v = quant_word(w[i], q);
-        dot = quant_dp4a(v & 0x0F0F0F0Fu, quant_word(xlo, q), dot);
-        dot = quant_dp4a((v >> 4) & 0x0F0F0F0Fu, quant_word(xhi, q), dot);
+        dlo = quant_dp4a(v & 0x0F0F0F0Fu, quant_word(xlo, q), dlo);
+        dhi16 = quant_dp4a_us(v & 0xF0F0F0F0u, quant_word(xhi, q), dhi16);
       }
-      acc[i] = fmaf(quant_scale<kTwoLevel>(raw[i]) * dx, float(dot + a.code_offset * qsum), acc[i]);
+      const int dot = dlo + (dhi16 >> 4);
+      acc[i] = fmaf(quant_scale<kTwoLevel>(raw[i]) * dx, float(dot + code_offset * qsum), acc[i]);
       if (kHasMin) acc[i] = fmaf(quant_min<kTwoLevel>(raw[i]) * dx, float(qsum), acc[i]);
     }
   } else {
-    const uint4 xv = quant_ldg(xq16 + c);
-    const float dx = quant_ldg(a.xd + (c >> 1));
-    const int qsum = kHasMin ? quant_ldg(a.xs16 + c) : 0;
+    const uint4 xv = xq16[c];
+    const float dx = xq.d[c >> 1];
+    const int qsum = kHasMin ? xq.s16[c] : 0;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
       int dot = 0;
@@ -302,7 +363,9 @@ QHD QuantWarpCoords quant_warp_coords(int block, int warp, int splits, int slice
   return c;
 }
 
-// "warp": lane `lane`'s partial sums acc[i] of rows row0 + i (i < R) over chunks [c_begin, c_end): lane l takes chunks
+// "warp" as a plain loop (the reference the host emulation runs; the device kernel, quant_gemv_warp_kernel below,
+// keeps a ring of these loads across batches and row groups and sums each lane's chunks in this same order):
+// lane `lane`'s partial sums acc[i] of rows row0 + i (i < R) over chunks [c_begin, c_end): lane l takes chunks
 // c_begin + l + 32 * (U * batch + u); all R * U code loads (and their scales) of a batch are issued before the first
 // is used; only weights are read before griddepcontrol.wait (device). Rows >= n and chunks past c_end load zeros.
 // kDp4a ("warp-dp4a"): the same loads, the chunk through quant_chunk_dp4a (the int8 x of a.xq) instead.
@@ -344,7 +407,8 @@ QHD void quant_warp_lane(const QuantPackedArgs& a, int64_t row0, int c_begin, in
       const int c = c_begin + b * 32 * U + 32 * u + lane;
       if (c < c_end) {
         if constexpr (kDp4a)
-          quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], a, c, acc);
+          quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], QuantXq8{a.xq, a.xd, a.xs16}, c,
+                                                         a.code_offset, acc);
         else
           quant_chunk_fma<kInt4, kTwoLevel, kHasMin, kVecX, R>(wv[u], raw[u], a.x, c, a.bias, acc);
       }
@@ -576,33 +640,111 @@ QHD float quant_as_stored_lane(const AsStoredArgs& a, int64_t row, int b_begin, 
 // ---- the kernels shared by two mappings --------------------------------------------------------------------------
 
 #if defined(__CUDACC__)
-// The "warp" and "warp-dp4a" kernel (kernels/gemv_quant_warp.cu, gemv_quant_warp_dp4a.cu). Warp w of block b: rows row0 .. row0 + R - 1 (clipped to n) over one K slice (quant_warp_coords); the lane body
-// (quant_warp_lane, kernels/gemv_quant_device.cuh) issues R * U 16-byte code loads per batch, weights only before
-// griddepcontrol.wait; then a shuffle reduction per row and, with split-K, a sum of the slices in order.
+// The "warp" and "warp-dp4a" kernel (kernels/gemv_quant_warp.cu, gemv_quant_warp_dp4a.cu). Warp lane j (splits warps
+// of one block, one K slice each) walks row groups [j * groups / lanes, (j + 1) * groups / lanes) of R rows. A ring of
+// U slots per row: slot u holds, for each row of the group, the 16-byte code chunk c_begin + lane + 32 * (U * b + u)
+// of batch b and its scale words; as soon as slot u of this batch is used it is refilled with slot u of the next
+// batch, or of batch 0 of the next group, so R * U loads stay in flight across batches and row groups (the reduction
+// of a finished group runs under the next group's loads). A lane's chunks are summed in the same order as
+// quant_warp_lane's (the host emulation's reference), so a row's per-lane sums are identical. Only weights are read
+// before griddepcontrol.wait; then a shuffle reduction per row and, with split-K (one group per lane), a sum of the
+// slices in order through shared memory (deterministic, no atomics).
 template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX, bool kDp4a>
 __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_gemv_warp_kernel(QuantPackedArgs a) {
   constexpr int R = kQuantWarpRows, U = kQuantWarpUnroll;
   __shared__ float slice_sums[kQuantWarpsPerBlock][R];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int splits = a.splits;
-  const QuantWarpCoords at = quant_warp_coords(int(blockIdx.x), warp, splits, a.slice_units, a.chunks, R);
+  const int64_t j = int64_t(blockIdx.x) * (kQuantWarpsPerBlock / splits) + warp / splits;
+  const int slice = warp % splits;
+  const int c_begin = min(a.chunks, slice * a.slice_units);
+  const int c_end = min(a.chunks, c_begin + a.slice_units);
+  const int batches = max(1, (c_end - c_begin + 32 * U - 1) / (32 * U));
+  const int64_t g_begin = j < a.lanes ? j * a.groups / a.lanes : 0;
+  const int64_t g_end = j < a.lanes ? (j + 1) * a.groups / a.lanes : 0;
   pdl_launch_dependents();
-  float acc[R];
-  quant_warp_lane<kInt4, kTwoLevel, kHasMin, kVecX, R, U, kDp4a>(a, at.row0, at.begin, at.end, lane, acc);
 
-  float mine = 0.0f;  // lane i < R keeps row row0 + i
+  uint4 wv[U][R];
+  uint2 raw[U][R];
+  // Slot u of batch b of group g; zeros past the slice, past n and past the lane's run (no checks in the dots).
+  auto fill = [&](int64_t g, int b, int u) {
+    const int c = c_begin + b * 32 * U + 32 * u + lane;
 #pragma unroll
-  for (int i = 0; i < R; ++i) {
-    const float s = warp_sum(acc[i]);
-    if (lane == i) mine = s;
-  }
-  const int64_t row = at.row0 + lane;
-  if (splits == 1) {
-    if (lane < R && row < a.n) a.y[row] = a.accumulate ? a.y[row] + mine : mine;
-  } else {  // block-uniform branch: every thread reaches the barrier
-    if (lane < R) slice_sums[warp][lane] = mine;
+    for (int i = 0; i < R; ++i) {
+      const int64_t row = g * R + i;
+      if (g < g_end && c < c_end && row < a.n) {
+        wv[u][i] = quant_load_codes(reinterpret_cast<const uint4*>(a.codes + row * a.ld_codes) + c);
+        raw[u][i] = quant_load_scale_raw<kTwoLevel, kHasMin>(a, row, c);
+      } else {
+        wv[u][i] = make_uint4(0u, 0u, 0u, 0u);
+        raw[u][i] = make_uint2(0u, 0u);
+      }
+    }
+  };
+#pragma unroll
+  for (int u = 0; u < U; ++u) fill(g_begin, 0, u);
+  pdl_wait();  // x and y belong to the predecessor: only weights were read above
+
+  // warp-dp4a: the block quantizes x to int8 per 32 into shared memory (quant_x_q8_block, one thread per block of 32)
+  // while the ring's first loads are in flight: no separate launch, no scratch, and the dots read x from shared memory.
+  extern __shared__ __align__(16) unsigned char quant_x_smem[];
+  QuantXq8 xq{nullptr, nullptr, nullptr};
+  if constexpr (kDp4a) {
+    const int k = a.chunks * (kInt4 ? 32 : 16);
+    int8_t* sq = reinterpret_cast<int8_t*>(quant_x_smem);
+    float* sd = reinterpret_cast<float*>(quant_x_smem + quant_x_smem_offset_d(k));
+    int* ss = reinterpret_cast<int*>(quant_x_smem + quant_x_smem_offset_s16(k));
+    quant_x_q8_block_warps(a.x, k, sq, sd, ss, warp, lane);
     __syncthreads();
-    if (at.slice == 0 && lane < R && row < a.n) {
+    xq = QuantXq8{sq, sd, ss};
+  }
+
+  float acc[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+  int64_t g = g_begin;
+  int b = 0;
+  while (g < g_end) {
+    int next_b = b + 1;
+    int64_t next_g = g;
+    if (next_b == batches) {
+      next_b = 0;
+      ++next_g;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c_begin + b * 32 * U + 32 * u + lane;
+      if (c < c_end) {
+        if constexpr (kDp4a)
+          quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], xq, c, a.code_offset, acc);
+        else
+          quant_chunk_fma<kInt4, kTwoLevel, kHasMin, kVecX, R>(wv[u], raw[u], a.x, c, a.bias, acc);
+      }
+      fill(next_g, next_b, u);
+    }
+    if (next_b == 0) {  // group g is complete; the next group's first batch is already in flight
+      float mine = 0.0f;  // lane i < R keeps row g * R + i
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const float s = warp_sum(acc[i]);
+        if (lane == i) mine = s;
+        acc[i] = 0.0f;
+      }
+      const int64_t row = g * R + lane;
+      if (lane < R && row < a.n) {
+        if (splits == 1)
+          a.y[row] = a.accumulate ? a.y[row] + mine : mine;
+        else
+          slice_sums[warp][lane] = mine;
+      }
+    }
+    g = next_g;
+    b = next_b;
+  }
+  if (splits > 1) {  // block-uniform branch: every thread reaches the barrier; a split lane owns one group
+    __syncthreads();
+    const int64_t row = g_begin * R + lane;
+    if (slice == 0 && g_begin < g_end && lane < R && row < a.n) {
       float s = 0.0f;
       for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
       a.y[row] = a.accumulate ? a.y[row] + s : s;
@@ -637,6 +779,8 @@ inline QuantPackedArgs quant_packed_args(const QuantGemvWeight& w, const QuantGe
   a.super_shift = !w.two_level ? 0 : w.groups_per_super == 8 ? 3 : 4;
   a.splits = plan.splits;
   a.slice_units = plan.slice_units;
+  a.groups = plan.row_groups;
+  a.lanes = plan.lanes;
   a.bias = quant_code_bias(w.family, w.code_offset);
   a.code_offset = w.code_offset;
   a.x = x;

@@ -12,7 +12,7 @@ void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan,
 void quant_gemv_thread_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
                               bool accumulate, cudaStream_t stream);
 void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
-                                 bool accumulate, const QuantGemvScratch& scratch, cudaStream_t stream);
+                                 bool accumulate, cudaStream_t stream);
 void quant_gemv_as_stored_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
                                  bool accumulate, cudaStream_t stream);
 

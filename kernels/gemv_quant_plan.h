@@ -26,7 +26,7 @@ enum class QuantGemvKind : uint8_t {
   Warp,      // "warp": lanes along K over the prepacked planes, 16-byte code loads, R rows per warp
   Thread,    // "thread": one thread per output row over the prepacked planes (lanes ld_codes bytes apart)
   AsStored,  // "as-stored": lanes along K over GGUF's blocks unchanged (lane j takes block j), 2/4-byte loads
-  WarpDp4a,  // "warp-dp4a": "warp"'s loads, x quantized to int8 per 32 once per call (as llama.cpp's q8_1), dp4a dots
+  WarpDp4a,  // "warp-dp4a": "warp"'s loads, x quantized to int8 per 32 in each block (as llama.cpp's q8_1), dp4a dots
 };
 constexpr int kQuantGemvKinds = 4;
 
@@ -51,7 +51,7 @@ inline const char* quant_gemv_kind_why(QuantGemvKind k) {
     case QuantGemvKind::AsStored:
       return "lanes along K over GGUF's blocks unchanged (lane j takes block j), 2/4-byte loads: what prepacking is worth";
     case QuantGemvKind::WarpDp4a:
-      return "warp's coalesced loads with x quantized to int8 per 32 (q8_1) once per call and dp4a dot products: "
+      return "warp's coalesced loads with x quantized to int8 per 32 (q8_1) by each block into shared memory, dp4a dot products: "
              "fewer instructions per weight, activations rounded";
   }
   return "?";
@@ -150,16 +150,13 @@ struct QuantGemvWeight {
   size_t allocated_bytes = 0;
 };
 
-// Per-stream scratch of "warp-dp4a" (x quantized to int8 per 32 each call): device buffers for k <= max_k. Created
-// once (quant_gemv_scratch_init, kernels/gemv_quant.h), reused per call; one per stream (calls on one stream reuse it
-// in order).
-struct QuantGemvScratch {
-  int8_t* xq = nullptr;  // [max_k] int8 q
-  float* xd = nullptr;   // [max_k / 32] d per block of 32
-  int* xs16 = nullptr;   // [max_k / 16] sum of q per 16
-  int64_t max_k = 0;
-  void* allocation = nullptr;
-};
+// "warp-dp4a": each block quantizes x into its shared memory: int8 q [k] at 0, float d [k / 32] at
+// quant_x_smem_offset_d, int sums [k / 16] at quant_x_smem_offset_s16; quant_x_smem_bytes in all (1.375 bytes per x).
+constexpr int64_t quant_x_smem_offset_d(int64_t k) { return (k + 15) / 16 * 16; }
+constexpr int64_t quant_x_smem_offset_s16(int64_t k) { return quant_x_smem_offset_d(k) + (k / 32) * 4; }
+constexpr int64_t quant_x_smem_bytes(int64_t k) { return quant_x_smem_offset_s16(k) + (k / 16) * 4; }
+// The most shared memory one block may ask for on sm_90 (227 KiB): k up to 169,000 for "warp-dp4a".
+constexpr int64_t kQuantMaxSmemBytes = 227 * 1024;
 
 // Fills the type-derived fields and the packed planes' leading dimensions exactly as pack_quant does (minimum padded
 // strides), pointers left null. A convenience for callers that build a QuantGemvWeight from host arrays.
@@ -264,8 +261,9 @@ inline int64_t quant_gemv_bytes_read(QuantGemvKind kind, const QuantGemvWeight& 
 
 constexpr int kQuantGemvThreads = 256;
 constexpr int kQuantWarpsPerBlock = kQuantGemvThreads / 32;
-// "warp": rows per warp (they share each x load) and 16-byte loads per row in flight per lane (ring-less batches:
-// issue R * U loads, then use them). 8 loads of 16 bytes = 128 bytes per lane, as gemv_warp/warp-r2.
+// "warp": rows per warp (they share each x load) and ring slots per row: slot u of the next batch (or of the warp's
+// next row group) is reloaded as soon as slot u of this one is used, so R * U = 8 loads of 16 bytes = 128 bytes per
+// lane stay in flight across batches and row groups, as in BF16 warp-r2.
 constexpr int kQuantWarpRows = 4;
 constexpr int kQuantWarpUnroll = 2;
 // Blocks per SM the "warp" kernel is compiled for (__launch_bounds__ minimum), used to count resident warps.
@@ -282,6 +280,8 @@ struct QuantGemvPlan {
   int units = 0;                 // per row: 16-byte code chunks (warp, thread) or GGUF blocks (as-stored)
   int slice_units = 0;           // units per K slice (the last slice may be shorter)
   int64_t row_groups = 0;        // ceil(n / rows_per_warp) (thread: n)
+  int64_t lanes = 0;             // warp, warp-dp4a: warp lanes (splits warps each); lane j owns row groups
+                                 // [j * row_groups / lanes, (j + 1) * row_groups / lanes); as-stored: row_groups
   int bytes_per_load = 0;        // bytes of one weight-load instruction per lane: 16, or 2/4 as-stored
   int loads_in_flight = 0;       // weight-load instructions per lane issued before the first use
 };
@@ -291,9 +291,13 @@ inline int quant_gemv_chunks(const QuantGemvWeight& w) {
   return int(w.family == QuantCodeFamily::Int4 ? w.k / 32 : w.k / 16);
 }
 
-// The plan of `kind` for w on a GPU of sm_count SMs (132 on the H200). Split-K as "warp" does: double the warps per
-// row group while the grid stays within one wave of resident warps and each slice keeps >= 32 units (one per lane).
-inline QuantGemvPlan quant_gemv_plan(QuantGemvKind kind, const QuantGemvWeight& w, int sm_count) {
+// The plan of `kind` for w on a GPU of sm_count SMs (132 on the H200) holding blocks_per_sm blocks of the kernel at
+// once. Split-K as "warp" does: double the warps per row group while the grid stays within one wave of resident warps
+// and each slice keeps >= 32 units (one per lane). "warp"/"warp-dp4a" with more row groups than resident warps: one
+// wave of warp lanes, each walking a contiguous run of row groups with its ring of loads kept full (no second wave, no
+// drain and refill between row groups).
+inline QuantGemvPlan quant_gemv_plan(QuantGemvKind kind, const QuantGemvWeight& w, int sm_count,
+                                     int blocks_per_sm = 0) {
   QuantGemvPlan p;
   sm_count = std::max(1, sm_count);
   if (kind == QuantGemvKind::Thread) {
@@ -301,6 +305,7 @@ inline QuantGemvPlan quant_gemv_plan(QuantGemvKind kind, const QuantGemvWeight& 
     p.units = quant_gemv_chunks(w);
     p.slice_units = p.units;
     p.row_groups = w.n;
+    p.lanes = w.n;
     p.grid = int(std::max<int64_t>(1, (w.n + kQuantGemvThreads - 1) / kQuantGemvThreads));
     p.bytes_per_load = 16;
     p.loads_in_flight = std::min(kQuantThreadUnroll, p.units);
@@ -310,13 +315,15 @@ inline QuantGemvPlan quant_gemv_plan(QuantGemvKind kind, const QuantGemvWeight& 
   p.rows_per_warp = warp ? kQuantWarpRows : 1;
   p.units = warp ? quant_gemv_chunks(w) : int(w.k / w.block_weights);
   p.row_groups = (w.n + p.rows_per_warp - 1) / p.rows_per_warp;
-  const int64_t resident = int64_t(sm_count) * (warp ? kQuantWarpMinBlocks : kQuantAsStoredMinBlocks) *
-                           kQuantWarpsPerBlock;
+  if (blocks_per_sm <= 0) blocks_per_sm = warp ? kQuantWarpMinBlocks : kQuantAsStoredMinBlocks;
+  const int64_t resident = int64_t(sm_count) * blocks_per_sm * kQuantWarpsPerBlock;
   while (p.splits < kQuantWarpsPerBlock && p.row_groups * p.splits * 2 <= resident && p.units / (p.splits * 2) >= 32)
     p.splits *= 2;
   p.slice_units = (p.units + p.splits - 1) / p.splits;
   const int64_t groups_per_block = kQuantWarpsPerBlock / p.splits;
-  p.grid = int(std::max<int64_t>(1, (p.row_groups + groups_per_block - 1) / groups_per_block));
+  // A split lane owns exactly one row group (the splits loop stops before the groups fill the GPU).
+  p.lanes = warp && p.splits == 1 ? std::max<int64_t>(1, std::min(p.row_groups, resident)) : p.row_groups;
+  p.grid = int(std::max<int64_t>(1, (p.lanes + groups_per_block - 1) / groups_per_block));
   if (warp) {
     p.bytes_per_load = 16;
     const int per_lane = (p.slice_units + 31) / 32;

@@ -40,7 +40,7 @@ Kernel pick(int type_id) {
 void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
                             bool accumulate, cudaStream_t stream) {
   if (plan.grid <= 0 || plan.splits < 1 || plan.splits > kWarps || kWarps % plan.splits != 0 ||
-      int64_t(plan.grid) * (kWarps / plan.splits) < plan.row_groups ||
+      int64_t(plan.grid) * (kWarps / plan.splits) < plan.lanes || plan.lanes > plan.row_groups ||
       int64_t(plan.slice_units) * plan.splits < plan.units)
     fail("quantized gemv 'warp': bad plan (grid ", plan.grid, ", splits ", plan.splits, ", row groups ",
          plan.row_groups, ")");

@@ -105,8 +105,12 @@ TEST(QuantGemvPlan, PlansCoverEveryRowAndUnit) {
           EXPECT_EQ(p.rows_per_warp, rows);
           EXPECT_EQ(p.row_groups, (n + rows - 1) / rows);
           const int64_t groups_per_block = kQuantWarpsPerBlock / p.splits;
-          EXPECT_GE(int64_t(p.grid) * groups_per_block, p.row_groups);  // every row group has its warps
-          EXPECT_LT(int64_t(p.grid - 1) * groups_per_block, p.row_groups);  // and no block is idle
+          EXPECT_GE(int64_t(p.grid) * groups_per_block, p.lanes);  // every warp lane has its warps
+          EXPECT_LT(int64_t(p.grid - 1) * groups_per_block, p.lanes);  // and no block is idle
+          EXPECT_GE(p.lanes, 1);
+          EXPECT_LE(p.lanes, p.row_groups);  // every lane owns at least one row group
+          if (!warp || p.splits > 1) EXPECT_EQ(p.lanes, p.row_groups);  // one group per lane
+          if (warp) EXPECT_LE(p.lanes * p.splits, int64_t(132) * kQuantWarpMinBlocks * kQuantWarpsPerBlock);  // one wave
         }
       }
     }
@@ -116,6 +120,9 @@ TEST(QuantGemvPlan, PlansCoverEveryRowAndUnit) {
   EXPECT_EQ(quant_gemv_plan(QuantGemvKind::Warp, one, 132).splits, 8);
   const QuantGemvWeight big = quant_gemv_describe(quant_type_id::kQ4_0, 14336, 4096);
   EXPECT_EQ(quant_gemv_plan(QuantGemvKind::Warp, big, 132).splits, 1);
+  // 3,584 row groups of 4 rows on 2,112 resident warps: one wave of lanes, each walking 1 or 2 groups.
+  EXPECT_EQ(quant_gemv_plan(QuantGemvKind::Warp, big, 132).lanes, 132 * kQuantWarpMinBlocks * kQuantWarpsPerBlock);
+  EXPECT_EQ(quant_gemv_plan(QuantGemvKind::Warp, big, 132, 3).lanes, 132 * 3 * kQuantWarpsPerBlock);
   EXPECT_EQ(quant_gemv_plan(QuantGemvKind::Warp, big, 132).loads_in_flight * 16, 128);  // 8 x 16 B per lane
   EXPECT_EQ(quant_gemv_plan(QuantGemvKind::AsStored, big, 132).bytes_per_load, 2);     // 18-byte blocks
   const QuantGemvWeight q41 = quant_gemv_describe(quant_type_id::kQ4_1, 14336, 4096);
