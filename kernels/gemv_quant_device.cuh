@@ -186,23 +186,41 @@ QHD float quant_dot4(uint32_t w, const float4& xv, float bias, float dot) {
 
 QHD float quant_sum4(const float4& v, float s) { return s + v.x + v.y + v.z + v.w; }
 
+// Where a chunk's x comes from. Word j (0..7 for Int4, 0..3 for Int8) of chunk c is x[W * c + 4 * j .. + 3] with W =
+// 32 (Int4) or 16 (Int8) weights per chunk: for Int4, words 0..3 pair with the low nibbles of code words 0..3 and
+// words 4..7 with their high nibbles.
+// QuantXGlobal: x itself (kVecX: 16-byte aligned, one float4 load). Lanes on consecutive chunks read 4 * W bytes apart
+// (128 B for Int4): 32 sectors per request, served by L1 one sector at a time.
+template <bool kVecX, int W>
+struct QuantXGlobal {
+  const float* __restrict__ x;
+  QHD float4 word(int c, int j) const { return quant_load_x4<kVecX>(x, int64_t(c) * W + 4 * j); }
+};
+// QuantXShared: x transposed into shared memory as float4 [W / 4][chunks] (quant_gemv_warp_kernel stages it), so lanes
+// on consecutive chunks read consecutive 16 bytes: conflict-free.
+struct QuantXShared {
+  const float4* p;
+  int chunks;
+  QHD float4 word(int c, int j) const { return p[j * chunks + c]; }
+};
+
 // One 16-byte chunk c for R rows sharing its x: acc[i] += s_i * sum_j code_ij x_j (+ m_i * sum_j x_j).
 //   Int4: chunk c = group c, weights 32c .. 32c+31; byte b's low nibble pairs with x[32c+b], its high nibble with
 //         x[32c+16+b]. Int8: weights 16c .. 16c+15, byte b with x[16c+b] (int8, biased by XOR 0x80 to 0..255).
-// Rows without data carry zero codes and zero scales: their contribution is 0 * finite = 0.
-template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX, int R>
-QHD void quant_chunk_fma(const uint4 (&w)[R], const uint2 (&raw)[R], const float* __restrict__ x,
-                                                int c, float bias, float (&acc)[R]) {
+// Rows without data carry zero codes and zero scales: their contribution is 0 * finite = 0. The sums run in the same
+// order whatever XSrc is, so the global and shared-memory paths give the same bits.
+template <bool kInt4, bool kTwoLevel, bool kHasMin, int R, typename XSrc>
+QHD void quant_chunk_fma(const uint4 (&w)[R], const uint2 (&raw)[R], const XSrc& xs, int c, float bias,
+                         float (&acc)[R]) {
   float dot[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) dot[i] = 0.0f;
   float xsum = 0.0f;
   if (kInt4) {
-    const int64_t base = int64_t(c) * 32;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const float4 xl = quant_load_x4<kVecX>(x, base + 4 * q);
-      const float4 xh = quant_load_x4<kVecX>(x, base + 16 + 4 * q);
+      const float4 xl = xs.word(c, q);
+      const float4 xh = xs.word(c, q + 4);
       if (kHasMin) xsum = quant_sum4(xh, quant_sum4(xl, xsum));
 #pragma unroll
       for (int i = 0; i < R; ++i) {
@@ -212,10 +230,9 @@ QHD void quant_chunk_fma(const uint4 (&w)[R], const uint2 (&raw)[R], const float
       }
     }
   } else {
-    const int64_t base = int64_t(c) * 16;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const float4 xv = quant_load_x4<kVecX>(x, base + 4 * q);
+      const float4 xv = xs.word(c, q);
       if (kHasMin) xsum = quant_sum4(xv, xsum);
 #pragma unroll
       for (int i = 0; i < R; ++i) dot[i] = quant_dot4(quant_word(w[i], q) ^ 0x80808080u, xv, bias, dot[i]);
@@ -259,35 +276,46 @@ QHD void quant_x_q8_block(const float* __restrict__ x, int64_t b, int8_t* __rest
 #if defined(__CUDACC__)
 // quant_x_q8_block's results for all k / 32 blocks of x, by the block's warps with coalesced loads: 8 lanes per block
 // of 32 (a float4 each; a warp takes 4 blocks = 512 contiguous bytes per load), amax over the 8 lanes and the sums over
-// 16 by xor shuffles, q written 4 bytes per lane. Bit for bit quant_x_q8_block (the same max, division, reciprocal and
+// 16 by xor shuffles, q written 4 bytes per lane; 4 rounds' loads in flight at once. Bit for bit quant_x_q8_block (the same max, division, reciprocal and
 // rounding per value; the sums are integers). (One thread per block of 32, as before, reads x 128 bytes apart across
 // the lanes: 32 L1 wavefronts per load, measured ~15 us per call at k = 14,336 on the H200.)
 __device__ __forceinline__ void quant_x_q8_block_warps(const float* __restrict__ x, int k, int8_t* xq, float* xd,
                                                        int* xs16, int warp, int lane) {
+  constexpr int kStep = kQuantWarpsPerBlock * 4;  // blocks of 32 the block's warps take per round
+  constexpr int kUnroll = 4;                      // rounds whose loads are issued together (latency, not registers)
   const int nb = k / 32, sub = lane & 7;
   const bool vec = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
-  for (int b = warp * 4 + (lane >> 3); b - (lane >> 3) < nb; b += kQuantWarpsPerBlock * 4) {
-    const bool live = b < nb;  // every lane of the warp stays for the shuffles
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (live) {
-      const float* p = x + int64_t(b) * 32 + 4 * sub;
-      v = vec ? __ldg(reinterpret_cast<const float4*>(p)) : make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
-    }
-    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+  for (int base = warp * 4 + (lane >> 3); base - (lane >> 3) < nb; base += kStep * kUnroll) {  // warp-uniform
+    float4 v[kUnroll];
 #pragma unroll
-    for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int q0 = int(roundf(v.x * id)), q1 = int(roundf(v.y * id)), q2 = int(roundf(v.z * id)),
-              q3 = int(roundf(v.w * id));
-    int sum = q0 + q1 + q2 + q3;
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);  // lanes 0-3 of the 8: first 16 values; 4-7: the second 16
-    if (live) {
-      reinterpret_cast<uint32_t*>(xq)[b * 8 + sub] =
-          (uint32_t(q0) & 0xffu) | ((uint32_t(q1) & 0xffu) << 8) | ((uint32_t(q2) & 0xffu) << 16) | (uint32_t(q3) << 24);
-      if (sub == 0) xd[b] = d;
-      if ((sub & 3) == 0) xs16[2 * b + (sub >> 2)] = sum;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int b = base + u * kStep;
+      v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (b < nb) {
+        const float* p = x + int64_t(b) * 32 + 4 * sub;
+        v[u] = vec ? __ldg(reinterpret_cast<const float4*>(p))
+                   : make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int b = base + u * kStep;  // every lane of the warp stays for the shuffles
+      float amax = fmaxf(fmaxf(fabsf(v[u].x), fabsf(v[u].y)), fmaxf(fabsf(v[u].z), fabsf(v[u].w)));
+#pragma unroll
+      for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      const float d = amax / 127.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      const int q0 = int(roundf(v[u].x * id)), q1 = int(roundf(v[u].y * id)), q2 = int(roundf(v[u].z * id)),
+                q3 = int(roundf(v[u].w * id));
+      int sum = q0 + q1 + q2 + q3;
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);  // lanes 0-3 of the 8: first 16 values; 4-7: the second 16
+      if (b < nb) {
+        reinterpret_cast<uint32_t*>(xq)[b * 8 + sub] = (uint32_t(q0) & 0xffu) | ((uint32_t(q1) & 0xffu) << 8) |
+                                                       ((uint32_t(q2) & 0xffu) << 16) | (uint32_t(q3) << 24);
+        if (sub == 0) xd[b] = d;
+        if ((sub & 3) == 0) xs16[2 * b + (sub >> 2)] = sum;
+      }
     }
   }
 }
@@ -410,7 +438,8 @@ QHD void quant_warp_lane(const QuantPackedArgs& a, int64_t row0, int c_begin, in
           quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], QuantXq8{a.xq, a.xd, a.xs16}, c,
                                                          a.code_offset, acc);
         else
-          quant_chunk_fma<kInt4, kTwoLevel, kHasMin, kVecX, R>(wv[u], raw[u], a.x, c, a.bias, acc);
+          quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x}, c,
+                                                        a.bias, acc);
       }
     }
   }
@@ -440,7 +469,8 @@ QHD float quant_thread_row(const QuantPackedArgs& a, int64_t row) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
       if (c0 + u < a.chunks)
-        quant_chunk_fma<kInt4, kTwoLevel, kHasMin, kVecX, 1>(wv[u], raw[u], a.x, c0 + u, a.bias, acc);
+        quant_chunk_fma<kInt4, kTwoLevel, kHasMin, 1>(wv[u], raw[u], QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x},
+                                                      c0 + u, a.bias, acc);
   }
   return acc[0];
 }
@@ -649,7 +679,7 @@ QHD float quant_as_stored_lane(const AsStoredArgs& a, int64_t row, int b_begin, 
 // quant_warp_lane's (the host emulation's reference), so a row's per-lane sums are identical. Only weights are read
 // before griddepcontrol.wait; then a shuffle reduction per row and, with split-K (one group per lane), a sum of the
 // slices in order through shared memory (deterministic, no atomics).
-template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX, bool kDp4a>
+template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX, bool kDp4a, bool kSmemX = false>
 __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_gemv_warp_kernel(QuantPackedArgs a) {
   constexpr int R = kQuantWarpRows, U = kQuantWarpUnroll;
   __shared__ float slice_sums[kQuantWarpsPerBlock][R];
@@ -698,6 +728,16 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     __syncthreads();
     xq = QuantXq8{sq, sd, ss};
   }
+  // "warp" with kSmemX: the block stages x in shared memory transposed to float4 [W / 4][chunks] (QuantXShared), read
+  // coalesced from x once; the dots then read it conflict-free instead of 32 L1 sectors per request.
+  const QuantXShared xsh{reinterpret_cast<const float4*>(quant_x_smem), a.chunks};
+  if constexpr (!kDp4a && kSmemX) {
+    constexpr int kWords = kInt4 ? 8 : 4;  // float4 words per chunk
+    float4* sp = reinterpret_cast<float4*>(quant_x_smem);
+    for (int i = threadIdx.x; i < a.chunks * kWords; i += kQuantGemvThreads)
+      sp[(i % kWords) * a.chunks + i / kWords] = quant_load_x4<kVecX>(a.x, int64_t(i) * 4);
+    __syncthreads();
+  }
 
   float acc[R];
 #pragma unroll
@@ -718,7 +758,11 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
         if constexpr (kDp4a)
           quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], xq, c, a.code_offset, acc);
         else
-          quant_chunk_fma<kInt4, kTwoLevel, kHasMin, kVecX, R>(wv[u], raw[u], a.x, c, a.bias, acc);
+          if constexpr (kSmemX)
+            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], xsh, c, a.bias, acc);
+          else
+            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x}, c,
+                                                          a.bias, acc);
       }
       fill(next_g, next_b, u);
     }

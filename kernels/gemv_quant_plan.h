@@ -155,6 +155,8 @@ struct QuantGemvWeight {
 constexpr int64_t quant_x_smem_offset_d(int64_t k) { return (k + 15) / 16 * 16; }
 constexpr int64_t quant_x_smem_offset_s16(int64_t k) { return quant_x_smem_offset_d(k) + (k / 32) * 4; }
 constexpr int64_t quant_x_smem_bytes(int64_t k) { return quant_x_smem_offset_s16(k) + (k / 16) * 4; }
+// "warp": x staged in shared memory as FP32, transposed (4 bytes per x).
+constexpr int64_t quant_x_smem_bytes_f32(int64_t k) { return k * 4; }
 // The most shared memory one block may ask for on sm_90 (227 KiB): k up to 169,000 for "warp-dp4a".
 constexpr int64_t kQuantMaxSmemBytes = 227 * 1024;
 

@@ -527,6 +527,19 @@ TEST_F(QuantGemvTest, LargeHeadShape) {
   }
 }
 
+// Rows longer than "warp" stages in shared memory (k * 4 bytes > half of an SM's 227 KiB): x read from global memory
+// instead; and "warp-dp4a" with its int8 x past the default 48 KiB of shared memory (opt-in).
+TEST_F(QuantGemvTest, LongRowsBeyondTheSharedMemoryStaging) {
+  for (Q t : {Q::Q4_0, Q::Q8_0, Q::Q4_K}) {
+    for (int64_t k : {int64_t(30720), int64_t(40960)}) {
+      ASSERT_GT(quant_x_smem_bytes_f32(k), kQuantMaxSmemBytes / kQuantWarpMinBlocks);
+      const HostProblem hp(t, 7, k);
+      for (int offset : {0, 1}) check_all(hp, offset);
+    }
+  }
+  ASSERT_GT(quant_x_smem_bytes(40960), 48 * 1024);
+}
+
 // x and y at 4-byte (not 16-byte) alignment, as a slice of a larger activation buffer would be.
 TEST_F(QuantGemvTest, MisalignedXAndY) {
   for (Q t : kAllTypes) {
