@@ -3,12 +3,10 @@
 // (stdout), JSON, CSV and the chart.
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,7 +17,8 @@
 #include "measure/ab_render.h"    // ab_markdown, ab_json, ab_csv, ab_write_file, ab_draw_chart
 #include "engine/gemv_choice.h"  // default_gemv_name: quantized models get the quantized forms by default
 #include "models/quantize_model.h"  // --quantize
-#include "measure/ab_run.h"       // run_ab, AbOptions, parse_ab_mappings
+#include "engine/prompt_input.h"   // --file, --prompt-ids [@FILE]
+#include "measure/ab_run.h"       // run_ab, AbOptions, parse_ab_mappings, ab_context_refusal
 #include "measure/ab_stats.h"     // summarize_ab
 #include "models/model.h"         // load_model
 #include "models/default_model.h"  // default_model_path
@@ -30,7 +29,10 @@ namespace {
 
 struct Args {
   std::string model, tokenizer, prompt = "Once upon a time, there was a little robot who", prompt_ids;
+  std::string prompt_file;                  // -f/--file (engine/prompt_input.h)
+  std::vector<std::string> prompt_sources;  // the prompt options given (--prompt, --file, --prompt-ids): one at most
   bool have_prompt = false;
+  int depth = 0;                            // --depth N: context depth before the timed steps (llama-bench -d)
   std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
   bool dequantize = false;
   std::string quantize;  // --quantize q8_0|q4_0|q4_k
@@ -54,9 +56,14 @@ const char* kUsage =
     "  -m, --model PATH        GGUF, Hugging Face directory, llama2.c .bin, or synthetic:NAME (default: SmolLM2)\n"
     "      --tokenizer PATH    tokenizer.model or tokenizer.json (default: beside the model, or inside a GGUF)\n"
     "  -p, --prompt TEXT       prompt (encoded with BOS first; default: a short story opening)\n"
-    "      --prompt-ids LIST   prompt as token ids, e.g. 1,450,3303 (no tokenizer needed; synthetic models without a\n"
-    "                          tokenizer default to a fixed 16-token prompt)\n"
+    "  -f, --file FILE         the prompt text from FILE (one trailing newline removed, as llama.cpp)\n"
+    "      --prompt-ids LIST   prompt as token ids, e.g. 1,450,3303, separated by commas and/or whitespace; @FILE\n"
+    "                          reads them from FILE (no tokenizer needed; synthetic models without a tokenizer\n"
+    "                          default to a fixed 16-token prompt)\n"
     "  -n, --n-decode N        decode steps per pass (default: 128)\n"
+    "  -d, --depth N           context depth, as llama-bench -d: the prompt's ids repeated to N tokens are\n"
+    "                          prefilled once (timed), then every pass runs its -n steps from position N\n"
+    "                          (default: 0 = every pass prefills the prompt itself)\n"
     "      --ab LIST           GEMV mappings (listed below), comma-separated (default: every mapping of the first\n"
     "                          list, in its order; for a model with quantized weights, every quantized form);\n"
     "                          thread-splitk and warp-few split thread's gap into coalescing and parallelism\n"
@@ -64,7 +71,7 @@ const char* kUsage =
     "      --quantize TYPE     q8_0, q4_0 or q4_k: quantize a float or synthetic model's weights at load\n"
     "  -r, --repeats R         timed repeats per mapping (default: 5)\n"
     "      --warmup W          untimed rounds first (default: 1)\n"
-    "  -c, --ctx-size N        KV cache positions (default: prompt + N)\n"
+    "  -c, --ctx-size N        KV cache positions (default: prompt, or depth, + N)\n"
     "  -s, --seed S            sampler seed, recorded (decoding is greedy) (default: 42)\n"
     "      --json FILE         write every measurement and the derived figures as JSON\n"
     "      --csv FILE          write one CSV row per mapping\n"
@@ -76,6 +83,13 @@ const char* kUsage =
 
 using llm::cli::parse_int;
 using llm::cli::usage_error;
+
+// The prompt options given, each once, in the order first given (a repeated option keeps its last value).
+void add_source(std::vector<std::string>& sources, const char* option) {
+  for (const std::string& s : sources)
+    if (s == option) return;
+  sources.emplace_back(option);
+}
 
 Args parse_args(int argc, char** argv) {
   Args a;
@@ -93,8 +107,15 @@ Args parse_args(int argc, char** argv) {
     } else if (o == "-p" || o == "--prompt") {
       a.prompt = value();
       a.have_prompt = true;
+      add_source(a.prompt_sources, "--prompt");
+    } else if (o == "-f" || o == "--file") {
+      a.prompt_file = value();
+      add_source(a.prompt_sources, "--file");
     } else if (o == "--prompt-ids") {
       a.prompt_ids = value();
+      add_source(a.prompt_sources, "--prompt-ids");
+    } else if (o == "-d" || o == "--depth") {
+      a.depth = int(parse_int(o, value(), 0, 1 << 24));
     } else if (o == "-n" || o == "--n-decode" || o == "--n-predict") {
       a.n_decode = int(parse_int(o, value(), 1, 1000000));
     } else if (o == "--ab") {
@@ -124,25 +145,14 @@ Args parse_args(int argc, char** argv) {
       usage_error("unknown option '" + o + "'");
     }
   }
-  if (a.have_prompt && !a.prompt_ids.empty()) usage_error("--prompt and --prompt-ids exclude each other");
+  if (a.prompt_sources.size() > 1)
+    usage_error(a.prompt_sources[0], " and ", a.prompt_sources[1], " exclude each other: give the prompt once");
+  // With --ctx-size the positions a run at depth needs are known now (the model's maximum is checked by run_ab).
+  if (a.depth > 0 && a.ctx_size > 0)
+    if (const std::string why = llm::ab_context_refusal(0, a.depth, a.n_decode, a.ctx_size, true); !why.empty())
+      usage_error(why);
   if (!a.ab.empty()) llm::parse_ab_mappings(a.ab);  // unknown, empty or repeated names: bad usage (exit 2)
   return a;
-}
-
-std::vector<int> parse_ids(const std::string& list) {
-  std::vector<int> ids;
-  std::stringstream in(list);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || errno == ERANGE || v < 0 || v > (1L << 30))
-      usage_error("--prompt-ids: '" + item + "' is not a token id");
-    ids.push_back(int(v));
-  }
-  if (ids.empty()) usage_error("--prompt-ids: empty list");
-  return ids;
 }
 
 // A fixed prompt for models without a tokenizer: BOS, then 15 ids spread over the vocabulary.
@@ -152,14 +162,38 @@ std::vector<int> fixed_prompt(const llm::ModelConfig& c) {
   return ids;
 }
 
-std::vector<int> build_prompt(const Args& a, const llm::Model& model) {
-  if (!a.prompt_ids.empty()) return parse_ids(a.prompt_ids);
+// The prompt as read before the GPU is asked for: a file's text, or the ids of --prompt-ids (checked against the
+// vocabulary once the model is loaded), so a bad file or id is one clear line on any machine.
+struct PromptInput {
+  std::string text;               // --prompt or --file
+  bool given = false;             // --prompt or --file was given
+  std::vector<int> ids;           // --prompt-ids
+  std::string ids_source;         // "--prompt-ids" or "--prompt-ids @FILE"
+};
+
+PromptInput read_prompt_input(const Args& a) {
+  PromptInput p;
+  p.given = a.have_prompt || !a.prompt_file.empty();
+  p.text = a.prompt_file.empty() ? a.prompt : llm::read_prompt_file(a.prompt_file);
+  if (!a.prompt_ids.empty()) {
+    const llm::PromptIdsArg arg = llm::read_prompt_ids_arg(a.prompt_ids);
+    p.ids = llm::parse_token_ids(arg.text, arg.source, 0);
+    p.ids_source = arg.source;
+  }
+  return p;
+}
+
+std::vector<int> build_prompt(const Args& a, const PromptInput& p, const llm::Model& model) {
+  if (!p.ids.empty()) {
+    llm::check_token_ids(p.ids, p.ids_source, model.config.vocab_size);
+    return p.ids;
+  }
   const std::unique_ptr<llm::Tokenizer> tok = llm::load_tokenizer(model, a.tokenizer);
   if (!tok) {
-    if (model.format == "synthetic" && !a.have_prompt) return fixed_prompt(model.config);
+    if (model.format == "synthetic" && !p.given) return fixed_prompt(model.config);
     llm::fail("no tokenizer found beside ", model.source, "; pass --tokenizer PATH or --prompt-ids LIST");
   }
-  return tok->encode(a.prompt, tok->adds_bos() || a.prompt.empty());
+  return tok->encode(p.text, tok->adds_bos() || p.text.empty());
 }
 
 // The chart reads the JSON: a temporary file when --json was not asked for.
@@ -186,6 +220,7 @@ void draw_chart(const Args& a, const std::string& json_text) {
 }
 
 int run(const Args& a) {
+  const PromptInput prompt = read_prompt_input(a);  // a missing or bad prompt file is said on any machine
   llm::require_cuda_device();  // before the model loads: the one line every CUDA program prints without a GPU
   llm::Model model = llm::load_model(a.model.empty() ? llm::default_model_path() : a.model);
   if (!a.quantize.empty()) llm::quantize_model(model, llm::parse_quantize_type(a.quantize));
@@ -201,8 +236,9 @@ int run(const Args& a) {
   }
   opt.mappings = llm::parse_ab_mappings(list);
   opt.dequantize = a.dequantize;
-  opt.prompt = build_prompt(a, model);
+  opt.prompt = build_prompt(a, prompt, model);
   opt.n_decode = a.n_decode;
+  opt.depth = a.depth;
   opt.repeats = a.repeats;
   opt.warmup = a.warmup;
   opt.seed = a.seed;

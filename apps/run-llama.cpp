@@ -25,6 +25,7 @@
 #include "models/quantize_model.h"  // --quantize
 #include "engine/generate.h"
 #include "engine/perplexity.h"
+#include "engine/prompt_input.h"  // --file, --prompt-ids [@FILE]
 #include "models/default_model.h"
 #include "models/model.h"
 #include "tokenizer/load.h"
@@ -41,6 +42,8 @@ void on_sigint(int) {
 
 struct Args {
   std::string model, prompt, tokenizer, device = "auto", gemv, dtype, dump_logits, prompt_ids, perplexity;
+  std::string prompt_file;                 // -f/--file: the prompt text from a file (engine/prompt_input.h)
+  std::vector<std::string> prompt_sources; // the prompt options given (--prompt, --file, --prompt-ids): one at most
   bool have_prompt = false;
   int n_predict = 256;
   int ctx_size = 0;
@@ -62,7 +65,9 @@ const char* kUsage =
     "----- general -----\n"
     "  -h,    --help                print this help and exit\n"
     "  -p,    --prompt TEXT         prompt to continue (BOS first where the vocabulary wants one; \"\" = BOS only)\n"
-    "         --prompt-ids A,B,C    the prompt as token ids, used as given (no BOS added)\n"
+    "  -f,    --file FILE           read the prompt text from FILE (as llama.cpp: one trailing newline removed)\n"
+    "         --prompt-ids A,B,C    the prompt as token ids, used as given (no BOS added); separated by commas\n"
+    "                               and/or whitespace; --prompt-ids @FILE reads them from FILE (any length)\n"
     "         --dump-logits FILE    teacher-forced: write the logits after each prompt token (float32\n"
     "                               [tokens, vocab]) to FILE and exit (see tools/hf_compare.py)\n"
     "         --perplexity FILE     score the text of FILE (teacher-forced, decode path) and print its perplexity\n"
@@ -123,6 +128,13 @@ void check_gemv(const Args& a) {
   }
 }
 
+// The prompt options given, each once, in the order first given (a repeated option keeps its last value).
+void add_source(std::vector<std::string>& sources, const char* option) {
+  for (const std::string& s : sources)
+    if (s == option) return;
+  sources.emplace_back(option);
+}
+
 Args parse_args(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -137,6 +149,11 @@ Args parse_args(int argc, char** argv) {
     } else if (o == "-p" || o == "--prompt") {
       a.prompt = value();
       a.have_prompt = true;
+      add_source(a.prompt_sources, "--prompt");
+    } else if (o == "-f" || o == "--file") {
+      a.prompt_file = value();
+      a.have_prompt = true;
+      add_source(a.prompt_sources, "--file");
     } else if (o == "-n" || o == "--n-predict") {
       a.n_predict = int(parse_int(o, value(), 1, 1000000, "1 to 1000000"));
     } else if (o == "-c" || o == "--ctx-size") {
@@ -164,6 +181,7 @@ Args parse_args(int argc, char** argv) {
     } else if (o == "--prompt-ids") {
       a.prompt_ids = value();
       a.have_prompt = true;
+      add_source(a.prompt_sources, "--prompt-ids");
     } else if (o == "--dump-logits") {
       a.dump_logits = value();
     } else if (o == "--perplexity") {
@@ -186,29 +204,16 @@ Args parse_args(int argc, char** argv) {
       usage_error("unknown option '" + o + "'");
     }
   }
+  if (a.prompt_sources.size() > 1)
+    usage_error(a.prompt_sources[0], " and ", a.prompt_sources[1], " exclude each other: give the prompt once");
   if (a.chat && a.have_prompt)
-    usage_error("--chat reads the conversation from the terminal or stdin; it takes no --prompt, --prompt-ids, "
-                "--perplexity or --dump-logits");
+    usage_error("--chat reads the conversation from the terminal or stdin; it takes no --prompt, --file, "
+                "--prompt-ids, --perplexity or --dump-logits");
   if ((!a.chat_template.empty() || !a.system.empty()) && !a.chat)
     usage_error("--chat-template and --system need --chat");
   if (!a.have_prompt && !a.chat) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
   check_gemv(a);
   return a;
-}
-
-std::vector<int> parse_ids(const std::string& list, const llm::ModelConfig& c) {
-  std::vector<int> ids;
-  std::stringstream in(list);
-  std::string w;
-  while (std::getline(in, w, ',')) {
-    char* end = nullptr;
-    long v = std::strtol(w.c_str(), &end, 10);
-    if (w.empty() || *end != '\0' || v < 0 || v >= c.vocab_size)
-      llm::fail("--prompt-ids: '", w, "' is not a token id in [0, ", c.vocab_size, ")");
-    ids.push_back(int(v));
-  }
-  if (ids.empty()) llm::fail("--prompt-ids: no ids given");
-  return ids;
 }
 
 // Synthetic models may run without a tokenizer: the prompt is then a list of token ids (or empty).
@@ -236,10 +241,7 @@ std::vector<int> encode_prompt(const llm::Tokenizer& tok, const std::string& pro
 
 int run_perplexity(const Args& a, llm::Backend& backend, const llm::Tokenizer* tok) {
   if (!tok) llm::fail("--perplexity needs a tokenizer");
-  std::ifstream in(a.perplexity, std::ios::binary);
-  if (!in) llm::fail("cannot read ", a.perplexity, ": ", std::strerror(errno));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.empty()) llm::fail("--perplexity: ", a.perplexity, " is empty");
+  const std::string text = llm::read_input_file("--perplexity", a.perplexity);
   // BOS first where the vocabulary has one and wants it; without one the first token of the text is the context and
   // scoring starts at the second.
   const bool bos = tok->adds_bos() && tok->bos_id() >= 0;
@@ -275,6 +277,11 @@ int run_chat_mode(const Args& a, const llm::Model& model, llm::Backend& backend,
 int run(const Args& a) {
   using Clock = std::chrono::steady_clock;
   if (a.device == "cuda") llm::require_cuda_device();  // before the model loads: the one line every CUDA program prints
+  // The prompt's files before the model: a mistyped name costs no model load. Ids are checked once the vocabulary is
+  // known.
+  const std::string prompt_text = a.prompt_file.empty() ? a.prompt : llm::read_prompt_file(a.prompt_file);
+  const llm::PromptIdsArg ids_arg =
+      a.prompt_ids.empty() ? llm::PromptIdsArg{} : llm::read_prompt_ids_arg(a.prompt_ids);
   const auto t_load = Clock::now();
   llm::Model model = llm::load_model(a.model.empty() ? llm::default_model_path() : a.model);
   if (!a.quantize.empty()) llm::quantize_model(model, llm::parse_quantize_type(a.quantize));
@@ -310,9 +317,9 @@ int run(const Args& a) {
 
   if (a.chat) return run_chat_mode(a, model, *backend, tok.get());
   if (!a.perplexity.empty()) return run_perplexity(a, *backend, tok.get());
-  std::vector<int> prompt = !a.prompt_ids.empty() ? parse_ids(a.prompt_ids, c)
-                            : tok                    ? encode_prompt(*tok, a.prompt)
-                                                     : ids_from_text(a.prompt, c);
+  std::vector<int> prompt = !a.prompt_ids.empty() ? llm::parse_token_ids(ids_arg.text, ids_arg.source, c.vocab_size)
+                            : tok                    ? encode_prompt(*tok, prompt_text)
+                                                     : ids_from_text(prompt_text, c);
   if (!a.dump_logits.empty()) {
     std::vector<float> logits = llm::teacher_forced_logits(*backend, prompt);
     std::FILE* f = std::fopen(a.dump_logits.c_str(), "wb");
@@ -339,11 +346,11 @@ int run(const Args& a) {
   go.interrupt = &g_interrupted;
 
   std::unique_ptr<llm::StreamDecoder> dec;
-  if (tok) dec = std::make_unique<llm::StreamDecoder>(*tok, /*strip_leading_space=*/a.prompt.empty());
+  if (tok) dec = std::make_unique<llm::StreamDecoder>(*tok, /*strip_leading_space=*/prompt_text.empty());
   // The prompt is echoed once generation has started, so a rejected prompt leaves stdout empty.
   bool echoed = false;
   auto echo_prompt = [&] {
-    if (!echoed && tok) std::fputs(a.prompt.c_str(), stdout);
+    if (!echoed && tok) std::fputs(prompt_text.c_str(), stdout);
     echoed = true;
   };
   auto emit = [&](int id) {

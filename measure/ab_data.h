@@ -41,6 +41,8 @@ struct AbReportData {
   int sm_count = 0;
   int max_warps_per_sm = 0;   // resident-warp limit of one SM (64 on Hopper)
   int prompt_tokens = 0;
+  int depth = 0;              // context depth before the timed steps (llama-bench -d); 0 = the prompt alone
+  double depth_prefill_ms = 0;  // depth > 0: the one prefill of the depth tokens (and its sample), wall clock
   int n_decode = 0;           // decode steps per pass (EOS ignored)
   int repeats = 0;            // timed repeats per mapping
   int warmup = 0;             // untimed rounds before them

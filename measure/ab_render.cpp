@@ -75,8 +75,15 @@ void header(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
   os << "## A/B run of GEMV mappings\n\n";
   os << "- model: " << d.model << "; device: " << d.device << " (" << d.sm_count << " SMs, " << d.max_warps_per_sm
      << " resident warps/SM at most)\n";
-  os << "- protocol: prompt of " << d.prompt_tokens << " tokens, then exactly " << d.n_decode
-     << " greedy decode steps (EOS ignored, seed " << d.seed << "); mappings alternate (A B C A B C ...), "
+  if (d.depth > 0)
+    os << "- protocol: a context of " << d.depth << " tokens (the prompt's " << d.prompt_tokens
+       << " ids repeated; prefilled once in " << fmt("%.1f", d.depth_prefill_ms) << " ms = "
+       << fmt("%.0f", d.depth_prefill_ms > 0 ? 1e3 * d.depth / d.depth_prefill_ms : 0.0)
+       << " tokens/s), then exactly " << d.n_decode << " greedy decode steps from position " << d.depth;
+  else
+    os << "- protocol: prompt of " << d.prompt_tokens << " tokens, then exactly " << d.n_decode
+       << " greedy decode steps";
+  os << " (EOS ignored, seed " << d.seed << "); mappings alternate (A B C A B C ...), "
      << d.warmup << " warm-up round(s) excluded, " << d.repeats << " timed repeats each; t/s and ms/token are the "
      << "median ± sd of graph-replayed decode, wall clock\n";
   os << "- GEMV bytes per token: " << bytes_str(double(d.gemv_bytes_per_token)) << "; read roofline measured in this run: "
@@ -91,7 +98,8 @@ void header(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
 }
 
 void main_table(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
-  const std::string test = "tg" + std::to_string(d.n_decode);
+  // llama-bench's name of the test: "tg128", or "tg128 @ d8192" at a context depth.
+  const std::string test = "tg" + std::to_string(d.n_decode) + (d.depth > 0 ? " @ d" + std::to_string(d.depth) : "");
   os << "| model | mapping | test | t/s | ms/token | GEMV ms/token | other ms/token | GEMV GB/s | % roofline "
         "| sectors/req (pred.) | efficiency (pred.) | launch (" << s.launch_shape_of << ") |\n";
   os << "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
@@ -310,7 +318,7 @@ std::string ab_csv(const AbReportData& d, const AbSummary& s) {
         "other_ms,profiled_ms,overhead_ms,gemv_bytes_per_token,gemv_gbps,token_gbps,roofline_gbps,pct_roofline,"
         "sectors_per_request_pred,sector_efficiency_pred";
   for (int p = 0; p < ProfileParts::kParts; ++p) os << ",ms_" << ProfileParts::part_name(p);
-  os << ",d_total_ms,d_gemv_ms,tolerance_ms,agrees,tokens_matching_first\n";
+  os << ",d_total_ms,d_gemv_ms,tolerance_ms,agrees,tokens_matching_first,depth\n";
   for (size_t i = 0; i < s.mappings.size(); ++i) {
     const AbMappingStats& m = s.mappings[i];
     os << csv_field(d.model) << "," << csv_field(d.device) << "," << csv_field(m.mapping) << "," << d.prompt_tokens
@@ -328,7 +336,8 @@ std::string ab_csv(const AbReportData& d, const AbSummary& s) {
       os << "," << csv_num(a.d_total_ms) << "," << csv_num(a.d_gemv_ms) << "," << csv_num(a.tolerance_ms) << ","
          << (a.agrees ? "true" : "false") << ",";
     }
-    os << (m.tokens_matching_first < 0 ? std::string() : std::to_string(m.tokens_matching_first)) << "\n";
+    os << (m.tokens_matching_first < 0 ? std::string() : std::to_string(m.tokens_matching_first)) << "," << d.depth
+       << "\n";
   }
   return os.str();
 }
@@ -352,6 +361,8 @@ json data_json(const AbReportData& d) {
   j["sm_count"] = d.sm_count;
   j["max_warps_per_sm"] = d.max_warps_per_sm;
   j["prompt_tokens"] = d.prompt_tokens;
+  j["depth"] = d.depth;
+  j["depth_prefill_ms"] = d.depth_prefill_ms;
   j["n_decode"] = d.n_decode;
   j["repeats"] = d.repeats;
   j["warmup"] = d.warmup;
@@ -481,6 +492,8 @@ AbReportData ab_data_from_json(const std::string& text) {
     d.sm_count = j.at("sm_count").get<int>();
     d.max_warps_per_sm = j.at("max_warps_per_sm").get<int>();
     d.prompt_tokens = j.at("prompt_tokens").get<int>();
+    d.depth = j.value("depth", 0);  // absent in JSON written before --depth: no depth
+    d.depth_prefill_ms = j.value("depth_prefill_ms", 0.0);
     d.n_decode = j.at("n_decode").get<int>();
     d.repeats = j.at("repeats").get<int>();
     d.warmup = j.at("warmup").get<int>();

@@ -42,9 +42,10 @@ std::vector<std::string> parse_ab_mappings(const std::string& list) {
 
 // The one decode loop (engine/decode_loop.h) from position 0 (overwriting the previous pass's cache): exactly n greedy
 // decode steps, EOS ignored. eval time runs from after the prefill's sample (a stream sync) to after the last sample.
-AbPass ab_decode_pass(Backend& b, const std::vector<int>& prompt, int n_decode, uint64_t seed) {
+AbPass ab_decode_pass(Backend& b, const std::vector<int>& prompt, int n_decode, uint64_t seed, int start_pos) {
   if (n_decode < 1) fail("A/B run: n_decode must be >= 1, found ", n_decode);
   DecodeLoopOptions lo;
+  lo.start_pos = start_pos;
   lo.sampler.temperature = 0.0f;
   lo.sampler.top_k = 0;
   lo.sampler.top_p = 1.0f;
@@ -60,6 +61,40 @@ AbPass ab_decode_pass(Backend& b, const std::vector<int>& prompt, int n_decode, 
   p.ms_per_token = d.eval_ms / n_decode;
   p.tokens = std::move(d.tokens);
   return p;
+}
+
+std::vector<int> ab_depth_tokens(const std::vector<int>& prompt, int depth) {
+  if (prompt.empty()) fail("A/B run: the prompt is empty (it needs at least the BOS token)");
+  if (depth < 0) fail("--depth: invalid value ", depth, " (allowed: 0 or more)");
+  if (depth == 0) return prompt;
+  std::vector<int> ids;
+  ids.reserve(size_t(depth));
+  while (int(ids.size()) < depth) ids.push_back(prompt[ids.size() % prompt.size()]);
+  return ids;
+}
+
+double ab_prefill_context(Backend& b, const std::vector<int>& context, uint64_t seed) {
+  DecodeLoopOptions lo;
+  lo.sampler.temperature = 0.0f;
+  lo.sampler.top_k = 0;
+  lo.sampler.top_p = 1.0f;
+  lo.sampler.seed = seed;
+  lo.max_new = 1;  // prefill, one sample, no decode step
+  b.sample(lo.sampler, 0);  // an idle stream before the clock starts (as ab_decode_pass)
+  return decode_loop(b, context, lo).prompt_ms;
+}
+
+std::string ab_context_refusal(int prompt_tokens, int depth, int n_decode, int64_t limit, bool limit_is_ctx_size) {
+  const int64_t need = int64_t(depth > 0 ? depth : prompt_tokens) + n_decode;
+  if (need <= limit) return "";
+  std::ostringstream os;
+  if (depth > 0)
+    os << "--depth " << depth;
+  else
+    os << "the prompt (" << prompt_tokens << (prompt_tokens == 1 ? " token)" : " tokens)");
+  os << " and -n " << n_decode << " need " << need << " positions, more than "
+     << (limit_is_ctx_size ? "--ctx-size " : "the model's maximum of ") << limit;
+  return os.str();
 }
 
 #ifdef LLM_HAVE_CUDA
@@ -95,11 +130,15 @@ void check_options(const Model& model, const AbOptions& opt) {
   if (opt.n_decode < 1) fail("A/B run: n_decode must be >= 1, found ", opt.n_decode);
   if (opt.repeats < 1) fail("A/B run: repeats must be >= 1, found ", opt.repeats);
   if (opt.warmup < 0) fail("A/B run: warm-up rounds must be >= 0, found ", opt.warmup);
-  const int64_t need = int64_t(opt.prompt.size()) + opt.n_decode;
-  if (opt.ctx_size != 0 && opt.ctx_size < need)
-    fail("A/B run: ctx_size ", opt.ctx_size, " is shorter than prompt + decode steps (", need, ")");
-  if (need > c.max_seq_len)
-    fail("A/B run: prompt + decode steps = ", need, " exceed the model's ", c.max_seq_len, " positions");
+  if (opt.depth < 0) fail("A/B run: depth must be >= 0, found ", opt.depth);
+  const int prompt_tokens = int(opt.prompt.size());
+  if (opt.ctx_size != 0)
+    if (const std::string why = ab_context_refusal(prompt_tokens, opt.depth, opt.n_decode, opt.ctx_size, true);
+        !why.empty())
+      fail(why);
+  if (const std::string why = ab_context_refusal(prompt_tokens, opt.depth, opt.n_decode, c.max_seq_len, false);
+      !why.empty())
+    fail(why);
 }
 
 void progress(const AbOptions& opt, const char* fmt_line, ...) __attribute__((format(printf, 2, 3)));
@@ -130,6 +169,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   res.sm_count = prop.multiProcessorCount;
   res.max_warps_per_sm = prop.maxThreadsPerMultiProcessor / 32;
   res.prompt_tokens = int(opt.prompt.size());
+  res.depth = opt.depth;
   res.n_decode = opt.n_decode;
   res.repeats = opt.repeats;
   res.warmup = opt.warmup;
@@ -144,7 +184,13 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   res.roofline_method = roofline.method() + ", once per round";
   BackendOptions bo;
   bo.device = "cuda";
-  bo.ctx_size = opt.ctx_size > 0 ? opt.ctx_size : int(opt.prompt.size()) + opt.n_decode;
+  // At depth N the cache holds N tokens, then every pass re-prefills the last of them (position N - 1) and decodes
+  // from position N; at depth 0 every pass prefills the prompt from position 0.
+  const bool deep = opt.depth > 0;
+  const std::vector<int> context = deep ? ab_depth_tokens(opt.prompt, opt.depth) : std::vector<int>{};
+  const std::vector<int> pass_prompt = deep ? std::vector<int>{context.back()} : opt.prompt;
+  const int pass_pos = deep ? opt.depth - 1 : 0;
+  bo.ctx_size = opt.ctx_size > 0 ? opt.ctx_size : (deep ? opt.depth : int(opt.prompt.size())) + opt.n_decode;
   bo.gemv = opt.mappings[0];
   bo.dequantize = opt.dequantize;
   progress(opt, "ab: uploading %s to %s\n", model.source.c_str(), prop.name);
@@ -183,6 +229,14 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
     res.runs.push_back(std::move(run));
   }
 
+  if (deep) {
+    progress(opt, "ab: prefilling a context of %d tokens (the prompt's %zu ids repeated)\n", opt.depth,
+             opt.prompt.size());
+    res.depth_prefill_ms = ab_prefill_context(cb, context, opt.seed);
+    progress(opt, "ab: context of %d tokens prefilled in %.1f ms (%.0f tokens/s)\n", opt.depth,
+             res.depth_prefill_ms, 1e3 * opt.depth / res.depth_prefill_ms);
+  }
+
   const int rounds = opt.warmup + opt.repeats;
   std::vector<std::vector<int>> last_tokens(opt.mappings.size());
   for (int r = 0; r < rounds; ++r) {
@@ -199,11 +253,11 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
     for (size_t i = 0; i < opt.mappings.size(); ++i) {
       cb.set_gemv(opt.mappings[i]);  // first time: prepacks; its first graphed decode captures the graph
       cb.set_use_graph(true);
-      const AbPass graphed = ab_decode_pass(cb, opt.prompt, opt.n_decode, opt.seed);
+      const AbPass graphed = ab_decode_pass(cb, pass_prompt, opt.n_decode, opt.seed, pass_pos);
 
       cb.reset_profile();
       cb.set_profiling(true);
-      const AbPass profiled = ab_decode_pass(cb, opt.prompt, opt.n_decode, opt.seed);
+      const AbPass profiled = ab_decode_pass(cb, pass_prompt, opt.n_decode, opt.seed, pass_pos);
       cb.set_profiling(false);
       const DecodeProfile prof = cb.profile();
       if (prof.steps != opt.n_decode)
@@ -213,12 +267,15 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
       for (int p = 0; p < ProfileParts::kParts; ++p) parts[p] = prof.ms[p] / double(prof.steps);
       const double gemv_ms = prof.gemv_ms() / double(prof.steps);
 
-      progress(opt,
-               "ab: %s %s: %.1f tok/s (%.3f ms/token; profiled %.3f ms/token, GEMV %.3f ms/token); "
-               "prefill %zu tokens %.2f ms (%.0f tok/s)\n",
+      char prefill[96];
+      if (deep)
+        std::snprintf(prefill, sizeof prefill, "at depth %d", opt.depth);
+      else
+        std::snprintf(prefill, sizeof prefill, "prefill %zu tokens %.2f ms (%.0f tok/s)", opt.prompt.size(),
+                      graphed.prefill_ms, 1e3 * double(opt.prompt.size()) / graphed.prefill_ms);
+      progress(opt, "ab: %s %s: %.1f tok/s (%.3f ms/token; profiled %.3f ms/token, GEMV %.3f ms/token); %s\n",
                round, opt.mappings[i].c_str(), 1e3 / graphed.ms_per_token, graphed.ms_per_token,
-               profiled.ms_per_token, gemv_ms, opt.prompt.size(), graphed.prefill_ms,
-               1e3 * double(opt.prompt.size()) / graphed.prefill_ms);
+               profiled.ms_per_token, gemv_ms, prefill);
       last_tokens[i] = graphed.tokens;
       if (!timed) continue;
       AbMappingRun& run = res.runs[i];

@@ -17,12 +17,16 @@ namespace llm {
 
 struct AbOptions {
   std::vector<std::string> mappings{"warp", "thread", "colmajor", "cublas"};  // GEMV registry names, in run order
-  std::vector<int> prompt;   // token ids, BOS first; prefilled at position 0 before every pass
+  std::vector<int> prompt;   // token ids, BOS first; prefilled at position 0 before every pass (depth 0)
   int n_decode = 128;        // decode steps per pass, EOS ignored
+  // > 0: the context depth, as llama-bench -d: `prompt`'s ids repeated and cut to `depth` tokens (ab_depth_tokens)
+  // are prefilled once, timed (AbReportData::depth_prefill_ms); every pass then re-prefills only the last of them
+  // (position depth - 1) and runs its n_decode steps from position depth. 0: every pass prefills `prompt` itself.
+  int depth = 0;
   int repeats = 5;           // timed rounds
   int warmup = 1;            // untimed rounds first (prepack, graph capture, clocks)
   uint64_t seed = 42;        // sampler seed (greedy: recorded, no effect on the tokens)
-  int ctx_size = 0;          // 0 = prompt + n_decode (a small KV cache leaves memory for every mapping's copy)
+  int ctx_size = 0;          // 0 = prompt (or depth) + n_decode (a small KV cache leaves memory for every mapping)
   bool dequantize = false;   // GGUF quantized weights as BF16 (BackendOptions::dequantize)
   std::FILE* progress = stderr;  // one line per pass; nullptr = quiet
 };
@@ -40,7 +44,23 @@ struct AbPass {
   double ms_per_token = 0;  // decode + sample, per step
   std::vector<int> tokens;
 };
-AbPass ab_decode_pass(Backend& backend, const std::vector<int>& prompt, int n_decode, uint64_t seed);
+// start_pos: position of prompt[0], the cache before it already filled (a run at depth: ab_prefill_context first).
+AbPass ab_decode_pass(Backend& backend, const std::vector<int>& prompt, int n_decode, uint64_t seed,
+                      int start_pos = 0);
+
+// The tokens a run at `depth` fills its cache with: `prompt` repeated and cut to `depth` tokens (depth 0: the prompt
+// itself). Throws llm::Error for an empty prompt or a negative depth.
+std::vector<int> ab_depth_tokens(const std::vector<int>& prompt, int depth);
+
+// Prefills `context` at position 0 through the one decode loop and samples once (so an asynchronous backend has
+// finished); returns the milliseconds that took. A run at depth N then runs
+// ab_decode_pass(b, {context[N - 1]}, n, seed, N - 1) per pass: its steps run at positions N .. N + n - 1.
+double ab_prefill_context(Backend& backend, const std::vector<int>& context, uint64_t seed);
+
+// "" when a pass fits in `limit` positions, else the one-line refusal naming the values: "--depth 300 and -n 64 need
+// 364 positions, more than --ctx-size 256" (limit_is_ctx_size) or "... more than the model's maximum of 256".
+// prompt_tokens counts only when depth is 0.
+std::string ab_context_refusal(int prompt_tokens, int depth, int n_decode, int64_t limit, bool limit_is_ctx_size);
 
 // "warp, thread,cublas" -> {"warp", "thread", "cublas"}; throws llm::Error on an empty list, item or repeat, or a
 // name core/gemv_names.h does not list.

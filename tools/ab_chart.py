@@ -56,7 +56,8 @@ def draw(data, summary, out_png):
     ceiling = summary["ceiling_tps"]
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(min(18, 4 + 1.8 * len(maps)), 5.5))
-    title = (f"{data['model']} on {data['device']}: prompt {data['prompt_tokens']}, tg{data['n_decode']}, "
+    depth = f" @ d{data['depth']}" if data.get("depth", 0) > 0 else ""
+    title = (f"{data['model']} on {data['device']}: prompt {data['prompt_tokens']}, tg{data['n_decode']}{depth}, "
              f"{data['repeats']} repeats")
     fig.suptitle(title, fontsize=11)
 
