@@ -25,7 +25,7 @@ std::string ggml_type_name(uint32_t type) {
 
 namespace {
 
-enum ValueType : uint32_t { U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 };
+using namespace gguf_value;  // U8 .. F64
 constexpr uint64_t kMaxDims = 4;      // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 4;     // nested arrays are legal but never deep in practice
 constexpr uint64_t kMaxElements = uint64_t(1) << 40;

@@ -16,6 +16,14 @@ namespace llm {
 // GGML tensor types this reader knows the byte size of (ids as in ggml.h).
 enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q8_0 = 8, BF16 = 30 };
 
+// GGUF metadata value types (the uint32 after each key, and an array's element type); shared by the reader here and
+// the writer (models/gguf_writer.h).
+namespace gguf_value {
+enum Type : uint32_t { U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 };
+}  // namespace gguf_value
+
+constexpr uint64_t kGgufDefaultAlignment = 32;  // general.alignment when the key is absent
+
 // "Q6_K" for any ggml type id (known or not), for messages.
 std::string ggml_type_name(uint32_t type);
 
@@ -47,7 +55,7 @@ struct GgufFile {
   std::string path;
   std::shared_ptr<const MappedFile> mapping;  // keeps every `data` pointer alive
   uint32_t version = 0;
-  uint64_t alignment = 32;
+  uint64_t alignment = kGgufDefaultAlignment;
   std::map<std::string, GgufValue> kv;
   std::map<std::string, GgufTensor> tensors;
 

@@ -109,6 +109,63 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   return scale;
 }
 
+constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS: a group this small is all zero
+
+// ggml's make_qx_quants with qw = NULL, line for line (FP32 throughout): symmetric codes l in [-nmax, nmax - 1]
+// stored as l + nmax, the scale chosen among 19 candidates by weighted least squares (rmse_type 1: w = x^2).
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type) {
+  float max = 0;
+  float amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  auto weight = [&](float v) {
+    return rmse_type == 1 ? v * v : rmse_type == 2 ? 1.f : rmse_type == 3 ? std::fabs(v) : std::sqrt(std::fabs(v));
+  };
+  float iscale = -nmax / max;
+  float sumlx = 0;
+  float suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    L[i] = int8_t(l + nmax);
+    const float w = weight(x[i]);
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  float scale = suml2 ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(nmax + 0.1f * is) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * x[i]);
+      l = std::max(-nmax, std::min(nmax - 1, l));
+      const float w = weight(x[i]);
+      sumlx += w * x[i] * l;
+      suml2 += w * l * l;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * x[i]);
+        L[i] = int8_t(nmax + std::max(-nmax, std::min(nmax - 1, l)));
+      }
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
 }  // namespace
 
 const char* ggml_quant_name(GgmlQuantType t) {
@@ -213,6 +270,34 @@ void quantize_q4_0(const float* x, int64_t k, uint8_t* out) {
   }
 }
 
+void quantize_q5_0(const float* x, int64_t k, uint8_t* out) {
+  check_quant_row_length(GgmlQuantType::Q5_0, k, "quantize_q5_0");
+  for (int64_t b = 0; b < k / kQuantBlock; ++b, x += kQuantBlock, out += kQ5_0Bytes) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < kQuantBlock; ++j) {
+      const float v = x[j];
+      if (amax < std::fabs(v)) {
+        amax = std::fabs(v);
+        max = v;
+      }
+    }
+    const float d = max / -16;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    write_u16(out, f32_to_f16(d));
+    uint32_t qh = 0;
+    for (int j = 0; j < kQuantBlock / 2; ++j) {
+      const float x0 = x[j] * id;
+      const float x1 = x[kQuantBlock / 2 + j] * id;
+      const uint8_t xi0 = uint8_t(std::min(31, int(int8_t(x0 + 16.5f))));
+      const uint8_t xi1 = uint8_t(std::min(31, int(int8_t(x1 + 16.5f))));
+      out[6 + j] = uint8_t((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+      qh |= uint32_t((xi0 & 0x10u) >> 4) << (j + 0);
+      qh |= uint32_t((xi1 & 0x10u) >> 4) << (j + kQuantBlock / 2);
+    }
+    for (int i = 0; i < 4; ++i) out[2 + i] = uint8_t(qh >> (8 * i));  // little-endian, as memcpy on ggml's hosts
+  }
+}
+
 void quantize_q4_k(const float* x, int64_t k, uint8_t* out) {
   check_quant_row_length(GgmlQuantType::Q4_K, k, "quantize_q4_k");
   uint8_t L[kQuantSuperBlock];
@@ -270,6 +355,54 @@ void quantize_q4_k(const float* x, int64_t k, uint8_t* out) {
   }
 }
 
+void quantize_q6_k(const float* x, int64_t k, uint8_t* out) {
+  check_quant_row_length(GgmlQuantType::Q6_K, k, "quantize_q6_k");
+  int8_t L[kQuantSuperBlock];
+  float scales[kQuantSuperBlock / 16];
+  for (int64_t i = 0; i < k / kQuantSuperBlock; ++i, x += kQuantSuperBlock, out += kQ6_KBytes) {
+    uint8_t* ql = out;
+    uint8_t* qh = out + 128;
+    int8_t* sc = reinterpret_cast<int8_t*>(out + 192);
+    float max_scale = 0;
+    float max_abs_scale = 0;
+    for (int ib = 0; ib < kQuantSuperBlock / 16; ++ib) {
+      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
+      scales[ib] = scale;
+      const float abs_scale = std::fabs(scale);
+      if (abs_scale > max_abs_scale) {
+        max_abs_scale = abs_scale;
+        max_scale = scale;
+      }
+    }
+    if (max_abs_scale < kGroupMaxEps) {  // an all-zero super-block: every byte zero, d = +0
+      std::memset(out, 0, kQ6_KBytes);
+      continue;
+    }
+    const float iscale = -128.f / max_scale;
+    write_u16(out + 208, f32_to_f16(1 / iscale));
+    for (int ib = 0; ib < kQuantSuperBlock / 16; ++ib) sc[ib] = int8_t(std::min(127, nearest_int(iscale * scales[ib])));
+    for (int j = 0; j < kQuantSuperBlock / 16; ++j) {
+      const float d = read_f16_le(out + 208) * sc[j];
+      if (!d) continue;
+      for (int ii = 0; ii < 16; ++ii) {
+        int l = nearest_int(x[16 * j + ii] / d);
+        l = std::max(-32, std::min(31, l));
+        L[16 * j + ii] = int8_t(l + 32);
+      }
+    }
+    for (int j = 0; j < kQuantSuperBlock; j += 128, ql += 64, qh += 32) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t q1 = L[j + l + 0] & 0xF, q2 = L[j + l + 32] & 0xF;
+        const uint8_t q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
+        ql[l + 0] = uint8_t(q1 | (q3 << 4));
+        ql[l + 32] = uint8_t(q2 | (q4 << 4));
+        qh[l] = uint8_t((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
+                        ((L[j + l + 96] >> 4) << 6));
+      }
+    }
+  }
+}
+
 std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n, int64_t k) {
   const size_t row = ggml_quant_row_bytes(t, k);
   std::vector<uint8_t> out(row * size_t(n));
@@ -277,8 +410,11 @@ std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n,
     switch (t) {
       case GgmlQuantType::Q8_0: quantize_q8_0(x + r * k, k, out.data() + r * row); break;
       case GgmlQuantType::Q4_0: quantize_q4_0(x + r * k, k, out.data() + r * row); break;
+      case GgmlQuantType::Q5_0: quantize_q5_0(x + r * k, k, out.data() + r * row); break;
       case GgmlQuantType::Q4_K: quantize_q4_k(x + r * k, k, out.data() + r * row); break;
-      default: fail("quantize: ", ggml_quant_name(t), " has no quantizer here (expected Q8_0, Q4_0 or Q4_K)");
+      case GgmlQuantType::Q6_K: quantize_q6_k(x + r * k, k, out.data() + r * row); break;
+      default:
+        fail("quantize: ", ggml_quant_name(t), " has no quantizer here (expected Q8_0, Q4_0, Q5_0, Q4_K or Q6_K)");
     }
   }
   return out;

@@ -1,20 +1,72 @@
-// --quantize: a float checkpoint's (or a synthetic model's) projection and head weights quantized at load into GGML
-// blocks (Q8_0, Q4_0 or Q4_K, models/quant.h), so they run through the quantized GEMVs exactly as a GGUF file of that
-// type would. The embedding table is quantized only where it is also the (tied) head.
+// --quantize: a float checkpoint's (or a synthetic model's) weights quantized into GGML blocks (models/quant.h), so
+// they run through the quantized GEMVs exactly as a GGUF file of those types would, and so write-gguf can write them
+// (models/gguf_writer.h). Two kinds of scheme:
+//   * one type (q8_0, q4_0, q4_k, q6_k): every projection and the head; the embedding table only where it is also
+//     the (tied) head;
+//   * q4_k_m: llama.cpp's Q4_K_M mix (llama_tensor_get_type in src/llama-quant.cpp, llama architecture, no experts,
+//     no imatrix): output.weight Q6_K; attn_v and ffn_down Q6_K on the "use_more_bits" layers (i < n/8, i >= 7n/8,
+//     or (i - n/8) % 3 == 2), Q4_K elsewhere; every other projection and token_embd Q4_K. A tied embedding is the
+//     output and follows its rule. Not reproduced: the 70B bump of attn_v to Q5_K (we have no Q5_K quantizer).
+// Rows a type cannot hold fall back as llama-quantize does (fallback_quant_type): Q4_K -> Q5_0, Q6_K -> Q8_0, and a
+// row that is not a multiple of 32 becomes F16 whatever the type (llama.cpp 0c1e570: "must use F16 due to unusual
+// shape"); the output rule of q4_k_m takes Q8_0 directly when the row is not a multiple of 256. Norms stay as they
+// are. Checked against llama-quantize (llama-cpp-python 0.3.36's llama.cpp, CPU build) on the float GGUFs write-gguf
+// writes: Q4_K_M of synthetic:smollm2-135m and stories260K, Q8_0 and Q6_K of stories260K give byte-identical files.
+// One difference is deliberate: llama-quantize's Q4_0/Q4_1/Q5_x ftypes put output.weight in Q6_K; our one-type
+// schemes keep every quantized tensor in the one type.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/model.h"
 #include "models/quant.h"
 
 namespace llm {
 
-// "q8_0" -> Q8_0, "q4_0" -> Q4_0, "q4_k" -> Q4_K; anything else fails naming the allowed values.
-GgmlQuantType parse_quantize_type(const std::string& name);
+struct QuantizeScheme {
+  std::string name;                          // as given: "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m"
+  GgmlQuantType type = GgmlQuantType::Q8_0;  // the one type; Q4_K (the default of the mix) for q4_k_m
+  bool q4_k_m = false;
+};
 
-// Quantizes in place (rows in parallel on `threads` threads, 0 = the hardware's). Fails, naming the file's types,
-// when a projection is already quantized (a GGUF file of quantized types), and naming the tensor when its row length
-// is not a multiple of the type's block (32, or 256 for Q4_K).
-void quantize_model(Model& model, GgmlQuantType type, int threads = 0);
+// "q8_0" | "q4_0" | "q4_k" | "q6_k" | "q4_k_m"; anything else fails naming the value and the allowed ones.
+QuantizeScheme parse_quantize_type(const std::string& name);
+
+// Which weight of the model a tensor is, for the q4_k_m rule.
+enum class WeightRole { TokenEmbd, Output, AttnQ, AttnK, AttnV, AttnOutput, FfnGate, FfnUp, FfnDown };
+
+// The GGML type llama.cpp's Q4_K_M rule gives a weight of `role` in layer `layer` of `n_layers` whose rows are
+// `cols` wide, before the row-length fallback (the output rule's own Q8_0 for cols % 256 != 0 included). `tied`:
+// there is no output.weight, so token_embd takes the output rule.
+GgmlQuantType q4_k_m_type(WeightRole role, int layer, int n_layers, int64_t cols, bool tied);
+
+// The ggml type id a `wanted` quantized type becomes on rows `cols` wide: `wanted` when it holds them, else
+// llama.cpp's stand-in (Q4_K -> Q5_0, Q6_K -> Q8_0), else F16 (ggml type id 1).
+uint32_t fallback_quant_type(GgmlQuantType wanted, int64_t cols);
+
+// One tensor a scheme quantizes: what it is, the type the scheme wants, and the ggml type id it gets
+// (fallback_quant_type of `wanted`: a GgmlQuantType, or 1 = F16).
+struct QuantizeTarget {
+  const HostTensor* tensor = nullptr;
+  WeightRole role = WeightRole::AttnQ;
+  int layer = -1;  // -1 for token_embd and output
+  GgmlQuantType wanted = GgmlQuantType::Q8_0;
+  uint32_t type = 0;
+};
+
+// The tensors `scheme` quantizes in `model` and their types. Fails, naming the file's types, when a target is already
+// quantized (a GGUF file of quantized types): --quantize takes a float checkpoint or a synthetic model.
+std::vector<QuantizeTarget> quantize_plan(const Model& model, const QuantizeScheme& scheme);
+
+// `t` (engine row order) as a tensor of ggml type `type` (a GgmlQuantType with a quantizer, or 1 = F16) that owns its
+// bytes, rows in parallel on `threads` threads (0 = the hardware's).
+HostTensor quantize_tensor(const HostTensor& t, uint32_t type, int threads = 0);
+
+// "blk.0.ffn_down.weight (172 wide): Q4_K -> F16" for each target whose type is not the one wanted; empty if none.
+std::vector<std::string> quantize_fallbacks(const std::vector<QuantizeTarget>& plan);
+
+// Quantizes in place (quantize_plan, then quantize_tensor on each target); returns the plan.
+std::vector<QuantizeTarget> quantize_model(Model& model, const QuantizeScheme& scheme, int threads = 0);
 
 }  // namespace llm

@@ -622,11 +622,11 @@ BpeSpec gguf_spec(const EmbeddedVocab& v) {
   } else if (v.pre == "llama-bpe") {
     spec.patterns = {kLlama3Pattern};
     spec.ignore_merges = true;  // as llama.cpp does for this pre-tokenizer (and Llama 3's tokenizer.json)
-  } else if (v.pre == "gpt2" || v.pre == "default" || v.pre.empty()) {
+  } else if (v.pre == "gpt2" || v.pre == "gpt-2" || v.pre == "default" || v.pre.empty()) {  // "gpt-2": llama.cpp's name
     spec.patterns = {kGpt2Pattern};
   } else {
     fail("tokenizer of ", name, ": tokenizer.ggml.pre \"", one_line(v.pre),
-         "\" is not supported (expected smollm, llama-bpe, gpt2 or default)");
+         "\" is not supported (expected smollm, llama-bpe, gpt-2, gpt2 or default)");
   }
   spec.pieces = v.tokens;
   spec.special.assign(v.tokens.size(), false);
@@ -666,6 +666,43 @@ std::unique_ptr<Tokenizer> load_bpe_json(const std::string& path) {
 
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(const EmbeddedVocab& vocab) {
   return std::make_unique<BpeTokenizer>(gguf_spec(vocab));
+}
+
+EmbeddedVocab bpe_json_vocab(const std::string& path) {
+  const BpeSpec spec = json_spec(path);
+  EmbeddedVocab v;
+  v.source = path;
+  v.model = "gpt2";
+  // The pre-tokenizer names gguf_spec maps back to exactly these split stages.
+  using Patterns = std::vector<std::string>;
+  if (spec.patterns == Patterns{kDigitPattern, kGpt2Pattern} && !spec.ignore_merges) {
+    v.pre = "smollm";
+  } else if (spec.patterns == Patterns{kLlama3Pattern} && spec.ignore_merges) {
+    v.pre = "llama-bpe";
+  } else if (spec.patterns == Patterns{kGpt2Pattern} && !spec.ignore_merges) {
+    v.pre = "gpt-2";
+  } else {
+    fail("tokenizer ", path, ": its pre-tokenizer (", spec.patterns.size(), " split stages", spec.ignore_merges ?
+         ", ignore_merges" : "", ") has no GGUF name (known: smollm, llama-bpe, gpt-2)");
+  }
+  for (size_t id = 0; id < spec.pieces.size(); ++id) {
+    const std::string& p = spec.pieces[id];
+    if (p.empty()) {  // an id nothing uses
+      v.tokens.push_back("[PAD" + std::to_string(id) + "]");
+      v.token_types.push_back(5);
+      continue;
+    }
+    v.tokens.push_back(p);
+    const auto added = spec.added.find(p);
+    const bool is_added = added != spec.added.end() && added->second == int(id);
+    v.token_types.push_back(is_added ? (spec.special[id] ? 3 : 4) : 1);
+  }
+  for (const auto& [a, b] : spec.merges) v.merges.push_back(a + " " + b);
+  v.bos_id = spec.bos;
+  v.eos_id = spec.eos;
+  v.unk_id = spec.unk;
+  v.add_bos = spec.add_bos;
+  return v;
 }
 
 }  // namespace llm

@@ -8,11 +8,28 @@
 
 namespace llm {
 
-std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {
+namespace {
+
+// A Hugging Face tokenizer.json (byte-level BPE) by its name; anything else is taken for a sentencepiece model.
+bool is_json(const std::string& path) {
   const std::string json = ".json";
-  if (path.size() >= json.size() && path.compare(path.size() - json.size(), json.size(), json) == 0)
-    return load_bpe_json(path);
-  return load_sentencepiece(path);
+  return path.size() >= json.size() && path.compare(path.size() - json.size(), json.size(), json) == 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {
+  return is_json(path) ? load_bpe_json(path) : load_sentencepiece(path);
+}
+
+EmbeddedVocab vocab_of_tokenizer_file(const std::string& path) {
+  return is_json(path) ? bpe_json_vocab(path) : sentencepiece_file_vocab(path);
+}
+
+std::shared_ptr<const EmbeddedVocab> vocab_for_gguf(const Model& model, const std::string& override_path) {
+  const std::string& file = !override_path.empty() ? override_path : model.tokenizer_path;
+  if (!file.empty()) return std::make_shared<const EmbeddedVocab>(vocab_of_tokenizer_file(file));
+  return model.vocab;
 }
 
 std::unique_ptr<Tokenizer> make_sentencepiece_from_vocab(const EmbeddedVocab& vocab) {

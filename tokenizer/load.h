@@ -22,6 +22,13 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const EmbeddedVocab& vocab);
 // make_sentencepiece_from_proto(sentencepiece_proto_from_vocab(vocab), vocab.source).
 std::unique_ptr<Tokenizer> make_sentencepiece_from_vocab(const EmbeddedVocab& vocab);
 
+// The vocabulary of a tokenizer file as a GGUF vocabulary: tokenizer.model -> "llama" (sentencepiece_file_vocab),
+// tokenizer.json -> "gpt2" (bpe_json_vocab).
+EmbeddedVocab vocab_of_tokenizer_file(const std::string& path);
+// The vocabulary to write into a GGUF for a model, by the same precedence as load_tokenizer: override_path, else the
+// file beside the weights, else the checkpoint's own vocabulary; null when there is none (synthetic models).
+std::shared_ptr<const EmbeddedVocab> vocab_for_gguf(const Model& model, const std::string& override_path);
+
 // The tokenizer that goes with a model: override_path (tokenizer.model or tokenizer.json) when given, else the file
 // found beside the weights, else the GGUF's own vocabulary; null when there is none (synthetic models). Checks the
 // vocabulary fits the model.

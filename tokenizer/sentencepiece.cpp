@@ -148,4 +148,76 @@ std::unique_ptr<Tokenizer> make_sentencepiece_from_proto(const std::string& prot
   return std::make_unique<SentencePieceTokenizer>(proto, name);
 }
 
+namespace {
+
+// NormalizerSpec.add_dummy_prefix (ModelProto field 3, its field 3; true when absent) read off the protobuf wire
+// format: the library's header does not expose the normalizer spec. The last occurrence wins, as in protobuf.
+bool add_dummy_prefix(const std::string& proto) {
+  auto varint = [](const std::string& s, size_t& i, uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; i < s.size() && shift < 64; shift += 7) {
+      const uint8_t b = uint8_t(s[i++]);
+      *v |= uint64_t(b & 0x7F) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  };
+  // Calls f(field, wire type, varint value, length-delimited bytes) for each field of `msg`; false when malformed.
+  auto walk = [&](const std::string& msg, auto&& f) {
+    for (size_t i = 0; i < msg.size();) {
+      uint64_t tag = 0, v = 0;
+      if (!varint(msg, i, &tag)) return false;
+      const uint32_t wire = uint32_t(tag & 7), field = uint32_t(tag >> 3);
+      std::string bytes;
+      if (wire == 0) {
+        if (!varint(msg, i, &v)) return false;
+      } else if (wire == 1 || wire == 5) {
+        i += wire == 1 ? 8 : 4;
+      } else if (wire == 2) {
+        if (!varint(msg, i, &v) || v > msg.size() - i) return false;
+        bytes = msg.substr(i, size_t(v));
+        i += size_t(v);
+      } else {
+        return false;
+      }
+      if (i > msg.size()) return false;
+      f(field, wire, v, bytes);
+    }
+    return true;
+  };
+  std::string normalizer;
+  walk(proto, [&](uint32_t field, uint32_t wire, uint64_t, const std::string& b) {
+    if (field == 3 && wire == 2) normalizer = b;
+  });
+  bool prefix = true;
+  walk(normalizer, [&](uint32_t field, uint32_t wire, uint64_t v, const std::string&) {
+    if (field == 3 && wire == 0) prefix = v != 0;
+  });
+  return prefix;
+}
+
+}  // namespace
+
+EmbeddedVocab sentencepiece_file_vocab(const std::string& path) {
+  load_sentencepiece(path);  // the same checks and messages as loading it as a tokenizer
+  sentencepiece::SentencePieceProcessor sp;
+  const auto status = sp.Load(path);
+  if (!status.ok()) fail("tokenizer model ", path, ": not a sentencepiece model (", one_line(status.ToString()), ")");
+  EmbeddedVocab v;
+  v.source = path;
+  v.model = "llama";
+  for (int id = 0; id < sp.GetPieceSize(); ++id) {
+    v.tokens.push_back(sp.IdToPiece(id));
+    v.scores.push_back(sp.GetScore(id));
+    v.token_types.push_back(sp.IsUnknown(id) ? 2 : sp.IsControl(id) ? 3 : sp.IsUnused(id) ? 5 : sp.IsByte(id) ? 6 : 1);
+  }
+  v.bos_id = sp.bos_id();
+  v.eos_id = sp.eos_id();
+  v.unk_id = sp.unk_id();
+  v.pad_id = sp.pad_id();
+  v.add_bos = true;
+  v.add_space_prefix = add_dummy_prefix(sp.serialized_model_proto());
+  return v;
+}
+
 }  // namespace llm

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "models/vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llm {
@@ -13,5 +14,11 @@ namespace llm {
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path);
 // A sentencepiece tokenizer from serialized ModelProto bytes (LoadFromSerializedProto); `name` is for messages.
 std::unique_ptr<Tokenizer> make_sentencepiece_from_proto(const std::string& proto, const std::string& name);
+
+// A tokenizer.model as the GGUF "llama" vocabulary llama.cpp's converter (_create_vocab_sentencepiece) writes for it:
+// every piece with its score, its type as the library classifies it (unknown 2, control 3, unused 5, byte 6, else
+// normal 1), the library's bos/eos/unk/pad ids, add_bos, and add_space_prefix = the normalizer's add_dummy_prefix.
+// Fails like load_sentencepiece on a file that is not a sentencepiece model.
+EmbeddedVocab sentencepiece_file_vocab(const std::string& path);
 
 }  // namespace llm

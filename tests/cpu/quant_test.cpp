@@ -205,7 +205,7 @@ TEST(Quant, KQuantDequantEqualsGguf) {
 }
 
 TEST(Quant, QuantizersEqualGgufByteForByte) {
-  for (const char* name : {"Q8_0", "Q4_0"}) {
+  for (const char* name : {"Q8_0", "Q4_0", "Q5_0"}) {
     SCOPED_TRACE(name);
     const auto& r = refs().at("legacy").at(name);
     const Q t = type_by_name(name);
@@ -302,7 +302,7 @@ TEST(Quant, RowLengthRefusedByName) {
   EXPECT_THROW(pack_quant(blocks.data(), Q::Q4_K, 1, 576, "w"), Error);
   const std::vector<float> x(576, 1.0f);
   EXPECT_THROW(quantize_matrix(Q::Q4_K, x.data(), 1, 576), Error);
-  EXPECT_THROW(quantize_matrix(Q::Q5_0, x.data(), 1, 576), Error);  // no quantizer for Q5_0 here
+  EXPECT_THROW(quantize_matrix(Q::Q5_1, x.data(), 1, 576), Error);  // no quantizer for Q5_1 here
 }
 
 // ---- reference GEMV --------------------------------------------------------------------------------------------------
@@ -404,6 +404,42 @@ TEST(Quant, Q4KQuantizerRmsWithinFivePercentOfGgmlReference) {
   double s = 0.0;
   for (size_t i = 0; i < x.size(); ++i) s += (double(y[i]) - double(x[i])) * (double(y[i]) - double(x[i]));
   EXPECT_GT(std::sqrt(s / double(x.size())), 1.05 * ref);
+}
+
+TEST(Quant, Q6KQuantizerBeatsQ4KAndDequantizesExactly) {
+  // The same approximately normal tensor as the Q4_K test; errors measured through our exact dequantizer.
+  const auto& r = refs().at("q4_k_rms");
+  const int64_t rows = r.at("rows"), k = r.at("k");
+  const std::vector<float> x = irwin_hall(r.at("seed"), r.at("tensor_id"), rows * k);
+  const double q6 = rms_error(Q::Q6_K, x, rows, k), q4k = rms_error(Q::Q4_K, x, rows, k);
+  const double q8 = rms_error(Q::Q8_0, x, rows, k), q5 = rms_error(Q::Q5_0, x, rows, k);
+  std::printf("RMS error on a unit normal tensor: Q8_0 %.6f, Q6_K %.6f, Q5_0 %.6f, Q4_K %.6f\n", q8, q6, q5, q4k);
+  EXPECT_LT(q6, 0.35 * q4k);  // two more bits: about a quarter of the step
+  EXPECT_LT(q6, q5);
+  EXPECT_GT(q6, q8);          // and not better than 8 bits: the measurement measures quantization
+  // Every weight is its sub-block's step times a code, within half a step of the input unless the code is clamped,
+  // and the prepacked form reads the same bits.
+  std::vector<uint8_t> blocks = quantize_matrix(Q::Q6_K, x.data(), rows, k);
+  auto violations = [&](const std::vector<uint8_t>& b) {
+    const std::vector<float> y = deq(Q::Q6_K, b);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < rows * k; ++i) {
+      const uint8_t* blk = b.data() + size_t(i / 256) * kQ6_KBytes;
+      const float s = read_f16_le(blk + 208) * float(int8_t(blk[192 + (i % 256) / 16]));  // signed step
+      const int code = s != 0 ? int(std::lround(y[size_t(i)] / s)) : 0;                   // q - 32
+      if (s == 0 || code == -32 || code == 31) continue;  // clamped codes may sit further out
+      bad += std::fabs(double(y[size_t(i)]) - double(x[size_t(i)])) > 0.5 * std::fabs(s) * (1 + 1e-5);
+    }
+    return bad;
+  };
+  EXPECT_EQ(violations(blocks), 0);
+  EXPECT_EQ(bit_mismatches(unpack_quant(pack_quant(blocks.data(), Q::Q6_K, rows, k)), deq(Q::Q6_K, blocks)), 0u);
+  // Negative control: one sub-block scale per super-block moved by one breaks the half-step bound.
+  for (size_t b = 0; b < blocks.size(); b += kQ6_KBytes) blocks[b + 192] = uint8_t(int8_t(blocks[b + 192]) + 1);
+  EXPECT_GT(violations(blocks), 0);
+  // An all-zero super-block is all zero bytes (d = +0), as ggml writes it.
+  const std::vector<float> zeros(256, 0.0f);
+  EXPECT_EQ(quantize_matrix(Q::Q6_K, zeros.data(), 1, 256), std::vector<uint8_t>(kQ6_KBytes, 0));
 }
 
 }  // namespace

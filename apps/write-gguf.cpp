@@ -1,0 +1,125 @@
+// write-gguf: writes any model the engine loads (GGUF, Hugging Face directory, llama2.c file, synthetic:NAME) as one
+// GGUF file with its vocabulary, optionally quantized on the way, so that llama.cpp and run-llama run the same file.
+// The command line only: the file is written by models/gguf_writer.h, the quantization is models/quantize_model.h's.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "apps/cli.h"                  // value, parse_int, usage_error, run_main
+#include "core/error.h"                // llm::fail
+#include "models/gguf_writer.h"        // write_gguf, GgufWriteOptions
+#include "models/model.h"              // load_model, load_synthetic
+#include "models/quantize_model.h"     // parse_quantize_type
+#include "tokenizer/load.h"            // vocab_for_gguf
+
+namespace {
+
+const char* kUsage =
+    "usage: write-gguf --model PATH|synthetic:NAME [--tokenizer PATH] [--quantize TYPE] [--seed N] [--threads N]\n"
+    "                  --out FILE.gguf\n"
+    "\n"
+    "Writes the model as a GGUF v3 llama file with its vocabulary, which llama.cpp and run-llama both load.\n"
+    "\n"
+    "  --model PATH       a GGUF file, a Hugging Face directory, a llama2.c .bin, or synthetic:NAME\n"
+    "  --tokenizer PATH   tokenizer.model or tokenizer.json to write (default: the one beside the model, or the\n"
+    "                     GGUF's own vocabulary; synthetic models get a stand-in sentencepiece vocabulary)\n"
+    "  --quantize TYPE    q8_0, q4_0, q4_k, q6_k: projections and head in that type; q4_k_m: llama.cpp's Q4_K_M mix.\n"
+    "                     Rows a type cannot hold fall back as llama.cpp does (Q4_K -> Q5_0, Q6_K -> Q8_0, else F16)\n"
+    "                     and are listed. Refused on a model whose weights are already quantized.\n"
+    "                     Without it every tensor keeps its type (norms are written as F32).\n"
+    "  --seed N           seed of a synthetic model's weights (default 0)\n"
+    "  --threads N        quantization threads (default: all cores)\n"
+    "  --out FILE.gguf    the file to write (replaced if it exists)\n"
+    "  --help             this text\n";
+
+struct Args {
+  std::string model, tokenizer, quantize, out;
+  bool have_seed = false;
+  unsigned long long seed = 0;
+  int threads = 0;
+};
+
+Args parse(int argc, char** argv) {
+  using llm::cli::usage_error;
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string o = argv[i];
+    auto value = [&] { return llm::cli::value(argc, argv, i, o); };
+    if (o == "-h" || o == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (o == "--model" || o == "-m") {
+      a.model = value();
+    } else if (o == "--tokenizer") {
+      a.tokenizer = value();
+    } else if (o == "--quantize") {
+      a.quantize = value();
+      llm::parse_quantize_type(a.quantize);  // names the value and the allowed ones
+    } else if (o == "--seed") {
+      a.seed = (unsigned long long)llm::cli::parse_int(o, value(), 0, (1LL << 62), "0 to 2^62");
+      a.have_seed = true;
+    } else if (o == "--threads") {
+      a.threads = int(llm::cli::parse_int(o, value(), 1, 1024));
+    } else if (o == "--out" || o == "-o") {
+      a.out = value();
+    } else {
+      usage_error("unknown option '", o, "'");
+    }
+  }
+  if (a.model.empty()) usage_error("--model is required (a model path or synthetic:NAME)");
+  if (a.out.empty()) usage_error("--out is required (the .gguf file to write)");
+  const std::string synthetic = "synthetic:";
+  if (a.have_seed && a.model.compare(0, synthetic.size(), synthetic) != 0)
+    usage_error("--seed applies to synthetic:NAME models only, not '", a.model, "'");
+  return a;
+}
+
+int run(const Args& a) {
+  namespace fs = std::filesystem;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string synthetic = "synthetic:";
+  const bool is_synthetic = a.model.compare(0, synthetic.size(), synthetic) == 0;
+  std::error_code ec;
+  if (!is_synthetic && fs::exists(a.out, ec) && fs::equivalent(a.model, a.out, ec))
+    llm::fail("--out ", a.out, " is the model file itself; write to another path");
+  llm::Model model = is_synthetic ? llm::load_synthetic(a.model.substr(synthetic.size()), a.seed)
+                                  : llm::load_model(a.model);
+  const auto vocab = llm::vocab_for_gguf(model, a.tokenizer);
+
+  llm::GgufWriteOptions opt;
+  if (!a.quantize.empty()) opt.quantize = llm::parse_quantize_type(a.quantize);
+  opt.threads = a.threads;
+  opt.name = is_synthetic ? a.model : fs::path(a.model).filename().string();
+  int last_pct = -1;
+  opt.progress = [&](const std::string& tensor, uint64_t done, uint64_t total) {
+    if (total < (uint64_t(256) << 20)) return;  // small files finish before anyone looks
+    const int pct = int(100.0 * double(done) / double(total));
+    if (pct / 5 == last_pct / 5 && done != total) return;
+    last_pct = pct;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "write-gguf: %3d%%  %.2f / %.2f GB  %.0f s  (%s)\n", pct, double(done) / 1e9,
+                 double(total) / 1e9, s, tensor.c_str());
+  };
+  const llm::GgufWriteSummary sum = llm::write_gguf(model, vocab.get(), a.out, opt);
+
+  std::string types;
+  for (const auto& [type, n] : sum.tensors_by_type)
+    types += (types.empty() ? "" : ", ") + type + " x " + std::to_string(n);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!sum.fallbacks.empty()) {
+    std::string list;
+    for (const std::string& f : sum.fallbacks) list += (list.empty() ? "" : "; ") + f;
+    std::fprintf(stderr, "write-gguf: --quantize %s: %zu tensors fall back as llama.cpp does: %s\n",
+                 a.quantize.c_str(), sum.fallbacks.size(), llm::printable(list, 2000).c_str());
+  }
+  std::fprintf(stderr, "write-gguf: wrote %s (%.1f MB, %.1f s): %s; vocabulary %s\n", a.out.c_str(),
+               double(sum.file_bytes) / 1e6, s, types.c_str(), sum.vocab.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return llm::cli::run_main("write-gguf", argc, argv, parse, run); }
