@@ -1,4 +1,5 @@
-// gemv-sectors: prints the sector model's prediction (sectors, lines, efficiency, DRAM bytes) for GEMV mappings.
+// gemv-sectors: prints the sector model's prediction (sectors, lines, efficiency, DRAM bytes) for GEMV mappings, and
+// with --quant for the quantized GEMV forms (analysis/quant_sector_model.h).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -6,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/sector_model.h"  // predict, sector_mappings, sector_table_markdown
+#include "analysis/quant_sector_model.h"  // predict_quant: the quantized forms
+#include "analysis/sector_model.h"        // predict, sector_mappings, sector_table_markdown
 #include "apps/cli.h"               // value, run_main: bad usage exits 2 with the --help hint
 #include "core/error.h"             // llm::Error, llm::fail
 #include "core/gemv_names.h"        // gemv_mapping_lines: the engine's mappings, the default named
@@ -16,6 +18,8 @@ namespace {
 const char* kUsage =
     "usage: gemv-sectors [--mapping NAME] --shape NxK --dtype bf16|f16|q8_0|q4_0|int4 [--load-bytes B]"
     " [--ld-bytes B] [--json]\n"
+    "       gemv-sectors --quant q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q6_k [--mapping warp|warp-dp4a|thread|as-stored]\n"
+    "                    --shape NxK [--sms N] [--warp-x kernel|global|shared] [--json]\n"
     "\n"
     "Predicts, for y[N] = W[N, K] x[K], what the 32 lanes of a warp touch in each load instruction: distinct 32 B\n"
     "sectors and 128 B lines per request, useful bytes, efficiency, requests per stored row and for the matrix, and\n"
@@ -29,6 +33,18 @@ const char* kUsage =
     "                   types, one element otherwise; cublas is always 16)\n"
     "  --ld-bytes B     padded row stride of the stored matrix in bytes (default: packed)\n"
     "  --json           one JSON object per mapping per line instead of the table (for tools/ncu_table.py)\n"
+    "  --quant T        the quantized GEMV forms (kernels/gemv_quant_*.cu) on GGML type T instead of --dtype: replays\n"
+    "                   every global load of one launch (its plan, the prepacked planes or GGUF's blocks, x)\n"
+    "                   and gives per load class (codes, scales, x, ...) requests, sectors and bytes per\n"
+    "                   request, the kernel-wide sectors/request over all loads (what ncu's l1tex__t_sectors\n"
+    "                   and _requests_pipe_lsu_mem_global_op_ld count) and DRAM bytes (distinct weight sectors);\n"
+    "                   --mapping: warp, warp-dp4a, thread or as-stored (default: all four); --json adds the\n"
+    "                   classes to each line\n"
+    "  --sms N          with --quant: SMs of the GPU the launch plan is made for (default 132, the H200)\n"
+    "  --warp-x S       with --quant, where warp reads x: kernel (default: as gemv_quant_warp.cu decides, staged in\n"
+    "                   shared memory up to k = 29,056, from global memory past it), global (every chunk's x from\n"
+    "                   global memory, as the kernel did before x staging, e.g. at commit bacc727), shared\n"
+    "                   (staged whatever k)\n"
     "  --help           this text\n"
     "\n"
     "GEMV mappings (run-llama --gemv NAME picks one on --device cuda):\n";
@@ -37,6 +53,11 @@ struct Options {
   std::string mapping;  // "" = every mapping
   int64_t N = 0, K = 0;
   std::string dtype;
+  std::string quant;  // --quant: the quantized forms instead of --dtype
+  int sms = llm::kQuantSectorDefaultSms;
+  bool have_sms = false;
+  llm::QuantWarpX warp_x = llm::QuantWarpX::Kernel;
+  bool have_warp_x = false;
   int load_bytes = 0;  // 0 = per-mapping default
   int64_t ld_bytes = 0;
   bool json = false;
@@ -68,13 +89,23 @@ Options parse_args(int argc, char** argv) {
       o.json = true;
       continue;
     }
-    if (a != "--mapping" && a != "--shape" && a != "--dtype" && a != "--load-bytes" && a != "--ld-bytes")
+    if (a != "--mapping" && a != "--shape" && a != "--dtype" && a != "--load-bytes" && a != "--ld-bytes" &&
+        a != "--quant" && a != "--sms" && a != "--warp-x")
       llm::fail("unknown option '", a, "'");
     const std::string v = llm::cli::value(argc, argv, i, a);
     int64_t n = 0;
     if (a == "--mapping") {
-      llm::find_sector_mapping(v);  // fails early, listing the known mappings
-      o.mapping = v;
+      o.mapping = v;  // checked below, against the quantized forms with --quant
+    } else if (a == "--quant") {
+      llm::parse_quant_sector_type(v);
+      o.quant = v;
+    } else if (a == "--sms") {
+      if (!parse_positive(v, &n) || n > 100000) llm::fail("--sms '", v, "' is malformed: expected a positive integer");
+      o.sms = int(n);
+      o.have_sms = true;
+    } else if (a == "--warp-x") {
+      o.warp_x = llm::parse_quant_warp_x(v);
+      o.have_warp_x = true;
     } else if (a == "--shape") {
       parse_shape(v, &o);
       have_shape = true;
@@ -90,7 +121,20 @@ Options parse_args(int argc, char** argv) {
       o.ld_bytes = n;
     }
   }
+  if (!o.mapping.empty()) {  // fails listing the known mappings
+    if (o.quant.empty())
+      llm::find_sector_mapping(o.mapping);
+    else
+      llm::parse_quant_sector_mapping(o.mapping);
+  }
   if (!have_shape) llm::fail("--shape NxK is required");
+  if (!o.quant.empty()) {
+    if (!o.dtype.empty()) llm::fail("--quant and --dtype exclude each other: --quant T models the quantized forms");
+    if (o.load_bytes || o.ld_bytes)
+      llm::fail("--load-bytes and --ld-bytes do not apply to --quant: the forms' loads and strides are the kernels'");
+    return o;
+  }
+  if (o.have_sms || o.have_warp_x) llm::fail(o.have_sms ? "--sms" : "--warp-x", " applies to --quant only");
   if (o.dtype.empty()) llm::fail("--dtype is required: one of bf16, f16, q8_0, q4_0, int4");
   return o;
 }
@@ -131,7 +175,52 @@ void print_json_lines(const std::string& dtype, const std::vector<llm::SectorPre
   }
 }
 
+// --quant: every quantized form (or the one --mapping names) on W[N, K] of that type.
+int run_quant(const Options& o) {
+  std::vector<llm::QuantSectorPrediction> rows;
+  const std::vector<std::string> forms =
+      o.mapping.empty() ? llm::quant_sector_mapping_names() : std::vector<std::string>{o.mapping};
+  for (const std::string& m : forms) rows.push_back(llm::predict_quant(m, o.N, o.K, o.quant, o.sms, o.warp_x));
+  if (o.json) {
+    for (const auto& r : rows) std::cout << llm::quant_sector_json_line(r) << "\n";
+    return 0;
+  }
+  const auto& w = rows.front().weight;
+  const int64_t packed = llm::quant_gemv_bytes_read(llm::QuantGemvKind::Warp, w);
+  const int64_t stored = llm::quant_gemv_bytes_read(llm::QuantGemvKind::AsStored, w);
+  char mb[96];
+  std::snprintf(mb, sizeof mb, "%.2f MB prepacked (codes + scales), %.2f MB as stored", packed / 1e6, stored / 1e6);
+  std::cout << "W[" << o.N << ", " << o.K << "] " << llm::quant_type_traits(w.type_id).name << ": " << mb
+            << "; launch plans for " << o.sms
+            << " SMs; req = one warp-wide global load instruction, over the whole launch (what ncu's"
+            << " l1tex__t_{requests,sectors}_pipe_lsu_mem_global_op_ld count)\n\n";
+  std::cout << llm::quant_sector_summary_markdown(rows) << "\n";
+  std::cout << llm::quant_sector_class_markdown(rows) << "\n";
+  std::vector<std::string> notes = {
+      "sectors/req (all loads) = all classes' sectors / all classes' requests: codes, scales and x together; "
+      "bytes/req = distinct bytes a request asks for (lanes reading one address count once), lane bytes/req = "
+      "the lanes' bytes each counted",
+      "x is modelled 16-byte aligned (float4 loads). x: each chunk's x from global memory (lanes a chunk's x apart); "
+      "x_stage: warp's blocks copying x to shared memory (k <= 29,056; --warp-x global models the kernel before "
+      "that, commit bacc727); x_quant: warp-dp4a's blocks loading x to quantize it; both once per block, so they "
+      "grow with the grid",
+      "DRAM MB (weight sectors) = distinct 32 B sectors of the weight the launch touches x 32: the DRAM traffic when "
+      "each is fetched once; bytes read MB (form) = the kernels' quant_gemv_bytes_read; DRAM MB no reuse = every "
+      "request's sectors fetched again"};
+  for (const auto& r : rows) {
+    if (r.dram_bytes() != r.bytes_read)
+      notes.push_back(r.mapping + ": the weight sectors hold " + std::to_string(r.dram_bytes() - r.bytes_read) +
+                      " B of row padding beside the " + std::to_string(r.bytes_read) + " B the form reads");
+    if (r.weight_bytes_touched != r.bytes_read)
+      notes.push_back(r.mapping + ": the loads touch " + std::to_string(r.weight_bytes_touched) +
+                      " distinct weight bytes, not the form's " + std::to_string(r.bytes_read) + " (model error)");
+  }
+  for (const auto& n : notes) std::cout << "- " << n << "\n";
+  return 0;
+}
+
 int run(const Options& o) {
+  if (!o.quant.empty()) return run_quant(o);
   const llm::WeightFormat f = llm::parse_weight_format(o.dtype);
   std::vector<std::string> notes;
   std::vector<llm::SectorPrediction> rows;
