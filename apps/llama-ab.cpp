@@ -35,7 +35,7 @@ struct Args {
   int depth = 0;                            // --depth N: context depth before the timed steps (llama-bench -d)
   std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
   bool dequantize = false;
-  std::string quantize;  // --quantize q8_0|q4_0|q4_k
+  std::string quantize;  // --quantize q8_0|q4_0|q4_k|q6_k|q4_k_m
   std::string json, csv, chart, chart_script;
   int n_decode = 128;
   int repeats = 5;
@@ -68,7 +68,8 @@ const char* kUsage =
     "                          list, in its order; for a model with quantized weights, every quantized form);\n"
     "                          thread-splitk and warp-few split thread's gap into coalescing and parallelism\n"
     "      --dequantize        run a GGUF file's quantized weights as BF16 (then the first list applies)\n"
-    "      --quantize TYPE     q8_0, q4_0 or q4_k: quantize a float or synthetic model's weights at load\n"
+    "      --quantize TYPE     q8_0, q4_0, q4_k, q6_k or q4_k_m: quantize a float or synthetic model's weights\n"
+    "                          at load (as write-gguf --quantize)\n"
     "  -r, --repeats R         timed repeats per mapping (default: 5)\n"
     "      --warmup W          untimed rounds first (default: 1)\n"
     "  -c, --ctx-size N        KV cache positions (default: prompt, or depth, + N)\n"

@@ -53,7 +53,7 @@ struct Args {
   unsigned long long seed = 42;
   bool ignore_eos = false;
   bool dequantize = false;                 // --dequantize: GGUF quantized weights as BF16 on the GPU
-  std::string quantize;                    // --quantize q8_0|q4_0|q4_k: quantize a float model's weights at load
+  std::string quantize;                    // --quantize q8_0|q4_0|q4_k|q6_k|q4_k_m: quantize a float model at load
   bool chat = false;                       // --chat: the REPL (chat/repl.h) instead of one prompt
   std::string chat_template, system;
 };
@@ -103,9 +103,10 @@ const char* kUsage =
     "                               has quantized weights); --device cuda only\n"
     "         --dequantize          run a GGUF file's quantized weights as BF16 (the comparison path) instead of\n"
     "                               keeping them quantized for the quantized GEMVs\n"
-    "         --quantize TYPE       q8_0, q4_0 or q4_k: quantize a float checkpoint's (or a synthetic model's)\n"
-    "                               projection and head weights at load, as llama-quantize would (refused for a\n"
-    "                               file that is already quantized)\n"
+    "         --quantize TYPE       q8_0, q4_0, q4_k, q6_k or q4_k_m (llama.cpp's Q4_K_M mix): quantize a float\n"
+    "                               checkpoint's (or a synthetic model's) projection and head weights at load, as\n"
+    "                               llama-quantize would; rows a type cannot hold fall back as llama-quantize does\n"
+    "                               (named on stderr); refused for a file that is already quantized\n"
     "         --dtype f32|bf16      CPU weight precision: bf16 rounds the weights as the CUDA engine stores them\n"
     "                               (default: f32 on cpu, bf16 on cuda)\n"
     "\n"
