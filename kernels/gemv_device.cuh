@@ -49,4 +49,18 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Each acc[i] summed over the warp and cleared; lane i < R returns row i's sum (the other lanes 0): the end of a row
+// group in the lanes-along-K kernels.
+template <int R>
+__device__ __forceinline__ float warp_sum_rows(float (&acc)[R], int lane) {
+  float mine = 0.0f;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const float s = warp_sum(acc[i]);
+    if (lane == i) mine = s;
+    acc[i] = 0.0f;
+  }
+  return mine;
+}
+
 }  // namespace llm

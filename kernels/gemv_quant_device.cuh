@@ -767,13 +767,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
       fill(next_g, next_b, u);
     }
     if (next_b == 0) {  // group g is complete; the next group's first batch is already in flight
-      float mine = 0.0f;  // lane i < R keeps row g * R + i
-#pragma unroll
-      for (int i = 0; i < R; ++i) {
-        const float s = warp_sum(acc[i]);
-        if (lane == i) mine = s;
-        acc[i] = 0.0f;
-      }
+      const float mine = warp_sum_rows(acc, lane);  // lane i < R keeps row g * R + i
       const int64_t row = g * R + lane;
       if (lane < R && row < a.n) {
         if (splits == 1)

@@ -246,17 +246,23 @@ void quantize_q8_0(const float* x, int64_t k, uint8_t* out) {
   }
 }
 
+// The value of largest magnitude in a block of 32, sign kept (the first one on ties), as ggml's Q4_0/Q5_0 reference
+// quantizers pick it: their scale is max / -8 (-16), so that value maps exactly to code 0.
+static float signed_absmax(const float* x) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < kQuantBlock; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
 void quantize_q4_0(const float* x, int64_t k, uint8_t* out) {
   check_quant_row_length(GgmlQuantType::Q4_0, k, "quantize_q4_0");
   for (int64_t b = 0; b < k / kQuantBlock; ++b, x += kQuantBlock, out += kQ4_0Bytes) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < kQuantBlock; ++j) {
-      const float v = x[j];
-      if (amax < std::fabs(v)) {
-        amax = std::fabs(v);
-        max = v;
-      }
-    }
+    const float max = signed_absmax(x);
     const float d = max / -8;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     write_u16(out, f32_to_f16(d));
@@ -273,14 +279,7 @@ void quantize_q4_0(const float* x, int64_t k, uint8_t* out) {
 void quantize_q5_0(const float* x, int64_t k, uint8_t* out) {
   check_quant_row_length(GgmlQuantType::Q5_0, k, "quantize_q5_0");
   for (int64_t b = 0; b < k / kQuantBlock; ++b, x += kQuantBlock, out += kQ5_0Bytes) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < kQuantBlock; ++j) {
-      const float v = x[j];
-      if (amax < std::fabs(v)) {
-        amax = std::fabs(v);
-        max = v;
-      }
-    }
+    const float max = signed_absmax(x);
     const float d = max / -16;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     write_u16(out, f32_to_f16(d));
