@@ -21,12 +21,12 @@ What it does:
  3. dequantizes every tensor of the result with gguf.quants.dequantize and writes, per tensor: its GGML type, dims,
     the sha256 of its raw bytes and of its dequantized float32 values (little-endian), a few sampled values as the hex
     of their float32 bytes, and the source of its float values (seed, tensor number, scale, offset); plus the RMS
-    error of llama-quantize's Q4_K tensors against their float source, computed here in float64.
+    error of llama-quantize's Q4_K tensors against their float source, computed here in float64. The per-tensor part
+    is tools/gguf_dequant_refs.py's tensor_entry(), which also writes the default model's references.
 
 The float file is regenerated each time (--keep-f32 PATH keeps it); it is not committed.
 """
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -36,12 +36,12 @@ import tempfile
 import numpy as np
 
 import gguf
-from gguf.quants import dequantize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 from quant_refs import irwin_hall  # noqa: E402  (mirrored by the C++ tests)
+from gguf_dequant_refs import file_sha256, generator_note, tensor_entry  # noqa: E402  (shared with SmolLM2's refs)
 
 OUT_DIR = os.path.join(ROOT, "tests", "data", "models", "tiny-q4km")
 OUT_NAME = "tiny-q4km.gguf"
@@ -137,26 +137,13 @@ def write_f32(path):
     w.close()
 
 
-def sha256_hex(b):
-    return hashlib.sha256(b).hexdigest()
-
-
-def sample_indices(count, name):
-    """First, last and a few fixed pseudo-random positions (same for every run)."""
-    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little"))
-    idx = {0, 1, count // 2, count - 1}
-    while len(idx) < min(N_SAMPLES, count):
-        idx.add(int(rng.integers(0, count)))
-    return sorted(idx)
-
-
 def make_refs(q4km_path, refs_path, llama_commit):
     r = gguf.GGUFReader(q4km_path)
     names = {name: (i, shape, is_norm) for i, (name, shape, is_norm) in enumerate(tensor_list())}
     out = {
-        "generator": f"tools/make_tiny_q4km.py, gguf {getattr(gguf, '__version__', '0.19.0')}, numpy {np.__version__}",
+        "generator": generator_note("tools/make_tiny_q4km.py"),
         "file": os.path.relpath(q4km_path, ROOT),
-        "file_sha256": sha256_hex(open(q4km_path, "rb").read()),
+        "file_sha256": file_sha256(q4km_path),
         "llama_cpp_commit": llama_commit,
         "source": {"seed": SEED, "matrix_scale": MATRIX_SCALE, "norm_offset": NORM_OFFSET, "norm_scale": NORM_SCALE,
                    "what": "tensor number i (file order of the float model, the 'tensor_id' below) holds float32 "
@@ -166,9 +153,8 @@ def make_refs(q4km_path, refs_path, llama_commit):
     }
     q4k_sq, q4k_n = 0.0, 0
     for t in r.tensors:
-        qtype = gguf.GGMLQuantizationType(int(t.tensor_type))
-        raw = np.ascontiguousarray(t.data).view(np.uint8).reshape(-1)
-        y = dequantize(t.data, qtype).astype("<f4").reshape(-1)
+        e, y = tensor_entry(t, N_SAMPLES)  # type, dims, raw and dequantized sha256, samples
+        qtype = gguf.GGMLQuantizationType(e["type_id"])
         i, shape, is_norm = names[t.name]
         assert y.size == int(np.prod(shape)), t.name
         src = source_of(i, shape, is_norm).reshape(-1).astype(np.float64)
@@ -176,16 +162,15 @@ def make_refs(q4km_path, refs_path, llama_commit):
         if qtype == gguf.GGMLQuantizationType.Q4_K:
             q4k_sq += float(np.sum((y.astype(np.float64) - src) ** 2))
             q4k_n += y.size
-        idx = sample_indices(y.size, t.name)
         out["tensors"][t.name] = {
-            "type": qtype.name,
-            "type_id": int(qtype),
-            "dims": [int(d) for d in t.shape],  # GGUF order: innermost (row length) first
+            "type": e["type"],
+            "type_id": e["type_id"],
+            "dims": e["dims"],  # GGUF order: innermost (row length) first
             "tensor_id": i,
             "is_norm": is_norm,
-            "raw_sha256": sha256_hex(raw.tobytes()),
-            "dequant_sha256": sha256_hex(y.tobytes()),
-            "samples": [[j, y[j:j + 1].tobytes().hex()] for j in idx],
+            "raw_sha256": e["raw_sha256"],
+            "dequant_sha256": e["dequant_sha256"],
+            "samples": e["samples"],
             "rms_error_vs_source": err,
         }
     out["llama_quantize_q4_k_rms_error"] = {

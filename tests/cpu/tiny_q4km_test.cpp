@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "core/counter_rng.h"
-#include "core/dtype.h"
 #include "core/error.h"
 #include "engine/backend.h"
 #include "engine/generate.h"
+#include "gguf_refs_util.h"  // the comparison with gguf.quants.dequantize's references, shared with SmolLM2's
 #include "models/dequant.h"
 #include "models/gguf.h"
 #include "models/model.h"
@@ -37,57 +37,14 @@ const std::string kFile = std::string(LLM_TEST_MODELS) + "/tiny-q4km/tiny-q4km.g
 const std::string kRunLlama = std::string(LLM_BINARY_DIR) + "/run-llama";
 
 const nlohmann::json& refs() {
-  static const nlohmann::json j = [] {
-    std::ifstream f(std::string(LLM_SOURCE_DIR) + "/tests/data/tiny_q4km_refs.json");
-    if (!f) throw std::runtime_error("tests/data/tiny_q4km_refs.json missing (tools/make_tiny_q4km.py writes it)");
-    return nlohmann::json::parse(f);
-  }();
+  static const nlohmann::json j =
+      llm_test::read_source_json("tests/data/tiny_q4km_refs.json", "tools/make_tiny_q4km.py");
   return j;
 }
 
-std::string sha_of(const std::vector<float>& v) { return llm_test::sha256_hex(v.data(), v.size() * sizeof(float)); }
-
-uint32_t bits_from_hex(const std::string& hex) {  // little-endian float32 bytes, as Python's tobytes().hex()
-  uint32_t u = 0;
-  for (int i = 0; i < 4; ++i) u |= uint32_t(std::stoul(hex.substr(size_t(2 * i), 2), nullptr, 16)) << (8 * i);
-  return u;
-}
-
-// Count of the JSON's sampled values whose bits differ from `v`.
-int sample_mismatches(const nlohmann::json& r, const std::vector<float>& v) {
-  int bad = 0;
-  for (const auto& s : r.at("samples")) {
-    const size_t i = s.at(0);
-    bad += i >= v.size() || f32_to_bits(v[i]) != bits_from_hex(s.at(1));
-  }
-  return bad;
-}
-
-// Our dequantization of one GGUF tensor's raw bytes: F32 as stored, quantized types through dequantize_blocks.
-std::vector<float> dequant(const GgufTensor& t, const uint8_t* data) {
-  uint64_t n = 1;
-  for (uint64_t d : t.dims) n *= d;
-  std::vector<float> out(size_t(n), 0.0f);
-  if (t.type == 0) {
-    std::memcpy(out.data(), data, out.size() * 4);
-  } else {
-    const Q q = Q(t.type);
-    dequantize_blocks(q, data, int64_t(n) / ggml_quant_block_weights(q), out.data());
-  }
-  return out;
-}
-
-// Every tensor of the loaded model by its GGUF name.
-std::map<std::string, const HostTensor*> tensors_of(const Model& m) {
-  std::map<std::string, const HostTensor*> out;
-  const ModelWeights& w = m.weights;
-  for (const HostTensor* t : {&w.embedding, &w.final_norm, &w.head}) out[t->name] = t;
-  for (const LayerWeights& l : w.layers)
-    for (const HostTensor* t :
-         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
-      out[t->name] = t;
-  return out;
-}
+using llm_test::sample_mismatches;
+using llm_test::sha_of;
+std::vector<float> dequant(const GgufTensor& t, const uint8_t* data) { return llm_test::dequant_gguf_tensor(t, data); }
 
 // The float source of a tensor, regenerated as tools/make_tiny_q4km.py made it: float32 Irwin-Hall values (the sum of
 // 12 counter-based uniforms minus 6, as tools/quant_refs.py) times the scale, norms offset by 1.
@@ -134,11 +91,7 @@ TEST(TinyQ4KM, TheFileIsTheOneTheReferencesDescribe) {
   for (const auto& [name, t] : f.tensors) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(r.at("tensors").contains(name));
-    const auto& e = r.at("tensors").at(name);
-    EXPECT_EQ(t.type, e.at("type_id").get<uint32_t>());
-    EXPECT_EQ(ggml_type_name(t.type), e.at("type").get<std::string>());
-    EXPECT_EQ(t.dims, e.at("dims").get<std::vector<uint64_t>>());
-    EXPECT_EQ(llm_test::sha256_hex(t.data, t.nbytes), e.at("raw_sha256").get<std::string>());
+    llm_test::expect_gguf_tensor_is_the_reference_one(t, r.at("tensors").at(name));
     types[ggml_type_name(t.type)]++;
   }
   // What llama-quantize made of it: Q4_K and Q6_K projections, F32 norms (tools/make_tiny_q4km.py prints the list).
@@ -148,7 +101,7 @@ TEST(TinyQ4KM, TheFileIsTheOneTheReferencesDescribe) {
 TEST(TinyQ4KM, EveryTensorDequantizesExactlyAsTheGgufPackage) {
   const GgufFile f = open_gguf(kFile);
   const Model m = load_gguf(kFile);
-  const std::map<std::string, const HostTensor*> loaded = tensors_of(m);
+  const std::map<std::string, const HostTensor*> loaded = llm_test::tensors_by_name(m);
   ASSERT_EQ(loaded.size(), f.tensors.size());
   for (const auto& [name, t] : f.tensors) {
     SCOPED_TRACE(name + " (" + ggml_type_name(t.type) + ")");
