@@ -1,5 +1,6 @@
 // The command-line helper every app shares (header-only: apps/*.cpp each build one program). One vocabulary of bad
-// usage: `value` takes an option's argument, `parse_int` / `parse_float` check a number against its range, and
+// usage: `value` takes an option's argument, `parse_int` / `parse_float` check a number against its range,
+// `parse_kv_dtype` names a KV-cache type, and
 // `run_main` prints every failure the same way:
 //   bad usage (UsageError, or any llm::Error while parsing):  error: MSG
 //                                                             run 'PROG --help' for the options        exit 2
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/kv_dtype.h"  // --kv-dtype
 
 namespace llm::cli {
 
@@ -61,6 +63,14 @@ inline long long parse_int(const std::string& flag, const std::string& text, lon
     usage_error(flag, ": invalid value '", text, "' (allowed: ",
                 allowed.empty() ? std::to_string(lo) + " to " + std::to_string(hi) : allowed, ")");
   return v;
+}
+
+// --kv-dtype's value: f32, bf16 or fp8, or bad usage "FLAG: invalid value 'TEXT' (allowed: f32, bf16, fp8)". Which
+// device takes which type is the engine's call (llm::kv_dtype_refusal, engine/backend.h).
+inline KvDtype parse_kv_dtype(const std::string& flag, const std::string& text) {
+  KvDtype t = KvDtype::Default;
+  if (!kv_dtype_from_name(text, &t)) usage_error(flag, ": invalid value '", text, "' (allowed: ", kKvDtypeNames, ")");
+  return t;
 }
 
 // Whether a range's lower end belongs to it: [lo, hi] or (lo, hi].

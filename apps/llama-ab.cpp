@@ -35,6 +35,7 @@ struct Args {
   int depth = 0;                            // --depth N: context depth before the timed steps (llama-bench -d)
   std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
   bool dequantize = false;
+  llm::KvDtype kv_dtype = llm::KvDtype::Default;  // --kv-dtype: bf16 (the default); f32 and fp8 refused (CUDA)
   std::string quantize;  // --quantize q8_0|q4_0|q4_k|q6_k|q4_k_m
   std::string json, csv, chart, chart_script;
   int n_decode = 128;
@@ -70,6 +71,8 @@ const char* kUsage =
     "      --dequantize        run a GGUF file's quantized weights as BF16 (then the first list applies)\n"
     "      --quantize TYPE     q8_0, q4_0, q4_k, q6_k or q4_k_m: quantize a float or synthetic model's weights\n"
     "                          at load (as write-gguf --quantize)\n"
+    "      --kv-dtype T        KV-cache precision: bf16 (the default); fp8 is refused until the CUDA engine has\n"
+    "                          its FP8 KV kernels (run-llama --device cpu has them), f32 is CPU-only\n"
     "  -r, --repeats R         timed repeats per mapping (default: 5)\n"
     "      --warmup W          untimed rounds first (default: 1)\n"
     "  -c, --ctx-size N        KV cache positions (default: prompt, or depth, + N)\n"
@@ -126,6 +129,8 @@ Args parse_args(int argc, char** argv) {
     } else if (o == "--quantize") {
       a.quantize = value();
       llm::parse_quantize_type(a.quantize);
+    } else if (o == "--kv-dtype") {
+      a.kv_dtype = llm::cli::parse_kv_dtype(o, value());
     } else if (o == "-r" || o == "--repeats") {
       a.repeats = int(parse_int(o, value(), 1, 1000));
     } else if (o == "--warmup") {
@@ -153,6 +158,8 @@ Args parse_args(int argc, char** argv) {
     if (const std::string why = llm::ab_context_refusal(0, a.depth, a.n_decode, a.ctx_size, true); !why.empty())
       usage_error(why);
   if (!a.ab.empty()) llm::parse_ab_mappings(a.ab);  // unknown, empty or repeated names: bad usage (exit 2)
+  // The A/B run is on the CUDA engine: what it cannot store is bad usage, said before the GPU is asked for.
+  if (const std::string why = llm::kv_dtype_refusal(a.kv_dtype, {"cuda", ""}); !why.empty()) usage_error(why);
   return a;
 }
 
@@ -237,6 +244,7 @@ int run(const Args& a) {
   }
   opt.mappings = llm::parse_ab_mappings(list);
   opt.dequantize = a.dequantize;
+  opt.kv_dtype = a.kv_dtype;
   opt.prompt = build_prompt(a, prompt, model);
   opt.n_decode = a.n_decode;
   opt.depth = a.depth;

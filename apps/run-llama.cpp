@@ -53,6 +53,7 @@ struct Args {
   unsigned long long seed = 42;
   bool ignore_eos = false;
   bool dequantize = false;                 // --dequantize: GGUF quantized weights as BF16 on the GPU
+  llm::KvDtype kv_dtype = llm::KvDtype::Default;  // --kv-dtype f32|bf16|fp8 (Default: f32 on cpu, bf16 on cuda)
   std::string quantize;                    // --quantize q8_0|q4_0|q4_k|q6_k|q4_k_m: quantize a float model at load
   bool chat = false;                       // --chat: the REPL (chat/repl.h) instead of one prompt
   std::string chat_template, system;
@@ -109,10 +110,15 @@ const char* kUsage =
     "                               (named on stderr); refused for a file that is already quantized\n"
     "         --dtype f32|bf16      CPU weight precision: bf16 rounds the weights as the CUDA engine stores them\n"
     "                               (default: f32 on cpu, bf16 on cuda)\n"
+    "         --kv-dtype T          KV-cache precision: f32 (CPU only), bf16 (as the CUDA engine stores it) or fp8\n"
+    "                               (E4M3, one FP32 scale per KV head and block of 32 positions: half of bf16's\n"
+    "                               bytes); fp8 runs on the CPU reference only for now: the CUDA engine refuses it\n"
+    "                               until its kernels exist (default: f32 on cpu, bf16 on cuda)\n"
     "\n"
     "----- GEMV mappings (--gemv NAME, --device cuda; the CPU reference has none) -----\n";
 
 static_assert(llm::kDefaultCtxCap == 8192, "the --ctx-size help above states the default cap");
+static_assert(llm::kKvFp8Block == 32, "the --kv-dtype help above states the FP8 block");
 
 using llm::cli::parse_float;
 using llm::cli::parse_int;
@@ -127,6 +133,14 @@ void check_gemv(const Args& a) {
   } catch (const llm::Error& e) {
     usage_error(e.what());
   }
+}
+
+// --kv-dtype f32 or fp8 where the run would be on the CUDA engine (--device cuda, or auto with a device) is bad usage,
+// said before the model loads and before the GPU is asked for anything.
+void check_kv_dtype(const Args& a) {
+  if (a.kv_dtype == llm::KvDtype::Default || a.kv_dtype == llm::KvDtype::BF16) return;  // every engine runs these
+  if (const std::string why = llm::kv_dtype_refusal(a.kv_dtype, llm::resolve_device(a.device)); !why.empty())
+    usage_error(why);
 }
 
 // The prompt options given, each once, in the order first given (a repeated option keeps its last value).
@@ -179,6 +193,8 @@ Args parse_args(int argc, char** argv) {
       a.dtype = value();
       if (a.dtype != "f32" && a.dtype != "bf16")
         usage_error("--dtype: invalid value '" + a.dtype + "' (allowed: f32, bf16)");
+    } else if (o == "--kv-dtype") {
+      a.kv_dtype = llm::cli::parse_kv_dtype(o, value());
     } else if (o == "--prompt-ids") {
       a.prompt_ids = value();
       a.have_prompt = true;
@@ -214,6 +230,7 @@ Args parse_args(int argc, char** argv) {
     usage_error("--chat-template and --system need --chat");
   if (!a.have_prompt && !a.chat) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
   check_gemv(a);
+  check_kv_dtype(a);
   return a;
 }
 
@@ -308,6 +325,12 @@ int run(const Args& a) {
   if (bo.device == "cuda" && a.dtype == "f32")
     llm::fail("--dtype f32 is CPU-only: the CUDA engine stores weights in BF16 (use --device cpu)");
   bo.bf16_weights = a.dtype == "bf16";
+  bo.kv_dtype = a.kv_dtype;
+  if (a.kv_dtype == llm::KvDtype::FP8)
+    std::fprintf(stderr, "run-llama: KV cache in fp8 (E4M3, one FP32 scale per KV head and %d positions)\n",
+                 llm::kKvFp8Block);
+  else if (a.kv_dtype != llm::KvDtype::Default)
+    std::fprintf(stderr, "run-llama: KV cache in %s\n", llm::kv_dtype_name(a.kv_dtype));
   auto backend = llm::make_backend(model, bo);
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_load).count();
 

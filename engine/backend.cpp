@@ -64,9 +64,21 @@ void check_gemv_for_device(const std::string& what, const std::string& gemv, con
   }
 }
 
+std::string kv_dtype_refusal(KvDtype kv, const ResolvedDevice& device) {
+  if (device.device != "cuda") return "";
+  if (kv == KvDtype::F32)
+    return "--kv-dtype f32 is CPU-only: the CUDA engine stores the KV cache in BF16 (use --device cpu, or --kv-dtype "
+           "bf16)";
+  if (kv == KvDtype::FP8)
+    return "--kv-dtype fp8: the CUDA engine has no FP8 KV-cache kernels yet; the CPU reference has them "
+           "(--device cpu), the CUDA engine runs --kv-dtype bf16";
+  return "";
+}
+
 std::unique_ptr<Backend> make_backend(const Model& model, const BackendOptions& opt) {
   const ResolvedDevice device = resolve_device(opt.device);
   check_gemv_for_device("--gemv", opt.gemv, device);
+  if (const std::string why = kv_dtype_refusal(opt.kv_dtype, device); !why.empty()) fail(why);
   BackendOptions o = opt;
   o.device = device.device;
   if (o.device == "cpu") return make_cpu_backend(model, o);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/kv_dtype.h"
 #include "engine/sampler.h"
 #include "models/model.h"
 
@@ -20,6 +21,9 @@ struct BackendOptions {
   int sample_vocab = 0;         // ids sample() may return: [0, sample_vocab); 0 = every row of the head. A tokenizer
                                 // smaller than the (padded) embedding sets it to its own size (sampling_vocab())
   bool bf16_weights = false;    // CPU: round weights to BF16 first (to compare with the GPU on identical weights)
+  KvDtype kv_dtype = KvDtype::Default;  // --kv-dtype: the KV cache's element type (core/kv_dtype.h); Default = F32
+                                // on the CPU, BF16 on the CUDA engine (which refuses F32 and, until its kernels
+                                // exist, FP8: kv_dtype_refusal)
   std::string gemv = "";        // CUDA: GEMV mapping name ("" = default_gemv_name(), engine/gemv_choice.h)
   bool dequantize = false;      // CUDA: run GGUF quantized weights as BF16 (today's comparison path) instead of
                                 // keeping them quantized for the quantized GEMVs
@@ -77,6 +81,13 @@ ResolvedDevice resolve_device(const std::string& requested);
 // check_gemv_mapping (core/gemv_names.h) for a run on `device`: an unknown name fails everywhere; on the CPU any
 // mapping but the default fails too, and when auto chose the CPU the message ends with "; " + device.why.
 void check_gemv_for_device(const std::string& what, const std::string& gemv, const ResolvedDevice& device);
+
+// Why `kv` cannot run on `device` ("cpu" or "cuda"), or "" when it can: on "cuda", F32 (CPU only) and FP8 (no CUDA
+// kernels yet) are refused by name:
+//   "--kv-dtype fp8: the CUDA engine has no FP8 KV-cache kernels yet; the CPU reference has them (--device cpu),
+//    the CUDA engine runs --kv-dtype bf16"
+// run-llama and llama-ab say it as bad usage (exit 2) before any GPU work; make_backend throws it.
+std::string kv_dtype_refusal(KvDtype kv, const ResolvedDevice& device);
 
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& opt);
 // Defined only when built with CUDA (LLM_HAVE_CUDA); make_backend() reports a clear error otherwise.

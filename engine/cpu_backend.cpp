@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "engine/backend.h"
+#include "engine/kv_cache.h"  // CpuKvCache: F32 (default), BF16 or FP8 rows
 
 namespace llm {
 
@@ -101,15 +102,17 @@ struct CpuLayer {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const Model& model, const BackendOptions& opt) : c_(model.config), inv_freq_(rope_inv_freq(c_)) {
+  CpuBackend(const Model& model, const BackendOptions& opt)
+      : c_(model.config),
+        inv_freq_(rope_inv_freq(c_)),
+        kv_dtype_(opt.kv_dtype == KvDtype::Default ? KvDtype::F32 : opt.kv_dtype) {
     if (opt.sample_vocab < 0 || opt.sample_vocab > c_.vocab_size)
       fail("cpu: sample_vocab ", opt.sample_vocab, " outside 0..", c_.vocab_size);
     sample_vocab_ = opt.sample_vocab > 0 ? opt.sample_vocab : c_.vocab_size;
     ctx_ = choose_ctx(model, opt);
     load_weights(model, opt.bf16_weights);
-    const size_t kv_elems = size_t(c_.n_layers) * size_t(ctx_) * size_t(c_.kv_dim());
-    k_cache_.assign(kv_elems, 0.0f);
-    v_cache_.assign(kv_elems, 0.0f);
+    kv_ = std::make_unique<CpuKvCache>(kv_dtype_, c_.n_layers, ctx_, c_.n_kv_heads, c_.head_dim);
+    kv_row_.resize(size_t(c_.head_dim));
     x_.resize(size_t(c_.dim));
     xb_.resize(size_t(std::max(c_.dim, c_.q_dim())));
     xb2_.resize(size_t(c_.dim));
@@ -153,7 +156,9 @@ class CpuBackend final : public Backend {
     if (opt.ctx_size > c_.max_seq_len)
       fail("cpu: ctx-size ", opt.ctx_size, " exceeds the model's maximum of ", c_.max_seq_len, " positions");
     const uint64_t weights = weight_bytes(model);
-    const uint64_t per_pos = 2ull * uint64_t(c_.n_layers) * uint64_t(c_.kv_dim()) * 4ull;
+    // KV bytes per position (FP8: its scales spread over their block, rounded up); F32: 2 * n_layers * kv_dim * 4.
+    const uint64_t per_pos =
+        (kv_bytes(kKvFp8Block) + uint64_t(kKvFp8Block) - 1) / uint64_t(kKvFp8Block);
     const uint64_t avail = available_host_bytes();
     const int dflt = opt.ctx_size > 0 ? 0 : default_ctx_size(c_, stderr);
     int ctx = opt.ctx_size > 0 ? opt.ctx_size : dflt;
@@ -166,11 +171,16 @@ class CpuBackend final : public Backend {
                      dflt);
       }
     }
-    const uint64_t need = weights + per_pos * uint64_t(ctx);
+    const uint64_t need = weights + kv_bytes(ctx);
     if (avail > 0 && need > avail)
       fail("cpu: not enough host memory for ", model.source, ": need ", need, " bytes (FP32 weights ", weights,
-           " + KV cache ", per_pos * uint64_t(ctx), " for ", ctx, " positions), available ", avail);
+           " + KV cache ", kv_bytes(ctx), " for ", ctx, " positions", kv_dtype_ == KvDtype::F32 ? "" : " in ",
+           kv_dtype_ == KvDtype::F32 ? "" : kv_dtype_name(kv_dtype_), "), available ", avail);
     return ctx;
+  }
+
+  uint64_t kv_bytes(int ctx) const {
+    return CpuKvCache::bytes(kv_dtype_, c_.n_layers, c_.kv_dim(), c_.n_kv_heads, ctx);
   }
 
   uint64_t weight_bytes(const Model& model) const {
@@ -229,18 +239,16 @@ class CpuBackend final : public Backend {
     rope(q_.data(), c_.n_heads, hd, pos, inv_freq_);
     rope(k_.data(), c_.n_kv_heads, hd, pos, inv_freq_);
 
-    // Caches [n_layers, ctx, kv_dim].
-    const size_t layer_off = size_t(l) * size_t(ctx_) * size_t(kv_dim);
-    std::copy(k_.begin(), k_.end(), k_cache_.begin() + long(layer_off + size_t(pos) * kv_dim));
-    std::copy(v_.begin(), v_.end(), v_cache_.begin() + long(layer_off + size_t(pos) * kv_dim));
+    // Caches [n_layers, ctx, kv_dim] (engine/kv_cache.h); attention reads them back as stored (FP8: decoded).
+    kv_->store(l, pos, 1, k_.data(), v_.data());
 
     const int group = c_.n_heads / c_.n_kv_heads;  // query heads sharing one kv head
     const float scale = 1.0f / std::sqrt(float(hd));
     for (int h = 0; h < c_.n_heads; ++h) {
       const float* q = q_.data() + size_t(h) * hd;
-      const size_t kv_off = size_t(h / group) * hd;
+      const int kv_head = h / group;
       for (int t = 0; t <= pos; ++t) {
-        const float* k = k_cache_.data() + layer_off + size_t(t) * kv_dim + kv_off;
+        const float* k = kv_->key(l, t, kv_head, kv_row_.data());
         float s = 0.0f;
         for (int i = 0; i < hd; ++i) s += q[i] * k[i];
         att_[size_t(t)] = s * scale;
@@ -249,7 +257,7 @@ class CpuBackend final : public Backend {
       float* out = xb_.data() + size_t(h) * hd;
       std::fill(out, out + hd, 0.0f);
       for (int t = 0; t <= pos; ++t) {
-        const float* v = v_cache_.data() + layer_off + size_t(t) * kv_dim + kv_off;
+        const float* v = kv_->value(l, t, kv_head, kv_row_.data());
         const float a = att_[size_t(t)];
         for (int i = 0; i < hd; ++i) out[i] += a * v[i];
       }
@@ -282,7 +290,9 @@ class CpuBackend final : public Backend {
   std::vector<float> final_norm_;  // [dim]
   std::vector<CpuLayer> layers_;
 
-  std::vector<float> k_cache_, v_cache_;  // [n_layers, ctx, kv_dim]
+  KvDtype kv_dtype_;                      // F32 (the default), BF16 or FP8
+  std::unique_ptr<CpuKvCache> kv_;        // K and V [n_layers, ctx, kv_dim] in that form
+  std::vector<float> kv_row_;             // [head_dim] one cached row decoded (BF16, FP8)
   std::vector<float> x_;                  // [dim] residual stream
   std::vector<float> xb_;                 // [max(dim, q_dim)] normed input, then attention output
   std::vector<float> xb2_;                // [dim] block output before the residual add

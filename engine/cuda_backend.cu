@@ -923,6 +923,8 @@ std::string cuda_unavailable_reason() {
 bool cuda_device_available() { return cuda_unavailable_reason().empty(); }
 
 std::unique_ptr<CudaBackend> make_cuda_engine(const Model& model, const BackendOptions& opt) {
+  // The KV cache is BF16 here: F32 and FP8 are refused by name (FP8 until its kernels exist).
+  if (const std::string why = kv_dtype_refusal(opt.kv_dtype, {"cuda", ""}); !why.empty()) fail(why);
   return std::make_unique<CudaEngine>(model, opt);
 }
 

@@ -193,6 +193,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   bo.ctx_size = opt.ctx_size > 0 ? opt.ctx_size : (deep ? opt.depth : int(opt.prompt.size())) + opt.n_decode;
   bo.gemv = opt.mappings[0];
   bo.dequantize = opt.dequantize;
+  bo.kv_dtype = opt.kv_dtype;
   progress(opt, "ab: uploading %s to %s\n", model.source.c_str(), prop.name);
   std::unique_ptr<CudaBackend> engine = make_cuda_engine(model, bo);
   CudaBackend& cb = *engine;
