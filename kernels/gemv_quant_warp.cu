@@ -17,8 +17,6 @@
 namespace llm {
 namespace {
 
-constexpr int kWarps = kQuantWarpsPerBlock;
-
 using Kernel = void (*)(QuantPackedArgs);
 
 template <bool kVecX, bool kSmemX>
@@ -40,11 +38,7 @@ Kernel pick(int type_id) {
 
 void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
                             bool accumulate, cudaStream_t stream) {
-  if (plan.grid <= 0 || plan.splits < 1 || plan.splits > kWarps || kWarps % plan.splits != 0 ||
-      int64_t(plan.grid) * (kWarps / plan.splits) < plan.lanes || plan.lanes > plan.row_groups ||
-      int64_t(plan.slice_units) * plan.splits < plan.units)
-    fail("quantized gemv 'warp': bad plan (grid ", plan.grid, ", splits ", plan.splits, ", row groups ",
-         plan.row_groups, ")");
+  quant_gemv_check_warp_plan("warp", plan);
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate);
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   // x staged in shared memory (4 bytes per x) while two blocks per SM still fit; past that (k > ~29,000) x is read

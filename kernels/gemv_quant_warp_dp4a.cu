@@ -16,8 +16,6 @@
 namespace llm {
 namespace {
 
-constexpr int kWarps = kQuantWarpsPerBlock;
-
 using Kernel = void (*)(QuantPackedArgs);
 
 Kernel pick(int type_id) {
@@ -38,11 +36,7 @@ Kernel pick(int type_id) {
 
 void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
                                  bool accumulate, cudaStream_t stream) {
-  if (plan.grid <= 0 || plan.splits < 1 || plan.splits > kWarps || kWarps % plan.splits != 0 ||
-      int64_t(plan.grid) * (kWarps / plan.splits) < plan.lanes || plan.lanes > plan.row_groups ||
-      int64_t(plan.slice_units) * plan.splits < plan.units)
-    fail("quantized gemv 'warp-dp4a': bad plan (grid ", plan.grid, ", splits ", plan.splits, ", row groups ",
-         plan.row_groups, ")");
+  quant_gemv_check_warp_plan("warp-dp4a", plan);
   const int64_t smem = quant_x_smem_bytes(w.k);
   if (smem > kQuantMaxSmemBytes)
     fail("quantized gemv 'warp-dp4a': k = ", w.k, " needs ", smem, " bytes of shared memory for the int8 x, more than ",

@@ -23,6 +23,7 @@
 #include "models/model.h"
 #include "tokenizer/load.h"
 #include "tokenizer/tokenizer.h"
+#include "engine_test_util.h"  // logits_per_position, rel_err
 
 namespace fs = std::filesystem;
 using namespace llm;
@@ -54,25 +55,8 @@ std::string temp_path(const std::string& tag) {
       .string();
 }
 
-// Runs tokens[i] at position i and returns the logits after each one.
-std::vector<std::vector<float>> logits_per_position(Backend& b, const std::vector<int>& tokens) {
-  std::vector<std::vector<float>> out;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    b.decode(tokens[i], int(i));
-    out.push_back(b.logits());
-  }
-  return out;
-}
-
-// ||a - b|| / ||a||
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(a[i]) * a[i];
-  }
-  return std::sqrt(num / den);
-}
+using llm_test::logits_per_position;
+using llm_test::rel_err;
 
 const std::vector<int> kSomeTokens = {1, 403, 407, 261, 378, 11, 56, 299};
 

@@ -17,6 +17,7 @@
 #include "chat/template.h"
 #include "core/kv_dtype.h"
 #include "default_model_util.h"  // LLM_REQUIRE_SMOLLM2, smollm2_path
+#include "engine_test_util.h"   // logits_per_position, rel_err
 #include "engine/backend.h"
 #include "engine/generate.h"
 #include "engine/perplexity.h"
@@ -51,23 +52,8 @@ std::unique_ptr<llm::Backend> cpu(const llm::Model& m, KvDtype kv) {
   return llm::make_cpu_backend(m, o);
 }
 
-std::vector<std::vector<float>> logits_per_position(llm::Backend& b, const std::vector<int>& tokens) {
-  std::vector<std::vector<float>> out;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    b.decode(tokens[i], int(i));
-    out.push_back(b.logits());
-  }
-  return out;
-}
-
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(a[i]) * a[i];
-  }
-  return std::sqrt(num / den);
-}
+using llm_test::logits_per_position;
+using llm_test::rel_err;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
