@@ -35,7 +35,7 @@ struct Args {
   int depth = 0;                            // --depth N: context depth before the timed steps (llama-bench -d)
   std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
   bool dequantize = false;
-  llm::KvDtype kv_dtype = llm::KvDtype::Default;  // --kv-dtype: bf16 (the default); f32 and fp8 refused (CUDA)
+  llm::KvDtype kv_dtype = llm::KvDtype::Default;  // --kv-dtype: bf16 (the default) or fp8; f32 refused (CUDA)
   std::string quantize;  // --quantize q8_0|q4_0|q4_k|q6_k|q4_k_m
   std::string json, csv, chart, chart_script;
   int n_decode = 128;
@@ -71,8 +71,8 @@ const char* kUsage =
     "      --dequantize        run a GGUF file's quantized weights as BF16 (then the first list applies)\n"
     "      --quantize TYPE     q8_0, q4_0, q4_k, q6_k or q4_k_m: quantize a float or synthetic model's weights\n"
     "                          at load (as write-gguf --quantize)\n"
-    "      --kv-dtype T        KV-cache precision: bf16 (the default); fp8 is refused until the CUDA engine has\n"
-    "                          its FP8 KV kernels (run-llama --device cpu has them), f32 is CPU-only\n"
+    "      --kv-dtype T        KV-cache precision: bf16 (the default) or fp8 (E4M3, one FP32 scale per KV head\n"
+    "                          and block of 32 positions; head_dim 64 and 128); f32 is CPU-only\n"
     "  -r, --repeats R         timed repeats per mapping (default: 5)\n"
     "      --warmup W          untimed rounds first (default: 1)\n"
     "  -c, --ctx-size N        KV cache positions (default: prompt, or depth, + N)\n"

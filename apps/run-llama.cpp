@@ -112,8 +112,8 @@ const char* kUsage =
     "                               (default: f32 on cpu, bf16 on cuda)\n"
     "         --kv-dtype T          KV-cache precision: f32 (CPU only), bf16 (as the CUDA engine stores it) or fp8\n"
     "                               (E4M3, one FP32 scale per KV head and block of 32 positions: half of bf16's\n"
-    "                               bytes); fp8 runs on the CPU reference only for now: the CUDA engine refuses it\n"
-    "                               until its kernels exist (default: f32 on cpu, bf16 on cuda)\n"
+    "                               bytes; on the CUDA engine for head_dim 64 and 128) (default: f32 on cpu, bf16\n"
+    "                               on cuda)\n"
     "\n"
     "----- GEMV mappings (--gemv NAME, --device cuda; the CPU reference has none) -----\n";
 

@@ -69,9 +69,6 @@ std::string kv_dtype_refusal(KvDtype kv, const ResolvedDevice& device) {
   if (kv == KvDtype::F32)
     return "--kv-dtype f32 is CPU-only: the CUDA engine stores the KV cache in BF16 (use --device cpu, or --kv-dtype "
            "bf16)";
-  if (kv == KvDtype::FP8)
-    return "--kv-dtype fp8: the CUDA engine has no FP8 KV-cache kernels yet; the CPU reference has them "
-           "(--device cpu), the CUDA engine runs --kv-dtype bf16";
   return "";
 }
 

@@ -22,8 +22,7 @@ struct BackendOptions {
                                 // smaller than the (padded) embedding sets it to its own size (sampling_vocab())
   bool bf16_weights = false;    // CPU: round weights to BF16 first (to compare with the GPU on identical weights)
   KvDtype kv_dtype = KvDtype::Default;  // --kv-dtype: the KV cache's element type (core/kv_dtype.h); Default = F32
-                                // on the CPU, BF16 on the CUDA engine (which refuses F32 and, until its kernels
-                                // exist, FP8: kv_dtype_refusal)
+                                // on the CPU, BF16 on the CUDA engine (which refuses F32: kv_dtype_refusal)
   std::string gemv = "";        // CUDA: GEMV mapping name ("" = default_gemv_name(), engine/gemv_choice.h)
   bool dequantize = false;      // CUDA: run GGUF quantized weights as BF16 (today's comparison path) instead of
                                 // keeping them quantized for the quantized GEMVs
@@ -82,11 +81,10 @@ ResolvedDevice resolve_device(const std::string& requested);
 // mapping but the default fails too, and when auto chose the CPU the message ends with "; " + device.why.
 void check_gemv_for_device(const std::string& what, const std::string& gemv, const ResolvedDevice& device);
 
-// Why `kv` cannot run on `device` ("cpu" or "cuda"), or "" when it can: on "cuda", F32 (CPU only) and FP8 (no CUDA
-// kernels yet) are refused by name:
-//   "--kv-dtype fp8: the CUDA engine has no FP8 KV-cache kernels yet; the CPU reference has them (--device cpu),
-//    the CUDA engine runs --kv-dtype bf16"
-// run-llama and llama-ab say it as bad usage (exit 2) before any GPU work; make_backend throws it.
+// Why `kv` cannot run on `device` ("cpu" or "cuda"), or "" when it can: on "cuda", F32 (CPU only) is refused by name:
+//   "--kv-dtype f32 is CPU-only: the CUDA engine stores the KV cache in BF16 (use --device cpu, or --kv-dtype bf16)"
+// run-llama and llama-ab say it as bad usage (exit 2) before any GPU work; make_backend throws it. FP8 runs on both;
+// the CUDA engine's FP8 attention takes head_dim 64 and 128 and refuses another model by name when it loads.
 std::string kv_dtype_refusal(KvDtype kv, const ResolvedDevice& device);
 
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& opt);

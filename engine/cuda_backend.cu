@@ -60,6 +60,7 @@
 #include "engine/gemv_choice.h"     // resolve_gemv_choice, default_gemv_name, gemv_refusal
 #include "kernels/gemv.h"
 #include "kernels/gemv_quant.h"
+#include "kernels/kv_fp8.h"
 #include "models/quant.h"            // ggml_quant_name
 #include "kernels/ops.h"
 
@@ -70,7 +71,9 @@ namespace {
 constexpr size_t kStagingBytes = size_t(32) << 20;        // per pinned staging buffer (two of them)
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
 constexpr size_t kReserveBytes = size_t(512) << 20;         // CUDA/cuBLAS internals, kernels, fragmentation
-constexpr int kMaxPrefillChunk = 512;
+// Tokens per prefill pass: GEMMs of 2048 rows run near cuBLAS's peak (512 left ~40% on the table on the 8B shape);
+// the pass's activations, ~0.5 GB for Llama 3.1 8B, are in the memory plan.
+constexpr int kMaxPrefillChunk = 2048;
 
 double gib(double bytes) { return bytes / double(size_t(1) << 30); }
 std::string gib_str(double bytes) {
@@ -149,8 +152,9 @@ struct DevLayer {
                                      // gate/up [hidden, dim], down [dim, hidden]
   DevMatrix qkv;                     // [q_dim + 2 kv_dim, dim]: wq, wk, wv rows (w[kWq..kWv] are its slices)
   DevMatrix gate_up;                 // [2 hidden, dim]: w_gate, w_up rows (w[kGate], w[kUp] are its slices)
-  uint16_t* k_cache = nullptr;       // [ctx, kv_dim] BF16
+  uint16_t* k_cache = nullptr;       // [ctx, kv_dim] BF16 (--kv-dtype bf16, the default)
   uint16_t* v_cache = nullptr;       // [ctx, kv_dim] BF16
+  Fp8KvLayer fp8;                    // --kv-dtype fp8: codes, scales and the open block's rows (kernels/kv_fp8.h)
 };
 
 // Region boundaries of one profiled decode step: events[i] .. events[i+1] is a region of class part[i].
@@ -220,6 +224,9 @@ class CudaEngine final : public CudaBackend {
   void enqueue_decode_step(const MappingState& ms, StepProbe* probe);
   void capture_graph(MappingState& ms);
   void prefill_chunk(int c, int pos0);
+  // RoPE on q and k (n tokens at *d_pos0) and the rotated k, v into layer L's cache in its form.
+  void store_kv(const DevLayer& L, float* q, float* k, const float* v, const int* d_pos0, int n, cudaStream_t s);
+  double kv_bytes(int ctx) const;
   void gemm(const DevMatrix& w, const uint16_t* x, int n, float* y, float beta);
   void accumulate_profile();
 
@@ -233,6 +240,7 @@ class CudaEngine final : public CudaBackend {
   bool tied_ = false;
   bool fused_ = true;
   bool dequantize_ = false;
+  KvDtype kv_dtype_ = KvDtype::BF16;  // BF16 or FP8
   bool any_quant_ = false;        // some decode matrix is kept quantized
   std::string default_gemv_;      // default_gemv_name(model): what "" selects
   std::vector<Slot> slots_;       // per layer (fused: qkv, o, gate_up, down; unfused: Proj order), then the head
@@ -264,7 +272,7 @@ class CudaEngine final : public CudaBackend {
   float* gate_up_ = nullptr;  // [2 hidden]: gate_, up_ are its halves
   float *gate_ = nullptr, *up_ = nullptr;
   float *px_ = nullptr, *pq_ = nullptr, *pk_ = nullptr, *pv_ = nullptr, *patt_ = nullptr;  // prefill [chunk, *]
-  float *pgate_ = nullptr, *pup_ = nullptr, *phb_ = nullptr;                               // prefill [chunk, hidden]
+  float* pgate_up_ = nullptr;                                                              // prefill [chunk, 2 hidden]
   uint16_t* pbf_ = nullptr;  // [chunk, max(dim, q_dim, hidden)] BF16 GEMM input
   void* attn_scratch_ = nullptr;
   void* sample_scratch_ = nullptr;
@@ -285,10 +293,10 @@ MemoryPlan CudaEngine::plan_memory(int ctx, int chunk) const {
   p.weights = 2.0 * (c.n_layers * layer_mats + voc * dim + (tied_ ? 0.0 : voc * dim));
   p.prepacked = 2.0 * (c.n_layers * layer_mats + voc * dim);  // padding of a mapping is not known in advance
   p.norms = 4.0 * ((2.0 * c.n_layers + 1) * dim + c.head_dim / 2);
-  p.kv = 2.0 * c.n_layers * double(ctx) * kvd * 2.0;
+  p.kv = kv_bytes(ctx);
   const double wide = std::max({dim, qd, hid});
   p.activations = 4.0 * (2 * dim + 3 * qd + 2 * kvd + 3 * hid + voc) +
-                  4.0 * chunk * (dim + 2 * qd + 2 * kvd + 3 * hid) + 2.0 * chunk * wide + 4.0 * (4 + chunk);
+                  4.0 * chunk * (dim + 2 * qd + 2 * kvd + 2 * hid) + 2.0 * chunk * wide + 4.0 * (4 + chunk);
   // The scratch query runs only for plausible contexts (an absurd ctx fails on the KV cache alone).
   const double attn = (p.kv < 1e12) ? double(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx)) : 0.0;
   // The GEMV context (kernels/gemv.h) holds its own cuBLAS workspace and split-K partial sums; counted as ours.
@@ -304,7 +312,7 @@ int CudaEngine::choose_ctx(int requested, int want, int chunk, size_t free_bytes
   const MemoryPlan full = plan_memory(want, std::min(chunk, want));
   if (full.total() <= double(free_bytes)) return want;
   // Whatever is left after everything but the KV cache (scratch bounded by its size at the maximum context).
-  const double kv_per_pos = 2.0 * cfg_.n_layers * cfg_.kv_dim() * 2.0;
+  const double kv_per_pos = kv_bytes(want) / double(want);
   const double left = double(free_bytes) - (full.total() - full.kv);
   int ctx = left > 0 ? int(std::min(double(want), std::floor(left / kv_per_pos))) : 0;
   if (ctx >= 256) ctx -= ctx % 256;
@@ -325,6 +333,13 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   // An unknown name, or one without a form for some weight type, fails before any allocation.
   resolve_gemv_choice(gemv_name);
   if (const std::string why = gemv_refusal(gemv_name, model, dequantize_); !why.empty()) fail(why);
+
+  if (opt.kv_dtype == KvDtype::FP8) {
+    if (!attention_fp8_supported(cfg_.head_dim, cfg_.n_heads, cfg_.n_kv_heads))
+      fail("--kv-dtype fp8: the CUDA engine's FP8 attention needs head_dim 64 or 128 (", model.source, " has ",
+           cfg_.head_dim, "); run it with --kv-dtype bf16, or on the CPU reference (--device cpu)");
+    kv_dtype_ = KvDtype::FP8;
+  }
 
   // Memory check, before anything is allocated.
   size_t free_b = 0, total_b = 0;
@@ -502,13 +517,23 @@ void CudaEngine::allocate_state() {
   const size_t dim = size_t(c.dim), qd = size_t(c.q_dim()), kvd = size_t(c.kv_dim()), hid = size_t(c.hidden_dim);
   const size_t ch = size_t(max_chunk_), wide = std::max({dim, qd, hid});
 
-  const size_t per_layer = size_t(ctx_) * kvd;
-  uint16_t* kv = arena_.alloc<uint16_t>(2 * size_t(c.n_layers) * per_layer);
-  // Rows are always written before attention reads them; zeros keep a stray read from producing NaN.
-  CUDA_CHECK(cudaMemsetAsync(kv, 0, 2 * size_t(c.n_layers) * per_layer * 2, stream_.s));
-  for (int l = 0; l < c.n_layers; ++l) {
-    layers_[size_t(l)].k_cache = kv + (2 * size_t(l)) * per_layer;
-    layers_[size_t(l)].v_cache = kv + (2 * size_t(l) + 1) * per_layer;
+  if (kv_dtype_ == KvDtype::FP8) {
+    const size_t per_layer = fp8_kv_layer_bytes(ctx_, c.n_kv_heads, c.head_dim, kKvFp8Block);
+    uint8_t* kv = arena_.alloc<uint8_t>(size_t(c.n_layers) * per_layer);
+    for (int l = 0; l < c.n_layers; ++l) {
+      Fp8KvLayer& f = layers_[size_t(l)].fp8;
+      f = fp8_kv_layer_carve(kv + size_t(l) * per_layer, ctx_, c.n_kv_heads, c.head_dim, kKvFp8Block);
+      fp8_kv_layer_init(f, ctx_, c.n_kv_heads, c.head_dim, kKvFp8Block, stream_.s);
+    }
+  } else {
+    const size_t per_layer = size_t(ctx_) * kvd;
+    uint16_t* kv = arena_.alloc<uint16_t>(2 * size_t(c.n_layers) * per_layer);
+    // Rows are always written before attention reads them; zeros keep a stray read from producing NaN.
+    CUDA_CHECK(cudaMemsetAsync(kv, 0, 2 * size_t(c.n_layers) * per_layer * 2, stream_.s));
+    for (int l = 0; l < c.n_layers; ++l) {
+      layers_[size_t(l)].k_cache = kv + (2 * size_t(l)) * per_layer;
+      layers_[size_t(l)].v_cache = kv + (2 * size_t(l) + 1) * per_layer;
+    }
   }
 
   d_step_ = arena_.alloc<int>(2);
@@ -535,9 +560,7 @@ void CudaEngine::allocate_state() {
   pk_ = arena_.alloc<float>(ch * kvd);
   pv_ = arena_.alloc<float>(ch * kvd);
   patt_ = arena_.alloc<float>(ch * qd);
-  pgate_ = arena_.alloc<float>(ch * hid);
-  pup_ = arena_.alloc<float>(ch * hid);
-  phb_ = arena_.alloc<float>(ch * hid);
+  pgate_up_ = arena_.alloc<float>(ch * 2 * hid);
   pbf_ = arena_.alloc<uint16_t>(ch * wide);
 
   attn_scratch_ = arena_.alloc<uint8_t>(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx_));
@@ -730,10 +753,15 @@ void CudaEngine::enqueue_decode_step(const MappingState& ms, StepProbe* probe) {
       proj(W[kWk], xb_, k_, false, DecodeProfile::kK);
       proj(W[kWv], xb_, v_, false, DecodeProfile::kV);
     }
-    rope_kv_store(q_, k_, v_, inv_freq_, d_pos, 1, c.n_heads, c.n_kv_heads, c.head_dim, L.k_cache, L.v_cache, s);
-    attention_decode(q_, L.k_cache, L.v_cache, d_pos, c.n_heads, c.n_kv_heads, c.head_dim, ctx_, att_,
-                     attn_scratch_, s);
+    store_kv(L, q_, k_, v_, d_pos, 1, s);
     mark(DecodeProfile::kOther);
+    if (kv_dtype_ == KvDtype::FP8)
+      attention_decode_fp8(q_, L.fp8.k, L.fp8.v, L.fp8.k_scale, L.fp8.v_scale, d_pos, c.n_heads, c.n_kv_heads,
+                           c.head_dim, ctx_, att_, attn_scratch_, s);
+    else
+      attention_decode(q_, L.k_cache, L.v_cache, d_pos, c.n_heads, c.n_kv_heads, c.head_dim, ctx_, att_,
+                       attn_scratch_, s);
+    mark(DecodeProfile::kAttention);
     proj(W[fused_ ? int(kFO) : int(kWo)], att_, x_, true, DecodeProfile::kO);  // residual: x += Wo att
     rmsnorm(x_, L.ffn_norm, xb_, 1, c.dim, c.norm_eps, s);
     mark(DecodeProfile::kOther);
@@ -800,7 +828,7 @@ void CudaEngine::set_profiling(bool on) {
   profiling_ = on;
   if (!on || probe_) return;
   auto probe = std::make_unique<StepProbe>();
-  const size_t n = layers_.size() * 11 + 4;  // region boundaries of one step (see enqueue_decode_step)
+  const size_t n = layers_.size() * 12 + 4;  // region boundaries of one step (see enqueue_decode_step)
   probe->events.assign(n, nullptr);
   for (auto& e : probe->events) CUDA_CHECK(cudaEventCreate(&e));
   probe_ = std::move(probe);
@@ -818,6 +846,26 @@ void CudaEngine::accumulate_profile() {
   CUDA_CHECK(cudaEventElapsedTime(&total, p.events[0], p.events[p.used - 1]));
   profile_.total_ms += total;
   profile_.steps++;
+}
+
+// --- the KV cache ---------------------------------------------------------------------------------------------------
+
+double CudaEngine::kv_bytes(int ctx) const {
+  const auto& c = cfg_;
+  if (kv_dtype_ == KvDtype::FP8)
+    return double(c.n_layers) * double(fp8_kv_layer_bytes(ctx, c.n_kv_heads, c.head_dim, kKvFp8Block));
+  return 2.0 * c.n_layers * double(ctx) * double(c.kv_dim()) * 2.0;
+}
+
+void CudaEngine::store_kv(const DevLayer& L, float* q, float* k, const float* v, const int* d_pos0, int n,
+                          cudaStream_t s) {
+  const auto& c = cfg_;
+  if (kv_dtype_ == KvDtype::FP8) {  // k rotated in place (only the cache reads it afterwards), then encoded
+    rope(q, k, inv_freq_, d_pos0, n, c.n_heads, c.n_kv_heads, c.head_dim, s);
+    kv_store_fp8(k, v, d_pos0, n, c.n_kv_heads, c.head_dim, kKvFp8Block, ctx_, L.fp8, s);
+  } else {
+    rope_kv_store(q, k, v, inv_freq_, d_pos0, n, c.n_heads, c.n_kv_heads, c.head_dim, L.k_cache, L.v_cache, s);
+  }
 }
 
 // --- prefill -----------------------------------------------------------------------------------------------------
@@ -841,16 +889,17 @@ void CudaEngine::prefill_chunk(int c, int pos0) {
     gemm(L.w[kWq], pbf_, c, pq_, 0.0f);
     gemm(L.w[kWk], pbf_, c, pk_, 0.0f);
     gemm(L.w[kWv], pbf_, c, pv_, 0.0f);
-    rope_kv_store(pq_, pk_, pv_, inv_freq_, d_pos0, c, m.n_heads, m.n_kv_heads, m.head_dim, L.k_cache, L.v_cache,
-                  s);
-    attention_prefill(pq_, L.k_cache, L.v_cache, pos0, c, m.n_heads, m.n_kv_heads, m.head_dim, patt_, s);
+    store_kv(L, pq_, pk_, pv_, d_pos0, c, s);
+    if (kv_dtype_ == KvDtype::FP8)
+      attention_prefill_fp8(pq_, L.fp8.k, L.fp8.v, L.fp8.k_scale, L.fp8.v_scale, pos0, c, m.n_heads, m.n_kv_heads,
+                            m.head_dim, patt_, s);
+    else
+      attention_prefill(pq_, L.k_cache, L.v_cache, pos0, c, m.n_heads, m.n_kv_heads, m.head_dim, patt_, s);
     convert_f32_to_bf16(patt_, pbf_, size_t(c) * size_t(m.q_dim()), s);
     gemm(L.w[kWo], pbf_, c, px_, 1.0f);  // residual through beta = 1
     rmsnorm_bf16(px_, L.ffn_norm, pbf_, c, m.dim, m.norm_eps, s);
-    gemm(L.w[kGate], pbf_, c, pgate_, 0.0f);
-    gemm(L.w[kUp], pbf_, c, pup_, 0.0f);
-    swiglu(pgate_, pup_, phb_, size_t(c) * size_t(m.hidden_dim), s);
-    convert_f32_to_bf16(phb_, pbf_, size_t(c) * size_t(m.hidden_dim), s);
+    gemm(L.gate_up, pbf_, c, pgate_up_, 0.0f);  // one GEMM for gate|up: rows [gate_t | up_t]
+    swiglu_rows_bf16(pgate_up_, pbf_, c, m.hidden_dim, s);
     gemm(L.w[kDown], pbf_, c, px_, 1.0f);
   }
   CUDA_CHECK_LAUNCH("a prefill layer");
@@ -923,7 +972,7 @@ std::string cuda_unavailable_reason() {
 bool cuda_device_available() { return cuda_unavailable_reason().empty(); }
 
 std::unique_ptr<CudaBackend> make_cuda_engine(const Model& model, const BackendOptions& opt) {
-  // The KV cache is BF16 here: F32 and FP8 are refused by name (FP8 until its kernels exist).
+  // The KV cache is BF16 or FP8 here: F32 is refused by name.
   if (const std::string why = kv_dtype_refusal(opt.kv_dtype, {"cuda", ""}); !why.empty()) fail(why);
   return std::make_unique<CudaEngine>(model, opt);
 }

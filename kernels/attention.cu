@@ -1,11 +1,16 @@
-// Attention over the BF16 KV cache: flash-decoding for one token (KV range split across blocks, merged by
-// log-sum-exp) and a simple causal prefill. One block serves all query heads of one KV head (grouped-query), so each
-// K/V row is read from memory once per group; K/V tiles are staged in shared memory with coalesced loads.
+// Attention over the BF16 KV cache: the public ops, their checks, the choice of kernel and the split merge.
+// head_dim 64 and 128 run on the tensor cores (kernels/attention_tc.cu); the kernels here (FP32 CUDA-core math) serve
+// every other shape: flash-decoding for one token (KV range split across blocks, merged by log-sum-exp) and a simple
+// causal prefill. One block serves all query heads of one KV head (grouped-query), so each K/V row is read from
+// memory once per group; K/V tiles are staged in shared memory with coalesced loads.
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/attention_internal.h"
 #include "kernels/block_reduce.cuh"
 #include "kernels/cuda_check.h"
+#include "kernels/gemv_internal.h"
 #include "kernels/ops.h"
 #include "kernels/pdl.cuh"
 
@@ -17,9 +22,7 @@ constexpr int kThreads = 256;      // 8 warps: one warp per query head of a grou
 constexpr int kMaxGroup = 8;       // n_heads / n_kv_heads
 constexpr int kMaxHeadDim = 128;
 constexpr int kMaxPairs = kMaxHeadDim / 2;
-constexpr int kMinChunk = kTile;   // decode split sizes are kTile * 2^j, at most kMaxChunk
-constexpr int kMaxChunk = 256;
-constexpr int kTargetBlocks = 256;  // about two blocks per SM on a 132-SM H100/H200 at max_ctx
+static_assert(kAttnMinSplitRows % kTile == 0, "decode splits are whole tiles");
 constexpr float kLog2e = 1.4426950408889634f;
 
 static_assert(kThreads == kMaxGroup * 32, "softmax step maps one warp to one head of the group");
@@ -174,17 +177,20 @@ __device__ __forceinline__ void load_group_q(AttnShared& sh, const float* __rest
 // Number of attended rows for a decode at *d_pos, clamped to the cache (a bad position must not read past it).
 __device__ __forceinline__ int decode_len(const int* d_pos, int max_ctx) { return min(*d_pos + 1, max_ctx); }
 
-// Grid (n_splits, n_kv_heads). Split s covers rows [s * chunk, (s + 1) * chunk) of the current length; splits that
+// Grid (attention_max_splits, n_kv_heads). Split s covers rows [s * chunk, (s + 1) * chunk) of the current length
+// (chunk = attention_split_rows of it); splits that
 // start past the length exit at once (the merge reads only the splits that exist), so the grid depends on max_ctx
 // only and the launch can live in a CUDA graph.
 // part_o [n_splits, n_heads, head_dim] unnormalised outputs, part_ml [n_splits, n_heads] (max, sum).
 template <bool kVec4>
 __global__ __launch_bounds__(kThreads) void attention_decode_split_kernel(
     const float* __restrict__ q, const uint16_t* __restrict__ kc, const uint16_t* __restrict__ vc,
-    const int* __restrict__ d_pos, int n_heads, int n_kv_heads, int head_dim, int max_ctx, int chunk, float qscale,
+    const int* __restrict__ d_pos, int n_heads, int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale,
     float* __restrict__ part_o, float2* __restrict__ part_ml) {
   __shared__ AttnShared sh;
   const int len = decode_len(d_pos, max_ctx);
+  pdl_launch_dependents();  // the merge may launch now; it waits for this grid before reading
+  const int chunk = attention_split_rows(n_kv_heads, len, sms);
   const int split = blockIdx.x, start = split * chunk;
   if (start >= len) return;
   const int end = min(start + chunk, len);
@@ -204,10 +210,12 @@ __global__ __launch_bounds__(kThreads) void attention_decode_split_kernel(
 // One block per query head: out = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s over the splits that ran.
 __global__ void attention_decode_merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml,
                                               const int* __restrict__ d_pos, int n_heads, int head_dim, int max_ctx,
-                                              int chunk, float* __restrict__ out) {
+                                              int n_kv_heads, int sms, float* __restrict__ out) {
+  pdl_wait();               // launched early (programmatic dependent launch): the split pass's writes are visible now
   pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
   const int h = blockIdx.x;
   const int len = decode_len(d_pos, max_ctx);
+  const int chunk = attention_split_rows(n_kv_heads, len, sms);
   const int n_active = len > 0 ? (len + chunk - 1) / chunk : 0;
   float mx = -INFINITY;
   for (int s = 0; s < n_active; ++s) mx = fmaxf(mx, part_ml[int64_t(s) * n_heads + h].x);
@@ -273,50 +281,109 @@ void check_cache_alignment(const char* op, const uint16_t* kc, const uint16_t* v
 
 float query_scale(int head_dim) { return kLog2e / std::sqrt(float(head_dim)); }
 
-// Splits are sized from max_ctx (never from the device-side length): the smallest power-of-two multiple of kTile,
-// up to kMaxChunk, that still gives n_kv_heads * n_splits >= kTargetBlocks at full context.
-int decode_chunk(int n_kv_heads, int max_ctx) {
-  int chunk = kMaxChunk;
-  while (chunk > kMinChunk && int64_t(n_kv_heads) * ceil_div(max_ctx, chunk) < kTargetBlocks) chunk /= 2;
-  return chunk;
+// Most splits (one partial result each) a decode at max_ctx can have, for any n_kv_heads >= 1.
+size_t max_decode_parts(int max_ctx, int sms) { return size_t(attention_max_splits(1, max_ctx, sms)); }
+
+size_t part_ml_bytes(int n_heads, int max_ctx, int sms) {
+  return (max_decode_parts(max_ctx, sms) * size_t(n_heads) * sizeof(float2) + 255) / 256 * 256;
 }
 
 }  // namespace
 
-int attention_decode_chunk(int n_kv_heads, int max_ctx) { return decode_chunk(n_kv_heads, max_ctx); }
+int attention_decode_chunk(int n_kv_heads, int len, int sms) { return attention_split_rows(n_kv_heads, len, sms); }
+
+int attention_decode_chunk(int n_kv_heads, int len) { return attention_decode_chunk(n_kv_heads, len, gemv_sm_count()); }
 
 size_t attention_decode_scratch_bytes(int n_heads, int head_dim, int max_ctx) {
-  // Sized for the smallest chunk: the split count also depends on n_kv_heads, which is not known here.
-  const size_t splits = size_t(ceil_div(max_ctx, kMinChunk));
-  const size_t ml_bytes = (splits * size_t(n_heads) * sizeof(float2) + 255) / 256 * 256;
-  return ml_bytes + splits * size_t(n_heads) * size_t(head_dim) * sizeof(float);
+  const int sms = gemv_sm_count();
+  return part_ml_bytes(n_heads, max_ctx, sms) +
+         max_decode_parts(max_ctx, sms) * size_t(n_heads) * size_t(head_dim) * sizeof(float);
 }
+
+namespace {
+
+// The split pass (split(sms, part_o, part_ml)) and the merge of one decode, with the checks both cache forms share.
+// The merge is launched as a programmatic dependent of the split pass: its launch overlaps the split's run, and it
+// waits (griddepcontrol.wait) for the split grid's writes before reading them.
+template <typename Split>
+void decode_split_merge(const char* op, const int* d_pos, int n_heads, int n_kv_heads, int head_dim, int max_ctx,
+                        float* out, void* scratch, cudaStream_t s, Split split) {
+  if (max_ctx <= 0) fail(op, ": max_ctx must be positive, found ", max_ctx);
+  if (reinterpret_cast<uintptr_t>(scratch) % 16 != 0) fail(op, ": scratch must be 16-byte aligned");
+  const int sms = gemv_sm_count();
+  float2* part_ml = static_cast<float2*>(scratch);
+  float* part_o = reinterpret_cast<float*>(static_cast<char*>(scratch) + part_ml_bytes(n_heads, max_ctx, sms));
+  split(sms, part_o, part_ml);
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t config = pdl_launch_config(unsigned(n_heads), 128, s, true, &attr);
+  CUDA_CHECK(cudaLaunchKernelEx(&config, attention_decode_merge_kernel, static_cast<const float*>(part_o),
+                                static_cast<const float2*>(part_ml), d_pos, n_heads, head_dim, max_ctx, n_kv_heads,
+                                sms, out));
+  CUDA_CHECK_LAUNCH("attention_decode_merge_kernel");
+}
+
+void check_fp8(const char* op, int n_heads, int n_kv_heads, int head_dim, const float* q, const uint8_t* kc,
+               const uint8_t* vc, const float* k_scale, const float* v_scale, const float* out) {
+  check_attention_shape(op, n_heads, n_kv_heads, head_dim);
+  if (!attention_fp8_supported(head_dim, n_heads, n_kv_heads))
+    fail(op, ": the FP8 KV cache needs head_dim 64 or 128 (found ", head_dim, ")");
+  if (!attention_tc_supported(head_dim, n_heads / n_kv_heads, q, kc, vc, out))
+    fail(op, ": q/out must be 8-byte and the FP8 caches 16-byte aligned");
+  if (k_scale == nullptr || v_scale == nullptr) fail(op, ": null FP8 scales");
+}
+
+}  // namespace
 
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos, int n_heads,
                       int n_kv_heads, int head_dim, int max_ctx, float* out, void* scratch, cudaStream_t s) {
   check_attention_shape("attention_decode", n_heads, n_kv_heads, head_dim);
   check_cache_alignment("attention_decode", k_cache, v_cache);
-  if (max_ctx <= 0) fail("attention_decode: max_ctx must be positive, found ", max_ctx);
-  if (reinterpret_cast<uintptr_t>(scratch) % 16 != 0) fail("attention_decode: scratch must be 16-byte aligned");
-  const int chunk = decode_chunk(n_kv_heads, max_ctx);
-  const int64_t n_splits = ceil_div(max_ctx, chunk);
-  if (n_splits > (int64_t(1) << 31) - 1) fail("attention_decode: max_ctx ", max_ctx, " too large");
-  const size_t splits_alloc = size_t(ceil_div(max_ctx, kMinChunk));
-  const size_t ml_bytes = (splits_alloc * size_t(n_heads) * sizeof(float2) + 255) / 256 * 256;
-  float2* part_ml = static_cast<float2*>(scratch);
-  float* part_o = reinterpret_cast<float*>(static_cast<char*>(scratch) + ml_bytes);
   const float qscale = query_scale(head_dim);
-  const dim3 grid{unsigned(n_splits), unsigned(n_kv_heads)};
-  if (use_vec4(k_cache, v_cache, head_dim))
-    attention_decode_split_kernel<true><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads,
-                                                                  head_dim, max_ctx, chunk, qscale, part_o, part_ml);
-  else
-    attention_decode_split_kernel<false><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads,
-                                                                   head_dim, max_ctx, chunk, qscale, part_o, part_ml);
-  CUDA_CHECK_LAUNCH("attention_decode_split_kernel");
-  attention_decode_merge_kernel<<<n_heads, 128, 0, s>>>(part_o, part_ml, d_pos, n_heads, head_dim, max_ctx, chunk,
-                                                        out);
-  CUDA_CHECK_LAUNCH("attention_decode_merge_kernel");
+  decode_split_merge("attention_decode", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s,
+                     [&](int sms, float* part_o, float2* part_ml) {
+    if (attention_tc_supported(head_dim, n_heads / n_kv_heads, q, k_cache, v_cache, out)) {
+      attention_decode_tc(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads, head_dim, max_ctx, sms, qscale, part_o,
+                          part_ml, s);
+      return;
+    }
+    const dim3 grid{unsigned(attention_max_splits(n_kv_heads, max_ctx, sms)), unsigned(n_kv_heads)};
+    if (use_vec4(k_cache, v_cache, head_dim))
+      attention_decode_split_kernel<true><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads,
+                                                                    head_dim, max_ctx, sms, qscale, part_o, part_ml);
+    else
+      attention_decode_split_kernel<false><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, d_pos, n_heads,
+                                                                     n_kv_heads, head_dim, max_ctx, sms, qscale,
+                                                                     part_o, part_ml);
+    CUDA_CHECK_LAUNCH("attention_decode_split_kernel");
+  });
+}
+
+bool attention_fp8_supported(int head_dim, int n_heads, int n_kv_heads) {
+  return (head_dim == 64 || head_dim == 128) && n_kv_heads > 0 && n_heads % n_kv_heads == 0 &&
+         n_heads / n_kv_heads >= 1 && n_heads / n_kv_heads <= kMaxGroup;
+}
+
+int attention_fp8_block() { return attention_tc_fp8_block(); }
+
+void attention_decode_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
+                          const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
+                          int max_ctx, float* out, void* scratch, cudaStream_t s) {
+  check_fp8("attention_decode_fp8", n_heads, n_kv_heads, head_dim, q, k_codes, v_codes, k_scale, v_scale, out);
+  decode_split_merge("attention_decode_fp8", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s,
+                     [&](int sms, float* part_o, float2* part_ml) {
+    attention_decode_tc_fp8(q, k_codes, v_codes, k_scale, v_scale, d_pos, n_heads, n_kv_heads, head_dim, max_ctx,
+                            sms, query_scale(head_dim), part_o, part_ml, s);
+  });
+}
+
+void attention_prefill_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
+                           const float* v_scale, int pos0, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
+                           float* out, cudaStream_t s) {
+  check_fp8("attention_prefill_fp8", n_heads, n_kv_heads, head_dim, q, k_codes, v_codes, k_scale, v_scale, out);
+  if (pos0 < 0 || n_tokens < 0) fail("attention_prefill_fp8: invalid pos0 ", pos0, " or n_tokens ", n_tokens);
+  if (n_tokens == 0) return;
+  attention_prefill_tc_fp8(q, k_codes, v_codes, k_scale, v_scale, pos0, n_tokens, n_heads, n_kv_heads, head_dim,
+                           query_scale(head_dim), out, s);
 }
 
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int pos0, int n_tokens,
@@ -326,6 +393,10 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
   if (pos0 < 0 || n_tokens < 0) fail("attention_prefill: invalid pos0 ", pos0, " or n_tokens ", n_tokens);
   if (n_tokens == 0) return;
   const float qscale = query_scale(head_dim);
+  if (attention_tc_supported(head_dim, n_heads / n_kv_heads, q, k_cache, v_cache, out)) {
+    attention_prefill_tc(q, k_cache, v_cache, pos0, n_tokens, n_heads, n_kv_heads, head_dim, qscale, out, s);
+    return;
+  }
   const dim3 grid{unsigned(n_tokens), unsigned(n_kv_heads)};
   if (use_vec4(k_cache, v_cache, head_dim))
     attention_prefill_kernel<true><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, pos0, n_heads, n_kv_heads, head_dim,

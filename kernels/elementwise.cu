@@ -38,6 +38,17 @@ __global__ void swiglu_kernel(const float* __restrict__ gate, const float* __res
   }
 }
 
+// Rows of [gate | up] (FP32, [rows, 2 hidden]) -> BF16 silu(gate) * up [rows, hidden]: prefill's SwiGLU and the
+// conversion its down GEMM needs, in one pass.
+__global__ void swiglu_rows_bf16_kernel(const float* __restrict__ gate_up, uint16_t* __restrict__ out, int rows,
+                                        int hidden) {
+  GRID_STRIDE(i, int64_t(rows) * hidden) {
+    const int64_t t = i / hidden, c = i - t * hidden;
+    const float g = gate_up[t * 2 * hidden + c];
+    out[i] = f32_to_bf16(g / (1.0f + expf(-g)) * gate_up[t * 2 * hidden + hidden + c]);
+  }
+}
+
 __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, size_t n) {
   GRID_STRIDE(i, n) y[i] += x[i];
 }
@@ -81,6 +92,13 @@ void swiglu_fused(const float* gate_up, float* out, size_t n, cudaStream_t s) {
   if (n == 0) return;
   swiglu_kernel<<<grid_for(int64_t(n)), kThreads, 0, s>>>(gate_up, gate_up + n, out, n);
   CUDA_CHECK_LAUNCH("swiglu_kernel (fused gate|up)");
+}
+
+void swiglu_rows_bf16(const float* gate_up, uint16_t* out, int rows, int hidden, cudaStream_t s) {
+  if (rows < 0 || hidden <= 0) fail("swiglu_rows_bf16: invalid shape rows ", rows, ", hidden ", hidden);
+  if (rows == 0) return;
+  swiglu_rows_bf16_kernel<<<grid_for(int64_t(rows) * hidden), kThreads, 0, s>>>(gate_up, out, rows, hidden);
+  CUDA_CHECK_LAUNCH("swiglu_rows_bf16_kernel");
 }
 
 void add_inplace(float* y, const float* x, size_t n, cudaStream_t s) {

@@ -36,7 +36,9 @@ void rope_kv_store(float* q, const float* k, const float* v, const float* inv_fr
 // split over the KV range across blocks and merged (flash-decoding) so long contexts fill the GPU.
 // q [n_heads * head_dim], out [n_heads * head_dim]. Scratch sized by attention_decode_scratch_bytes(), allocated once.
 size_t attention_decode_scratch_bytes(int n_heads, int head_dim, int max_ctx);
-// Cache rows per KV split (64, 128 or 256), chosen from n_kv_heads and max_ctx only (exposed for tests and reports).
+// Cache rows per KV split (64 * 2^j), chosen from n_kv_heads, max_ctx and the SM count only (exposed for tests and
+// reports): at most two split blocks per SM at full context. The two-argument form uses the current device's SMs.
+int attention_decode_chunk(int n_kv_heads, int max_ctx, int sms);
 int attention_decode_chunk(int n_kv_heads, int max_ctx);
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos,
                       int n_heads, int n_kv_heads, int head_dim, int max_ctx, float* out, void* scratch,
@@ -47,10 +49,26 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int pos0, int n_tokens,
                        int n_heads, int n_kv_heads, int head_dim, float* out, cudaStream_t s);
 
+// The same two ops over the FP8 KV cache (--kv-dtype fp8): E4M3 codes [ctx, kv_dim] for K and for V, and one FP32
+// scale per block of attention_fp8_block() (32) positions and KV head, scales [n_blocks, n_kv_heads] (the layout and
+// rule of engine/kv_cache.h; kernels/kv_fp8.h writes them). Tensor-core kernels only: head_dim 64 or 128
+// (attention_fp8_supported); any other shape fails by name.
+bool attention_fp8_supported(int head_dim, int n_heads, int n_kv_heads);
+int attention_fp8_block();
+void attention_decode_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
+                          const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
+                          int max_ctx, float* out, void* scratch, cudaStream_t s);
+void attention_prefill_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
+                           const float* v_scale, int pos0, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
+                           float* out, cudaStream_t s);
+
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, size_t n, cudaStream_t s);
 // out[i] = silu(gate_up[i]) * gate_up[n + i]: the two halves of one fused gate|up GEMV output [2n].
 void swiglu_fused(const float* gate_up, float* out, size_t n, cudaStream_t s);
+// Per row t of gate_up [rows, 2 hidden] (the fused gate|up GEMM's output): out[t, i] = BF16(silu(gate_up[t, i]) *
+// gate_up[t, hidden + i]), out [rows, hidden]. The same numbers as swiglu then convert_f32_to_bf16.
+void swiglu_rows_bf16(const float* gate_up, uint16_t* out, int rows, int hidden, cudaStream_t s);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, size_t n, cudaStream_t s);
 void convert_f32_to_bf16(const float* x, uint16_t* out, size_t n, cudaStream_t s);

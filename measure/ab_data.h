@@ -12,17 +12,23 @@ namespace llm {
 // One kind of projection matrix of a decode step.
 struct AbProjection {
   std::string name;      // a ProfileParts::part_name other than "other"
-  int64_t N = 0, K = 0;  // y[N] = W[N, K] x[K], BF16 weights
+  int64_t N = 0, K = 0;  // y[N] = W[N, K] x[K]
   int count = 0;         // matrices of this kind per token: n_layers, or 1 for the head
-  int64_t bytes_per_token() const { return N * K * 2 * int64_t(count); }
+  // What the matrices hold as BF16. Not what a mapping reads where decode keeps weights quantized: that is
+  // AbLaunch::bytes_read.
+  int64_t bf16_bytes_per_token() const { return N * K * 2 * int64_t(count); }
 };
 
-// How one mapping launches its kernel for one projection kind (kernels/gemv.h GemvLaunchShape).
+// How one mapping launches its kernel for one projection kind (kernels/gemv.h GemvLaunchShape), and what it reads.
 struct AbLaunch {
   std::string projection;            // AbProjection::name
   int64_t N = 0, K = 0;
   int grid = 0, block = 0;           // grid 0: not known (cuBLAS picks its own kernels)
   int bytes_in_flight_per_thread = 0;
+  // Weight bytes this mapping reads per token through this projection kind, every matrix of it (measure/ab_run.h
+  // ab_projection_bytes: codes + scales, or GGUF's blocks, where decode keeps the weights quantized; N x K x 2
+  // otherwise). 0: not recorded (JSON written before it), read as bf16_bytes_per_token().
+  int64_t bytes_read = 0;
 };
 
 // Everything measured for one mapping. Vectors indexed by timed repeat (warm-up excluded).
@@ -32,6 +38,9 @@ struct AbMappingRun {
   std::vector<double> profiled_ms_per_token;  // the un-graphed pass with CUDA events, wall clock
   std::vector<PartMs> part_ms;                // that pass's device ms/token per part (events)
   std::vector<AbLaunch> launches;             // one per projection kind
+  // That pass's device ms/token of decode attention, when the engine's profile times it apart from "other" (a part
+  // named "attention"); empty while it does not (attention is then inside "other").
+  std::vector<double> attention_ms_per_token;
   int tokens_matching_first = -1;  // of the n_decode + 1 sampled tokens, leading ones equal to the first mapping's
 };
 
@@ -48,6 +57,10 @@ struct AbReportData {
   int warmup = 0;             // untimed rounds before them
   uint64_t seed = 0;
   int64_t gemv_bytes_per_token = 0;     // weights one decode step reads through the GEMVs (backend's figure)
+  // What decode attention reads from the KV cache at the timed steps (measure/ab_run.h ab_kv_read); 0: not recorded.
+  std::string kv_dtype;                 // the cache's element type: "bf16", "fp8"
+  double attention_rows = 0;            // cache rows one timed step reads, mean over the steps
+  int64_t kv_bytes_per_token = 0;       // K and V bytes of every layer one timed step reads, mean over the steps
   std::vector<AbProjection> projections;
   std::vector<double> roofline_gbps;    // streaming-read bandwidth, one figure per timed round (measure/roofline.h)
   std::string roofline_method;          // one line: how roofline_gbps was measured

@@ -129,21 +129,30 @@ std::vector<int> shown_gemv_parts(const AbSummary& s) {
 }
 
 void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
-  std::map<std::string, double> bytes;
-  for (const auto& p : d.projections) bytes[p.name] = double(p.bytes_per_token());
+  // The BF16 bytes of each projection kind: what a mapping reads where its launch does not record it (JSON written
+  // before AbLaunch::bytes_read).
+  std::map<std::string, double> bf16_bytes;
+  for (const auto& p : d.projections) bf16_bytes[p.name] = double(p.bf16_bytes_per_token());
   // The fused matrices read what their parts read.
   const auto sum_of = [&](std::initializer_list<const char*> names) {
     double b = 0;
     for (const char* n : names) {
-      const auto it = bytes.find(n);
-      if (it == bytes.end()) return -1.0;
+      const auto it = bf16_bytes.find(n);
+      if (it == bf16_bytes.end()) return -1.0;
       b += it->second;
     }
     return b;
   };
   const double qkv = sum_of({"q", "k", "v"}), gate_up = sum_of({"gate", "up"});
-  if (qkv >= 0 && !bytes.count("qkv")) bytes["qkv"] = qkv;
-  if (gate_up >= 0 && !bytes.count("gate_up")) bytes["gate_up"] = gate_up;
+  if (qkv >= 0 && !bf16_bytes.count("qkv")) bf16_bytes["qkv"] = qkv;
+  if (gate_up >= 0 && !bf16_bytes.count("gate_up")) bf16_bytes["gate_up"] = gate_up;
+  // What mapping m reads per token through `part`: its launch's record, else the BF16 bytes; -1 if neither is known.
+  const auto bytes_read = [&](const AbMappingStats& m, const char* part) {
+    const AbLaunchStats* l = launch_of(m, part);
+    if (l && l->launch.bytes_read > 0) return double(l->launch.bytes_read);
+    const auto it = bf16_bytes.find(part);
+    return it == bf16_bytes.end() ? -1.0 : it->second;
+  };
   const std::vector<int> gemv_parts = shown_gemv_parts(s);
   std::vector<int> parts = gemv_parts;
   parts.push_back(ProfileParts::kOther);
@@ -157,7 +166,8 @@ void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSu
     for (int p : parts) os << " " << fmt("%.3f", m.part_ms[p]) << " |";
     os << " " << fmt("%.3f", m.gemv_ms.median) << " |\n";
   }
-  os << "\n### Per projection: achieved GB/s (bytes per token / device time)\n\n| mapping |";
+  os << "\n### Per projection: achieved GB/s (weight bytes the mapping reads per token: codes + scales where decode "
+        "keeps them quantized / device time)\n\n| mapping |";
   for (int p : gemv_parts) os << " " << ProfileParts::part_name(p) << " |";
   os << "\n| --- |";
   for (size_t i = 0; i < gemv_parts.size(); ++i) os << " ---: |";
@@ -165,13 +175,34 @@ void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSu
   for (const auto& m : s.mappings) {
     os << "| " << m.mapping << " |";
     for (int p : gemv_parts) {
-      const auto it = bytes.find(ProfileParts::part_name(p));
-      const double ms = m.part_ms[p];
-      os << " " << (it == bytes.end() || ms <= 0 ? std::string("n/a") : fmt("%.0f", it->second / (ms * 1e6)))
-         << " |";
+      const double bytes = bytes_read(m, ProfileParts::part_name(p)), ms = m.part_ms[p];
+      os << " " << (bytes < 0 || ms <= 0 ? std::string("n/a") : fmt("%.0f", bytes / (ms * 1e6))) << " |";
     }
     os << "\n";
   }
+  os << "\n";
+}
+
+// Decode attention beside the roofline, as the GEMV rows: the KV-cache bytes one timed step reads, and their GB/s
+// where the profile times attention apart.
+void attention_section(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
+  if (d.kv_bytes_per_token <= 0) return;  // not recorded (JSON written before it)
+  os << "### Decode attention: KV-cache bytes per token / device time\n\n";
+  os << "KV cache read per token at the timed steps: " << bytes_str(double(d.kv_bytes_per_token)) << " ("
+     << d.kv_dtype << " K and V of every layer, " << fmt("%.1f", d.attention_rows) << " cache rows per step on "
+     << "average); at the read roofline (" << fmt("%.0f", s.roofline_gbps.median) << " GB/s) that takes "
+     << fmt("%.3f", s.kv_roofline_ms) << " ms/token.\n\n";
+  bool timed = false;
+  for (const auto& m : s.mappings) timed = timed || !std::isnan(m.attention_ms);
+  if (!timed) {
+    os << "Attention time not measured: the profile does not time attention apart from 'other' (other ms/token "
+          "includes it).\n\n";
+    return;
+  }
+  os << "| mapping | attention ms/token | KV GB/s | % roofline |\n| --- | ---: | ---: | ---: |\n";
+  for (const auto& m : s.mappings)
+    os << "| " << m.mapping << " | " << fmt_or_na("%.3f", m.attention_ms) << " | "
+       << fmt_or_na("%.0f", m.attention_gbps) << " | " << fmt_or_na("%.1f", m.attention_pct_roofline) << " |\n";
   os << "\n";
 }
 
@@ -289,6 +320,7 @@ std::string ab_markdown(const AbReportData& d, const AbSummary& s) {
   header(os, d, s);
   main_table(os, d, s);
   projection_tables(os, d, s);
+  attention_section(os, d, s);
   launch_table(os, s);
   overhead_table(os, s);
   attribution_table(os, s);
@@ -368,6 +400,9 @@ json data_json(const AbReportData& d) {
   j["warmup"] = d.warmup;
   j["seed"] = d.seed;
   j["gemv_bytes_per_token"] = d.gemv_bytes_per_token;
+  j["kv_dtype"] = d.kv_dtype;
+  j["attention_rows"] = d.attention_rows;
+  j["kv_bytes_per_token"] = d.kv_bytes_per_token;
   j["roofline_gbps"] = d.roofline_gbps;
   j["roofline_method"] = d.roofline_method;
   j["profiling_method"] = d.profiling_method;
@@ -386,7 +421,9 @@ json data_json(const AbReportData& d) {
     jr["launches"] = json::array();
     for (const auto& l : r.launches)
       jr["launches"].push_back({{"projection", l.projection}, {"N", l.N}, {"K", l.K}, {"grid", l.grid},
-                                {"block", l.block}, {"bytes_in_flight_per_thread", l.bytes_in_flight_per_thread}});
+                                {"block", l.block}, {"bytes_in_flight_per_thread", l.bytes_in_flight_per_thread},
+                                {"bytes_read", l.bytes_read}});
+    jr["attention_ms_per_token"] = r.attention_ms_per_token;
     jr["tokens_matching_first"] = r.tokens_matching_first;
     j["runs"].push_back(jr);
   }
@@ -397,6 +434,7 @@ json summary_json(const AbSummary& s) {
   json j;
   j["roofline_gbps"] = spread_json(s.roofline_gbps);
   j["ceiling_tps"] = s.ceiling_tps;
+  j["kv_roofline_ms"] = s.kv_roofline_ms;
   j["launch_shape_of"] = s.launch_shape_of;
   j["mappings"] = json::array();
   for (const auto& m : s.mappings) {
@@ -414,6 +452,9 @@ json summary_json(const AbSummary& s) {
     jm["gemv_gbps"] = m.gemv_gbps;
     jm["token_gbps"] = m.token_gbps;
     jm["pct_roofline"] = num_or_null(m.pct_roofline);
+    jm["attention_ms"] = num_or_null(m.attention_ms);
+    jm["attention_gbps"] = num_or_null(m.attention_gbps);
+    jm["attention_pct_roofline"] = num_or_null(m.attention_pct_roofline);
     jm["sectors_per_request_pred"] = num_or_null(m.sectors_per_request);
     jm["sector_efficiency_pred"] = num_or_null(m.sector_efficiency);
     jm["launches"] = json::array();
@@ -499,6 +540,9 @@ AbReportData ab_data_from_json(const std::string& text) {
     d.warmup = j.at("warmup").get<int>();
     d.seed = j.at("seed").get<uint64_t>();
     d.gemv_bytes_per_token = j.at("gemv_bytes_per_token").get<int64_t>();
+    d.kv_dtype = j.value("kv_dtype", std::string());  // absent in JSON written before the attention figures
+    d.attention_rows = j.value("attention_rows", 0.0);
+    d.kv_bytes_per_token = j.value("kv_bytes_per_token", int64_t(0));
     d.roofline_gbps = j.at("roofline_gbps").get<std::vector<double>>();
     d.roofline_method = j.at("roofline_method").get<std::string>();
     d.profiling_method = j.at("profiling_method").get<std::string>();
@@ -514,7 +558,9 @@ AbReportData ab_data_from_json(const std::string& text) {
       for (const auto& l : jr.at("launches"))
         r.launches.push_back({l.at("projection").get<std::string>(), l.at("N").get<int64_t>(),
                               l.at("K").get<int64_t>(), l.at("grid").get<int>(), l.at("block").get<int>(),
-                              l.at("bytes_in_flight_per_thread").get<int>()});
+                              l.at("bytes_in_flight_per_thread").get<int>(),
+                              l.value("bytes_read", int64_t(0))});  // absent before it: BF16 bytes
+      r.attention_ms_per_token = jr.value("attention_ms_per_token", std::vector<double>());
       r.tokens_matching_first = jr.at("tokens_matching_first").get<int>();
       d.runs.push_back(std::move(r));
     }

@@ -2,6 +2,7 @@
 #include "measure/ab_run.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <memory>
 #include <sstream>
@@ -10,6 +11,8 @@
 #include "core/gemv_names.h"  // check_gemv_mapping
 #include "engine/decode_loop.h"  // the one decode loop
 #include "engine/gemv_choice.h"  // gemv_refusal, resolve_gemv_choice: which form runs which weight type
+#include "engine/kv_cache.h"     // CpuKvCache::bytes: the KV cache's bytes in each element type
+#include "kernels/gemv_quant_plan.h"  // quant_gemv_bytes_read, quant_gemv_describe (CUDA-free)
 
 #ifdef LLM_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -97,6 +100,61 @@ std::string ab_context_refusal(int prompt_tokens, int depth, int n_decode, int64
   return os.str();
 }
 
+namespace {
+
+// The host tensors decode reads through projection kind `name` in layer `l` (fused kinds: their members; the head: the
+// embedding when tied, as the CUDA engine decides).
+std::vector<const HostTensor*> weights_of(const Model& model, const std::string& name, size_t l) {
+  const ModelWeights& w = model.weights;
+  if (name == "head") return {model.config.tied_embeddings || w.head.empty() ? &w.embedding : &w.head};
+  if (l >= w.layers.size()) fail("A/B run: layer ", l, " of a model with ", w.layers.size());
+  const LayerWeights& lw = w.layers[l];
+  if (name == "q") return {&lw.wq};
+  if (name == "k") return {&lw.wk};
+  if (name == "v") return {&lw.wv};
+  if (name == "qkv") return {&lw.wq, &lw.wk, &lw.wv};
+  if (name == "o") return {&lw.wo};
+  if (name == "gate") return {&lw.w_gate};
+  if (name == "up") return {&lw.w_up};
+  if (name == "gate_up") return {&lw.w_gate, &lw.w_up};
+  if (name == "down") return {&lw.w_down};
+  fail("A/B run: '", name, "' is not a projection of a decode step");
+}
+
+}  // namespace
+
+int64_t ab_projection_bytes(const Model& model, const std::string& mapping, bool dequantize,
+                            const std::string& projection) {
+  const GemvChoice choice = resolve_gemv_choice(mapping);
+  const size_t layers = projection == "head" ? 1 : model.weights.layers.size();
+  int64_t bytes = 0;
+  for (size_t l = 0; l < layers; ++l)
+    for (const HostTensor* t : weights_of(model, projection, l)) {
+      if (t->quant == 0 || dequantize) {
+        bytes += t->rows * t->cols * 2;
+        continue;
+      }
+      if (choice.quant.empty())
+        fail("A/B run: GEMV mapping '", mapping, "' has no form for the quantized weights of ", printable(t->name));
+      bytes += quant_gemv_bytes_read(quant_gemv_kind_from_name(choice.quant),
+                                     quant_gemv_describe(int(t->quant), t->rows, t->cols));
+    }
+  return bytes;
+}
+
+AbKvRead ab_kv_read(const ModelConfig& c, KvDtype kv, int first_pos, int n_decode) {
+  if (first_pos < 0 || n_decode < 1)
+    fail("A/B run: KV read of ", n_decode, " steps from position ", first_pos, " (need position >= 0, steps >= 1)");
+  const KvDtype stored = kv == KvDtype::Default ? KvDtype::BF16 : kv;
+  double rows = 0, bytes = 0;
+  for (int i = 0; i < n_decode; ++i) {
+    const int read = first_pos + i + 1;  // rows 0 .. position
+    rows += read;
+    bytes += double(CpuKvCache::bytes(stored, c.n_layers, c.kv_dim(), c.n_kv_heads, read));
+  }
+  return {rows / n_decode, int64_t(std::llround(bytes / n_decode))};
+}
+
 #ifdef LLM_HAVE_CUDA
 
 namespace {
@@ -139,6 +197,19 @@ void check_options(const Model& model, const AbOptions& opt) {
   if (const std::string why = ab_context_refusal(prompt_tokens, opt.depth, opt.n_decode, c.max_seq_len, false);
       !why.empty())
     fail(why);
+}
+
+// The per-projection bytes recorded for a run (AbLaunch::bytes_read) must add up to what the engine's prepared
+// mapping reads, or the per-projection GB/s would not be of the bytes read.
+void check_projection_bytes(const AbMappingRun& run, const std::vector<AbProjection>& projections,
+                            size_t engine_bytes) {
+  int64_t sum = 0;
+  for (const AbProjection& p : projections)
+    for (const AbLaunch& l : run.launches)
+      if (l.projection == p.name) sum += l.bytes_read;
+  if (sum != int64_t(engine_bytes))
+    fail("A/B run: the projections of '", run.mapping, "' read ", sum, " bytes per token by ab_projection_bytes, the "
+         "engine's prepared weights ", engine_bytes, " (measure/ab_run.cpp no longer counts as the engine does)");
 }
 
 void progress(const AbOptions& opt, const char* fmt_line, ...) __attribute__((format(printf, 2, 3)));
@@ -190,7 +261,8 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   const std::vector<int> context = deep ? ab_depth_tokens(opt.prompt, opt.depth) : std::vector<int>{};
   const std::vector<int> pass_prompt = deep ? std::vector<int>{context.back()} : opt.prompt;
   const int pass_pos = deep ? opt.depth - 1 : 0;
-  bo.ctx_size = opt.ctx_size > 0 ? opt.ctx_size : (deep ? opt.depth : int(opt.prompt.size())) + opt.n_decode;
+  const int first_step_pos = deep ? opt.depth : int(opt.prompt.size());  // the first timed decode step's position
+  bo.ctx_size = opt.ctx_size > 0 ? opt.ctx_size : first_step_pos + opt.n_decode;
   bo.gemv = opt.mappings[0];
   bo.dequantize = opt.dequantize;
   bo.kv_dtype = opt.kv_dtype;
@@ -198,20 +270,20 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   std::unique_ptr<CudaBackend> engine = make_cuda_engine(model, bo);
   CudaBackend& cb = *engine;
   res.gemv_bytes_per_token = int64_t(cb.gemv_bytes_per_token());
+  const AbKvRead kv = ab_kv_read(c, opt.kv_dtype, first_step_pos, opt.n_decode);
+  res.kv_dtype = kv_dtype_name(opt.kv_dtype == KvDtype::Default ? KvDtype::BF16 : opt.kv_dtype);
+  res.attention_rows = kv.rows;
+  res.kv_bytes_per_token = kv.bytes_per_token;
+  const int attention_part = ProfileParts::kAttention;
 
   for (const auto& m : opt.mappings) {
     AbMappingRun run;
     run.mapping = m;
     const GemvChoice choice = resolve_gemv_choice(m);
-    // The type decode reads each projection in (layer 0 stands for every layer): quantized -> the quantized form's
-    // launch shape, else the BF16 mapping's.
-    const LayerWeights& l0 = model.weights.layers[0];
-    const HostTensor& head = c.tied_embeddings ? model.weights.embedding : model.weights.head;
+    // The type decode reads each projection in (layer 0's first member stands for every layer): quantized -> the
+    // quantized form's launch shape, else the BF16 mapping's.
     auto type_of = [&](const std::string& proj) -> uint32_t {
-      const HostTensor* t = proj == "q" || proj == "qkv" ? &l0.wq : proj == "k" ? &l0.wk : proj == "v" ? &l0.wv
-                            : proj == "o" ? &l0.wo : proj == "gate" || proj == "gate_up" ? &l0.w_gate
-                            : proj == "up" ? &l0.w_up : proj == "down" ? &l0.w_down : &head;
-      return opt.dequantize ? 0u : t->quant;
+      return opt.dequantize ? 0u : weights_of(model, proj, 0)[0]->quant;
     };
     std::vector<AbProjection> launched = res.projections;
     if (cb.fused_projections()) {  // decode launches these instead of q, k, v and gate, up (engine/cuda_backend.cu)
@@ -225,7 +297,8 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
           q && !choice.quant.empty()
               ? quant_gemv_shape(quant_gemv_kind_from_name(choice.quant), quant_gemv_describe(int(q), p.N, p.K))
               : gemv_find(choice.bf16.empty() ? kGemvDefaultMapping : choice.bf16).shape(int(p.N), int(p.K));
-      run.launches.push_back({p.name, p.N, p.K, s.grid, s.block, s.bytes_in_flight_per_thread});
+      run.launches.push_back({p.name, p.N, p.K, s.grid, s.block, s.bytes_in_flight_per_thread,
+                              ab_projection_bytes(model, m, opt.dequantize, p.name)});
     }
     res.runs.push_back(std::move(run));
   }
@@ -253,6 +326,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
 
     for (size_t i = 0; i < opt.mappings.size(); ++i) {
       cb.set_gemv(opt.mappings[i]);  // first time: prepacks; its first graphed decode captures the graph
+      if (r == 0) check_projection_bytes(res.runs[i], res.projections, cb.gemv_bytes_per_token());
       cb.set_use_graph(true);
       const AbPass graphed = ab_decode_pass(cb, pass_prompt, opt.n_decode, opt.seed, pass_pos);
 
@@ -283,6 +357,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
       run.ms_per_token.push_back(graphed.ms_per_token);
       run.profiled_ms_per_token.push_back(profiled.ms_per_token);
       run.part_ms.push_back(parts);
+      run.attention_ms_per_token.push_back(prof.ms[attention_part] / double(prof.steps));
     }
   }
   for (size_t i = 0; i < res.runs.size(); ++i)

@@ -67,4 +67,23 @@ std::string ab_context_refusal(int prompt_tokens, int depth, int n_decode, int64
 // name core/gemv_names.h does not list.
 std::vector<std::string> parse_ab_mappings(const std::string& list);
 
+// Weight bytes one decode step reads through projection kind `projection` (a ProfileParts GEMV part name: every
+// layer's matrices, or the head; fused kinds their members') under GEMV mapping `mapping`, as the CUDA engine counts
+// them for CudaBackend::gemv_bytes_per_token: a weight decode keeps quantized (quantized in the file, `dequantize`
+// off) is read by the mapping's quantized form (kernels/gemv_quant_plan.h quant_gemv_bytes_read: codes + scales, or
+// GGUF's blocks for as-stored), any other as BF16 (N x K x 2). Layers may differ in type (Q4_K_M). Throws llm::Error
+// for an unknown mapping or projection, or a quantized weight the mapping has no form for.
+int64_t ab_projection_bytes(const Model& model, const std::string& mapping, bool dequantize,
+                            const std::string& projection);
+
+// What decode attention reads from the KV cache at n_decode steps at positions first_pos .. first_pos + n_decode - 1
+// (the step at position p reads cache rows 0 .. p), as means over the steps: rows, and K and V bytes of every layer
+// in the cache's type `kv` (engine/kv_cache.h CpuKvCache::bytes: FP8 scales included; Default reads as BF16, the CUDA
+// engine's type).
+struct AbKvRead {
+  double rows = 0;
+  int64_t bytes_per_token = 0;
+};
+AbKvRead ab_kv_read(const ModelConfig& c, KvDtype kv, int first_pos, int n_decode);
+
 }  // namespace llm

@@ -78,7 +78,7 @@ bool ab_sector_prediction(const std::string& mapping, const std::vector<AbProjec
     }
     sectors += s_total * p.count;
     requests += q_total * p.count;
-    useful += double(p.bytes_per_token());
+    useful += double(p.bf16_bytes_per_token());
   }
   if (requests <= 0) return false;
   *sectors_per_request = sectors / requests;
@@ -129,6 +129,14 @@ AbMappingStats mapping_stats(const AbReportData& d, const AbMappingRun& r, doubl
   m.gemv_gbps = m.gemv_ms.median > 0 ? bytes / (m.gemv_ms.median * 1e6) : 0.0;
   m.token_gbps = m.ms.median > 0 ? bytes / (m.ms.median * 1e6) : 0.0;
   m.pct_roofline = roofline > 0 ? 100.0 * m.gemv_gbps / roofline : kNaN;
+  m.attention_ms = m.attention_gbps = m.attention_pct_roofline = kNaN;
+  if (!r.attention_ms_per_token.empty()) {
+    m.attention_ms = ab_spread(r.attention_ms_per_token).median;
+    if (m.attention_ms > 0 && d.kv_bytes_per_token > 0) {
+      m.attention_gbps = double(d.kv_bytes_per_token) / (m.attention_ms * 1e6);
+      if (roofline > 0) m.attention_pct_roofline = 100.0 * m.attention_gbps / roofline;
+    }
+  }
   if (!ab_sector_prediction(r.mapping, d.projections, &m.sectors_per_request, &m.sector_efficiency))
     m.sectors_per_request = m.sector_efficiency = kNaN;
   for (const AbLaunch& l : r.launches) m.launches.push_back(launch_stats(l, d.sm_count, d.max_warps_per_sm));
@@ -174,6 +182,9 @@ void check_data(const AbReportData& d) {
     if (r.part_ms.size() != r.ms_per_token.size() || r.profiled_ms_per_token.size() != r.ms_per_token.size())
       fail("A/B report: mapping '", r.mapping, "' has ", r.ms_per_token.size(), " timed repeats but ",
            r.part_ms.size(), " profiles and ", r.profiled_ms_per_token.size(), " profiled timings");
+    if (!r.attention_ms_per_token.empty() && r.attention_ms_per_token.size() != r.ms_per_token.size())
+      fail("A/B report: mapping '", r.mapping, "' has ", r.ms_per_token.size(), " timed repeats but ",
+           r.attention_ms_per_token.size(), " attention timings");
   }
 }
 
@@ -185,10 +196,11 @@ AbSummary summarize_ab(const AbReportData& d) {
   s.roofline_gbps = ab_spread(d.roofline_gbps);
   const double roof = s.roofline_gbps.median;
   s.ceiling_tps = d.gemv_bytes_per_token > 0 ? roof * 1e9 / double(d.gemv_bytes_per_token) : 0.0;
+  s.kv_roofline_ms = roof > 0 ? double(d.kv_bytes_per_token) / (roof * 1e6) : 0.0;
   int64_t most = -1;
   for (const AbProjection& p : d.projections)
-    if (p.bytes_per_token() > most) {
-      most = p.bytes_per_token();
+    if (p.bf16_bytes_per_token() > most) {
+      most = p.bf16_bytes_per_token();
       s.launch_shape_of = p.name;
     }
   for (const AbMappingRun& r : d.runs) s.mappings.push_back(mapping_stats(d, r, roof));

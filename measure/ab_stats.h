@@ -43,6 +43,10 @@ struct AbMappingStats {
   double gemv_gbps = 0;       // GEMV bytes per token / GEMV time
   double token_gbps = 0;      // GEMV bytes per token / whole token time (gpt-fast's "bandwidth achieved")
   double pct_roofline = 0;    // gemv_gbps / roofline
+  // Decode attention where the profile times it (AbMappingRun::attention_ms_per_token; NaN where it does not): its
+  // device ms/token (median), the KV-cache bytes per token (AbReportData::kv_bytes_per_token) / that time, and that
+  // against the roofline.
+  double attention_ms = 0, attention_gbps = 0, attention_pct_roofline = 0;
   // Sector model (analysis/sector_model.h), over all projection matrices of a token (so bytes-weighted): NaN when
   // the model does not describe the mapping.
   double sectors_per_request = 0;
@@ -78,6 +82,7 @@ struct AbCauses {
 struct AbSummary {
   AbSpread roofline_gbps;
   double ceiling_tps = 0;  // roofline / GEMV bytes per token: tokens/s if only the weights were read, at roofline
+  double kv_roofline_ms = 0;  // KV-cache bytes per token / roofline: decode attention's floor (0: bytes not recorded)
   std::string launch_shape_of;  // projection whose launch shape the main table shows (most bytes per token)
   std::vector<AbMappingStats> mappings;
   std::vector<AbAttribution> attributions;  // one per mapping after the first

@@ -11,15 +11,16 @@ namespace llm {
 // A class used as a scope for the enum, so DecodeProfile (which derives from it) and the report spell a part the same
 // way: ProfileParts::kQKV, DecodeProfile::kQKV.
 struct ProfileParts {
-  // kOther: norms, RoPE, attention, sampling, launch gaps. kQKV / kGateUp: the fused q|k|v and gate|up GEMVs (with
+  // kOther: norms, RoPE + KV store, sampling, launch gaps. kQKV / kGateUp: the fused q|k|v and gate|up GEMVs (with
   // fused projections q, k, v, gate and up stay zero; unfused, kQKV and kGateUp stay zero). They come after kOther so
-  // the older indices hold. Every part but kOther is GEMV time.
-  enum Part { kQ, kK, kV, kO, kGate, kUp, kDown, kHead, kOther, kQKV, kGateUp, kParts };
+  // the older indices hold. kAttention: the decode attention (split pass and merge), which reads the KV cache.
+  // Every part but kOther and kAttention is GEMV time.
+  enum Part { kQ, kK, kV, kO, kGate, kUp, kDown, kHead, kOther, kQKV, kGateUp, kAttention, kParts };
 
-  // "q", "k", "v", "o", "gate", "up", "down", "head", "other", "qkv", "gate_up"; "?" outside the range.
+  // "q", "k", "v", "o", "gate", "up", "down", "head", "other", "qkv", "gate_up", "attention"; "?" outside the range.
   static const char* part_name(int part) {
-    static constexpr const char* kNames[kParts] = {"q",    "k",    "v",     "o",   "gate",   "up",
-                                                   "down", "head", "other", "qkv", "gate_up"};
+    static constexpr const char* kNames[kParts] = {"q",    "k",    "v",     "o",   "gate",    "up",
+                                                   "down", "head", "other", "qkv", "gate_up", "attention"};
     return part >= 0 && part < kParts ? kNames[part] : "?";
   }
   // The part named `name`, or -1.
@@ -28,7 +29,9 @@ struct ProfileParts {
       if (name == part_name(p)) return p;
     return -1;
   }
-  static constexpr bool is_gemv(int part) { return part >= 0 && part < kParts && part != kOther; }
+  static constexpr bool is_gemv(int part) {
+    return part >= 0 && part < kParts && part != kOther && part != kAttention;
+  }
 };
 
 // Milliseconds per part, indexed by ProfileParts::Part.

@@ -58,6 +58,8 @@ const std::map<std::string, ModelConfig>& known_configs() {
     c = llama_config(2, 48, 4, 1, 100, 300, 10000.0f, true, 128);
     c.head_dim = 24;  // q_dim 96 != dim 48: exercises every place that confuses the two
     m["tiny-hd"] = c;
+    // Long context for the GPU's prefill-vs-decode test at 8K tokens: head_dim 64 (the tensor-core prefill path).
+    m["tiny-long"] = llama_config(2, 256, 4, 2, 512, 512, 500000.0f, false, 16384);
     return m;
   }();
   return table;

@@ -49,6 +49,22 @@ for sec in $sections; do
     prefill) step "prefill: synthetic llama3.1-8b, 512-token prompt (cuBLAS GEMMs + causal attention), warm, in-process"
       $S/bin/llama-ab --model synthetic:llama3.1-8b --prompt-ids "$(seq -s, 1000 1511)" --ab warp-r2 -n 4 --repeats 3 \
         2>&1 >/dev/null | grep -E "^ab: (repeat|warm)" | tee -a $OUT/prefill.txt ;;
+    longctx) step "long contexts (issue 14), synthetic llama3.1-8b: attention kernels alone"
+      $S/bin/attn-bench --json $OUT/attn_bench.json 2>&1 | tee $OUT/attn_bench.md | tail -24
+      step "prefill of 512 and 8192 tokens, warm, in-process (every repeat prefills the whole prompt)"
+      for n in 512 8192; do
+        seq -s, 1000 $((999 + n)) > /tmp/ids$n.txt
+        $S/bin/llama-ab --model synthetic:llama3.1-8b --prompt-ids @/tmp/ids$n.txt --ab warp-r2 -n 2 --repeats 3 \
+          2>&1 >/dev/null | grep -E "^ab: repeat" | tee -a $OUT/prefill_long.txt
+      done
+      step "decode at context depth (as llama-bench -d; 130944 + 128 steps = the model's 131072): BF16 and FP8 KV"
+      for kv in ${KV_DTYPES:-bf16 fp8}; do
+        for d in ${DEPTHS:-0 8192 32768 130944}; do
+          $S/bin/llama-ab --model synthetic:llama3.1-8b --ab warp-r2 -d $d -n ${LONG_N:-64} --repeats 3 --kv-dtype $kv \
+            --json $OUT/ab_${kv}_d$d.json 2>$OUT/ab.err > $OUT/ab_${kv}_d$d.md
+          echo "kv $kv depth $d:"; grep -E "prefilled|repeat 3/3 warp" $OUT/ab.err; grep -A4 "attention ms/token" $OUT/ab_${kv}_d$d.md | tail -1
+        done
+      done ;;
     e2e) step "end to end: synthetic llama3.1-8b, 16-token prompt, 128 new tokens (EOS ignored), greedy"
       for m in ${MAPPINGS:-warp thread colmajor cublas}; do
         r=$($S/bin/run-llama --model synthetic:llama3.1-8b --prompt-ids "${PROMPT_IDS:-128000,791,1888,315,9822,374,12366,13,578,1888,315,9822,374,12366,13,578}" \

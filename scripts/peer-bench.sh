@@ -62,6 +62,9 @@ Commands:
                         --bin DIR        our binaries (default: $OURS_BIN, else build)
                         --out DIR        results (default: $PEER_OUT, else $OUT/peer-bench when $OUT is set, else
                                          out/peer-bench)
+  long GGUF [--out DIR]  (GPU machine) llama.cpp at prompt lengths and context depths (issue 14): llama-bench
+                        -p 512,8192 -n 0, then -p 0 -n 128 -d D for each D of PEER_DEPTHS (default "0 8192 32768"),
+                        -r PEER_TG_REPEATS (default 3); a table of tokens/s (ours: h200-check.sh longctx)
   -h, --help            this text
 
 Environment: OURS_BIN (our binaries; the GPU machine uses .stage/h200/bin with LD_LIBRARY_PATH set by the caller),
@@ -308,6 +311,40 @@ cmd_run() {
   say "table and every JSON and log in $out"
 }
 
+# --- long: prompt lengths and context depths (issue 14) ---------------------------------------------------------
+
+# llama.cpp on one GGUF file (the synthetic Llama 3.1 8B in BF16, PEER_SYNTH_TYPES=bf16 write-synthetic): prompt
+# processing at 512 and 8192 tokens (pp), and tg128 at each context depth of PEER_DEPTHS (as llama-ab -d); one JSON
+# each and a table of tokens/s. Ours at the same lengths: scripts/h200-check.sh's longctx section.
+cmd_long() {
+  [ $# -ge 1 ] || die "long needs a GGUF file (and optionally --out DIR)"
+  local f=$1 out=${PEER_OUT:-${OUT:+$OUT/peer-long}}; shift
+  [ "${1:-}" = --out ] && { out=$2; shift 2; }
+  out=${out:-out/peer-long}
+  [ -f "$f" ] || die "GGUF file not found: $f"
+  [ -x "$LLAMA_BENCH" ] || die "$LLAMA_BENCH not found: run 'scripts/peer-bench.sh build' first"
+  mkdir -p "$out"
+  say "llama.cpp llama-bench pp512, pp8192 on $(basename "$f")"
+  "$LLAMA_BENCH" -m "$f" -ngl 99 -fa 1 -p 512,8192 -n 0 -r 3 -o json > "$out/llama-pp.json" 2> "$out/llama-pp.err" ||
+    { tail -5 "$out/llama-pp.err" >&2; die "llama-bench pp failed (log: $out/llama-pp.err)"; }
+  local d
+  for d in ${PEER_DEPTHS:-0 8192 32768}; do
+    say "llama.cpp llama-bench tg128 at depth $d"
+    "$LLAMA_BENCH" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -d "$d" -r "${PEER_TG_REPEATS:-3}" -o json \
+      > "$out/llama-tg-d$d.json" 2> "$out/llama-tg-d$d.err" ||
+      { tail -5 "$out/llama-tg-d$d.err" >&2; die "llama-bench tg at depth $d failed (log: $out/llama-tg-d$d.err)"; }
+  done
+  python3 - "$out"/llama-pp.json "$out"/llama-tg-d*.json <<'PY' | tee "$out/table.md"
+import json, sys
+print("| llama.cpp test | depth | tokens/s (mean +- sd) |")
+print("| --- | ---: | ---: |")
+for path in sys.argv[1:]:
+    for r in json.load(open(path)):
+        test = f"pp{r['n_prompt']}" if r["n_gen"] == 0 else f"tg{r['n_gen']}"
+        print(f"| {test} | {r.get('n_depth', 0)} | {r['avg_ts']:.1f} +- {r['stddev_ts']:.1f} |")
+PY
+}
+
 [ $# -ge 1 ] || { usage >&2; die "no command given (fetch, build, write-synthetic, run)"; }
 cmd=$1; shift
 case $cmd in
@@ -315,6 +352,7 @@ case $cmd in
   build) cmd_build "$@" ;;
   write-synthetic) cmd_write_synthetic "$@" ;;
   run) cmd_run "$@" ;;
+  long) cmd_long "$@" ;;
   -h|--help|help) usage ;;
   *) usage >&2; die "unknown command '$cmd'" ;;
 esac

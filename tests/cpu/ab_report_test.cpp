@@ -1,6 +1,7 @@
 // A/B report tests on fabricated runs: statistics and formatting (expected numbers computed by hand, checked with
 // Python's statistics module), the attribution verdict, the two-causes split, launch-shape arithmetic, the sector
-// prediction's row scaling against a direct prediction, JSON round trip, CSV shape, and the mapping-list parser.
+// prediction's row scaling against a direct prediction, JSON round trip, CSV shape, and the mapping-list parser; the
+// bytes per projection a mapping reads on a tiny quantized GGUF, and the KV-cache bytes decode attention reads.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +16,9 @@
 #include "measure/ab_render.h"
 #include "measure/ab_run.h"
 #include "measure/ab_stats.h"
+#include "models/model.h"          // load_model
+#include "models_test_util.h"      // TempDir, write_file
+#include "tiny_quant_gguf_util.h"  // tiny GGUF models with quantized projections
 
 namespace llm {
 namespace {
@@ -340,13 +344,14 @@ TEST(AbRun, CpuOnlyBuildSaysItNeedsCuda) {
 // The one list of profile parts (measure/profile_parts.h): the engine's DecodeProfile derives from it and the report's
 // JSON part_names and CSV ms_* columns follow its order, so the order is a file format.
 TEST(AbReport, ProfilePartsAreOneListInFileOrder) {
-  const std::vector<std::string> expected = {"q",    "k",    "v",     "o",   "gate",   "up",
-                                             "down", "head", "other", "qkv", "gate_up"};
+  const std::vector<std::string> expected = {"q",    "k",    "v",     "o",   "gate",    "up",
+                                             "down", "head", "other", "qkv", "gate_up", "attention"};
   ASSERT_EQ(int(expected.size()), int(ProfileParts::kParts));
   for (int p = 0; p < ProfileParts::kParts; ++p) {
     EXPECT_EQ(ProfileParts::part_name(p), expected[size_t(p)]);
     EXPECT_EQ(ProfileParts::part_of(expected[size_t(p)]), p);
-    EXPECT_EQ(ProfileParts::is_gemv(p), p != ProfileParts::kOther) << expected[size_t(p)];
+    EXPECT_EQ(ProfileParts::is_gemv(p), p != ProfileParts::kOther && p != ProfileParts::kAttention)
+        << expected[size_t(p)];
   }
   EXPECT_STREQ(ProfileParts::part_name(ProfileParts::kParts), "?");
   EXPECT_EQ(ProfileParts::part_of("no-such-part"), -1);
@@ -392,6 +397,120 @@ TEST(AbReport, FusedPartsCountAsGemvAndGetTheirOwnColumns) {
   EXPECT_EQ(back.runs[0].part_ms, old.runs[0].part_ms);
   j["data"]["runs"][0]["part_names"][0] = "no-such-part";
   EXPECT_THROW(ab_data_from_json(j.dump()), Error);
+}
+
+}  // namespace
+}  // namespace llm
+
+namespace llm {
+namespace {
+
+// The per-projection GB/s are of the bytes the mapping reads: Q4_0 weights through the quantized "warp" form read
+// 18 bytes per 32 weights (16 of codes, one FP16 scale: ab_projection_bytes), not BF16's 64. With BF16 bytes q would
+// show 268 GB/s (67.1 MB in 0.25 ms); with Q4_0's 18.9 MB it is 75.
+TEST(AbReport, PerProjectionGbpsIsOfTheBytesTheMappingReads) {
+  AbReportData d = base_data();
+  d.runs.push_back(fake_run("warp", {10, 10, 10}, {2, 2, 2}, {10.5, 10.5, 10.5}));
+  for (const AbProjection& p : d.projections)
+    d.runs[0].launches.push_back({p.name, p.N, p.K, 512, 256, 64, p.N * (p.K / 32 * 18) * p.count});
+  // q 18.87 MB, k and v 4.72 MB, o 18.87 MB, gate, up and down 66.06 MB, head 295.5 MB; each in 0.25 ms.
+  const std::string row = "| warp | 75 | 19 | 19 | 75 | 264 | 264 | 264 | 1182 |";
+  const std::string md = ab_markdown(d, summarize_ab(d));
+  EXPECT_TRUE(contains(md, row)) << md;
+  EXPECT_FALSE(contains(md, "| warp | 268 |")) << md;
+  const AbReportData back = ab_data_from_json(ab_json(d, summarize_ab(d)));  // the bytes survive the JSON
+  EXPECT_EQ(back.runs[0].launches[7].bytes_read, 295501824);
+  EXPECT_TRUE(contains(ab_markdown(back, summarize_ab(back)), row));
+  // A launch without the record (JSON written before it) reads as BF16: the four-mapping report's 268.
+  d.runs[0].launches[0].bytes_read = 0;
+  EXPECT_TRUE(contains(ab_markdown(d, summarize_ab(d)), "| warp | 268 | 19 | 19 | 75 |"));
+}
+
+// What ab_run records per projection, on a 2-layer GGUF (dim 256, 4 heads of 64, 2 KV heads, hidden 512, vocab 256):
+// q Q4_K, k F16, v and the rest Q8_0. Bytes per row of 256 weights: Q4_K as prepacked for warp/thread 128 of codes +
+// 8 sub-scales + 8 sub-mins + FP16 d and dmin = 148, as stored 144; Q8_0 256 + 8 FP16 scales = 272 either way; BF16
+// 512.
+TEST(AbRun, ProjectionBytesAreWhatTheMappingReads) {
+  llm_test::TempDir tmp;
+  llm_test::TinyQuantSpec spec = llm_test::TinyQuantSpec::all(llm_test::kTqQ8_0);
+  spec.wq = llm_test::kTqQ4_K;
+  spec.wk = llm_test::kTqF16;
+  llm_test::write_file(tmp.path() / "m.gguf", llm_test::tiny_quant_gguf(spec).quant.build());
+  const Model m = load_model(tmp.str("m.gguf"));
+  EXPECT_EQ(ab_projection_bytes(m, "warp", false, "q"), 2 * 256 * 148);
+  EXPECT_EQ(ab_projection_bytes(m, "thread", false, "q"), 2 * 256 * 148);
+  EXPECT_EQ(ab_projection_bytes(m, "as-stored", false, "q"), 2 * 256 * 144);
+  EXPECT_EQ(ab_projection_bytes(m, "warp", true, "q"), 2 * 256 * 512);  // --dequantize: BF16
+  EXPECT_EQ(ab_projection_bytes(m, "warp", false, "k"), 2 * 128 * 512);  // F16 weights run as BF16
+  EXPECT_EQ(ab_projection_bytes(m, "warp", false, "v"), 2 * 128 * 272);
+  EXPECT_EQ(ab_projection_bytes(m, "warp", false, "qkv"), 2 * (256 * 148 + 128 * 512 + 128 * 272));
+  EXPECT_EQ(ab_projection_bytes(m, "warp", false, "gate_up"), 2 * 2 * 512 * 272);
+  EXPECT_EQ(ab_projection_bytes(m, "warp", false, "down"), 2 * 256 * 2 * 272);  // [256, 512]: 2 blocks of 256
+  EXPECT_EQ(ab_projection_bytes(m, "warp", false, "head"), 256 * 272);          // one matrix
+  EXPECT_THROW(ab_projection_bytes(m, "cublas", false, "q"), Error);  // no quantized form
+  EXPECT_THROW(ab_projection_bytes(m, "warp", false, "other"), Error);
+  EXPECT_THROW(ab_projection_bytes(m, "no-such-mapping", false, "q"), Error);
+}
+
+// Llama 3.1 8B's cache (32 layers, 8 KV heads of 128) read by 64 steps from position 8192: the steps read 8193 ..
+// 8256 rows, 8224.5 on average, of 32 x 2 x 1024 elements each: 131,072 x 2 bytes x 8224.5 = 1.078 GB with BF16;
+// FP8 one byte each plus one FP32 scale per 32 rows, KV head, K or V and layer (257 blocks for half the steps, 258 for
+// the other half).
+TEST(AbRun, KvBytesDecodeAttentionReads) {
+  ModelConfig c;
+  c.n_layers = 32;
+  c.n_heads = 32;
+  c.n_kv_heads = 8;
+  c.head_dim = 128;
+  const AbKvRead bf16 = ab_kv_read(c, KvDtype::BF16, 8192, 64);
+  EXPECT_DOUBLE_EQ(bf16.rows, 8224.5);
+  EXPECT_EQ(bf16.bytes_per_token, 1078001664);
+  EXPECT_EQ(ab_kv_read(c, KvDtype::Default, 8192, 64).bytes_per_token, 1078001664);  // the CUDA engine's BF16
+  EXPECT_EQ(ab_kv_read(c, KvDtype::FP8, 8192, 64).bytes_per_token, 65536LL * 16449 / 2 + 2 * 32 * 8 * 4 * 515 / 2);
+  EXPECT_EQ(ab_kv_read(c, KvDtype::BF16, 0, 1).bytes_per_token, 131072);  // one step at position 0 reads one row
+  EXPECT_THROW(ab_kv_read(c, KvDtype::BF16, 0, 0), Error);
+}
+
+// Decode attention beside the roofline: 1.078 GB of KV per token in 0.3 ms (median) = 3593 GB/s, 71.9% of 5000; at
+// the roofline the bytes take 0.216 ms. Without attention times the bytes and the floor are still stated.
+TEST(AbReport, AttentionGbpsOfTheKvBytesPerToken) {
+  AbReportData d = base_data();
+  d.kv_dtype = "bf16";
+  d.attention_rows = 8224.5;
+  d.kv_bytes_per_token = 1078001664;
+  d.runs.push_back(fake_run("warp", {10, 10, 10}, {2, 2, 2}, {10.5, 10.5, 10.5}));
+  d.runs.push_back(fake_run("thread", {30, 30, 30}, {22, 22, 22}, {31, 31, 31}));
+  AbReportData untimed = d;
+  d.runs[0].attention_ms_per_token = {0.35, 0.3, 0.25};
+  d.runs[1].attention_ms_per_token = {0.3, 0.3, 0.3};
+  const AbSummary s = summarize_ab(d);
+  EXPECT_NEAR(s.kv_roofline_ms, 0.2156003328, 1e-12);
+  EXPECT_DOUBLE_EQ(s.mappings[0].attention_ms, 0.3);
+  EXPECT_NEAR(s.mappings[0].attention_gbps, 3593.33888, 1e-6);
+  EXPECT_NEAR(s.mappings[0].attention_pct_roofline, 71.8667776, 1e-9);
+  const std::string md = ab_markdown(d, s);
+  EXPECT_TRUE(contains(md, "KV cache read per token at the timed steps: 1.08 GB (bf16 K and V of every layer, 8224.5 "
+                           "cache rows per step on average); at the read roofline (5000 GB/s) that takes 0.216 "
+                           "ms/token."))
+      << md;
+  EXPECT_TRUE(contains(md, "| warp | 0.300 | 3593 | 71.9 |")) << md;
+  EXPECT_TRUE(contains(md, "| thread | 0.300 | 3593 | 71.9 |")) << md;
+  const AbReportData back = ab_data_from_json(ab_json(d, s));
+  EXPECT_EQ(back.kv_bytes_per_token, d.kv_bytes_per_token);
+  EXPECT_EQ(back.runs[0].attention_ms_per_token, d.runs[0].attention_ms_per_token);
+  EXPECT_EQ(ab_markdown(back, summarize_ab(back)), md);
+  // Not timed apart (today's profile): no GB/s, the bytes and their floor still shown.
+  const AbSummary su = summarize_ab(untimed);
+  EXPECT_TRUE(std::isnan(su.mappings[0].attention_gbps));
+  const std::string mu = ab_markdown(untimed, su);
+  EXPECT_TRUE(contains(mu, "Attention time not measured")) << mu;
+  EXPECT_TRUE(contains(mu, "that takes 0.216 ms/token")) << mu;
+  EXPECT_FALSE(contains(mu, "| attention ms/token |")) << mu;
+  // Timings for fewer repeats than the run has are inconsistent data.
+  d.runs[1].attention_ms_per_token.pop_back();
+  EXPECT_THROW(summarize_ab(d), Error);
+  // Data without the KV figures (JSON written before them): no attention section.
+  EXPECT_FALSE(contains(ab_markdown(four_mappings(), summarize_ab(four_mappings())), "Decode attention"));
 }
 
 }  // namespace

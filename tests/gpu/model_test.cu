@@ -244,7 +244,7 @@ TEST(CudaModel, ProfileSplitsTheStep) {
     }
     // The regions tile the step: their sum is the total up to event rounding.
     EXPECT_NEAR(sum, p.total_ms, 0.02 * p.total_ms + 0.01);
-    EXPECT_NEAR(p.gemv_ms() + p.ms[DecodeProfile::kOther], sum, 1e-9);
+    EXPECT_NEAR(p.gemv_ms() + p.ms[DecodeProfile::kOther] + p.ms[DecodeProfile::kAttention], sum, 1e-9);
     eng->reset_profile();
     EXPECT_EQ(eng->profile().steps, 0);
     eng->set_profiling(false);
@@ -316,5 +316,5 @@ TEST(CudaModel, DefaultContextIsTheModelMaximum) {
   o.ctx_size = 0;
   auto eng = make_cuda_engine(m, o);
   EXPECT_EQ(eng->ctx_size(), m.config.max_seq_len);
-  EXPECT_EQ(eng->max_prefill_chunk(), std::min(512, m.config.max_seq_len));
+  EXPECT_EQ(eng->max_prefill_chunk(), std::min(2048, m.config.max_seq_len));
 }

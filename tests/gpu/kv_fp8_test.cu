@@ -1,0 +1,443 @@
+// The FP8 KV cache store on the device (kernels/kv_fp8.h) against the CPU reference's (engine/kv_cache.h, CpuKvCache
+// in FP8): the same rows written the same way must give the same codes and scales, byte for byte, after every write:
+// decode steps across blocks, prefill chunks that start and end mid-block, decode after prefill, rewinds within the
+// open block and into earlier blocks (rows re-rounded from their codes), jumps forward over unwritten positions, the
+// last positions of the context, NaN and infinite elements, other block sizes, and a CUDA graph of one decode store
+// replayed at different positions. The whole layer (every position, every scale) is compared, so the device cache is
+// poisoned (all-ones bytes) before fp8_kv_layer_init, and the input rows past n_tokens are poisoned too.
+// Rows mix magnitude classes per (position, head): ordinary, 1e4, 1e-4, FP32 subnormals, near FLT_MAX / 2, all
+// zero (signed zeros), half zeros; so a block's scale is often set by one row and the others sit in the subnormal
+// codes or round to zero.
+// Every test that needs a device skips with "no CUDA device" where there is none.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/counter_rng.h"  // rng_mix
+#include "core/dtype.h"        // f32_to_bits
+#include "core/kv_dtype.h"     // kKvFp8Block
+#include "engine/kv_cache.h"
+#include "kernels/cuda_check.h"
+#include "kernels/kv_fp8.h"
+#include "device_test_util.h"  // SKIP_WITHOUT_CUDA, DeviceBuffer, sync_and_check
+
+namespace llm {
+namespace {
+
+using namespace gpu_test;  // DeviceBuffer, sync_and_check
+
+struct Shape {
+  int n_kv_heads, head_dim;
+};
+const Shape kShapes[] = {{1, 64}, {3, 128}, {8, 18}, {8, 128}, {3, 18}, {1, 128}, {8, 64}};
+
+std::string shape_name(const Shape& s) {
+  return std::to_string(s.n_kv_heads) + " KV heads x " + std::to_string(s.head_dim);
+}
+
+// One write: rows pos0 .. pos0 + n - 1; `version` changes the values (a rewind writes other rows than the first time).
+struct Write {
+  int pos0, n;
+  uint32_t version = 0;
+};
+
+// Rows [n, kv_dim] of K (is_v false) or V for positions pos0.., a function of (position, head, plane, version) only.
+// special: some rows also hold NaN or +-Inf elements, or are all NaN.
+std::vector<float> make_rows(int pos0, int n, const Shape& sh, bool is_v, uint32_t version, bool special) {
+  const int kv_dim = sh.n_kv_heads * sh.head_dim;
+  std::vector<float> x(size_t(n) * size_t(kv_dim));
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int t = 0; t < n; ++t)
+    for (int h = 0; h < sh.n_kv_heads; ++h) {
+      const uint64_t key = rng_mix(uint64_t(pos0 + t) * 0x10001ull + uint64_t(h) * 0x100000001ull +
+                                   (uint64_t(is_v) << 40) + (uint64_t(version) << 44) + (uint64_t(special) << 60));
+      std::mt19937 rng(uint32_t(key ^ (key >> 32)));
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      const int cls = int((key >> 8) % (special ? 14u : 11u));
+      float* row = x.data() + size_t(t) * size_t(kv_dim) + size_t(h) * size_t(sh.head_dim);
+      for (int i = 0; i < sh.head_dim; ++i) {
+        const float g = nd(rng);
+        float val;
+        switch (cls) {
+          case 4: val = g * 1e4f; break;
+          case 5: val = g * 1e-4f; break;
+          case 6: val = g * 1e-41f; break;  // FP32 subnormals (scale subnormal too)
+          case 7: val = g * 3e37f; break;   // up to ~FLT_MAX / 2
+          case 8: val = (rng() & 1u) ? -0.0f : 0.0f; break;
+          case 9: val = (rng() & 1u) ? g : ((rng() & 1u) ? -0.0f : 0.0f); break;
+          case 11: val = i == int(rng() % unsigned(sh.head_dim)) ? nan : g; break;  // one NaN (maybe none)
+          case 12: val = i == 1 % sh.head_dim ? ((rng() & 1u) ? inf : -inf) : g; break;
+          case 13: val = nan; break;
+          default: val = g; break;  // 0..3, 10
+        }
+        row[i] = val;
+      }
+    }
+  return x;
+}
+
+template <typename T>
+std::vector<T> download(const T* p, size_t n) {
+  std::vector<T> v(n);
+  CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+// A CpuKvCache (FP8, one layer) and the device layer, written with the same rows.
+class Fp8Pair {
+ public:
+  Fp8Pair(int ctx, const Shape& sh, int block = kKvFp8Block, bool special = false)
+      : ctx_(ctx),
+        sh_(sh),
+        block_(block),
+        special_(special),
+        kv_dim_(sh.n_kv_heads * sh.head_dim),
+        cpu_(KvDtype::FP8, 1, ctx, sh.n_kv_heads, sh.head_dim, block),
+        mem_(fp8_kv_layer_bytes(ctx, sh.n_kv_heads, sh.head_dim, block)),
+        k_in_((size_t(ctx) + size_t(block)) * size_t(kv_dim_)),
+        v_in_((size_t(ctx) + size_t(block)) * size_t(kv_dim_)),
+        d_pos_(1) {
+    mem_.poison();
+    L_ = fp8_kv_layer_carve(mem_.get(), ctx, sh.n_kv_heads, sh.head_dim, block);
+    fp8_kv_layer_init(L_, ctx, sh.n_kv_heads, sh.head_dim, block, nullptr);
+    sync_and_check();
+  }
+
+  const Fp8KvLayer& layer() const { return L_; }
+
+  // The rows of w, into both caches (the device one through kv_store_fp8 with *d_pos0 = w.pos0).
+  void write(const Write& w) {
+    const std::vector<float> k = make_rows(w.pos0, w.n, sh_, false, w.version, special_);
+    const std::vector<float> v = make_rows(w.pos0, w.n, sh_, true, w.version, special_);
+    cpu_.store(0, w.pos0, w.n, k.data(), v.data());
+    k_in_.poison();  // rows past n_tokens: NaN, which would show up as 0x7F codes if read
+    v_in_.poison();
+    k_in_.upload(k);
+    v_in_.upload(v);
+    d_pos_.upload({w.pos0});
+    kv_store_fp8(k_in_.get(), v_in_.get(), d_pos_.get(), w.n, sh_.n_kv_heads, sh_.head_dim, block_, ctx_, L_,
+                 nullptr);
+    sync_and_check();
+  }
+
+  // The device caches' codes and scales equal the CPU's, byte for byte (all ctx positions, all scales). On a
+  // difference: a failure naming the first one, and false.
+  bool same_as_cpu() const {
+    const int n_blocks = (ctx_ + block_ - 1) / block_;
+    for (bool is_v : {false, true}) {
+      const char* plane = is_v ? "V" : "K";
+      const std::vector<uint8_t> want = cpu_.stored_bytes(0, is_v);
+      const std::vector<uint8_t> got = download(is_v ? L_.v : L_.k, size_t(ctx_) * size_t(kv_dim_));
+      if (want.size() != got.size()) {
+        ADD_FAILURE() << plane << " codes: " << got.size() << " bytes, CPU " << want.size();
+        return false;
+      }
+      for (size_t i = 0; i < got.size(); ++i)
+        if (got[i] != want[i]) {
+          const size_t pos = i / size_t(kv_dim_), h = i % size_t(kv_dim_) / size_t(sh_.head_dim);
+          ADD_FAILURE() << plane << " code at position " << pos << ", KV head " << h << ", element "
+                        << i % size_t(sh_.head_dim) << ": device 0x" << std::hex << int(got[i]) << ", CPU 0x"
+                        << int(want[i]) << std::dec;
+          return false;
+        }
+      const std::vector<float> want_s = cpu_.scales(0, is_v);
+      const std::vector<float> got_s =
+          download(is_v ? L_.v_scale : L_.k_scale, size_t(n_blocks) * size_t(sh_.n_kv_heads));
+      for (size_t i = 0; i < got_s.size(); ++i)
+        if (f32_to_bits(got_s[i]) != f32_to_bits(want_s[i])) {
+          ADD_FAILURE() << plane << " scale of block " << i / size_t(sh_.n_kv_heads) << ", KV head "
+                        << i % size_t(sh_.n_kv_heads) << ": device " << got_s[i] << " (0x" << std::hex
+                        << f32_to_bits(got_s[i]) << "), CPU " << want_s[i] << " (0x" << f32_to_bits(want_s[i])
+                        << ")" << std::dec;
+          return false;
+        }
+    }
+    return true;
+  }
+
+  // Every open_blocks entry (K and V, every head) holds `want`.
+  void expect_open_block(int want) const {
+    const std::vector<int> got = download(L_.open_blocks, 2 * size_t(sh_.n_kv_heads));
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want) << "open_blocks[" << i << "]";
+  }
+
+  std::vector<uint8_t> device_bytes() const { return mem_.download(); }
+
+ private:
+  int ctx_;
+  Shape sh_;
+  int block_;
+  bool special_;
+  int kv_dim_;
+  CpuKvCache cpu_;
+  DeviceBuffer<uint8_t> mem_;
+  Fp8KvLayer L_;
+  DeviceBuffer<float> k_in_, v_in_;
+  DeviceBuffer<int> d_pos_;
+};
+
+std::string write_name(const Write& w) {
+  return "write of rows " + std::to_string(w.pos0) + ".." + std::to_string(w.pos0 + w.n - 1) + " (version " +
+         std::to_string(w.version) + ")";
+}
+
+// The writes in order, on every shape; codes and scales compared after each.
+void run_writes(const std::vector<Write>& writes, int ctx, int block = kKvFp8Block, bool special = false) {
+  for (const Shape& sh : kShapes) {
+    SCOPED_TRACE(shape_name(sh) + ", ctx " + std::to_string(ctx) + ", block " + std::to_string(block));
+    Fp8Pair p(ctx, sh, block, special);
+    ASSERT_TRUE(p.same_as_cpu()) << "after fp8_kv_layer_init";
+    for (const Write& w : writes) {
+      SCOPED_TRACE(write_name(w));
+      p.write(w);
+      ASSERT_TRUE(p.same_as_cpu());
+    }
+  }
+}
+
+// Single-row writes pos0 .. pos0 + n - 1.
+void append_decode(std::vector<Write>* writes, int pos0, int n, uint32_t version = 0) {
+  for (int p = pos0; p < pos0 + n; ++p) writes->push_back({p, 1, version});
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+TEST(KvFp8Layout, CarveFitsInLayerBytes) {  // host code only: runs without a device
+  for (const Shape& sh : kShapes)
+    for (int ctx : {1, 31, 32, 33, 200, 131072})
+      for (int block : {1, 7, 32, 64}) {
+        const size_t bytes = fp8_kv_layer_bytes(ctx, sh.n_kv_heads, sh.head_dim, block);
+        const size_t kv_dim = size_t(sh.n_kv_heads) * size_t(sh.head_dim);
+        const size_t n_blocks = (size_t(ctx) + size_t(block) - 1) / size_t(block);
+        const uintptr_t base = uintptr_t(1) << 40;  // carve only computes pointers: any 256-byte aligned address
+        const Fp8KvLayer L = fp8_kv_layer_carve(reinterpret_cast<void*>(base), ctx, sh.n_kv_heads, sh.head_dim, block);
+        struct Range {
+          const void* p;
+          size_t n;
+        };
+        const Range ranges[] = {{L.k, size_t(ctx) * kv_dim},
+                                {L.v, size_t(ctx) * kv_dim},
+                                {L.k_scale, n_blocks * size_t(sh.n_kv_heads) * 4},
+                                {L.v_scale, n_blocks * size_t(sh.n_kv_heads) * 4},
+                                {L.k_open, size_t(block) * kv_dim * 4},
+                                {L.v_open, size_t(block) * kv_dim * 4},
+                                {L.open_blocks, 2 * size_t(sh.n_kv_heads) * 4}};
+        size_t prev_end = 0;
+        for (const Range& r : ranges) {
+          const size_t off = size_t(reinterpret_cast<uintptr_t>(r.p) - base);
+          EXPECT_EQ(off % 256, 0u);
+          EXPECT_GE(off, prev_end) << "arrays overlap";
+          prev_end = off + r.n;
+        }
+        EXPECT_LE(prev_end, bytes);
+        EXPECT_LT(bytes - prev_end, 256u * 7) << "more padding than alignment needs";
+      }
+}
+
+TEST(KvFp8Store, DecodeStepsAcrossBlocksMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Write> w;
+  append_decode(&w, 0, 150);  // ctx 150: the last block (128..149) is partial, and its last position is written
+  run_writes(w, 150);
+}
+
+TEST(KvFp8Store, PrefillChunksThenDecodeMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  // Chunks of 5, 32, 45 and 100 rows: 0..4, 5..36, 37..81, 82..181 (each starts and ends mid-block), then decode to
+  // the end of the context.
+  std::vector<Write> w = {{0, 5}, {5, 32}, {37, 45}, {82, 100}};
+  append_decode(&w, 182, 18);
+  run_writes(w, 200);
+  // Prompts of other lengths from position 0, then decode.
+  for (int n : {1, 31, 32, 33, 64, 77}) {
+    SCOPED_TRACE("prompt of " + std::to_string(n));
+    std::vector<Write> w2 = {{0, n}};
+    append_decode(&w2, n, 40);
+    run_writes(w2, 160);
+  }
+}
+
+TEST(KvFp8Store, BytesDoNotDependOnChunking) {
+  SKIP_WITHOUT_CUDA();
+  // The same rows in one prefill, in chunks and one at a time: the same device bytes (codes, scales, and the open
+  // rows, which hold the last block's rows either way).
+  const int ctx = 200;
+  for (const Shape& sh : kShapes) {
+    SCOPED_TRACE(shape_name(sh));
+    Fp8Pair one(ctx, sh), chunks(ctx, sh), steps(ctx, sh);
+    one.write({0, 181});
+    for (const Write& w : std::vector<Write>{{0, 5}, {5, 32}, {37, 45}, {82, 99}}) chunks.write(w);
+    for (int p = 0; p < 181; ++p) steps.write({p, 1});
+    ASSERT_TRUE(one.same_as_cpu());
+    const std::vector<uint8_t> a = one.device_bytes(), b = chunks.device_bytes(), c = steps.device_bytes();
+    EXPECT_TRUE(a == b) << "one prefill and chunks differ";
+    EXPECT_TRUE(a == c) << "one prefill and decode steps differ";
+    one.expect_open_block(5);  // rows 160..180
+  }
+}
+
+TEST(KvFp8Store, RewindWithinOpenBlockMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Write> w = {{0, 76}};  // open block 2 (64..95) holds rows 64..75
+  w.push_back({70, 1, 1});           // back to 70: rows 64..69 from the kept rows, 71..75 keep their old codes
+  append_decode(&w, 71, 10, 1);      // 71..80
+  w.push_back({64, 3, 2});           // back to the block's start
+  w.push_back({66, 40, 3});          // back into the open block, on across into the next: 66..105
+  w.push_back({105, 1, 4});          // the last row again, alone
+  append_decode(&w, 106, 20, 4);
+  run_writes(w, 160);
+}
+
+TEST(KvFp8Store, RewindIntoEarlierBlockMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Write> w = {{0, 100}};  // open block 3 (96..127)
+  w.push_back({40, 1, 1});            // block 1, not open: rows 32..39 decoded from their codes, re-rounded
+  append_decode(&w, 41, 10, 1);       // 41..50 within the (now open) block 1
+  w.push_back({10, 45, 2});           // block 0, not open: rows 0..9 re-rounded; on to 54
+  w.push_back({97, 1, 3});            // block 3 again, not open (its row 96 re-rounded)
+  w.push_back({60, 1, 4});            // block 1 again: rows 32..59 re-rounded a second time, rows 61.. keep codes
+  w.push_back({33, 70, 5});           // block 1 from row 1, across blocks 2 and 3 to 102
+  append_decode(&w, 103, 5, 5);
+  run_writes(w, 140);
+}
+
+TEST(KvFp8Store, JumpForwardMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  // Writes past unwritten positions: inside the open block the skipped rows are the open buffer's (zero after init,
+  // or rows an earlier block left there); in another block, they are decoded from zero codes at scale 0.
+  std::vector<Write> w = {{0, 10}};
+  w.push_back({20, 1});   // open block 0, rows 10..19 never written
+  w.push_back({70, 1});   // block 2, never written
+  w.push_back({40, 30});  // 40..69: block 1 from row 8 (not open: re-read from codes), into block 2
+  w.push_back({75, 3});   // open block 2 from row 11: rows 6..10 are what block 1's rows left in the open buffer
+  w.push_back({140, 30});
+  run_writes(w, 180);
+}
+
+TEST(KvFp8Store, LastPositionsOfContextMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  for (int ctx : {200, 128, 33}) {
+    SCOPED_TRACE("ctx " + std::to_string(ctx));
+    std::vector<Write> w = {{0, ctx - 3}};
+    append_decode(&w, ctx - 3, 3);             // up to ctx - 1
+    w.push_back({ctx - 10, 10, 1});            // a chunk ending at the last position, across a block boundary
+    w.push_back({ctx - 1, 1, 2});              // the last position alone, after a rewind into its block
+    w.push_back({0, ctx, 3});                  // the whole context in one write
+    w.push_back({ctx - 1, 1, 4});              // the last position within the open block
+    run_writes(w, ctx);
+  }
+}
+
+TEST(KvFp8Store, NanAndInfinityMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  // Rows with a NaN element (ignored by amax, code 0x7F), an infinite one (infinite scale: codes of finite elements
+  // +-0, of the infinity NaN) and all-NaN rows; also re-read from codes (rewind into an earlier block).
+  std::vector<Write> w;
+  append_decode(&w, 0, 40);
+  w.push_back({40, 45});
+  w.push_back({12, 1, 1});  // block 0 not open: decoded NaNs and 0 * Inf
+  w.push_back({13, 80, 2});
+  append_decode(&w, 93, 10, 2);
+  run_writes(w, 120, kKvFp8Block, /*special=*/true);
+}
+
+TEST(KvFp8Store, OtherBlockSizesMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  for (int block : {1, 7, 64}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    std::vector<Write> w = {{0, 5}, {5, 45}};
+    append_decode(&w, 50, 20);
+    w.push_back({66, 1, 1});   // rewind within or across blocks depending on the size
+    w.push_back({20, 30, 2});  // into an earlier block
+    w.push_back({50, 100, 3});
+    append_decode(&w, 150, 10, 3);
+    run_writes(w, 160, block);
+  }
+}
+
+TEST(KvFp8Store, OutOfRangePositionWritesNothing) {
+  SKIP_WITHOUT_CUDA();
+  const Shape sh = {3, 18};
+  const int ctx = 100;
+  Fp8Pair p(ctx, sh);
+  p.write({0, 50});
+  const std::vector<uint8_t> before = p.device_bytes();
+  DeviceBuffer<float> k(size_t(2) * 54), v(size_t(2) * 54);
+  k.poison();
+  v.poison();
+  for (int pos0 : {-1, ctx - 1, ctx, 1 << 30}) {
+    SCOPED_TRACE("*d_pos0 = " + std::to_string(pos0));
+    DeviceBuffer<int> d_pos(std::vector<int>{pos0});
+    kv_store_fp8(k.get(), v.get(), d_pos.get(), 2, sh.n_kv_heads, sh.head_dim, kKvFp8Block, ctx, p.layer(), nullptr);
+    sync_and_check();
+    EXPECT_TRUE(p.device_bytes() == before);
+  }
+}
+
+TEST(KvFp8Store, CudaGraphReplayAtOtherPositionsMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  // One kv_store_fp8(n_tokens = 1) captured once, replayed with the row and *d_pos0 changed in device memory: decode
+  // across blocks, a rewind within the open block, a rewind into an earlier block, the last position.
+  const int ctx = 130;
+  std::vector<Write> w;
+  append_decode(&w, 0, 40);
+  append_decode(&w, 35, 10, 1);
+  append_decode(&w, 5, 3, 2);
+  w.push_back({ctx - 1, 1, 3});
+  append_decode(&w, 8, 30, 4);
+  for (const Shape& sh : kShapes) {
+    SCOPED_TRACE(shape_name(sh));
+    const size_t kv_dim = size_t(sh.n_kv_heads) * size_t(sh.head_dim);
+    CpuKvCache cpu(KvDtype::FP8, 1, ctx, sh.n_kv_heads, sh.head_dim);
+    DeviceBuffer<uint8_t> mem(fp8_kv_layer_bytes(ctx, sh.n_kv_heads, sh.head_dim, kKvFp8Block));
+    mem.poison();
+    const Fp8KvLayer L = fp8_kv_layer_carve(mem.get(), ctx, sh.n_kv_heads, sh.head_dim, kKvFp8Block);
+    DeviceBuffer<float> k(kv_dim), v(kv_dim);
+    DeviceBuffer<int> d_pos(std::vector<int>{0});
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreate(&s));
+    fp8_kv_layer_init(L, ctx, sh.n_kv_heads, sh.head_dim, kKvFp8Block, s);
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    kv_store_fp8(k.get(), v.get(), d_pos.get(), 1, sh.n_kv_heads, sh.head_dim, kKvFp8Block, ctx, L, s);
+    CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (const Write& wr : w) {
+      SCOPED_TRACE(write_name(wr));
+      const std::vector<float> kr = make_rows(wr.pos0, 1, sh, false, wr.version, false);
+      const std::vector<float> vr = make_rows(wr.pos0, 1, sh, true, wr.version, false);
+      cpu.store(0, wr.pos0, 1, kr.data(), vr.data());
+      k.upload(kr);
+      v.upload(vr);
+      d_pos.upload({wr.pos0});
+      CUDA_CHECK(cudaGraphLaunch(exec, s));
+      CUDA_CHECK(cudaStreamSynchronize(s));
+      for (bool is_v : {false, true}) {
+        ASSERT_TRUE(download(is_v ? L.v : L.k, size_t(ctx) * kv_dim) == cpu.stored_bytes(0, is_v))
+            << (is_v ? "V" : "K") << " codes differ";
+        const std::vector<float> got = download(is_v ? L.v_scale : L.k_scale,
+                                                size_t((ctx + kKvFp8Block - 1) / kKvFp8Block) * sh.n_kv_heads);
+        const std::vector<float> want = cpu.scales(0, is_v);
+        ASSERT_EQ(got.size(), want.size());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << (is_v ? "V" : "K") << " scales differ";
+      }
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(s));
+  }
+}
+
+}  // namespace
+}  // namespace llm
