@@ -52,7 +52,7 @@ const char* kUsage =
     "  --head-dim N       even (default 128)\n"
     "  --contexts L,...   decode context lengths (default 8192,32768,131072; '' = no decode); each is timed with\n"
     "                     max_ctx = L and, below the largest, with max_ctx = the largest (the engine passes its cache\n"
-    "                     size, which picks the KV split)\n"
+    "                     size; the KV split follows the length on the device, so both rows should agree)\n"
     "  --prefill N,...    prefill token counts (default 512,8192; '' = no prefill)\n"
     "  --layers N         caches rotated through (default: per length, enough that their bytes exceed 4x L2, at\n"
     "                     least 2, fewer if memory is short)\n"
@@ -395,8 +395,8 @@ int run(const Options& o) {
   std::cout << "decode: median of " << o.reps << " CUDA-graph replays of whole rotations (>= "
             << kMinDecodeCallsPerRep << " calls, call i on cache i mod caches) after an untimed rotation and replay; "
             << "KV bytes = 2 x context x " << b.kv_dim() << " x 2 B (q and out, " << b.q_dim() * 8
-            << " B, not counted); max_ctx above the context: the KV split chosen for a cache of max_ctx positions, "
-            << "as the engine passes its cache size\n";
+            << " B, not counted); max_ctx above the context: a cache of max_ctx positions read to the context, as the "
+            << "engine's (the split rows follow the length on the device)\n";
   std::cout << "prefill: median of " << o.reps << " calls timed with CUDA events, each on the next cache, after one "
             << "untimed call; causal FLOPs = 4 x " << o.heads << " x " << o.head_dim << " x N (N + 1) / 2 (for "
             << "scale: an H100/H200 SXM's dense BF16 tensor-core peak is 989 TFLOP/s by NVIDIA's datasheet, not "

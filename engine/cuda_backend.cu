@@ -24,7 +24,8 @@
 //   contiguous activation buffer (q_, k_, v_ are its slices) and one for gate|up (gate_, up_ likewise), then
 //   swiglu_fused reads the two halves: 4 GEMVs per layer instead of 7; small GEMVs lose most of their time to launch
 //   and ramp-up, a fused [6144, 4096] or [28672, 4096] one runs much closer to the read roofline. RoPE and the
-//   KV-cache store are one kernel (rope_kv_store); residual adds ride on the GEMV's accumulate flag.
+//   KV-cache store are one kernel (rope_kv_store; rope_kv_store_fp8 with --kv-dtype fp8); residual adds ride on the
+//   GEMV's accumulate flag.
 // - Decode. pos and token go to device memory with ONE cudaMemcpyAsync from pinned memory; every op reads them
 //   from there, so one graph captured per mapping replays at every position. No allocation, no host sync. The first
 //   decode with a mapping runs eagerly (it creates any lazy cuBLAS handle and loads the kernels) and then captures.
@@ -860,9 +861,9 @@ double CudaEngine::kv_bytes(int ctx) const {
 void CudaEngine::store_kv(const DevLayer& L, float* q, float* k, const float* v, const int* d_pos0, int n,
                           cudaStream_t s) {
   const auto& c = cfg_;
-  if (kv_dtype_ == KvDtype::FP8) {  // k rotated in place (only the cache reads it afterwards), then encoded
-    rope(q, k, inv_freq_, d_pos0, n, c.n_heads, c.n_kv_heads, c.head_dim, s);
-    kv_store_fp8(k, v, d_pos0, n, c.n_kv_heads, c.head_dim, kKvFp8Block, ctx_, L.fp8, s);
+  if (kv_dtype_ == KvDtype::FP8) {  // one launch: q rotated in place, k rotated into the FP8 cache (k left as it was)
+    rope_kv_store_fp8(q, k, v, inv_freq_, d_pos0, n, c.n_heads, c.n_kv_heads, c.head_dim, kKvFp8Block, ctx_, L.fp8,
+                      s);
   } else {
     rope_kv_store(q, k, v, inv_freq_, d_pos0, n, c.n_heads, c.n_kv_heads, c.head_dim, L.k_cache, L.v_cache, s);
   }

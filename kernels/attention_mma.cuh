@@ -24,6 +24,24 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// d += a * b, FP16 inputs (the FP8 cache's path: E4M3 codes are FP16 values up to a power of two).
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The tensor-core input type of a kernel: BF16 (the BF16 cache) or FP16 (the FP8 cache).
+template <bool kF16>
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if (kF16)
+    mma_f16(d, a, b0, b1);
+  else
+    mma_bf16(d, a, b0, b1);
+}
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -74,12 +92,37 @@ __device__ __forceinline__ void split_bf16(float x, float y, uint32_t& hi, uint3
   lo = pack_bf16(x - hf.x, y - hf.y);
 }
 
-// Two E4M3 codes (the first in the low byte) as BF16x2: exact (every E4M3 value is a BF16 value).
-__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint16_t two) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3);
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-  return pack_bf16(f.x, f.y);
+// Two floats as FP16x2 (x in the low half), round to nearest even; and as two FP16 terms (hi + lo: ~22 bits).
+__device__ __forceinline__ uint32_t pack_f16(float x, float y) {
+  const __half2 v = __floats2half2_rn(x, y);
+  return *reinterpret_cast<const uint32_t*>(&v);
 }
+__device__ __forceinline__ void split_f16(float x, float y, uint32_t& hi, uint32_t& lo) {
+  const __half2 h = __floats2half2_rn(x, y);
+  const float2 hf = __half22float2(h);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = pack_f16(x - hf.x, y - hf.y);
+}
+
+template <bool kF16>
+__device__ __forceinline__ uint32_t pack(float x, float y) {
+  return kF16 ? pack_f16(x, y) : pack_bf16(x, y);
+}
+template <bool kF16>
+__device__ __forceinline__ void split(float x, float y, uint32_t& hi, uint32_t& lo) {
+  if (kF16)
+    split_f16(x, y, hi, lo);
+  else
+    split_bf16(x, y, hi, lo);
+}
+
+// Two E4M3 codes (the first in the low byte) as FP16x2: exact (every E4M3 value, subnormals and NaN included, is an
+// FP16 value), one cvt.rn.f16x2.e4m3x2 instruction.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+}
+
 
 }  // namespace attn
 }  // namespace llm

@@ -1,4 +1,4 @@
-// Attention on the tensor cores (flash-attention style) for head_dim 64 and 128 over the BF16 KV cache:
+// Attention on the tensor cores (flash-attention style) for head_dim 64 and 128 over the BF16 or FP8 KV cache:
 //
 // - Prefill: a block takes 64 query rows, (token, head) pairs of one grouped-query group, so the group's heads share
 //   every K/V tile the block loads. 64-key K/V tiles stream through a two-stage cp.async ring (16-byte loads, rows
@@ -7,11 +7,16 @@
 //   key are skipped; only the tiles that straddle the diagonal are masked.
 // - Decode: the same fragments with one query row per head of the group (padded to 16). A block owns one KV split of
 //   one KV head; each of its warps walks its own 16-key tiles through a private three-stage ring, so there is no
-//   block barrier in the loop and every warp keeps two tiles of loads in flight. The block combines its warps'
-//   (max, sum, output) in shared memory and writes one partial per split; attention.cu's merge kernel combines those.
+//   block barrier in the loop and every warp keeps two tiles (FP8: four) of loads in flight. The block combines its
+//   warps' (max, sum, output) in shared memory and writes one partial per split; attention.cu's merge kernel combines
+//   those. The split rows follow the length read on the device (attention_split_rows).
 //
-// Precision: Q (FP32) and the softmax weights P (FP32) go to the tensor cores as two BF16 terms each (hi + lo, two
-// mma), K and V are BF16 as stored, accumulation is FP32: the result matches the FP32 kernels to ~1e-5.
+// Precision: Q and the softmax weights P (FP32) go to the tensor cores as two terms each (hi + lo, two mma; rounding
+// Q once in prefill cost ~1e-3 of the output and, measured on the H200, no time); K and V as stored, accumulation
+// FP32: the result matches the FP32 kernels to ~1e-5. The BF16 cache runs BF16 mma. The FP8 cache runs FP16 mma: its E4M3 codes
+// become FP16 values exactly in one conversion per pair (via BF16 it took four, at a quarter of the issue rate,
+// and bounded the loop), and Q and P are FP16 terms (q * log2(e) / sqrt(head_dim) beyond FP16's 65504 would be
+// infinite, and the logits check would report it).
 #include <cmath>
 
 #include "core/error.h"
@@ -31,7 +36,12 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kPrefillRows = 64;  // query rows per block, 16 per warp
 constexpr int kPrefillKeys = 64;  // keys per K/V tile
 constexpr int kDecodeKeys = 16;   // keys per warp tile
-constexpr int kDecodeStages = 3;  // tiles per warp ring: two in flight while one is used
+// Tiles per warp ring: BF16 keeps two 8 KB tiles (head_dim 128) in flight while one is used; FP8 tiles are half
+// the bytes, so four are in flight (the same bytes), which still fits two blocks per SM.
+template <bool kFp8>
+__host__ __device__ constexpr int decode_stages() {
+  return kFp8 ? 5 : 3;
+}
 
 // Shared-memory rows are head_dim + 8 BF16 long: 16-byte aligned, and the 8 rows an ldmatrix reads fall in
 // distinct banks.
@@ -43,8 +53,8 @@ __host__ __device__ constexpr int row_stride() {
 
 // Where K/V tiles come from. BF16: cp.async straight into the tile the tensor cores read. FP8 (E4M3 codes with one
 // FP32 scale per block of kFp8Block positions and KV head): cp.async of the codes and the tile's scales into a
-// staging area, then a conversion to BF16 (exact: every E4M3 value is a BF16 value) into the tile; the scales are
-// applied in FP32, to the scores (K) and to the softmax weights (V).
+// staging area, then a conversion to FP16 (exact) into the tile; the scales are applied in FP32, to the scores (K)
+// and to the softmax weights (V).
 struct KvSource {
   const void* k;
   const void* v;
@@ -64,7 +74,7 @@ template <int HD, bool kFp8>
 __host__ __device__ constexpr int stage_bytes(int keys) {
   return 2 * keys * raw_row_bytes<HD, kFp8>() + (kFp8 ? 16 : 0);
 }
-// The converted BF16 tile (FP8 only): K then V, `keys` rows each.
+// The converted FP16 tile (FP8 only): K then V, `keys` rows each.
 template <int HD, bool kFp8>
 __host__ __device__ constexpr int convert_bytes(int keys) {
   return kFp8 ? 2 * keys * row_stride<HD>() * 2 : 0;
@@ -101,22 +111,28 @@ __device__ __forceinline__ void load_stage(uint8_t* st, const KvSource& kv, int 
   }
 }
 
-// The BF16 K and V tiles of a loaded stage: the stage itself (BF16), or its codes converted into cv (FP8; the
+// `rows` rows of E4M3 codes (a stage's layout) -> FP16 rows (exact) of the tile layout at cv.
+template <int HD>
+__device__ __forceinline__ void convert_rows(const uint8_t* raw, uint16_t* cv, int rows, int lane, int lanes) {
+  constexpr int kItems = HD / 8;  // 8 codes -> 8 FP16
+  for (int i = lane; i < rows * kItems; i += lanes) {
+    const int r = i / kItems, cc = (i - r * kItems) * 8;
+    const uint2 w = *reinterpret_cast<const uint2*>(raw + r * raw_row_bytes<HD, true>() + cc);
+    uint4 o;
+    o.x = e4m3x2_to_f16x2(w.x);
+    o.y = e4m3x2_to_f16x2(w.x >> 16);
+    o.z = e4m3x2_to_f16x2(w.y);
+    o.w = e4m3x2_to_f16x2(w.y >> 16);
+    *reinterpret_cast<uint4*>(cv + r * row_stride<HD>() + cc) = o;
+  }
+}
+
+// The K and V tiles of a loaded stage: the stage itself (BF16), or its codes converted into cv (FP8, as FP16; the
 // caller synchronises the threads that convert with the ones that read before using the tile).
 template <int HD, bool kFp8, int KEYS>
 __device__ __forceinline__ const uint16_t* tile_of(const uint8_t* st, uint16_t* cv, int lane, int lanes) {
   if (!kFp8) return reinterpret_cast<const uint16_t*>(st);
-  constexpr int kItems = HD / 8;  // 8 codes -> 8 BF16
-  for (int i = lane; i < 2 * KEYS * kItems; i += lanes) {
-    const int r = i / kItems, cc = (i - r * kItems) * 8;  // rows 0..KEYS-1: K, then V
-    const uint2 w = *reinterpret_cast<const uint2*>(st + r * raw_row_bytes<HD, kFp8>() + cc);
-    uint4 o;
-    o.x = fp8x2_to_bf16x2(uint16_t(w.x & 0xffffu));
-    o.y = fp8x2_to_bf16x2(uint16_t(w.x >> 16));
-    o.z = fp8x2_to_bf16x2(uint16_t(w.y & 0xffffu));
-    o.w = fp8x2_to_bf16x2(uint16_t(w.y >> 16));
-    *reinterpret_cast<uint4*>(cv + r * row_stride<HD>() + cc) = o;
-  }
+  convert_rows<HD>(st, cv, 2 * KEYS, lane, lanes);  // K rows, then V rows: contiguous in both layouts
   return cv;
 }
 
@@ -128,7 +144,7 @@ __device__ __forceinline__ const float* stage_scales(const uint8_t* st, int keys
 
 // s[2 np], s[2 np + 1] = Q K^T for keys 16 np .. 16 np + 15 of the tile at ks. a_hi / a_lo: Q's A fragments (a_lo
 // only with kLo: Q as two BF16 terms).
-template <int HD, int NT, bool kLo>
+template <int HD, int NT, bool kLo, bool kF16>
 __device__ __forceinline__ void scores(float (&s)[NT][4], const uint32_t (&a_hi)[HD / 16][4],
                                        const uint32_t (&a_lo)[HD / 16][4], const uint16_t* ks, int lane) {
 #pragma unroll
@@ -140,18 +156,18 @@ __device__ __forceinline__ void scores(float (&s)[NT][4], const uint32_t (&a_hi)
       uint32_t b[4];  // matrices: keys +0 / +8 (lane bit 4), dims +0 / +8 (lane bit 3)
       ldmatrix_x4(b, ks + (16 * np + ((lane >> 4) << 3) + (lane & 7)) * row_stride<HD>() + 16 * kk +
                          (((lane >> 3) & 1) << 3));
-      mma_bf16(s[2 * np], a_hi[kk], b[0], b[1]);
-      mma_bf16(s[2 * np + 1], a_hi[kk], b[2], b[3]);
+      mma<kF16>(s[2 * np], a_hi[kk], b[0], b[1]);
+      mma<kF16>(s[2 * np + 1], a_hi[kk], b[2], b[3]);
       if (kLo) {
-        mma_bf16(s[2 * np], a_lo[kk], b[0], b[1]);
-        mma_bf16(s[2 * np + 1], a_lo[kk], b[2], b[3]);
+        mma<kF16>(s[2 * np], a_lo[kk], b[0], b[1]);
+        mma<kF16>(s[2 * np + 1], a_lo[kk], b[2], b[3]);
       }
     }
   }
 }
 
 // o += P V for the 16 keys 16 kp .. 16 kp + 15 of the tile at vs; p_hi / p_lo are P's A fragment.
-template <int HD>
+template <int HD, bool kF16>
 __device__ __forceinline__ void accumulate_pv(float (&o)[HD / 8][4], const uint32_t (&p_hi)[4],
                                               const uint32_t (&p_lo)[4], const uint16_t* vs, int kp, int lane) {
 #pragma unroll
@@ -159,10 +175,10 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[HD / 8][4], const uint3
     uint32_t b[4];  // matrices (transposed): keys +0 / +8 (lane bit 3), dims +0 / +8 (lane bit 4)
     ldmatrix_x4_trans(b, vs + (16 * kp + (((lane >> 3) & 1) << 3) + (lane & 7)) * row_stride<HD>() + 16 * dp +
                              ((lane >> 4) << 3));
-    mma_bf16(o[2 * dp], p_hi, b[0], b[1]);
-    mma_bf16(o[2 * dp], p_lo, b[0], b[1]);
-    mma_bf16(o[2 * dp + 1], p_hi, b[2], b[3]);
-    mma_bf16(o[2 * dp + 1], p_lo, b[2], b[3]);
+    mma<kF16>(o[2 * dp], p_hi, b[0], b[1]);
+    mma<kF16>(o[2 * dp], p_lo, b[0], b[1]);
+    mma<kF16>(o[2 * dp + 1], p_hi, b[2], b[3]);
+    mma<kF16>(o[2 * dp + 1], p_lo, b[2], b[3]);
   }
 }
 
@@ -212,8 +228,7 @@ __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __
   const int warp_min_pos = pos0 + min(t0 + (16 * warp) / g, t_last);
   const int warp_max_pos = pos0 + min(t0 + (16 * warp + 15) / g, t_last);
 
-  // Q as one BF16 term here (P keeps two): a compute-bound kernel, and the error stays ~1e-3 of the output.
-  uint32_t qh[KS][4];
+  uint32_t qh[KS][4], ql[KS][4];
 #pragma unroll
   for (int kk = 0; kk < KS; ++kk)
 #pragma unroll
@@ -221,7 +236,7 @@ __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __
       const int i = j & 1;
       const float2 v = *reinterpret_cast<const float2*>(q + tok[i] * q_dim + int64_t(head[i]) * HD + 16 * kk + c +
                                                         ((j >> 1) << 3));
-      qh[kk][j] = pack_bf16(v.x * qscale, v.y * qscale);
+      split<kFp8>(v.x * qscale, v.y * qscale, qh[kk][j], ql[kk][j]);
     }
 
   float o[DT][4];
@@ -250,7 +265,7 @@ __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __
     const int key0 = j * kPrefillKeys;
     if (key0 <= warp_max_pos) {  // warp-uniform: tiles wholly after this warp's rows are skipped
       float s[NT][4];
-      scores<HD, NT, false>(s, qh, qh, ks, lane);
+      scores<HD, NT, true, kFp8>(s, qh, ql, ks, lane);
       if (kFp8) {
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
@@ -287,13 +302,14 @@ __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __
       }
 #pragma unroll
       for (int kp = 0; kp < NT / 2; ++kp) {
-        const float sv = kFp8 ? sc[2 + kp / (kFp8Block / 16)] : 1.0f;  // V's scale folds into the weights
+        // V's scale folds into the weights.
+        const float sv = kFp8 ? sc[2 + kp / (kFp8Block / 16)] : 1.0f;
         uint32_t ph[4], pl[4];  // A fragment of P for keys 16 kp ..: the C fragments of n-tiles 2 kp, 2 kp + 1
-        split_bf16(s[2 * kp][0] * sv, s[2 * kp][1] * sv, ph[0], pl[0]);
-        split_bf16(s[2 * kp][2] * sv, s[2 * kp][3] * sv, ph[1], pl[1]);
-        split_bf16(s[2 * kp + 1][0] * sv, s[2 * kp + 1][1] * sv, ph[2], pl[2]);
-        split_bf16(s[2 * kp + 1][2] * sv, s[2 * kp + 1][3] * sv, ph[3], pl[3]);
-        accumulate_pv<HD>(o, ph, pl, vs, kp, lane);
+        split<kFp8>(s[2 * kp][0] * sv, s[2 * kp][1] * sv, ph[0], pl[0]);
+        split<kFp8>(s[2 * kp][2] * sv, s[2 * kp][3] * sv, ph[1], pl[1]);
+        split<kFp8>(s[2 * kp + 1][0] * sv, s[2 * kp + 1][1] * sv, ph[2], pl[2]);
+        split<kFp8>(s[2 * kp + 1][2] * sv, s[2 * kp + 1][3] * sv, ph[3], pl[3]);
+        accumulate_pv<HD, kFp8>(o, ph, pl, vs, kp, lane);
       }
     }
     __syncthreads();  // every warp is done with stage(j) (and the converted tile) before they are refilled
@@ -312,9 +328,10 @@ __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __
 
 // ---- decode ------------------------------------------------------------------------------------------------------
 
+// A warp's ring, and for FP8 one converted plane (K, then V in the same place).
 template <int HD, bool kFp8>
 __host__ __device__ constexpr int decode_warp_bytes() {
-  return kDecodeStages * stage_bytes<HD, kFp8>(kDecodeKeys) + convert_bytes<HD, kFp8>(kDecodeKeys);
+  return decode_stages<kFp8>() * stage_bytes<HD, kFp8>(kDecodeKeys) + convert_bytes<HD, kFp8>(kDecodeKeys) / 2;
 }
 template <int HD, bool kFp8>
 __host__ __device__ constexpr int decode_smem_bytes() {
@@ -351,9 +368,10 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
   for (int d = 0; d < DT; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
   float m = -INFINITY, l = 0.0f;
 
+  constexpr int kStages = decode_stages<kFp8>();
   uint8_t* ring = smem + warp * decode_warp_bytes<HD, kFp8>();
-  uint16_t* cv = reinterpret_cast<uint16_t*>(ring + kDecodeStages * stage_bytes<HD, kFp8>(kDecodeKeys));
-  auto stage = [&](int it) { return ring + (it % kDecodeStages) * stage_bytes<HD, kFp8>(kDecodeKeys); };
+  uint16_t* cv = reinterpret_cast<uint16_t*>(ring + kStages * stage_bytes<HD, kFp8>(kDecodeKeys));
+  auto stage = [&](int it) { return ring + (it % kStages) * stage_bytes<HD, kFp8>(kDecodeKeys); };
   const int n_tiles = (end - start + kDecodeKeys - 1) / kDecodeKeys;
   const int mine = n_tiles > warp ? (n_tiles - warp + kWarps - 1) / kWarps : 0;
   auto tile_key0 = [&](int it) { return start + (warp + kWarps * it) * kDecodeKeys; };
@@ -361,7 +379,7 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
     load_stage<HD, kFp8, kDecodeKeys>(stage(it), kv, tile_key0(it), end, kv_dim, kvh * HD, kvh, n_kv_heads, lane, 32);
   };
 #pragma unroll
-  for (int it = 0; it < kDecodeStages - 1; ++it) {
+  for (int it = 0; it < kStages - 1; ++it) {
     if (it < mine) load(it);
     cp_async_commit();
   }
@@ -374,23 +392,28 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
     for (int j = 0; j < 2; ++j) {
       float2 v = make_float2(0.0f, 0.0f);
       if (r < g) v = *reinterpret_cast<const float2*>(q + int64_t(h0 + r) * HD + 16 * kk + c + 8 * j);
-      split_bf16(v.x * qscale, v.y * qscale, qh[kk][2 * j], ql[kk][2 * j]);
+      split<kFp8>(v.x * qscale, v.y * qscale, qh[kk][2 * j], ql[kk][2 * j]);
     }
     qh[kk][1] = qh[kk][3] = ql[kk][1] = ql[kk][3] = 0u;
   }
 
   for (int it = 0; it < mine; ++it) {
-    if (it + kDecodeStages - 1 < mine) load(it + kDecodeStages - 1);
+    if (it + kStages - 1 < mine) load(it + kStages - 1);
     cp_async_commit();
-    cp_async_wait<kDecodeStages - 1>();
+    cp_async_wait<kStages - 1>();
     __syncwarp();
-    const uint16_t* ks = tile_of<HD, kFp8, kDecodeKeys>(stage(it), cv, lane, 32);
-    if (kFp8) __syncwarp();
+    const uint8_t* st = stage(it);
+    const uint16_t* ks = reinterpret_cast<const uint16_t*>(st);
     const uint16_t* vs = ks + kDecodeKeys * S;
-    const float* sc = stage_scales<HD, kFp8>(stage(it), kDecodeKeys);
+    if (kFp8) {  // K's codes into cv now, V's after the scores
+      convert_rows<HD>(st, cv, kDecodeKeys, lane, 32);
+      __syncwarp();
+      ks = cv;
+    }
+    const float* sc = stage_scales<HD, kFp8>(st, kDecodeKeys);
     const int key0 = tile_key0(it);
     float s[2][4];
-    scores<HD, 2, true>(s, qh, ql, ks, lane);
+    scores<HD, 2, true, kFp8>(s, qh, ql, ks, lane);
     const float sk = kFp8 ? sc[0] : 1.0f, sv = kFp8 ? sc[2] : 1.0f;
 #pragma unroll
     for (int n = 0; n < 2; ++n)
@@ -406,10 +429,16 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
 #pragma unroll
     for (int d = 0; d < DT; ++d) o[d][0] *= alpha, o[d][1] *= alpha;
     uint32_t ph[4], pl[4];
-    split_bf16(s[0][0] * sv, s[0][1] * sv, ph[0], pl[0]);
-    split_bf16(s[1][0] * sv, s[1][1] * sv, ph[2], pl[2]);
+    split<kFp8>(s[0][0] * sv, s[0][1] * sv, ph[0], pl[0]);
+    split<kFp8>(s[1][0] * sv, s[1][1] * sv, ph[2], pl[2]);
     ph[1] = ph[3] = pl[1] = pl[3] = 0u;
-    accumulate_pv<HD>(o, ph, pl, vs, 0, lane);
+    if (kFp8) {
+      __syncwarp();  // every lane's ldmatrix of K is done
+      convert_rows<HD>(st + kDecodeKeys * raw_row_bytes<HD, kFp8>(), cv, kDecodeKeys, lane, 32);
+      __syncwarp();
+      vs = cv;
+    }
+    accumulate_pv<HD, kFp8>(o, ph, pl, vs, 0, lane);
     __syncwarp();  // the whole warp is done with this stage before a later load refills it
   }
   l = quad_sum(l);

@@ -52,4 +52,20 @@ void fp8_kv_layer_init(const Fp8KvLayer& L, int ctx, int n_kv_heads, int head_di
 void kv_store_fp8(const float* k, const float* v, const int* d_pos0, int n_tokens, int n_kv_heads, int head_dim,
                   int block, int ctx, const Fp8KvLayer& L, cudaStream_t s);
 
+// RoPE and kv_store_fp8 in one launch (the FP8 twin of rope_kv_store, kernels/ops.h): q [n_tokens, n_heads, head_dim]
+// rotated in place as rope() does, and the FP8 cache written as kv_store_fp8 does from k rotated as rope() would
+// rotate it and v ([n_tokens, kv_dim] FP32, unrotated k in). k itself is left unrotated (only the cache is read
+// afterwards). Bit for bit rope(q, k, ...) then kv_store_fp8(k, v, ...): the same q bits, the same codes, scales,
+// open rows and open_blocks (the same rotation code, kernels/rope_device.cuh). inv_freq [head_dim / 2] as rope's.
+// q is rotated whatever *d_pos0 holds (as rope does); a *d_pos0 with rows outside [0, ctx) writes no cache byte.
+// One kernel: CUDA blocks of kv_store_fp8's store (one per touched block, KV head and plane), then
+// ceil(n_tokens * n_heads * head_dim / 2 / 256) (at most 65536) more that rotate q; the launch depends only on
+// n_tokens and the shapes (CUDA graph replay). For n_tokens = 1 with block * head_dim <= 8192 and head_dim <= 512
+// (the decode step) the store runs a form that keeps the block's rows in registers and issues all its
+// position-independent loads (*d_pos0, the open_blocks entry, the new row, the whole open block) before waiting on
+// any. head_dim must be even, n_heads >= 1; other shapes as kv_store_fp8.
+void rope_kv_store_fp8(float* q, const float* k, const float* v, const float* inv_freq, const int* d_pos0,
+                       int n_tokens, int n_heads, int n_kv_heads, int head_dim, int block, int ctx,
+                       const Fp8KvLayer& L, cudaStream_t s);
+
 }  // namespace llm

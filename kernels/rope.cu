@@ -7,17 +7,13 @@
 #include "core/error.h"
 #include "kernels/cuda_check.h"
 #include "kernels/ops.h"
+#include "kernels/rope_device.cuh"  // rotate_pair
 
 namespace llm {
 namespace {
 
-// The pair (x0, x1) rotated by pos * inv_freq: shared by both kernels so they agree bit for bit.
-__device__ __forceinline__ float2 rotate_pair(float x0, float x1, int pos, float inv_freq) {
-  const float a = float(pos) * inv_freq;
-  float s, c;
-  sincosf(a, &s, &c);
-  return make_float2(x0 * c - x1 * s, x0 * s + x1 * c);
-}
+// rotate_pair (kernels/rope_device.cuh): shared by both kernels here and by rope_kv_store_fp8 (kernels/kv_fp8.cu) so
+// they agree bit for bit.
 
 // q [n_tokens, n_heads, head_dim], k [n_tokens, n_kv_heads, head_dim]; one thread per pair.
 __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ inv_freq,

@@ -89,7 +89,11 @@ void header(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
   os << "- GEMV bytes per token: " << bytes_str(double(d.gemv_bytes_per_token)) << "; read roofline measured in this run: "
      << fmt("%.0f", s.roofline_gbps.median) << " GB/s (median of " << s.roofline_gbps.n << ", sd "
      << fmt("%.0f", s.roofline_gbps.sd) << "; " << d.roofline_method << "); weight-streaming ceiling "
-     << fmt("%.1f", s.ceiling_tps) << " t/s\n";
+     << fmt("%.1f", s.ceiling_tps) << " t/s";
+  if (d.kv_bytes_per_token > 0)
+    os << "; with the KV cache read at the timed steps (" << bytes_str(double(d.kv_bytes_per_token))
+       << " per token) " << fmt("%.1f", s.ceiling_kv_tps) << " t/s";
+  os << "\n";
   os << "- GEMV time: " << d.profiling_method << "; other = graphed ms/token - GEMV ms/token (attention, norms, "
      << "sampling, launch gaps)\n";
   os << "- sector model: sectors per warp request and useful/fetched bytes predicted by analysis/sector_model.h over "
@@ -435,6 +439,7 @@ json summary_json(const AbSummary& s) {
   j["roofline_gbps"] = spread_json(s.roofline_gbps);
   j["ceiling_tps"] = s.ceiling_tps;
   j["kv_roofline_ms"] = s.kv_roofline_ms;
+  j["ceiling_kv_tps"] = s.ceiling_kv_tps;
   j["launch_shape_of"] = s.launch_shape_of;
   j["mappings"] = json::array();
   for (const auto& m : s.mappings) {

@@ -197,6 +197,8 @@ AbSummary summarize_ab(const AbReportData& d) {
   const double roof = s.roofline_gbps.median;
   s.ceiling_tps = d.gemv_bytes_per_token > 0 ? roof * 1e9 / double(d.gemv_bytes_per_token) : 0.0;
   s.kv_roofline_ms = roof > 0 ? double(d.kv_bytes_per_token) / (roof * 1e6) : 0.0;
+  const double step_bytes = double(d.gemv_bytes_per_token) + double(std::max<int64_t>(d.kv_bytes_per_token, 0));
+  s.ceiling_kv_tps = d.gemv_bytes_per_token > 0 ? roof * 1e9 / step_bytes : 0.0;
   int64_t most = -1;
   for (const AbProjection& p : d.projections)
     if (p.bf16_bytes_per_token() > most) {

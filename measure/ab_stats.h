@@ -82,6 +82,7 @@ struct AbCauses {
 struct AbSummary {
   AbSpread roofline_gbps;
   double ceiling_tps = 0;  // roofline / GEMV bytes per token: tokens/s if only the weights were read, at roofline
+  double ceiling_kv_tps = 0;  // roofline / (GEMV + KV-cache bytes per token): the ceiling at the run's context depth
   double kv_roofline_ms = 0;  // KV-cache bytes per token / roofline: decode attention's floor (0: bytes not recorded)
   std::string launch_shape_of;  // projection whose launch shape the main table shows (most bytes per token)
   std::vector<AbMappingStats> mappings;

@@ -485,6 +485,9 @@ TEST(AbReport, AttentionGbpsOfTheKvBytesPerToken) {
   d.runs[1].attention_ms_per_token = {0.3, 0.3, 0.3};
   const AbSummary s = summarize_ab(d);
   EXPECT_NEAR(s.kv_roofline_ms, 0.2156003328, 1e-12);
+  // The ceiling at this depth: the roofline over the weights' and the KV cache's bytes together.
+  EXPECT_NEAR(s.ceiling_kv_tps, 5000e9 / double(d.gemv_bytes_per_token + d.kv_bytes_per_token), 1e-9);
+  EXPECT_LT(s.ceiling_kv_tps, s.ceiling_tps);
   EXPECT_DOUBLE_EQ(s.mappings[0].attention_ms, 0.3);
   EXPECT_NEAR(s.mappings[0].attention_gbps, 3593.33888, 1e-6);
   EXPECT_NEAR(s.mappings[0].attention_pct_roofline, 71.8667776, 1e-9);

@@ -153,6 +153,9 @@ TEST_F(UserErrors, EveryAppSaysBadUsageTheSameWay) {
       {"gemv-bench", {"--mappings", "warp,nope"},
        "--mappings: unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")"},
       {"gemv-probes", {"--tiny-k", "8,x"}, "--tiny-k: invalid value 'x' (allowed: 1 to 65536)"},
+      {"attn-bench", {"--nope"}, "unknown option '--nope'"},
+      {"attn-bench", {"--reps", "0"}, "--reps: invalid value '0' (allowed: 1 to 1000)"},
+      {"attn-bench", {"--contexts", "8,x"}, "--contexts: invalid value 'x' (allowed: 1 to 16777216)"},
       {"gemv-probes", {"--repeats"}, "--repeats needs a value"},
       {"gemv-profile-target", {"--warmup", "5x"}, "--warmup: invalid value '5x' (allowed: 1 to 100)"},
       {"gemv-profile-target", {"--mappings", "nope"},
@@ -185,6 +188,7 @@ TEST_F(UserErrors, WithoutAGpuEveryCudaProgramSaysTheSameLine) {
       {"gemv-bench", {}},
       {"gemv-probes", {}},
       {"gemv-profile-target", {}},
+      {"attn-bench", {}},
   };
 #if LLM_HAVE_CUDA
   const std::string want = "error: " + llm::cuda_no_device_message();

@@ -8,25 +8,36 @@
 // Rows mix magnitude classes per (position, head): ordinary, 1e4, 1e-4, FP32 subnormals, near FLT_MAX / 2, all
 // zero (signed zeros), half zeros; so a block's scale is often set by one row and the others sit in the subnormal
 // codes or round to zero.
+// rope_kv_store_fp8 (RoPE fused into the store) against rope() then kv_store_fp8() on a second device layer, bit for
+// bit (q, and the whole layer: codes, scales, open rows, open_blocks), and against CpuKvCache fed the k rows rope()
+// rotated on the device (CPU-rotated rows would differ by the sin/cos libraries' last bits): decode steps (its
+// register form) and prefill chunks (its general form), rewinds, NaN/Inf, other block sizes (the general form for one
+// row too), positions past 105615 (sincosf's slow range reduction), positions outside the cache, and a CUDA graph of
+// the one-row launch replayed at other positions.
 // Every test that needs a device skips with "no CUDA device" where there is none.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/counter_rng.h"  // rng_mix
 #include "core/dtype.h"        // f32_to_bits
+#include "core/error.h"        // Error
 #include "core/kv_dtype.h"     // kKvFp8Block
 #include "engine/kv_cache.h"
 #include "kernels/cuda_check.h"
 #include "kernels/kv_fp8.h"
+#include "kernels/ops.h"  // rope (the reference of rope_kv_store_fp8)
 #include "device_test_util.h"  // SKIP_WITHOUT_CUDA, DeviceBuffer, sync_and_check
 
 namespace llm {
@@ -431,6 +442,374 @@ TEST(KvFp8Store, CudaGraphReplayAtOtherPositionsMatchesCpu) {
         ASSERT_EQ(got.size(), want.size());
         ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
             << (is_v ? "V" : "K") << " scales differ";
+      }
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(s));
+  }
+}
+
+// ---- rope_kv_store_fp8 ------------------------------------------------------------------------------------------
+
+struct RopeShape {
+  int n_heads, n_kv_heads, head_dim;
+};
+// head_dim 64, 128, 256 (the register form with 4, 8 and 16 pairs a thread at block 32) and 18 (9 pairs a row);
+// 1, 2, 3 and 8 KV heads with 1 to 4 query heads each.
+const RopeShape kRopeShapes[] = {{4, 1, 64}, {6, 3, 128}, {32, 8, 128}, {16, 8, 18},
+                                 {3, 3, 18}, {1, 1, 128}, {16, 8, 64}, {8, 2, 256}};
+
+std::string rope_shape_name(const RopeShape& s) {
+  return std::to_string(s.n_heads) + " heads over " + std::to_string(s.n_kv_heads) + " KV heads x " +
+         std::to_string(s.head_dim);
+}
+
+// theta 10000: inv_freq[0] = 1, so the angle of pair 0 is the position itself.
+std::vector<float> rope_inv_freq_for(int head_dim) {
+  std::vector<float> inv(size_t(head_dim / 2));
+  for (int i = 0; i < head_dim / 2; ++i) inv[size_t(i)] = float(1.0 / std::pow(10000.0, 2.0 * i / head_dim));
+  return inv;
+}
+
+// q rows [n, n_heads * head_dim] for positions pos0.., a function of (position, version) only.
+std::vector<float> make_q(int pos0, int n, const RopeShape& sh, uint32_t version) {
+  const size_t q_dim = size_t(sh.n_heads) * size_t(sh.head_dim);
+  std::vector<float> q(size_t(n) * q_dim);
+  for (int t = 0; t < n; ++t) {
+    const uint64_t key = rng_mix(uint64_t(pos0 + t) * 0x9E3779B97F4A7C15ull + (uint64_t(version) << 48) + 7u);
+    std::mt19937 rng(uint32_t(key ^ (key >> 32)));
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (size_t i = 0; i < q_dim; ++i) q[size_t(t) * q_dim + i] = nd(rng);
+  }
+  return q;
+}
+
+bool same_float_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Two device layers written with the same rows: `ref` by rope() then kv_store_fp8(), `fused` by rope_kv_store_fp8();
+// and a CpuKvCache fed the k rows rope() rotated.
+class RopeFp8Pair {
+ public:
+  RopeFp8Pair(int ctx, const RopeShape& sh, int block = kKvFp8Block, bool special = false)
+      : ctx_(ctx),
+        sh_(sh),
+        block_(block),
+        special_(special),
+        kv_dim_(sh.n_kv_heads * sh.head_dim),
+        q_dim_(sh.n_heads * sh.head_dim),
+        rows_(size_t(ctx) + size_t(block)),
+        cpu_(KvDtype::FP8, 1, ctx, sh.n_kv_heads, sh.head_dim, block),
+        ref_mem_(fp8_kv_layer_bytes(ctx, sh.n_kv_heads, sh.head_dim, block)),
+        fused_mem_(fp8_kv_layer_bytes(ctx, sh.n_kv_heads, sh.head_dim, block)),
+        q_ref_(rows_ * size_t(q_dim_)),
+        q_fused_(rows_ * size_t(q_dim_)),
+        k_ref_(rows_ * size_t(kv_dim_)),
+        k_fused_(rows_ * size_t(kv_dim_)),
+        v_(rows_ * size_t(kv_dim_)),
+        inv_(rope_inv_freq_for(sh.head_dim)),
+        d_pos_(1) {
+    ref_mem_.poison();  // padding too: the whole allocations are compared
+    fused_mem_.poison();
+    ref_ = fp8_kv_layer_carve(ref_mem_.get(), ctx, sh.n_kv_heads, sh.head_dim, block);
+    fused_ = fp8_kv_layer_carve(fused_mem_.get(), ctx, sh.n_kv_heads, sh.head_dim, block);
+    fp8_kv_layer_init(ref_, ctx, sh.n_kv_heads, sh.head_dim, block, nullptr);
+    fp8_kv_layer_init(fused_, ctx, sh.n_kv_heads, sh.head_dim, block, nullptr);
+    sync_and_check();
+  }
+
+  // Both device layers written with the rows of w at *d_pos0 = w.pos0 (the CPU cache too when `cpu`); q compared
+  // (every element of the buffers, the poisoned rows past w.n included), and the fused op's k left as it was given.
+  void write(const Write& w, bool cpu = true) {
+    const std::vector<float> q = make_q(w.pos0, w.n, sh_, w.version);
+    const std::vector<float> k = make_rows(w.pos0, w.n, sh_kv(), false, w.version, special_);
+    const std::vector<float> v = make_rows(w.pos0, w.n, sh_kv(), true, w.version, special_);
+    for (DeviceBuffer<float>* b : {&q_ref_, &q_fused_, &k_ref_, &k_fused_, &v_}) b->poison();
+    q_ref_.upload(q);
+    q_fused_.upload(q);
+    k_ref_.upload(k);
+    k_fused_.upload(k);
+    v_.upload(v);
+    d_pos_.upload({w.pos0});
+    rope(q_ref_.get(), k_ref_.get(), inv_.get(), d_pos_.get(), w.n, sh_.n_heads, sh_.n_kv_heads, sh_.head_dim,
+         nullptr);
+    kv_store_fp8(k_ref_.get(), v_.get(), d_pos_.get(), w.n, sh_.n_kv_heads, sh_.head_dim, block_, ctx_, ref_,
+                 nullptr);
+    rope_kv_store_fp8(q_fused_.get(), k_fused_.get(), v_.get(), inv_.get(), d_pos_.get(), w.n, sh_.n_heads,
+                      sh_.n_kv_heads, sh_.head_dim, block_, ctx_, fused_, nullptr);
+    sync_and_check();
+    const std::vector<float> q_ref = q_ref_.download(), q_fused = q_fused_.download();
+    EXPECT_TRUE(same_float_bits(q_ref, q_fused)) << "q differs from rope()'s";
+    if (w.pos0 != 0 || w.n > 1)  // (position 0 rotates by angle 0: q stays as it was)
+      EXPECT_FALSE(same_float_bits(std::vector<float>(q_fused.begin(), q_fused.begin() + ptrdiff_t(q.size())), q))
+          << "q was not rotated";
+    const std::vector<float> k_after = k_fused_.download();
+    EXPECT_TRUE(same_float_bits(std::vector<float>(k_after.begin(), k_after.begin() + ptrdiff_t(k.size())), k))
+        << "the fused op wrote k";
+    if (cpu) {
+      const std::vector<float> k_rot = download(k_ref_.get(), k.size());
+      cpu_.store(0, w.pos0, w.n, k_rot.data(), v.data());
+    }
+  }
+
+  // The fused layer's bytes equal the reference layer's (every array and the padding), and its codes and scales
+  // the CPU's. On a difference: a failure naming the first one, and false.
+  bool same(bool cpu = true) const {
+    const std::vector<uint8_t> want = ref_mem_.download(), got = fused_mem_.download();
+    if (want != got) {
+      size_t i = 0;
+      while (want[i] == got[i]) ++i;
+      ADD_FAILURE() << "layer byte " << i << " (" << array_of(i) << "): fused 0x" << std::hex << int(got[i])
+                    << ", rope + kv_store_fp8 0x" << int(want[i]) << std::dec;
+      return false;
+    }
+    if (!cpu) return true;
+    const int n_blocks = (ctx_ + block_ - 1) / block_;
+    for (bool is_v : {false, true}) {
+      const char* plane = is_v ? "V" : "K";
+      if (download(is_v ? fused_.v : fused_.k, size_t(ctx_) * size_t(kv_dim_)) != cpu_.stored_bytes(0, is_v)) {
+        ADD_FAILURE() << plane << " codes differ from the CPU's";
+        return false;
+      }
+      const std::vector<float> got_s =
+          download(is_v ? fused_.v_scale : fused_.k_scale, size_t(n_blocks) * size_t(sh_.n_kv_heads));
+      if (!same_float_bits(got_s, cpu_.scales(0, is_v))) {
+        ADD_FAILURE() << plane << " scales differ from the CPU's";
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::vector<uint8_t> fused_bytes() const { return fused_mem_.download(); }
+
+ private:
+  Shape sh_kv() const { return {sh_.n_kv_heads, sh_.head_dim}; }
+
+  // The array of the layer that byte i of the allocation belongs to (or the padding after it).
+  std::string array_of(size_t i) const {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(fused_mem_.get());
+    const std::pair<const void*, const char*> arrays[] = {
+        {fused_.k, "K codes"},         {fused_.v, "V codes"},       {fused_.k_scale, "K scales"},
+        {fused_.v_scale, "V scales"},  {fused_.k_open, "K open rows"}, {fused_.v_open, "V open rows"},
+        {fused_.open_blocks, "open_blocks"}};
+    std::string name = "?";
+    for (const auto& a : arrays)
+      if (reinterpret_cast<uintptr_t>(a.first) - base <= i) name = a.second;
+    return name;
+  }
+
+  int ctx_;
+  RopeShape sh_;
+  int block_;
+  bool special_;
+  int kv_dim_, q_dim_;
+  size_t rows_;
+  CpuKvCache cpu_;
+  DeviceBuffer<uint8_t> ref_mem_, fused_mem_;
+  Fp8KvLayer ref_, fused_;
+  DeviceBuffer<float> q_ref_, q_fused_, k_ref_, k_fused_, v_;
+  DeviceBuffer<float> inv_;
+  DeviceBuffer<int> d_pos_;
+};
+
+// The writes in order on every shape (or the given ones); layers compared after each.
+void run_rope_writes(const std::vector<Write>& writes, int ctx, int block = kKvFp8Block, bool special = false,
+                     const std::vector<RopeShape>& shapes = {std::begin(kRopeShapes), std::end(kRopeShapes)}) {
+  for (const RopeShape& sh : shapes) {
+    SCOPED_TRACE(rope_shape_name(sh) + ", ctx " + std::to_string(ctx) + ", block " + std::to_string(block));
+    RopeFp8Pair p(ctx, sh, block, special);
+    ASSERT_TRUE(p.same()) << "after fp8_kv_layer_init";
+    for (const Write& w : writes) {
+      SCOPED_TRACE(write_name(w));
+      p.write(w);
+      ASSERT_TRUE(p.same());
+    }
+  }
+}
+
+TEST(KvFp8RopeStore, BadShapesFailByName) {  // host checks only: runs without a device
+  Fp8KvLayer L;
+  const uintptr_t base = uintptr_t(1) << 40;
+  L = fp8_kv_layer_carve(reinterpret_cast<void*>(base), 64, 2, 18, kKvFp8Block);
+  float* q = reinterpret_cast<float*>(base);
+  const int* pos = reinterpret_cast<const int*>(base);
+  EXPECT_THROW(rope_kv_store_fp8(q, q, q, q, pos, 1, 4, 2, 17, kKvFp8Block, 64, L, nullptr), Error);  // odd head_dim
+  EXPECT_THROW(rope_kv_store_fp8(q, q, q, q, pos, 0, 4, 2, 18, kKvFp8Block, 64, L, nullptr), Error);  // no rows
+  EXPECT_THROW(rope_kv_store_fp8(q, q, q, q, pos, 65, 4, 2, 18, kKvFp8Block, 64, L, nullptr), Error);  // > ctx
+  EXPECT_THROW(rope_kv_store_fp8(q, q, q, q, pos, 1, 0, 2, 18, kKvFp8Block, 64, L, nullptr), Error);  // no heads
+  EXPECT_THROW(rope_kv_store_fp8(nullptr, q, q, q, pos, 1, 4, 2, 18, kKvFp8Block, 64, L, nullptr), Error);
+  EXPECT_THROW(rope_kv_store_fp8(q, q, q, nullptr, pos, 1, 4, 2, 18, kKvFp8Block, 64, L, nullptr), Error);
+  EXPECT_THROW(rope_kv_store_fp8(q, q, q, q, pos, 1, 4, 2, 18, 0, 64, L, nullptr), Error);  // block 0
+}
+
+TEST(KvFp8RopeStore, DecodeStepsAcrossBlocksMatchRopeThenStore) {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Write> w;
+  append_decode(&w, 0, 150);  // ctx 150: the last block (128..149) is partial, and its last position is written
+  run_rope_writes(w, 150);
+}
+
+TEST(KvFp8RopeStore, PrefillChunksThenDecodeMatchRopeThenStore) {
+  SKIP_WITHOUT_CUDA();
+  // Chunks that start and end mid-block (0..4, 5..36, 37..81, 82..181), then decode to the end of the context.
+  std::vector<Write> w = {{0, 5}, {5, 32}, {37, 45}, {82, 100}};
+  append_decode(&w, 182, 18);
+  run_rope_writes(w, 200);
+  for (int n : {1, 31, 32, 33, 77}) {
+    SCOPED_TRACE("prompt of " + std::to_string(n));
+    std::vector<Write> w2 = {{0, n}};
+    append_decode(&w2, n, 36);
+    run_rope_writes(w2, 128);
+  }
+}
+
+TEST(KvFp8RopeStore, RewindsMatchRopeThenStore) {
+  SKIP_WITHOUT_CUDA();
+  // Within the open block (rows from the open rows), into earlier blocks (rows re-rounded from their codes: the
+  // decode form's reload too), jumps forward over unwritten rows.
+  std::vector<Write> w = {{0, 76}};
+  w.push_back({70, 1, 1});       // within open block 2
+  append_decode(&w, 71, 10, 1);
+  w.push_back({64, 3, 2});       // back to the block's start
+  w.push_back({66, 40, 3});      // into the next block
+  w.push_back({40, 1, 4});       // block 1, not open: one row, rows 32..39 from codes
+  append_decode(&w, 41, 5, 4);
+  w.push_back({10, 45, 5});      // block 0, not open, a chunk: rows 0..9 from codes
+  w.push_back({97, 1, 6});       // block 3, not open, one row
+  w.push_back({33, 70, 7});      // block 1 from row 1 across blocks 2 and 3
+  w.push_back({120, 1, 8});      // jump forward within the open block
+  w.push_back({150, 1, 8});      // jump forward into an unwritten block
+  w.push_back({130, 20, 9});     // block 4 (not open) from row 2, to 149
+  append_decode(&w, 150, 10, 9);
+  run_rope_writes(w, 160);
+}
+
+TEST(KvFp8RopeStore, NanAndInfinityMatchRopeThenStore) {
+  SKIP_WITHOUT_CUDA();
+  std::vector<Write> w;
+  append_decode(&w, 0, 40);
+  w.push_back({40, 45});
+  w.push_back({12, 1, 1});  // block 0 not open: decoded NaNs and 0 * Inf
+  w.push_back({13, 80, 2});
+  append_decode(&w, 93, 10, 2);
+  run_rope_writes(w, 120, kKvFp8Block, /*special=*/true);
+}
+
+TEST(KvFp8RopeStore, OtherBlockSizesMatchRopeThenStore) {
+  SKIP_WITHOUT_CUDA();
+  // Block 1 and 7 (the register form with one slot), 64, and 128 (head_dim 128 and 256: one row's block no longer
+  // fits the registers, so one row takes the general form; 128 x 256 needs the dynamic shared memory opt-in).
+  for (int block : {1, 7, 64, 128}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    std::vector<Write> w = {{0, 5}, {5, 45}};
+    append_decode(&w, 50, 20);
+    w.push_back({66, 1, 1});
+    w.push_back({20, 30, 2});
+    w.push_back({50, 100, 3});
+    append_decode(&w, 150, 10, 3);
+    w.push_back({3, 1, 4});  // one row, back into the first block
+    run_rope_writes(w, 300, block);
+  }
+}
+
+TEST(KvFp8RopeStore, LargePositionsMatchRopeThenStore) {
+  SKIP_WITHOUT_CUDA();
+  // Angles past 105615 (sincosf's slow range reduction, pair 0 rotates by the position itself), up to the last
+  // position of the context.
+  const int ctx = 140000;
+  std::vector<Write> w = {{ctx - 200, 70}};
+  append_decode(&w, ctx - 130, 6);
+  w.push_back({ctx - 40, 40});
+  w.push_back({ctx - 150, 1, 1});
+  w.push_back({ctx - 1, 1, 2});
+  run_rope_writes(w, ctx, kKvFp8Block, false, {{4, 1, 64}, {6, 3, 18}, {2, 1, 128}});
+}
+
+TEST(KvFp8RopeStore, OutOfRangePositionStoresNothingAndRotatesQ) {
+  SKIP_WITHOUT_CUDA();
+  // The cache keeps every byte; q is rotated all the same, as rope() rotates it.
+  const int ctx = 100;
+  for (const RopeShape& sh : {RopeShape{6, 3, 18}, RopeShape{32, 8, 128}}) {
+    SCOPED_TRACE(rope_shape_name(sh));
+    RopeFp8Pair p(ctx, sh);
+    p.write({0, 50});
+    const std::vector<uint8_t> before = p.fused_bytes();
+    for (const Write& w : std::vector<Write>{{-1, 1}, {ctx, 1}, {1 << 30, 1}, {-1, 2}, {ctx - 1, 2}, {ctx, 2}}) {
+      SCOPED_TRACE(write_name(w));
+      p.write(w, /*cpu=*/false);  // q compared with rope()'s in here
+      EXPECT_TRUE(p.fused_bytes() == before);
+      EXPECT_TRUE(p.same(/*cpu=*/false));
+    }
+  }
+}
+
+TEST(KvFp8RopeStore, CudaGraphReplayAtOtherPositionsMatchesRopeThenStore) {
+  SKIP_WITHOUT_CUDA();
+  // One rope_kv_store_fp8(n_tokens = 1) captured once, replayed with q, k, v and *d_pos0 changed in device memory:
+  // decode across blocks, a rewind within the open block, into an earlier block, the last position. The reference
+  // layer is written by rope() + kv_store_fp8() launched directly; the CPU cache gets rope()'s k rows.
+  const int ctx = 130;
+  std::vector<Write> w;
+  append_decode(&w, 0, 40);
+  append_decode(&w, 35, 10, 1);
+  append_decode(&w, 5, 3, 2);
+  w.push_back({ctx - 1, 1, 3});
+  append_decode(&w, 8, 30, 4);
+  for (const RopeShape& sh : kRopeShapes) {
+    SCOPED_TRACE(rope_shape_name(sh));
+    const size_t kv_dim = size_t(sh.n_kv_heads) * size_t(sh.head_dim), q_dim = size_t(sh.n_heads) * sh.head_dim;
+    const Shape kv_sh = {sh.n_kv_heads, sh.head_dim};
+    const size_t bytes = fp8_kv_layer_bytes(ctx, sh.n_kv_heads, sh.head_dim, kKvFp8Block);
+    CpuKvCache cpu(KvDtype::FP8, 1, ctx, sh.n_kv_heads, sh.head_dim);
+    DeviceBuffer<uint8_t> ref_mem(bytes), mem(bytes);
+    ref_mem.poison();
+    mem.poison();
+    const Fp8KvLayer ref = fp8_kv_layer_carve(ref_mem.get(), ctx, sh.n_kv_heads, sh.head_dim, kKvFp8Block);
+    const Fp8KvLayer L = fp8_kv_layer_carve(mem.get(), ctx, sh.n_kv_heads, sh.head_dim, kKvFp8Block);
+    DeviceBuffer<float> q(q_dim), k(kv_dim), v(kv_dim), q_ref(q_dim), k_ref(kv_dim);
+    DeviceBuffer<float> inv(rope_inv_freq_for(sh.head_dim));
+    DeviceBuffer<int> d_pos(std::vector<int>{0}), d_pos_ref(std::vector<int>{0});
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreate(&s));
+    fp8_kv_layer_init(ref, ctx, sh.n_kv_heads, sh.head_dim, kKvFp8Block, s);
+    fp8_kv_layer_init(L, ctx, sh.n_kv_heads, sh.head_dim, kKvFp8Block, s);
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    rope_kv_store_fp8(q.get(), k.get(), v.get(), inv.get(), d_pos.get(), 1, sh.n_heads, sh.n_kv_heads, sh.head_dim,
+                      kKvFp8Block, ctx, L, s);
+    CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (const Write& wr : w) {
+      SCOPED_TRACE(write_name(wr));
+      const std::vector<float> qr = make_q(wr.pos0, 1, sh, wr.version);
+      const std::vector<float> kr = make_rows(wr.pos0, 1, kv_sh, false, wr.version, false);
+      const std::vector<float> vr = make_rows(wr.pos0, 1, kv_sh, true, wr.version, false);
+      q.upload(qr);
+      k.upload(kr);
+      v.upload(vr);
+      q_ref.upload(qr);
+      k_ref.upload(kr);
+      d_pos.upload({wr.pos0});
+      d_pos_ref.upload({wr.pos0});
+      CUDA_CHECK(cudaGraphLaunch(exec, s));
+      rope(q_ref.get(), k_ref.get(), inv.get(), d_pos_ref.get(), 1, sh.n_heads, sh.n_kv_heads, sh.head_dim, s);
+      kv_store_fp8(k_ref.get(), v.get(), d_pos_ref.get(), 1, sh.n_kv_heads, sh.head_dim, kKvFp8Block, ctx, ref, s);
+      CUDA_CHECK(cudaStreamSynchronize(s));
+      const std::vector<float> k_rot = k_ref.download();
+      cpu.store(0, wr.pos0, 1, k_rot.data(), vr.data());
+      ASSERT_TRUE(same_float_bits(q.download(), q_ref.download())) << "q differs from rope()'s";
+      ASSERT_TRUE(mem.download() == ref_mem.download()) << "the layer differs from rope + kv_store_fp8's";
+      for (bool is_v : {false, true}) {
+        ASSERT_TRUE(download(is_v ? L.v : L.k, size_t(ctx) * kv_dim) == cpu.stored_bytes(0, is_v))
+            << (is_v ? "V" : "K") << " codes differ from the CPU's";
+        const std::vector<float> got = download(is_v ? L.v_scale : L.k_scale,
+                                                size_t((ctx + kKvFp8Block - 1) / kKvFp8Block) * sh.n_kv_heads);
+        ASSERT_TRUE(same_float_bits(got, cpu.scales(0, is_v))) << (is_v ? "V" : "K") << " scales differ";
       }
     }
     CUDA_CHECK(cudaGraphExecDestroy(exec));
