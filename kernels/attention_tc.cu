@@ -54,7 +54,7 @@ __host__ __device__ constexpr int row_stride() {
 // Where K/V tiles come from. BF16: cp.async straight into the tile the tensor cores read. FP8 (E4M3 codes with one
 // FP32 scale per block of kFp8Block positions and KV head): cp.async of the codes and the tile's scales into a
 // staging area, then a conversion to FP16 (exact) into the tile; the scales are applied in FP32, to the scores (K)
-// and to the softmax weights (V).
+// and to each 16 keys' P V product (V).
 struct KvSource {
   const void* k;
   const void* v;
@@ -166,19 +166,36 @@ __device__ __forceinline__ void scores(float (&s)[NT][4], const uint32_t (&a_hi)
   }
 }
 
-// o += P V for the 16 keys 16 kp .. 16 kp + 15 of the tile at vs; p_hi / p_lo are P's A fragment.
-template <int HD, bool kF16>
+// o += sv * P V for the 16 keys 16 kp .. 16 kp + 15 of the tile at vs; p_hi / p_lo are P's A fragment. kScaled (the
+// FP8 cache: V as codes, sv its block's scale): each pair of n-tiles is multiplied into fresh accumulators and added
+// to o times sv in FP32, so P stays in [0, 1] on the FP16 tensor cores (P * sv would fall below FP16's normal range
+// for a small scale and lose its bits). Without kScaled sv is 1 and unused.
+template <int HD, bool kF16, bool kScaled>
 __device__ __forceinline__ void accumulate_pv(float (&o)[HD / 8][4], const uint32_t (&p_hi)[4],
-                                              const uint32_t (&p_lo)[4], const uint16_t* vs, int kp, int lane) {
+                                              const uint32_t (&p_lo)[4], const uint16_t* vs, int kp, int lane,
+                                              float sv) {
 #pragma unroll
   for (int dp = 0; dp < HD / 16; ++dp) {
     uint32_t b[4];  // matrices (transposed): keys +0 / +8 (lane bit 3), dims +0 / +8 (lane bit 4)
     ldmatrix_x4_trans(b, vs + (16 * kp + (((lane >> 3) & 1) << 3) + (lane & 7)) * row_stride<HD>() + 16 * dp +
                              ((lane >> 4) << 3));
-    mma<kF16>(o[2 * dp], p_hi, b[0], b[1]);
-    mma<kF16>(o[2 * dp], p_lo, b[0], b[1]);
-    mma<kF16>(o[2 * dp + 1], p_hi, b[2], b[3]);
-    mma<kF16>(o[2 * dp + 1], p_lo, b[2], b[3]);
+    if (kScaled) {
+      float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma<kF16>(t0, p_hi, b[0], b[1]);
+      mma<kF16>(t0, p_lo, b[0], b[1]);
+      mma<kF16>(t1, p_hi, b[2], b[3]);
+      mma<kF16>(t1, p_lo, b[2], b[3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        o[2 * dp][e] = fmaf(sv, t0[e], o[2 * dp][e]);
+        o[2 * dp + 1][e] = fmaf(sv, t1[e], o[2 * dp + 1][e]);
+      }
+    } else {
+      mma<kF16>(o[2 * dp], p_hi, b[0], b[1]);
+      mma<kF16>(o[2 * dp], p_lo, b[0], b[1]);
+      mma<kF16>(o[2 * dp + 1], p_hi, b[2], b[3]);
+      mma<kF16>(o[2 * dp + 1], p_lo, b[2], b[3]);
+    }
   }
 }
 
@@ -302,14 +319,13 @@ __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __
       }
 #pragma unroll
       for (int kp = 0; kp < NT / 2; ++kp) {
-        // V's scale folds into the weights.
-        const float sv = kFp8 ? sc[2 + kp / (kFp8Block / 16)] : 1.0f;
+        const float sv = kFp8 ? sc[2 + kp / (kFp8Block / 16)] : 1.0f;  // V's scale for these 16 keys
         uint32_t ph[4], pl[4];  // A fragment of P for keys 16 kp ..: the C fragments of n-tiles 2 kp, 2 kp + 1
-        split<kFp8>(s[2 * kp][0] * sv, s[2 * kp][1] * sv, ph[0], pl[0]);
-        split<kFp8>(s[2 * kp][2] * sv, s[2 * kp][3] * sv, ph[1], pl[1]);
-        split<kFp8>(s[2 * kp + 1][0] * sv, s[2 * kp + 1][1] * sv, ph[2], pl[2]);
-        split<kFp8>(s[2 * kp + 1][2] * sv, s[2 * kp + 1][3] * sv, ph[3], pl[3]);
-        accumulate_pv<HD, kFp8>(o, ph, pl, vs, kp, lane);
+        split<kFp8>(s[2 * kp][0], s[2 * kp][1], ph[0], pl[0]);
+        split<kFp8>(s[2 * kp][2], s[2 * kp][3], ph[1], pl[1]);
+        split<kFp8>(s[2 * kp + 1][0], s[2 * kp + 1][1], ph[2], pl[2]);
+        split<kFp8>(s[2 * kp + 1][2], s[2 * kp + 1][3], ph[3], pl[3]);
+        accumulate_pv<HD, kFp8, kFp8>(o, ph, pl, vs, kp, lane, sv);
       }
     }
     __syncthreads();  // every warp is done with stage(j) (and the converted tile) before they are refilled
@@ -429,8 +445,8 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
 #pragma unroll
     for (int d = 0; d < DT; ++d) o[d][0] *= alpha, o[d][1] *= alpha;
     uint32_t ph[4], pl[4];
-    split<kFp8>(s[0][0] * sv, s[0][1] * sv, ph[0], pl[0]);
-    split<kFp8>(s[1][0] * sv, s[1][1] * sv, ph[2], pl[2]);
+    split<kFp8>(s[0][0], s[0][1], ph[0], pl[0]);
+    split<kFp8>(s[1][0], s[1][1], ph[2], pl[2]);
     ph[1] = ph[3] = pl[1] = pl[3] = 0u;
     if (kFp8) {
       __syncwarp();  // every lane's ldmatrix of K is done
@@ -438,7 +454,7 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
       __syncwarp();
       vs = cv;
     }
-    accumulate_pv<HD, kFp8>(o, ph, pl, vs, 0, lane);
+    accumulate_pv<HD, kFp8, kFp8>(o, ph, pl, vs, 0, lane, sv);
     __syncwarp();  // the whole warp is done with this stage before a later load refills it
   }
   l = quad_sum(l);
