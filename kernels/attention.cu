@@ -258,8 +258,6 @@ __global__ __launch_bounds__(kThreads) void attention_prefill_kernel(const float
   }
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 void check_attention_shape(const char* op, int n_heads, int n_kv_heads, int head_dim) {
   if (n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0)
     fail(op, ": n_heads (", n_heads, ") must be a positive multiple of n_kv_heads (", n_kv_heads, ")");

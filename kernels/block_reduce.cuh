@@ -1,5 +1,6 @@
 // Warp- and block-wide reductions shared by the norm, attention and sampling kernels (device code only).
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 namespace llm {
@@ -14,6 +15,18 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullWarp, v, o));
   return v;
+}
+
+// Max over the block, returned to every thread (NaN never wins a comparison). blockDim.x a multiple of 32; red holds
+// 32 floats. Starts with a barrier so that back-to-back calls may reuse `red`.
+__device__ __forceinline__ float block_max(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? red[lane] : -INFINITY;
+  return warp_max(v);
 }
 
 // Sum over the block, returned to every thread. blockDim.x must be a multiple of 32; red holds 32 floats.

@@ -47,17 +47,6 @@ void check_shape(const char* what, int ctx, int n_kv_heads, int head_dim, int bl
   if (n_kv_heads > 65535) fail(what, ": ", n_kv_heads, " KV heads (at most 65535)");
 }
 
-// Largest value over the block of non-negative, non-NaN v; every thread gets it. red holds 32 floats.
-__device__ __forceinline__ float block_max_nonneg(float v, float* red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  v = lane < n_warps ? red[lane] : 0.0f;
-  return warp_max(v);
-}
-
 // grid (max touched blocks, n_kv_heads, 2: K then V), kThreads threads, dynamic shared memory block * head_dim floats.
 __global__ void __launch_bounds__(kThreads)
     kv_store_fp8_kernel(const float* __restrict__ k, const float* __restrict__ v, const int* __restrict__ d_pos0,
@@ -103,7 +92,7 @@ __global__ void __launch_bounds__(kThreads)
     if (a > m) m = a;
   }
   // Every read of the old codes, scale, open rows and open_blocks entry is before the barriers in here.
-  const float amax = block_max_nonneg(m, red);
+  const float amax = block_max(m, red);  // every thread's m >= 0: the padding never wins
   const float s = fp8_block_scale(amax);
   if (threadIdx.x == 0) *scale_p = s;
   for (int idx = int(threadIdx.x); idx < rows * head_dim; idx += kThreads) {

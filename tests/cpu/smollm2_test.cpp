@@ -63,8 +63,8 @@ TEST(SmolLM2, PerplexityOfOrdinaryEnglishIsBounded) {
   auto backend = llm::make_cpu_backend(m, llm::BackendOptions{});
   const llm::PerplexityResult r = llm::perplexity(*backend, ids);
   std::printf("SmolLM2 perplexity on tests/data/perplexity_paragraph.txt: %.3f over %d tokens\n", r.ppl, r.scored);
-  // Measured 31.78 over 135 tokens (CPU, FP32 math on the BF16-dequantized weights); transformers on the same GGUF: see
-  // docs/results/smollm2.md. The bound leaves room for numerics, not for a broken model: a uniform guess over the
+  // Measured 31.804 over 135 tokens (CPU, FP32 math on the dequantized weights); transformers (float32) on the same
+  // GGUF and ids: 31.8041 (docs/results/smollm2.md). The bound leaves room for numerics, not for a broken model: a uniform guess over the
   // vocabulary is 49,152 and a model with a wrong RoPE or tokenizer lands in the hundreds or thousands.
   EXPECT_LT(r.ppl, 40.0);
   EXPECT_GT(r.ppl, 1.5);  // a paragraph of new prose is not memorised

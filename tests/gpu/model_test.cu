@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "engine/backend.h"
 #include "engine/cuda_backend.h"
+#include "engine_gpu_test_util.h"  // REQUIRE_GPU, test_tokens, rel_l2
 #include "engine/sampler.h"
 #include "kernels/gemv.h"
 #include "models/model.h"
@@ -26,8 +27,8 @@ using namespace llm;
 
 namespace {
 
-#define REQUIRE_GPU() \
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device"
+using llm_gpu_test::rel_l2;
+using llm_gpu_test::test_tokens;
 
 constexpr double kTol = 2e-2;
 constexpr int kTokens = 40;
@@ -41,23 +42,6 @@ std::vector<std::string> model_sources() {
   return v;
 }
 
-// BOS, then a fixed spread of ids over the vocabulary.
-std::vector<int> test_tokens(const ModelConfig& c, int n) {
-  std::vector<int> t(static_cast<size_t>(n));
-  t[0] = (c.bos_id >= 0 && c.bos_id < c.vocab_size) ? c.bos_id : 0;
-  for (int i = 1; i < n; ++i) t[size_t(i)] = int((int64_t(i) * 7919 + 13) % c.vocab_size);
-  return t;
-}
-
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = double(got[i]) - double(want[i]);
-    num += d * d;
-    den += double(want[i]) * double(want[i]);
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
 
 BackendOptions cuda_options(const std::string& gemv = "", bool fuse = true) {
   BackendOptions o;
