@@ -1,4 +1,4 @@
-// Attention over the BF16 KV cache: the public ops, their checks, the choice of kernel and the split merge.
+// Attention over the BF16 (and FP8) KV cache: the public ops, their checks, the choice of kernel and the split merge.
 // head_dim 64 and 128 run on the tensor cores (kernels/attention_tc.cu); the kernels here (FP32 CUDA-core math) serve
 // every other shape: flash-decoding for one token (KV range split across blocks, merged by log-sum-exp) and a simple
 // causal prefill. One block serves all query heads of one KV head (grouped-query), so each K/V row is read from
@@ -178,9 +178,8 @@ __device__ __forceinline__ void load_group_q(AttnShared& sh, const float* __rest
 __device__ __forceinline__ int decode_len(const int* d_pos, int max_ctx) { return min(*d_pos + 1, max_ctx); }
 
 // Grid (attention_max_splits, n_kv_heads). Split s covers rows [s * chunk, (s + 1) * chunk) of the current length
-// (chunk = attention_split_rows of it); splits that
-// start past the length exit at once (the merge reads only the splits that exist), so the grid depends on max_ctx
-// only and the launch can live in a CUDA graph.
+// (chunk = attention_split_rows of it); splits that start past the length exit at once (the merge reads only the
+// splits that exist), so the grid depends on max_ctx only and the launch can live in a CUDA graph.
 // part_o [n_splits, n_heads, head_dim] unnormalised outputs, part_ml [n_splits, n_heads] (max, sum).
 template <bool kVec4>
 __global__ __launch_bounds__(kThreads) void attention_decode_split_kernel(

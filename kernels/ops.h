@@ -36,10 +36,11 @@ void rope_kv_store(float* q, const float* k, const float* v, const float* inv_fr
 // split over the KV range across blocks and merged (flash-decoding) so long contexts fill the GPU.
 // q [n_heads * head_dim], out [n_heads * head_dim]. Scratch sized by attention_decode_scratch_bytes(), allocated once.
 size_t attention_decode_scratch_bytes(int n_heads, int head_dim, int max_ctx);
-// Cache rows per KV split (64 * 2^j), chosen from n_kv_heads, max_ctx and the SM count only (exposed for tests and
-// reports): at most two split blocks per SM at full context. The two-argument form uses the current device's SMs.
-int attention_decode_chunk(int n_kv_heads, int max_ctx, int sms);
-int attention_decode_chunk(int n_kv_heads, int max_ctx);
+// Cache rows per KV split (64 * 2^j) at a context of `len` rows, from n_kv_heads and the SM count: at most two split
+// blocks per SM (exposed for tests and reports; the kernels apply the same rule to the length they read on the device,
+// so one captured graph serves every position). The two-argument form uses the current device's SMs.
+int attention_decode_chunk(int n_kv_heads, int len, int sms);
+int attention_decode_chunk(int n_kv_heads, int len);
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos,
                       int n_heads, int n_kv_heads, int head_dim, int max_ctx, float* out, void* scratch,
                       cudaStream_t s);
