@@ -360,8 +360,6 @@ bool attention_fp8_supported(int head_dim, int n_heads, int n_kv_heads) {
          n_heads / n_kv_heads >= 1 && n_heads / n_kv_heads <= kMaxGroup;
 }
 
-int attention_fp8_block() { return attention_tc_fp8_block(); }
-
 void attention_decode_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
                           const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
                           int max_ctx, float* out, void* scratch, cudaStream_t s) {

@@ -43,9 +43,8 @@ void attention_decode_tc(const float* q, const uint16_t* k_cache, const uint16_t
                          int n_heads, int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale,
                          float* part_o, float2* part_ml, cudaStream_t s);
 
-// The same passes over the FP8 cache (E4M3 codes, one FP32 scale per attention_tc_fp8_block() positions and KV head:
-// scales [n_blocks, n_kv_heads]).
-int attention_tc_fp8_block();
+// The same passes over the FP8 cache (E4M3 codes, one FP32 scale per kKvFp8Block positions and KV head: scales
+// [n_blocks, n_kv_heads]).
 void attention_prefill_tc_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
                               const float* v_scale, int pos0, int n_tokens, int n_heads, int n_kv_heads,
                               int head_dim, float qscale, float* out, cudaStream_t s);

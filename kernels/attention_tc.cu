@@ -547,8 +547,6 @@ void decode_for(int head_dim, const float* q, const KvSource& kv, const int* d_p
 
 }  // namespace
 
-int attention_tc_fp8_block() { return kFp8Block; }
-
 bool attention_tc_supported(int head_dim, int group, const void* q, const void* k_cache, const void* v_cache,
                             const void* out) {
   return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= 8 && aligned(q, 8) && aligned(out, 8) &&

@@ -51,11 +51,10 @@ void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* 
                        int n_heads, int n_kv_heads, int head_dim, float* out, cudaStream_t s);
 
 // The same two ops over the FP8 KV cache (--kv-dtype fp8): E4M3 codes [ctx, kv_dim] for K and for V, and one FP32
-// scale per block of attention_fp8_block() (32) positions and KV head, scales [n_blocks, n_kv_heads] (the layout and
-// rule of engine/kv_cache.h; kernels/kv_fp8.h writes them). Tensor-core kernels only: head_dim 64 or 128
+// scale per block of kKvFp8Block (core/kv_dtype.h, 32) positions and KV head, scales [n_blocks, n_kv_heads] (the
+// layout and rule of engine/kv_cache.h; kernels/kv_fp8.h writes them). Tensor-core kernels only: head_dim 64 or 128
 // (attention_fp8_supported); any other shape fails by name.
 bool attention_fp8_supported(int head_dim, int n_heads, int n_kv_heads);
-int attention_fp8_block();
 void attention_decode_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
                           const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
                           int max_ctx, float* out, void* scratch, cudaStream_t s);

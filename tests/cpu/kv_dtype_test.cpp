@@ -211,11 +211,15 @@ struct Ppl {
   double f32 = 0, bf16 = 0, fp8 = 0;
 };
 
-Ppl perplexities(const llm::Model& m, const std::vector<int>& ids) {
+// The three perplexities of `ids` on the CPU reference, printed on one line under `name`.
+Ppl perplexities(const char* name, const llm::Model& m, const std::vector<int>& ids) {
   Ppl p;
   p.f32 = llm::perplexity(*cpu(m, KvDtype::F32), ids).ppl;
   p.bf16 = llm::perplexity(*cpu(m, KvDtype::BF16), ids).ppl;
   p.fp8 = llm::perplexity(*cpu(m, KvDtype::FP8), ids).ppl;
+  std::printf("%s perplexity over %zu tokens: F32 KV %.3f, BF16 KV %.3f, FP8 KV %.3f (%+.2f%% vs F32, "
+              "%+.2f%% vs BF16)\n",
+              name, ids.size(), p.f32, p.bf16, p.fp8, 100 * (p.fp8 / p.f32 - 1), 100 * (p.fp8 / p.bf16 - 1));
   return p;
 }
 
@@ -229,10 +233,7 @@ TEST(CpuKvDtype, Stories260KPerplexityWithFp8Kv) {
   auto tok = llm::load_tokenizer_file(kStories + "/tok512.model");
   const std::vector<int> ids = tok->encode(read_text(kParagraph), true);
   ASSERT_GT(ids.size(), 300u);
-  const Ppl p = perplexities(stories(), ids);
-  std::printf("stories260K perplexity over %zu tokens: F32 KV %.3f, BF16 KV %.3f, FP8 KV %.3f (%+.2f%% vs F32, "
-              "%+.2f%% vs BF16)\n",
-              ids.size(), p.f32, p.bf16, p.fp8, 100 * (p.fp8 / p.f32 - 1), 100 * (p.fp8 / p.bf16 - 1));
+  const Ppl p = perplexities("stories260K", stories(), ids);
   EXPECT_LT(std::fabs(p.bf16 / p.f32 - 1), 0.01);
   EXPECT_LT(std::fabs(p.fp8 / p.f32 - 1), 0.06);
   EXPECT_LT(std::fabs(p.fp8 / p.bf16 - 1), 0.06);
@@ -248,10 +249,7 @@ TEST(SmolLM2KvDtype, Fp8KvPerplexityWithin2PercentOfBf16AndF32) {
   auto tok = llm::load_tokenizer(m, "");
   const std::vector<int> ids = tok->encode(read_text(kParagraph), false);
   ASSERT_GT(ids.size(), 100u);
-  const Ppl p = perplexities(m, ids);
-  std::printf("SmolLM2 perplexity over %zu tokens: F32 KV %.3f, BF16 KV %.3f, FP8 KV %.3f (%+.2f%% vs F32, "
-              "%+.2f%% vs BF16)\n",
-              ids.size(), p.f32, p.bf16, p.fp8, 100 * (p.fp8 / p.f32 - 1), 100 * (p.fp8 / p.bf16 - 1));
+  const Ppl p = perplexities("SmolLM2", m, ids);
   EXPECT_LT(std::fabs(p.fp8 / p.bf16 - 1), 0.02);
   EXPECT_LT(std::fabs(p.fp8 / p.f32 - 1), 0.02);
   EXPECT_LT(std::fabs(p.bf16 / p.f32 - 1), 0.005);

@@ -221,6 +221,34 @@ void append_decode(std::vector<Write>* writes, int pos0, int n, uint32_t version
 
 // ---------------------------------------------------------------------------------------------------------------
 
+// Write sequences both store forms run (kv_store_fp8 against the CPU, rope_kv_store_fp8 against rope + that store).
+// Decode steps 0..149 over a context of 150: the last block (128..149) is partial, and its last position is written.
+std::vector<Write> decode_steps_150() {
+  std::vector<Write> w;
+  append_decode(&w, 0, 150);
+  return w;
+}
+
+// Chunks that start and end mid-block (0..4, 5..36, 37..81, 82..181), then decode to 199 (a context of 200).
+std::vector<Write> chunks_then_decode_200() {
+  std::vector<Write> w = {{0, 5}, {5, 32}, {37, 45}, {82, 100}};
+  append_decode(&w, 182, 18);
+  return w;
+}
+
+// Rows with a NaN element (ignored by amax, code 0x7F), an infinite one (infinite scale: codes of finite elements
+// +-0, of the infinity NaN) and all-NaN rows (run with special = true); also re-read from codes (a rewind into an
+// earlier block). A context of 120.
+std::vector<Write> nan_and_inf_writes_120() {
+  std::vector<Write> w;
+  append_decode(&w, 0, 40);
+  w.push_back({40, 45});
+  w.push_back({12, 1, 1});  // block 0 not open: decoded NaNs and 0 * Inf
+  w.push_back({13, 80, 2});
+  append_decode(&w, 93, 10, 2);
+  return w;
+}
+
 TEST(KvFp8Layout, CarveFitsInLayerBytes) {  // host code only: runs without a device
   for (const Shape& sh : kShapes)
     for (int ctx : {1, 31, 32, 33, 200, 131072})
@@ -255,18 +283,12 @@ TEST(KvFp8Layout, CarveFitsInLayerBytes) {  // host code only: runs without a de
 
 TEST(KvFp8Store, DecodeStepsAcrossBlocksMatchCpu) {
   SKIP_WITHOUT_CUDA();
-  std::vector<Write> w;
-  append_decode(&w, 0, 150);  // ctx 150: the last block (128..149) is partial, and its last position is written
-  run_writes(w, 150);
+  run_writes(decode_steps_150(), 150);
 }
 
 TEST(KvFp8Store, PrefillChunksThenDecodeMatchCpu) {
   SKIP_WITHOUT_CUDA();
-  // Chunks of 5, 32, 45 and 100 rows: 0..4, 5..36, 37..81, 82..181 (each starts and ends mid-block), then decode to
-  // the end of the context.
-  std::vector<Write> w = {{0, 5}, {5, 32}, {37, 45}, {82, 100}};
-  append_decode(&w, 182, 18);
-  run_writes(w, 200);
+  run_writes(chunks_then_decode_200(), 200);
   // Prompts of other lengths from position 0, then decode.
   for (int n : {1, 31, 32, 33, 64, 77}) {
     SCOPED_TRACE("prompt of " + std::to_string(n));
@@ -349,15 +371,7 @@ TEST(KvFp8Store, LastPositionsOfContextMatchCpu) {
 
 TEST(KvFp8Store, NanAndInfinityMatchCpu) {
   SKIP_WITHOUT_CUDA();
-  // Rows with a NaN element (ignored by amax, code 0x7F), an infinite one (infinite scale: codes of finite elements
-  // +-0, of the infinity NaN) and all-NaN rows; also re-read from codes (rewind into an earlier block).
-  std::vector<Write> w;
-  append_decode(&w, 0, 40);
-  w.push_back({40, 45});
-  w.push_back({12, 1, 1});  // block 0 not open: decoded NaNs and 0 * Inf
-  w.push_back({13, 80, 2});
-  append_decode(&w, 93, 10, 2);
-  run_writes(w, 120, kKvFp8Block, /*special=*/true);
+  run_writes(nan_and_inf_writes_120(), 120, kKvFp8Block, /*special=*/true);
 }
 
 TEST(KvFp8Store, OtherBlockSizesMatchCpu) {
@@ -647,17 +661,12 @@ TEST(KvFp8RopeStore, BadShapesFailByName) {  // host checks only: runs without a
 
 TEST(KvFp8RopeStore, DecodeStepsAcrossBlocksMatchRopeThenStore) {
   SKIP_WITHOUT_CUDA();
-  std::vector<Write> w;
-  append_decode(&w, 0, 150);  // ctx 150: the last block (128..149) is partial, and its last position is written
-  run_rope_writes(w, 150);
+  run_rope_writes(decode_steps_150(), 150);
 }
 
 TEST(KvFp8RopeStore, PrefillChunksThenDecodeMatchRopeThenStore) {
   SKIP_WITHOUT_CUDA();
-  // Chunks that start and end mid-block (0..4, 5..36, 37..81, 82..181), then decode to the end of the context.
-  std::vector<Write> w = {{0, 5}, {5, 32}, {37, 45}, {82, 100}};
-  append_decode(&w, 182, 18);
-  run_rope_writes(w, 200);
+  run_rope_writes(chunks_then_decode_200(), 200);
   for (int n : {1, 31, 32, 33, 77}) {
     SCOPED_TRACE("prompt of " + std::to_string(n));
     std::vector<Write> w2 = {{0, n}};
@@ -689,13 +698,7 @@ TEST(KvFp8RopeStore, RewindsMatchRopeThenStore) {
 
 TEST(KvFp8RopeStore, NanAndInfinityMatchRopeThenStore) {
   SKIP_WITHOUT_CUDA();
-  std::vector<Write> w;
-  append_decode(&w, 0, 40);
-  w.push_back({40, 45});
-  w.push_back({12, 1, 1});  // block 0 not open: decoded NaNs and 0 * Inf
-  w.push_back({13, 80, 2});
-  append_decode(&w, 93, 10, 2);
-  run_rope_writes(w, 120, kKvFp8Block, /*special=*/true);
+  run_rope_writes(nan_and_inf_writes_120(), 120, kKvFp8Block, /*special=*/true);
 }
 
 TEST(KvFp8RopeStore, OtherBlockSizesMatchRopeThenStore) {
