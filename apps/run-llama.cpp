@@ -53,6 +53,7 @@ struct Args {
   unsigned long long seed = 42;
   bool ignore_eos = false;
   bool dequantize = false;                 // --dequantize: GGUF quantized weights as BF16 on the GPU
+  std::string decode = "graph";            // --decode graph|persistent (CUDA)
   llm::KvDtype kv_dtype = llm::KvDtype::Default;  // --kv-dtype f32|bf16|fp8 (Default: f32 on cpu, bf16 on cuda)
   std::string quantize;                    // --quantize q8_0|q4_0|q4_k|q6_k|q4_k_m: quantize a float model at load
   bool chat = false;                       // --chat: the REPL (chat/repl.h) instead of one prompt
@@ -102,6 +103,9 @@ const char* kUsage =
     "         --device DEV          cpu, cuda or auto (default: auto = cuda when a device is present)\n"
     "         --gemv NAME           CUDA GEMV mapping, one of those below (default: warp-r2; warp when the model\n"
     "                               has quantized weights); --device cuda only\n"
+    "         --decode PATH         graph (default): one CUDA graph of kernels per token; persistent: one kernel\n"
+    "                               per token whose resident blocks walk the whole step, synchronised by counters\n"
+    "                               (BF16 weights, warp-r2/warp/warp-few, BF16 KV); --device cuda only\n"
     "         --dequantize          run a GGUF file's quantized weights as BF16 (the comparison path) instead of\n"
     "                               keeping them quantized for the quantized GEMVs\n"
     "         --quantize TYPE       q8_0, q4_0, q4_k, q6_k or q4_k_m (llama.cpp's Q4_K_M mix): quantize a float\n"
@@ -189,6 +193,10 @@ Args parse_args(int argc, char** argv) {
         usage_error("--device: invalid value '" + a.device + "' (allowed: cpu, cuda, auto)");
     } else if (o == "--gemv") {
       a.gemv = value();
+    } else if (o == "--decode") {
+      a.decode = value();
+      if (a.decode != "graph" && a.decode != "persistent")
+        usage_error("--decode: invalid value '" + a.decode + "' (allowed: graph, persistent)");
     } else if (o == "--dtype") {
       a.dtype = value();
       if (a.dtype != "f32" && a.dtype != "bf16")
@@ -231,6 +239,12 @@ Args parse_args(int argc, char** argv) {
   if (!a.have_prompt && !a.chat) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
   check_gemv(a);
   check_kv_dtype(a);
+  if (a.decode == "persistent") {
+    const llm::ResolvedDevice d = llm::resolve_device(a.device);
+    if (d.device != "cuda")
+      usage_error("--decode persistent runs on the CUDA engine, not on the CPU reference" +
+                  (d.why.empty() ? std::string() : "; " + d.why));
+  }
   return a;
 }
 
@@ -315,9 +329,15 @@ int run(const Args& a) {
   bo.sample_vocab = llm::sampling_vocab(model.config, tok ? tok->vocab_size() : 0);
   bo.gemv = a.gemv;
   bo.dequantize = a.dequantize;
+  bo.persistent = a.decode == "persistent";
   if (bo.device == "cuda") {
     // Every --gemv and weight-type pair runs or is refused by name (bad usage, exit 2), before any GPU work.
     if (const std::string why = llm::gemv_refusal(a.gemv, model, a.dequantize); !why.empty()) usage_error(why);
+    // --decode persistent runs what its kernel takes, or is refused by name (exit 2), before any GPU work.
+    if (const std::string why = llm::decode_path_refusal(llm::parse_decode_path(a.decode), a.gemv, model,
+                                                         a.dequantize, a.kv_dtype == llm::KvDtype::FP8, true);
+        !why.empty())
+      usage_error(why);
     if (const std::string q = llm::quant_summary(model); !q.empty())
       std::fprintf(stderr, "run-llama: quantized weights %s: %s\n",
                    a.dequantize ? "dequantized to BF16 at load (--dequantize)" : "kept quantized", q.c_str());

@@ -26,6 +26,8 @@ struct BackendOptions {
   std::string gemv = "";        // CUDA: GEMV mapping name ("" = default_gemv_name(), engine/gemv_choice.h)
   bool dequantize = false;      // CUDA: run GGUF quantized weights as BF16 (today's comparison path) instead of
                                 // keeping them quantized for the quantized GEMVs
+  bool persistent = false;      // CUDA decode: one persistent kernel per token (--decode persistent) instead of the
+                                // CUDA graph (engine/gemv_choice.h decode_path_refusal says what it runs)
   bool fuse_projections = true; // CUDA decode: one GEMV for q|k|v and one for gate|up per layer (fewer, larger
                                 // launches); off: one GEMV per matrix (for A/B and tests)
 };

@@ -50,6 +50,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -62,6 +63,7 @@
 #include "kernels/gemv.h"
 #include "kernels/gemv_quant.h"
 #include "kernels/kv_fp8.h"
+#include "kernels/persistent_decode.h"
 #include "models/quant.h"            // ggml_quant_name
 #include "kernels/ops.h"
 
@@ -114,8 +116,10 @@ struct MappingState {
   std::vector<DecodeWeight> weights;
   size_t bytes_read = 0;               // weight bytes one decode step reads (codes + scales for quantized pieces)
   GraphExecHolder graph;
+  PersistentLayer* persistent_layers = nullptr;  // device [n_layers]: this mapping's weights for the persistent path
   ~MappingState() {
     graph.reset();  // before the weights it reads
+    if (persistent_layers) cudaFree(persistent_layers);
     for (auto& dw : weights)
       for (auto& p : dw) {
         try {
@@ -199,6 +203,9 @@ class CudaEngine final : public CudaBackend {
   void set_gemv(const std::string& name) override;
   std::string gemv() const override { return cur_->name; }
   void release_other_gemvs() override;
+  void set_persistent(bool on) override;
+  bool persistent() const override { return persistent_; }
+  int persistent_grid() const override { return pplan_.grid; }
   void set_use_graph(bool on) override { use_graph_ = on; }
   bool use_graph() const override { return use_graph_; }
   void set_profiling(bool on) override;
@@ -223,6 +230,11 @@ class CudaEngine final : public CudaBackend {
   void allocate_state();
   MappingState& prepare_mapping(const std::string& name);
   void enqueue_decode_step(const MappingState& ms, StepProbe* probe);
+  // The persistent path (kernels/persistent_decode.h): its arguments for mapping ms, one step, and the error check.
+  std::string persistent_refusal(const MappingState& ms) const;
+  PersistentDecodeArgs persistent_args(MappingState& ms);
+  void decode_persistent(MappingState& ms);
+  void check_persistent_error();
   void capture_graph(MappingState& ms);
   void prefill_chunk(int c, int pos0);
   // RoPE on q and k (n tokens at *d_pos0) and the rotated k, v into layer L's cache in its form.
@@ -237,6 +249,7 @@ class CudaEngine final : public CudaBackend {
   int max_chunk_ = 0;
   int chunk_ = 0;
   bool use_graph_ = true;
+  bool persistent_ = false;
   bool profiling_ = false;
   bool tied_ = false;
   bool fused_ = true;
@@ -278,6 +291,15 @@ class CudaEngine final : public CudaBackend {
   void* attn_scratch_ = nullptr;
   void* sample_scratch_ = nullptr;
   void* blas_workspace_ = nullptr;  // prefill handle
+
+  // The persistent path: counters (zeroed once; the kernel leaves them zero), attention partials, per-block cycles.
+  unsigned* d_sync_ = nullptr;
+  float* d_attn_partial_ = nullptr;
+  unsigned long long* d_pprof_ = nullptr;
+  PersistentPlan pplan_;
+  int persistent_max_blocks_ = 0;  // LLM_PERSISTENT_BLOCKS: caps the grid (tuning)
+  PinnedBuffer persistent_err_;    // the error word of the last persistent step
+  bool persistent_pending_ = false;  // a persistent step ran since the last error check
 
   std::map<std::string, std::unique_ptr<MappingState>> mappings_;  // declared after gctx_: destroyed before it
   MappingState* cur_ = nullptr;
@@ -375,6 +397,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   allocate_state();
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
   cur_ = &prepare_mapping(gemv_name);
+  if (opt.persistent) set_persistent(true);
 }
 
 CudaEngine::~CudaEngine() {
@@ -691,7 +714,12 @@ void CudaEngine::launch_gemv(const MappingState& ms, const DecodeWeight& w, cons
 }
 
 
-void CudaEngine::set_gemv(const std::string& name) { cur_ = &prepare_mapping(name.empty() ? default_gemv_ : name); }
+void CudaEngine::set_gemv(const std::string& name) {
+  MappingState& ms = prepare_mapping(name.empty() ? default_gemv_ : name);
+  if (persistent_)
+    if (const std::string why = persistent_refusal(ms); !why.empty()) fail(why);
+  cur_ = &ms;
+}
 
 void CudaEngine::release_other_gemvs() {
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
@@ -746,7 +774,7 @@ void CudaEngine::enqueue_decode_step(const MappingState& ms, StepProbe* probe) {
     const DevLayer& L = layers_[l];
     const DecodeWeight* W = &ms.weights[l * per_layer];
     rmsnorm(x_, L.attn_norm, xb_, 1, c.dim, c.norm_eps, s);
-    mark(DecodeProfile::kOther);
+    mark(DecodeProfile::kNorm);
     if (fused_) {
       proj(W[kFQkv], xb_, qkv_, false, DecodeProfile::kQKV);  // q_, k_, v_ in one GEMV
     } else {
@@ -765,7 +793,7 @@ void CudaEngine::enqueue_decode_step(const MappingState& ms, StepProbe* probe) {
     mark(DecodeProfile::kAttention);
     proj(W[fused_ ? int(kFO) : int(kWo)], att_, x_, true, DecodeProfile::kO);  // residual: x += Wo att
     rmsnorm(x_, L.ffn_norm, xb_, 1, c.dim, c.norm_eps, s);
-    mark(DecodeProfile::kOther);
+    mark(DecodeProfile::kNorm);
     if (fused_) {
       proj(W[kFGateUp], xb_, gate_up_, false, DecodeProfile::kGateUp);  // gate_, up_ in one GEMV
     } else {
@@ -777,7 +805,7 @@ void CudaEngine::enqueue_decode_step(const MappingState& ms, StepProbe* probe) {
     proj(W[fused_ ? int(kFDown) : int(kDown)], hb_, x_, true, DecodeProfile::kDown);  // residual: x += Wdown hb
   }
   rmsnorm(x_, final_norm_, xb_, 1, c.dim, c.norm_eps, s);
-  mark(DecodeProfile::kOther);
+  mark(DecodeProfile::kNorm);
   proj(ms.weights.back(), xb_, logits_, false, DecodeProfile::kHead);
   CUDA_CHECK_LAUNCH("the decode step");
 }
@@ -812,6 +840,10 @@ void CudaEngine::decode(int token, int pos) {
   CUDA_CHECK(cudaEventRecord(step_copied_.e, stream_.s));
 
   MappingState& ms = *cur_;
+  if (persistent_) {
+    decode_persistent(ms);
+    return;
+  }
   if (profiling_) {
     enqueue_decode_step(ms, probe_.get());
     accumulate_profile();
@@ -823,6 +855,166 @@ void CudaEngine::decode(int token, int pos) {
   }
   enqueue_decode_step(ms, nullptr);
   if (use_graph_) capture_graph(ms);  // the eager step above was the warm-up: handles made, kernels loaded
+}
+
+// --- the persistent path ------------------------------------------------------------------------------------------
+
+std::string CudaEngine::persistent_refusal(const MappingState& ms) const {
+  const auto& c = cfg_;
+  if (kv_dtype_ == KvDtype::FP8)
+    return "--decode persistent keeps the KV cache in BF16; --kv-dtype fp8 runs with --decode graph";
+  if (!fused_) return "--decode persistent needs fused projections (q|k|v and gate|up in one matrix each)";
+  if (ms.has_quant && any_quant_)
+    return "--decode persistent runs BF16 weights; this model keeps quantized weights: pass --dequantize, or use "
+           "--decode graph";
+  if (!ms.mapping || persistent_pair_rows(ms.mapping->name) < 0)
+    return "--decode persistent runs the lanes-along-K GEMV mappings (warp-r2, warp, warp-few); '" + ms.name +
+           "' cannot run inside it: use --decode graph for it";
+  for (const DecodeWeight& w : ms.weights)
+    if (w.size() != 1 || w[0].quant)
+      return "--decode persistent runs BF16 weights; a decode matrix here is quantized or split by type";
+  const int hd = c.head_dim, lpk = hd / 8;
+  if (hd % 8 != 0 || hd > 256 || lpk <= 0 || (lpk & (lpk - 1)) != 0)
+    return "--decode persistent: head_dim " + std::to_string(hd) + " is not 8, 16, 32, 64, 128 or 256";
+  return "";
+}
+
+void CudaEngine::set_persistent(bool on) {
+  if (!on) {
+    persistent_ = false;
+    return;
+  }
+  if (const std::string why = persistent_refusal(*cur_); !why.empty()) fail(why);
+  if (!d_sync_) {
+    const auto& c = cfg_;
+    const size_t words = persistent_decode_sync_words(c.n_layers, c.n_kv_heads);
+    d_sync_ = arena_.alloc<unsigned>(words);
+    CUDA_CHECK(cudaMemsetAsync(d_sync_, 0, words * sizeof(unsigned), stream_.s));
+    const int sms = [] {
+      int dev = 0, n = 0;
+      CUDA_CHECK(cudaGetDevice(&dev));
+      CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+      return n;
+    }();
+    if (const char* e = std::getenv("LLM_PERSISTENT_BLOCKS")) persistent_max_blocks_ = std::atoi(e);
+    // Sized for the largest grid the plan can pick (one block per SM at most: the kernel takes a whole SM).
+    d_attn_partial_ = arena_.alloc<float>(persistent_decode_scratch_floats(c.n_heads, c.head_dim, 2 * sms));
+    d_pprof_ = arena_.alloc<unsigned long long>(size_t(2 * sms) * kPersistentParts);
+    CUDA_CHECK(cudaMemsetAsync(d_pprof_, 0, size_t(2 * sms) * kPersistentParts * 8, stream_.s));
+    persistent_err_.alloc(sizeof(unsigned));
+    *static_cast<unsigned*>(persistent_err_.p) = 0;
+    pplan_ = persistent_decode_plan(persistent_args(*cur_), persistent_max_blocks_);
+    if (pplan_.grid > 2 * sms) fail("persistent decode: a grid of ", pplan_.grid, " blocks exceeds its scratch");
+  }
+  persistent_ = true;
+}
+
+PersistentDecodeArgs CudaEngine::persistent_args(MappingState& ms) {
+  const auto& c = cfg_;
+  const size_t per_layer = size_t(kFusedPerLayer);
+  if (!ms.persistent_layers) {
+    std::vector<PersistentLayer> host(layers_.size());
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const GemvWeight* w[kFusedPerLayer];
+      for (int i = 0; i < kFusedPerLayer; ++i) w[i] = &ms.weights[l * per_layer + size_t(i)][0].bf16;
+      PersistentLayer& p = host[l];
+      p.attn_norm = layers_[l].attn_norm;
+      p.ffn_norm = layers_[l].ffn_norm;
+      p.wqkv = w[kFQkv]->data;
+      p.ld_qkv = w[kFQkv]->ld;
+      p.wo = w[kFO]->data;
+      p.ld_o = w[kFO]->ld;
+      p.wgu = w[kFGateUp]->data;
+      p.ld_gu = w[kFGateUp]->ld;
+      p.wdown = w[kFDown]->data;
+      p.ld_down = w[kFDown]->ld;
+      p.k_cache = layers_[l].k_cache;
+      p.v_cache = layers_[l].v_cache;
+    }
+    CUDA_CHECK(cudaMalloc(&ms.persistent_layers, host.size() * sizeof(PersistentLayer)));
+    CUDA_CHECK(cudaMemcpy(ms.persistent_layers, host.data(), host.size() * sizeof(PersistentLayer),
+                          cudaMemcpyHostToDevice));
+  }
+  PersistentDecodeArgs a;
+  a.n_layers = c.n_layers;
+  a.dim = c.dim;
+  a.n_heads = c.n_heads;
+  a.n_kv_heads = c.n_kv_heads;
+  a.head_dim = c.head_dim;
+  a.hidden = c.hidden_dim;
+  a.vocab = c.vocab_size;
+  a.ctx = ctx_;
+  a.norm_eps = c.norm_eps;
+  a.pair_rows = persistent_pair_rows(ms.mapping->name) == 1;
+  a.layers = ms.persistent_layers;
+  a.embedding = embedding_;
+  a.final_norm = final_norm_;
+  a.head = ms.weights.back()[0].bf16.data;
+  a.ld_head = ms.weights.back()[0].bf16.ld;
+  a.inv_freq = inv_freq_;
+  a.step = d_step_;
+  a.x = x_;
+  a.q = q_;
+  a.att = att_;
+  a.hb = hb_;
+  a.logits = logits_;
+  a.attn_partial = d_attn_partial_;
+  a.sync = d_sync_;
+  if (const char* f = std::getenv("LLM_PERSISTENT_FAULT")) a.fault = std::atoi(f);  // tests: a block that never arrives
+  if (const char* t = std::getenv("LLM_PERSISTENT_TIMEOUT_MS")) a.timeout_ns = 1000000ull * std::strtoull(t, nullptr, 10);
+  return a;
+}
+
+void CudaEngine::decode_persistent(MappingState& ms) {
+  PersistentDecodeArgs a = persistent_args(ms);
+  if (pplan_.grid == 0) pplan_ = persistent_decode_plan(a, persistent_max_blocks_);
+  cudaStream_t s = stream_.s;
+  if (profiling_) {
+    a.prof = d_pprof_;
+    probe_->start(s);
+  }
+  persistent_decode_launch(a, pplan_, s);
+  CUDA_CHECK(cudaMemcpyAsync(persistent_err_.p, d_sync_, sizeof(unsigned), cudaMemcpyDeviceToHost, s));
+  persistent_pending_ = true;
+  if (!profiling_) return;
+  probe_->end_region(DecodeProfile::kOther, s);
+  StepProbe& p = *probe_;
+  CUDA_CHECK(cudaEventSynchronize(p.events[p.used - 1]));
+  check_persistent_error();
+  float kernel_ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&kernel_ms, p.events[0], p.events[1]));
+  const size_t n = size_t(pplan_.grid) * kPersistentParts;
+  std::vector<unsigned long long> cycles(n);
+  CUDA_CHECK(cudaMemcpy(cycles.data(), d_pprof_, n * 8, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemset(d_pprof_, 0, n * 8));
+  // The kernel's time split by the blocks' cycles per part (every block counts from its start to its end).
+  static const int to_part[kPersistentParts] = {DecodeProfile::kWait, DecodeProfile::kNorm,  DecodeProfile::kQKV,
+                                                DecodeProfile::kAttention, DecodeProfile::kO,
+                                                DecodeProfile::kGateUp, DecodeProfile::kDown, DecodeProfile::kHead,
+                                                DecodeProfile::kOther};
+  double per_part[kPersistentParts] = {}, total = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    per_part[i % kPersistentParts] += double(cycles[i]);
+    total += double(cycles[i]);
+  }
+  for (int q = 0; q < kPersistentParts; ++q)
+    profile_.ms[to_part[q]] += total > 0 ? double(kernel_ms) * per_part[q] / total : 0.0;
+  profile_.total_ms += kernel_ms;
+  profile_.steps++;
+}
+
+void CudaEngine::check_persistent_error() {
+  if (!persistent_pending_) return;
+  persistent_pending_ = false;
+  unsigned* err = static_cast<unsigned*>(persistent_err_.p);
+  if (*err == 0) return;
+  const std::string why = persistent_decode_error_text(*err);
+  *err = 0;
+  // Blocks that left early never reset the counters: zero them so the next step starts clean.
+  CUDA_CHECK(cudaMemsetAsync(d_sync_, 0, persistent_decode_sync_words(cfg_.n_layers, cfg_.n_kv_heads) * 4,
+                             stream_.s));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  fail(why);
 }
 
 void CudaEngine::set_profiling(bool on) {
@@ -942,6 +1134,7 @@ int CudaEngine::sample(const SamplerParams& p, uint64_t step) {
   int* io = static_cast<int*>(host_io_.p) + 2;
   CUDA_CHECK(cudaMemcpyAsync(io, d_sampled_, sizeof(int), cudaMemcpyDeviceToHost, stream_.s));
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  check_persistent_error();  // a failed persistent step: its error, not a token from its logits
   // The same 4 bytes carry the non-finite flag: NaN or Inf logits stop the run (never a token from garbage).
   if (*io == kSampleNonFinite) fail_non_finite_logits(step);
   if (*io < 0 || *io >= sample_vocab_)
@@ -953,6 +1146,7 @@ std::vector<float> CudaEngine::logits() {
   std::vector<float> out(size_t(cfg_.vocab_size));
   CUDA_CHECK(cudaMemcpyAsync(out.data(), logits_, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_.s));
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  check_persistent_error();
   return out;
 }
 

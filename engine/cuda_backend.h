@@ -44,6 +44,15 @@ class CudaBackend : public Backend {
   virtual void set_use_graph(bool on) = 0;
   virtual bool use_graph() const = 0;
 
+  // Persistent decode on: every decode step is ONE kernel whose resident blocks walk the whole forward pass
+  // (kernels/persistent_decode.h); off: the CUDA graph above. Throws llm::Error naming what it cannot run (the
+  // current mapping, quantized weights, FP8 KV, unfused projections: engine/gemv_choice.h decode_path_refusal).
+  // Profiling a persistent step splits the kernel's measured time by each block's clock cycles per part, waits
+  // included (DecodeProfile::kWait).
+  virtual void set_persistent(bool on) = 0;
+  virtual bool persistent() const = 0;
+  virtual int persistent_grid() const = 0;  // blocks of the persistent kernel (0 before its first step)
+
   // Profiling on: every decode runs un-graphed with events around each region and waits for them (one extra host
   // sync per token); profile() accumulates until reset_profile().
   virtual void set_profiling(bool on) = 0;

@@ -1,6 +1,7 @@
 // Which GEMV runs which weight type (see engine/gemv_choice.h).
 #include "engine/gemv_choice.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -60,6 +61,45 @@ std::string gemv_refusal(const std::string& name, const Model& model, bool dequa
             "thread-splitk or warp-few";
   });
   return why;
+}
+
+const char* decode_path_name(DecodePath p) { return p == DecodePath::Persistent ? "persistent" : "graph"; }
+
+DecodePath parse_decode_path(const std::string& name) {
+  if (name == "graph") return DecodePath::Graph;
+  if (name == "persistent") return DecodePath::Persistent;
+  fail("unknown --decode '", printable(name), "' (graph or persistent)");
+}
+
+int persistent_pair_rows(const std::string& bf16_mapping) {
+  if (bf16_mapping == "warp-r2") return 1;
+  if (bf16_mapping == "warp" || bf16_mapping == "warp-few") return 0;
+  return -1;
+}
+
+std::string decode_path_refusal(DecodePath path, const std::string& gemv, const Model& model, bool dequantize,
+                                bool fp8_kv, bool fuse_projections) {
+  if (path == DecodePath::Graph) return "";
+  const std::string name = gemv.empty() ? default_gemv_name(model, dequantize) : gemv;
+  const ModelConfig& c = model.config;
+  const std::string quant = dequantize ? "" : quant_summary(model);
+  if (!quant.empty())
+    return "--decode persistent runs BF16 weights; " + model.source + " keeps quantized weights (" + quant +
+           "): pass --dequantize, or use --decode graph";
+  if (persistent_pair_rows(resolve_gemv_choice(name).bf16) < 0)
+    return "--decode persistent runs the lanes-along-K GEMV mappings (warp-r2, warp, warp-few); '" + name +
+           "' cannot run inside it: use --decode graph for it";
+  if (fp8_kv) return "--decode persistent keeps the KV cache in BF16; --kv-dtype fp8 runs with --decode graph";
+  if (!fuse_projections) return "--decode persistent needs fused projections (q|k|v and gate|up in one matrix each)";
+  const int hd = c.head_dim, lpk = hd / 8;
+  if (hd % 8 != 0 || hd > 256 || lpk <= 0 || (lpk & (lpk - 1)) != 0)
+    return "--decode persistent: head_dim " + std::to_string(hd) + " of " + model.source +
+           " is not 8, 16, 32, 64, 128 or 256; use --decode graph";
+  const int widest = std::max({c.dim, c.hidden_dim, c.q_dim()});
+  if (widest > 50000)
+    return "--decode persistent: rows of " + std::to_string(widest) + " columns do not fit its shared memory; "
+           "use --decode graph";
+  return "";
 }
 
 std::string quant_summary(const Model& model) {

@@ -26,6 +26,24 @@ std::string default_gemv_name(const Model& model, bool dequantize);
 // otherwise why not, in one line naming the mapping, the weight type and a tensor.
 std::string gemv_refusal(const std::string& name, const Model& model, bool dequantize);
 
+// How decode runs a step (--decode): the CUDA graph of one kernel per op (the default), or one persistent kernel per
+// token (kernels/persistent_decode.h).
+enum class DecodePath { Graph, Persistent };
+const char* decode_path_name(DecodePath p);  // "graph", "persistent"
+// "graph" / "persistent"; anything else throws llm::Error "unknown --decode 'NAME' (graph or persistent)".
+DecodePath parse_decode_path(const std::string& name);
+
+// The persistent path runs the lanes-along-K BF16 mappings over their padded row-major layout: "warp-r2" walks two
+// rows at once (returns 1), "warp" and its control "warp-few" one row after the other (0); any other name -1.
+int persistent_pair_rows(const std::string& bf16_mapping);
+
+// "" when `path` can run `model` with GEMV `gemv` ("" = the default) and these options; otherwise why not, in one
+// line naming the mapping, weight type, KV dtype or value. Graph runs everything the engine runs. Persistent refuses a
+// mapping that is not lanes-along-K (cuBLAS, thread, colmajor, ...), weights kept quantized, an FP8 KV cache, unfused
+// projections, and shapes its kernel does not take (head_dim not 8 * 2^i up to 256; rows wider than 50,000).
+std::string decode_path_refusal(DecodePath path, const std::string& gemv, const Model& model, bool dequantize,
+                                bool fp8_kv, bool fuse_projections);
+
 // The quantized types of a model's projection and head weights with tensor counts and bytes, e.g.
 // "Q4_1 x 210 (78.6 MB), Q8_0 x 1 (28.7 MB)"; "" when nothing is quantized.
 std::string quant_summary(const Model& model);

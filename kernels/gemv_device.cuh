@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/block_reduce.cuh"  // warp_sum
+
 namespace llm {
 
 // volatile only to keep the first group of weight loads ahead of pdl_wait() (the weights never change, so issuing
@@ -43,11 +45,6 @@ __device__ __forceinline__ float dot8(uint4 w, const float (&xv)[8], float acc) 
 }
 
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
 
 // Each acc[i] summed over the warp and cleared; lane i < R returns row i's sum (the other lanes 0): the end of a row
 // group in the lanes-along-K kernels.

@@ -14,13 +14,16 @@ struct ProfileParts {
   // kOther: norms, RoPE + KV store, sampling, launch gaps. kQKV / kGateUp: the fused q|k|v and gate|up GEMVs (with
   // fused projections q, k, v, gate and up stay zero; unfused, kQKV and kGateUp stay zero). They come after kOther so
   // the older indices hold. kAttention: the decode attention (split pass and merge), which reads the KV cache.
-  // Every part but kOther and kAttention is GEMV time.
-  enum Part { kQ, kK, kV, kO, kGate, kUp, kDown, kHead, kOther, kQKV, kGateUp, kAttention, kParts };
+  // kWait: the persistent path's blocks waiting for a stage's producers (zero on the graph path, whose waits are the
+  // gaps between kernels, inside the parts they fall in). kNorm: RMSNorm (on the persistent path, staging each GEMV's
+  // input vector in shared memory too). Every part but kOther, kAttention, kWait and kNorm is GEMV time.
+  enum Part { kQ, kK, kV, kO, kGate, kUp, kDown, kHead, kOther, kQKV, kGateUp, kAttention, kWait, kNorm, kParts };
 
-  // "q", "k", "v", "o", "gate", "up", "down", "head", "other", "qkv", "gate_up", "attention"; "?" outside the range.
+  // "q", "k", "v", "o", "gate", "up", "down", "head", "other", "qkv", "gate_up", "attention", "wait", "norm"; "?"
+  // outside the range.
   static const char* part_name(int part) {
-    static constexpr const char* kNames[kParts] = {"q",    "k",    "v",     "o",   "gate",    "up",
-                                                   "down", "head", "other", "qkv", "gate_up", "attention"};
+    static constexpr const char* kNames[kParts] = {"q",     "k",   "v",       "o",         "gate", "up",  "down",
+                                                   "head",  "other", "qkv", "gate_up", "attention", "wait", "norm"};
     return part >= 0 && part < kParts ? kNames[part] : "?";
   }
   // The part named `name`, or -1.
@@ -30,7 +33,7 @@ struct ProfileParts {
     return -1;
   }
   static constexpr bool is_gemv(int part) {
-    return part >= 0 && part < kParts && part != kOther && part != kAttention;
+    return part >= 0 && part < kParts && part != kOther && part != kAttention && part != kWait && part != kNorm;
   }
 };
 

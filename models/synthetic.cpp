@@ -60,6 +60,11 @@ const std::map<std::string, ModelConfig>& known_configs() {
     m["tiny-hd"] = c;
     // Long context for the GPU's prefill-vs-decode test at 8K tokens: head_dim 64 (the tensor-core prefill path).
     m["tiny-long"] = llama_config(2, 256, 4, 2, 512, 512, 500000.0f, false, 16384);
+    // Awkward shapes for the persistent decode kernel: an odd vocabulary, a hidden size that is no multiple of 8, a
+    // GQA group of 5 (an odd number of query heads per pass), q_dim 160 != dim 200.
+    c = llama_config(3, 200, 5, 1, 300, 1001, 10000.0f, false, 4096);
+    c.head_dim = 32;
+    m["tiny-odd"] = c;
     return m;
   }();
   return table;

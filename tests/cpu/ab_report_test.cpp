@@ -345,12 +345,14 @@ TEST(AbRun, CpuOnlyBuildSaysItNeedsCuda) {
 // JSON part_names and CSV ms_* columns follow its order, so the order is a file format.
 TEST(AbReport, ProfilePartsAreOneListInFileOrder) {
   const std::vector<std::string> expected = {"q",    "k",    "v",     "o",   "gate",    "up",
-                                             "down", "head", "other", "qkv", "gate_up", "attention"};
+                                             "down", "head", "other", "qkv", "gate_up", "attention",
+                                             "wait", "norm"};
   ASSERT_EQ(int(expected.size()), int(ProfileParts::kParts));
   for (int p = 0; p < ProfileParts::kParts; ++p) {
     EXPECT_EQ(ProfileParts::part_name(p), expected[size_t(p)]);
     EXPECT_EQ(ProfileParts::part_of(expected[size_t(p)]), p);
-    EXPECT_EQ(ProfileParts::is_gemv(p), p != ProfileParts::kOther && p != ProfileParts::kAttention)
+    EXPECT_EQ(ProfileParts::is_gemv(p), p != ProfileParts::kOther && p != ProfileParts::kAttention &&
+                                            p != ProfileParts::kWait && p != ProfileParts::kNorm)
         << expected[size_t(p)];
   }
   EXPECT_STREQ(ProfileParts::part_name(ProfileParts::kParts), "?");

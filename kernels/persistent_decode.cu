@@ -1,0 +1,710 @@
+// The persistent decode step (kernels/persistent_decode.h says what and why).
+//
+// Synchronisation. Counters live in args.sync, one per 128-byte line: word 0 is the error code; then per layer
+// kCounters counters (q|k|v done, attention done, o done, gate|up done, down done); then one per kv head (the
+// attention ranges of that head finished so far); then the exit counter. A producer block arrives with
+// "__syncthreads; thread 0: __threadfence; atomicAdd" (the cooperative-groups grid barrier's release); a consumer's
+// thread 0 spins with ld.acquire.gpu, fences, and the block passes a barrier (its acquire). Data written inside the
+// kernel is read with ld.global.cg (L2), never through the non-coherent paths. The last block to leave resets every
+// counter, so each step starts from zero; the targets are fixed per step (grid blocks, or kv heads for attention).
+//
+// Why each wait is safe (no block overwrites what another may still read):
+// - x: read whole by every block's norms (q|k|v of layer l, gate|up of layer l), written row by row (each row by the
+//   one block that owns it in the o/down partition) in o(l) and down(l). o(l) waits for attention(l), which waited for
+//   every block's q|k|v(l) arrival, so every norm of q|k|v(l) is done; down(l) waits for every gate|up(l) arrival.
+// - q, the KV row at pos, att, hb, the attention partials: each written by one stage and read by the next, and the
+//   next writer of each comes at least one full wait later (q|k|v(l+1) waits for down(l), which came after every
+//   read of layer l).
+#include "kernels/persistent_decode.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/block_reduce.cuh"  // block_sum, warp_sum
+#include "kernels/cuda_check.h"
+#include "kernels/gemv_device.cuh"  // dot8 (BF16 pairs to FP32 FMAs)
+#include "kernels/gemv_internal.h"  // gemv_sm_count
+#include "kernels/rope_device.cuh"  // rotate_pair: the same bits as rope_kv_store
+
+namespace llm {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxTasks = 1024;       // GEMV partial sums kept in shared memory per round (float2 each)
+constexpr int kHeadsPerPass = 2;      // query heads of a GQA group per pass over the keys (4 spill at 128 registers)
+constexpr int kMaxHeadDim = 256;
+constexpr int kLine = 32;             // words per counter (one 128-byte line each)
+constexpr int kPrefetchBytes = 64 * 1024;  // per block and weight region asked of L2 before a wait
+constexpr float kLog2e = 1.4426950408889634f;
+
+enum Counter { kCQkv, kCAtt, kCO, kCGu, kCDown, kCounters };
+
+// Error codes: kErrTimeout | layer << 8 | counter (the wait that timed out; layer kHeadWait: the head's wait).
+constexpr unsigned kErrTimeout = 0x01000000u;
+constexpr unsigned kHeadWait = 0xffffu;
+__host__ __device__ constexpr unsigned err_code(unsigned layer, unsigned c) {
+  return kErrTimeout | (layer & 0xffffu) << 8 | c;
+}
+
+__device__ __forceinline__ unsigned* counter(unsigned* sync, int layer, int c) {
+  return sync + size_t(kLine) * size_t(1 + layer * kCounters + c);
+}
+__device__ __forceinline__ unsigned* group_counter(unsigned* sync, int n_layers, int g) {
+  return sync + size_t(kLine) * size_t(1 + n_layers * kCounters + g);
+}
+__device__ __forceinline__ unsigned* exit_counter(unsigned* sync, int n_layers, int n_kv) {
+  return sync + size_t(kLine) * size_t(1 + n_layers * kCounters + n_kv);
+}
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+// Weights never change during the kernel: the non-coherent path, no L1 allocation (streamed once).
+__device__ __forceinline__ uint4 ld_weights(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+// Written inside this kernel by other blocks (KV rows): through L2.
+__device__ __forceinline__ uint4 ld_cg16(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
+
+// Thread 0 of each block keeps the cycle accounting (PersistentPart): the running sums in shared memory.
+struct Clock {
+  bool on = false;
+  long long t = 0;
+  unsigned long long* acc = nullptr;  // [kPersistentParts], shared
+  __device__ __forceinline__ void mark(int part) {
+    if (!on) return;
+    const long long now = clock64();
+    acc[part] += static_cast<unsigned long long>(now - t);
+    t = now;
+  }
+};
+
+struct Shared {
+  float red[32];
+  int ok;
+  int flag;
+};
+
+// Thread 0 spins until *c >= target (or the timeout / another block's error); the whole block then passes a barrier.
+// Returns false when the step failed (every thread of the block then leaves the kernel).
+__device__ bool block_wait(const PersistentDecodeArgs& a, unsigned* c, unsigned target, unsigned code, Shared& sh,
+                           Clock& clk) {
+  __syncthreads();  // nobody still reads sh.ok from the previous wait
+  if (threadIdx.x == 0) {
+    clk.mark(kPOther);
+    int good = 1;
+    if (ld_acquire(c) < target) {
+      const unsigned long long t0 = global_ns();
+      for (unsigned spins = 1;; ++spins) {
+        if (ld_acquire(c) >= target) break;
+        if ((spins & 31) == 0) {
+          if (*reinterpret_cast<volatile unsigned*>(a.sync) != 0) {
+            good = 0;
+            break;
+          }
+          if (global_ns() - t0 > a.timeout_ns) {
+            atomicCAS(a.sync, 0u, code);
+            good = 0;
+            break;
+          }
+        }
+      }
+    }
+    __threadfence();
+    sh.ok = good;
+    clk.mark(kPWait);
+  }
+  __syncthreads();
+  return sh.ok != 0;
+}
+
+__device__ __forceinline__ void block_arrive(unsigned* c) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(c, 1u);
+  }
+}
+
+// --- GEMV stages ---------------------------------------------------------------------------------------------------
+
+// Rows of a task unit: row_a = u * stride, row_b = row_a + off (row_b >= N: absent).
+struct GemvDesc {
+  const uint16_t* W;
+  int64_t ld;
+  int N, K;
+  int units, stride, off;
+};
+
+__device__ __forceinline__ void unit_range(int units, int& u0, int& u1) {
+  u0 = int(int64_t(blockIdx.x) * units / gridDim.x);
+  u1 = int(int64_t(blockIdx.x + 1) * units / gridDim.x);
+}
+
+// Asks L2 for the first kPrefetchBytes of this block's rows of d (one 128-byte line per thread per region).
+__device__ void prefetch_rows(const GemvDesc& d) {
+  int u0, u1;
+  unit_range(d.units, u0, u1);
+  if (u1 <= u0) return;
+  const char* base = reinterpret_cast<const char*>(d.W);
+  const size_t row_bytes = size_t(d.ld) * 2;
+  const size_t off = size_t(threadIdx.x) * 128;
+  if (d.stride == 2) {  // rows [2 u0, 2 u1): one region
+    const size_t bytes = size_t(min(2 * u1, d.N) - 2 * u0) * row_bytes;
+    if (off < bytes && off < size_t(kPrefetchBytes)) prefetch_l2(base + size_t(2 * u0) * row_bytes + off);
+  } else {  // rows [u0, u1) and [off + u0, off + u1)
+    const size_t bytes = size_t(u1 - u0) * row_bytes;
+    if (off < bytes && off < size_t(kPrefetchBytes)) {
+      prefetch_l2(base + size_t(u0) * row_bytes + off);
+      prefetch_l2(base + size_t(d.off + u0) * row_bytes + off);
+    }
+  }
+}
+
+__device__ __forceinline__ void load_xs8(const float* xs, int c, float (&xv)[8]) {
+  const float4 a = reinterpret_cast<const float4*>(xs)[2 * c];
+  const float4 b = reinterpret_cast<const float4*>(xs)[2 * c + 1];
+  xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
+  xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+}
+
+// One row's chunks [cb, ce) against xs, 8 loads in flight per lane.
+__device__ __forceinline__ float row_dot(const uint4* w, const float* xs, int cb, int ce, int lane) {
+  float acc = 0.0f;
+  for (int c = cb + lane; c < ce; c += 32 * 8) {
+    uint4 r[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (c + 32 * i < ce) r[i] = ld_weights(w + c + 32 * i);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (c + 32 * i < ce) {
+        float xv[8];
+        load_xs8(xs, c + 32 * i, xv);
+        acc = dot8(r[i], xv, acc);
+      }
+  }
+  return acc;
+}
+
+// Two rows' chunks [cb, ce) sharing each x chunk, 4 loads per row in flight per lane.
+__device__ __forceinline__ void pair_dot(const uint4* wa, const uint4* wb, const float* xs, int cb, int ce, int lane,
+                                         float& sa, float& sb) {
+  float aa = 0.0f, ab = 0.0f;
+  for (int c = cb + lane; c < ce; c += 32 * 4) {
+    uint4 ra[4], rb[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (c + 32 * i < ce) {
+        ra[i] = ld_weights(wa + c + 32 * i);
+        rb[i] = ld_weights(wb + c + 32 * i);
+      }
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (c + 32 * i < ce) {
+        float xv[8];
+        load_xs8(xs, c + 32 * i, xv);
+        aa = dot8(ra[i], xv, aa);
+        ab = dot8(rb[i], xv, ab);
+      }
+  }
+  sa = aa;
+  sb = ab;
+}
+
+// This block's units of d against xs (shared, zero past K up to the 8-element chunk); epi(u, y_a, y_b) per unit.
+// Small ranges split K into S slices so every warp has a task; partial sums are added in slice order.
+template <bool kPair, class Epi>
+__device__ void gemv_block(const GemvDesc& d, const float* xs, float2* part, Epi epi) {
+  int u0, u1;
+  unit_range(d.units, u0, u1);
+  const int nu = u1 - u0;
+  if (nu <= 0) return;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int chunks = (d.K + 7) >> 3;
+  int S = 1;
+  {
+    int best_num = (nu + kWarps - 1) / kWarps, best_den = 1;  // cost = ceil(nu S / warps) / S
+    for (int s = 2; s <= kWarps; s *= 2) {
+      if (chunks / s < 32 || nu * s > kMaxTasks) break;
+      const int num = (nu * s + kWarps - 1) / kWarps;
+      if (num * best_den < best_num * s) {
+        best_num = num;
+        best_den = s;
+        S = s;
+      }
+    }
+  }
+  const int per = (chunks + S - 1) / S;
+  const int round_units = kMaxTasks / S;
+  for (int r0 = 0; r0 < nu; r0 += round_units) {
+    const int n = min(nu - r0, round_units);
+    for (int t = warp; t < n * S; t += kWarps) {
+      const int u = u0 + r0 + t / S, sl = t % S;
+      const int ra = u * d.stride, rb = ra + d.off;
+      const bool has_b = rb < d.N;
+      const int cb = min(chunks, sl * per), ce = min(chunks, cb + per);
+      const uint4* wa = reinterpret_cast<const uint4*>(d.W + int64_t(ra) * d.ld);
+      const uint4* wb = reinterpret_cast<const uint4*>(d.W + int64_t(has_b ? rb : ra) * d.ld);
+      float sa, sb = 0.0f;
+      if (kPair) {
+        pair_dot(wa, wb, xs, cb, ce, lane, sa, sb);
+      } else {
+        sa = row_dot(wa, xs, cb, ce, lane);
+        if (has_b) sb = row_dot(wb, xs, cb, ce, lane);
+      }
+      sa = warp_sum(sa);
+      sb = warp_sum(sb);
+      if (lane == 0) part[t] = make_float2(sa, has_b ? sb : 0.0f);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += kThreads) {
+      float ya = 0.0f, yb = 0.0f;
+      for (int s = 0; s < S; ++s) {
+        const float2 p = part[i * S + s];
+        ya += p.x;
+        yb += p.y;
+      }
+      epi(u0 + r0 + i, ya, yb);
+    }
+    __syncthreads();
+  }
+}
+
+// xs[k] = src[k] * inv_rms * w[k] (the rmsnorm kernel's expression), zeros past dim up to the 8-element chunk.
+// src is FP32 (x, written in this kernel: read through L2) or, for the first layer, the BF16 embedding row.
+__device__ void stage_norm(const float* src, const uint16_t* src_bf16, const float* w, int dim, float eps, float* xs,
+                           Shared& sh) {
+  float ss = 0.0f;
+  for (int k = threadIdx.x; k < dim; k += kThreads) {
+    const float v = src_bf16 ? bf16_to_f32(src_bf16[k]) : __ldcg(src + k);
+    xs[k] = v;
+    ss += v * v;
+  }
+  for (int k = dim + threadIdx.x; k < ((dim + 7) & ~7); k += kThreads) xs[k] = 0.0f;
+  ss = block_sum(ss, sh.red);
+  const float inv = 1.0f / sqrtf(ss / float(dim) + eps);
+  for (int k = threadIdx.x; k < dim; k += kThreads) xs[k] = xs[k] * inv * w[k];
+  __syncthreads();
+}
+
+__device__ void stage_copy(const float* src, int n, float* xs) {
+  for (int k = threadIdx.x; k < ((n + 7) & ~7); k += kThreads) xs[k] = k < n ? __ldcg(src + k) : 0.0f;
+  __syncthreads();
+}
+
+// --- attention -----------------------------------------------------------------------------------------------------
+
+// Online-softmax state of up to kHeadsPerPass query heads over the keys a lane group has seen; each lane holds 8 of
+// head_dim elements (lanes e = 0 .. head_dim / 8 - 1 of its group).
+struct AttnState {
+  float m[kHeadsPerPass], l[kHeadsPerPass], acc[kHeadsPerPass][8];
+};
+
+// Shared-memory layout of the attention stage: [kWarps][kHeadsPerPass] m, l, then acc [kWarps][kHeadsPerPass][hd].
+__device__ __forceinline__ float* attn_m(float* sm) { return sm; }
+__device__ __forceinline__ float* attn_l(float* sm) { return sm + kWarps * kHeadsPerPass; }
+__device__ __forceinline__ float* attn_acc(float* sm) { return sm + 2 * kWarps * kHeadsPerPass; }
+
+// One (kv head g, key range [k0, k1)) item for query heads h0 .. h0 + nh - 1 of the group. The block's combined
+// result goes to att (normalised) when the range is the whole context, else to the partial slot `split`.
+__device__ void attention_range(const PersistentDecodeArgs& a, const PersistentLayer& L, int g, int h0, int nh,
+                                int k0, int k1, int split, bool direct, float* sm) {
+  const int hd = a.head_dim, kv_dim = a.n_kv_heads * hd;
+  const int lpk = hd >> 3, kpi = 32 / lpk;  // lanes per key, keys per warp iteration
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int sg = lane / lpk, e = lane % lpk;
+  const float qscale = kLog2e / sqrtf(float(hd));
+  float qv[kHeadsPerPass][8];
+  AttnState st;
+#pragma unroll
+  for (int h = 0; h < kHeadsPerPass; ++h) {
+    st.m[h] = -INFINITY;
+    st.l[h] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      st.acc[h][j] = 0.0f;
+      qv[h][j] = h < nh ? __ldcg(a.q + int64_t(h0 + h) * hd + e * 8 + j) * qscale : 0.0f;
+    }
+  }
+  const uint16_t* kbase = L.k_cache + int64_t(g) * hd + e * 8;
+  const uint16_t* vbase = L.v_cache + int64_t(g) * hd + e * 8;
+  const int step = kWarps * kpi;
+  const int iters = (k1 - k0 + step - 1) / step;  // warp-uniform
+  for (int it = 0; it < iters; ++it) {
+    const int t = k0 + it * step + warp * kpi + sg;
+    const bool valid = t < k1;
+    uint4 kr = make_uint4(0, 0, 0, 0), vr = make_uint4(0, 0, 0, 0);
+    if (valid) {
+      kr = ld_cg16(kbase + int64_t(t) * kv_dim);
+      vr = ld_cg16(vbase + int64_t(t) * kv_dim);
+    }
+    float kf[8], vf[8];
+    {
+      const uint32_t kw[4] = {kr.x, kr.y, kr.z, kr.w}, vw[4] = {vr.x, vr.y, vr.z, vr.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        kf[2 * j] = __uint_as_float(kw[j] << 16);
+        kf[2 * j + 1] = __uint_as_float(kw[j] & 0xffff0000u);
+        vf[2 * j] = __uint_as_float(vw[j] << 16);
+        vf[2 * j + 1] = __uint_as_float(vw[j] & 0xffff0000u);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < kHeadsPerPass; ++h) {
+      if (h >= nh) break;
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s = fmaf(qv[h][j], kf[j], s);
+      for (int o = lpk >> 1; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if (valid) {
+        const float mn = fmaxf(st.m[h], s);
+        const float c = exp2f(st.m[h] - mn), p = exp2f(s - mn);
+        st.l[h] = st.l[h] * c + p;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) st.acc[h][j] = fmaf(p, vf[j], st.acc[h][j] * c);
+        st.m[h] = mn;
+      }
+    }
+  }
+  // Merge the warp's lane groups (lanes e of every group hold the same 8 elements), one head at a time.
+#pragma unroll
+  for (int h = 0; h < kHeadsPerPass; ++h) {
+    if (h >= nh) break;
+    for (int o = lpk; o < 32; o <<= 1) {
+      const float mo = __shfl_xor_sync(0xffffffffu, st.m[h], o);
+      const float lo = __shfl_xor_sync(0xffffffffu, st.l[h], o);
+      float ao[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ao[j] = __shfl_xor_sync(0xffffffffu, st.acc[h][j], o);
+      const float M = fmaxf(st.m[h], mo);
+      if (M == -INFINITY) continue;
+      const float fa = exp2f(st.m[h] - M), fb = exp2f(mo - M);
+      st.l[h] = st.l[h] * fa + lo * fb;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) st.acc[h][j] = st.acc[h][j] * fa + ao[j] * fb;
+      st.m[h] = M;
+    }
+  }
+  if (sg == 0) {
+    for (int h = 0; h < nh; ++h) {
+      if (e == 0) {
+        attn_m(sm)[warp * kHeadsPerPass + h] = st.m[h];
+        attn_l(sm)[warp * kHeadsPerPass + h] = st.l[h];
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) attn_acc(sm)[(warp * kHeadsPerPass + h) * hd + e * 8 + j] = st.acc[h][j];
+    }
+  }
+  __syncthreads();
+  // Combine the block's warps: thread (h, d).
+  for (int i = threadIdx.x; i < nh * hd; i += kThreads) {
+    const int h = i / hd, d = i - h * hd;
+    float M = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, attn_m(sm)[w * kHeadsPerPass + h]);
+    float l = 0.0f, o = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = attn_m(sm)[w * kHeadsPerPass + h];
+      if (mw == -INFINITY) continue;
+      const float f = exp2f(mw - M);
+      l += attn_l(sm)[w * kHeadsPerPass + h] * f;
+      o += attn_acc(sm)[(w * kHeadsPerPass + h) * hd + d] * f;
+    }
+    const int head = h0 + h;
+    if (direct) {
+      a.att[int64_t(head) * hd + d] = o / l;
+    } else {
+      float* slot = a.attn_partial + (int64_t(head) * gridDim.x + split) * (hd + 2);
+      slot[d] = o;
+      if (d == 0) {
+        slot[hd] = M;
+        slot[hd + 1] = l;
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// The block that finished kv head g's last range: att for the group's query heads from the n_split partials.
+__device__ void attention_merge(const PersistentDecodeArgs& a, int g, int n_split) {
+  const int hd = a.head_dim, gq = a.n_heads / a.n_kv_heads;
+  for (int i = threadIdx.x; i < gq * hd; i += kThreads) {
+    const int head = g * gq + i / hd, d = i % hd;
+    const float* base = a.attn_partial + int64_t(head) * gridDim.x * (hd + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < n_split; ++s) M = fmaxf(M, __ldcg(base + int64_t(s) * (hd + 2) + hd));
+    float l = 0.0f, o = 0.0f;
+    for (int s = 0; s < n_split; ++s) {
+      const float* slot = base + int64_t(s) * (hd + 2);
+      const float f = exp2f(__ldcg(slot + hd) - M);
+      l += __ldcg(slot + hd + 1) * f;
+      o += __ldcg(slot + d) * f;
+    }
+    a.att[int64_t(head) * hd + d] = o / l;
+  }
+}
+
+// --- the kernel ----------------------------------------------------------------------------------------------------
+
+template <bool kPair>
+__global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(PersistentDecodeArgs a) {
+  extern __shared__ __align__(16) float dyn[];
+  __shared__ Shared sh;
+  const int G = gridDim.x;
+  float2* part = reinterpret_cast<float2*>(dyn);  // [kMaxTasks]
+  float* xs = dyn + 2 * kMaxTasks;                // the GEMV input / the attention stage's scratch
+  __shared__ unsigned long long clk_acc[kPersistentParts];
+  Clock clk;
+  clk.on = a.prof != nullptr && threadIdx.x == 0;
+  clk.acc = clk_acc;
+  if (clk.on) {
+    for (int p = 0; p < kPersistentParts; ++p) clk_acc[p] = 0;
+    clk.t = clock64();
+  }
+  if (a.fault == 1 && blockIdx.x == G - 1) return;  // tests: a block that never arrives
+
+  const int pos = a.step[0], tok = a.step[1];
+  const int dim = a.dim, hd = a.head_dim, q_dim = a.n_heads * hd, kv_dim = a.n_kv_heads * hd;
+  const int gq = a.n_heads / a.n_kv_heads;
+  const uint16_t* emb = a.embedding + int64_t(tok) * dim;
+  const GemvDesc dres0{nullptr, 0, dim, 0, (dim + 1) / 2, 2, 1};  // the o/down partition of x's rows
+  {
+    int u0, u1;
+    unit_range(dres0.units, u0, u1);
+    for (int r = 2 * u0 + threadIdx.x; r < min(2 * u1, dim); r += kThreads) a.x[r] = bf16_to_f32(emb[r]);
+  }
+  clk.mark(kPOther);
+
+  auto residual = [&](int u, float ya, float yb) {  // x += W v on the rows this block owns
+    const int r = 2 * u;
+    a.x[r] = __ldcg(a.x + r) + ya;
+    if (r + 1 < dim) a.x[r + 1] = __ldcg(a.x + r + 1) + yb;
+  };
+
+  for (int l = 0; l < a.n_layers; ++l) {
+    const PersistentLayer& L = a.layers[l];
+    // q|k|v, RoPE, KV store.
+    const GemvDesc dqkv{L.wqkv, L.ld_qkv, q_dim + 2 * kv_dim, dim, (q_dim + 2 * kv_dim) / 2, 2, 1};
+    prefetch_rows(dqkv);
+    if (l > 0 && !block_wait(a, counter(a.sync, l - 1, kCDown), G, err_code(l - 1, kCDown), sh, clk))
+      return;
+    stage_norm(a.x, l == 0 ? emb : nullptr, L.attn_norm, dim, a.norm_eps, xs, sh);
+    clk.mark(kPNorm);
+    gemv_block<kPair>(dqkv, xs, part, [&](int u, float ya, float yb) {
+      const int r = 2 * u;
+      if (r < q_dim) {
+        const float2 y = rotate_pair(ya, yb, pos, a.inv_freq[(r % hd) >> 1]);
+        a.q[r] = y.x;
+        a.q[r + 1] = y.y;
+      } else if (r < q_dim + kv_dim) {
+        const int c = r - q_dim;
+        const float2 y = rotate_pair(ya, yb, pos, a.inv_freq[(c % hd) >> 1]);
+        L.k_cache[int64_t(pos) * kv_dim + c] = f32_to_bf16(y.x);
+        L.k_cache[int64_t(pos) * kv_dim + c + 1] = f32_to_bf16(y.y);
+      } else {
+        const int c = r - q_dim - kv_dim;
+        L.v_cache[int64_t(pos) * kv_dim + c] = f32_to_bf16(ya);
+        L.v_cache[int64_t(pos) * kv_dim + c + 1] = f32_to_bf16(yb);
+      }
+    });
+    clk.mark(kPQkv);
+    block_arrive(counter(a.sync, l, kCQkv));
+
+    // Attention: (kv head, key range) items over the blocks.
+    const GemvDesc dout{L.wo, L.ld_o, dim, q_dim, (dim + 1) / 2, 2, 1};
+    prefetch_rows(dout);
+    {
+      const int len = pos + 1;
+      const int keys_per_iter = kWarps * (32 / (hd >> 3));
+      int n_split = min((len + 2 * keys_per_iter - 1) / (2 * keys_per_iter), max(1, G / a.n_kv_heads));
+      const int chunk = (len + n_split - 1) / n_split;
+      n_split = (len + chunk - 1) / chunk;
+      const int items = a.n_kv_heads * n_split;
+      if (int(blockIdx.x) < items) {
+        if (!block_wait(a, counter(a.sync, l, kCQkv), G, err_code(l, kCQkv), sh, clk)) return;
+        for (int item = blockIdx.x; item < items; item += G) {
+          const int g = item / n_split, s = item % n_split;
+          const int k0 = s * chunk, k1 = min(len, k0 + chunk);
+          for (int hp = 0; hp < gq; hp += kHeadsPerPass)
+            attention_range(a, L, g, g * gq + hp, min(kHeadsPerPass, gq - hp), k0, k1, s, n_split == 1, xs);
+          if (n_split > 1) {  // the last block to finish a range of kv head g merges them
+            if (threadIdx.x == 0) {
+              __threadfence();
+              const unsigned done = atomicAdd(group_counter(a.sync, a.n_layers, g), 1u) + 1;
+              __threadfence();
+              sh.flag = done == unsigned(n_split);
+            }
+            __syncthreads();
+            if (!sh.flag) continue;
+            attention_merge(a, g, n_split);
+            if (threadIdx.x == 0) atomicExch(group_counter(a.sync, a.n_layers, g), 0u);
+          }
+          block_arrive(counter(a.sync, l, kCAtt));
+        }
+        clk.mark(kPAttention);
+      }
+    }
+
+    // o + residual.
+    if (!block_wait(a, counter(a.sync, l, kCAtt), a.n_kv_heads, err_code(l, kCAtt), sh, clk)) return;
+    stage_copy(a.att, q_dim, xs);
+    clk.mark(kPNorm);
+    gemv_block<kPair>(dout, xs, part, residual);
+    clk.mark(kPO);
+    block_arrive(counter(a.sync, l, kCO));
+
+    // gate|up + SwiGLU.
+    const GemvDesc dgu{L.wgu, L.ld_gu, 2 * a.hidden, dim, a.hidden, 1, a.hidden};
+    prefetch_rows(dgu);
+    if (!block_wait(a, counter(a.sync, l, kCO), G, err_code(l, kCO), sh, clk)) return;
+    stage_norm(a.x, nullptr, L.ffn_norm, dim, a.norm_eps, xs, sh);
+    clk.mark(kPNorm);
+    gemv_block<kPair>(dgu, xs, part, [&](int u, float g, float up) { a.hb[u] = g / (1.0f + expf(-g)) * up; });
+    clk.mark(kPGateUp);
+    block_arrive(counter(a.sync, l, kCGu));
+
+    // down + residual.
+    const GemvDesc ddown{L.wdown, L.ld_down, dim, a.hidden, (dim + 1) / 2, 2, 1};
+    prefetch_rows(ddown);
+    if (!block_wait(a, counter(a.sync, l, kCGu), G, err_code(l, kCGu), sh, clk)) return;
+    stage_copy(a.hb, a.hidden, xs);
+    clk.mark(kPNorm);
+    gemv_block<kPair>(ddown, xs, part, residual);
+    clk.mark(kPDown);
+    block_arrive(counter(a.sync, l, kCDown));
+  }
+
+  // Final norm and the head.
+  const GemvDesc dhead{a.head, a.ld_head, a.vocab, dim, (a.vocab + 1) / 2, 2, 1};
+  prefetch_rows(dhead);
+  if (!block_wait(a, counter(a.sync, a.n_layers - 1, kCDown), G, err_code(kHeadWait, kCDown), sh, clk))
+    return;
+  stage_norm(a.x, nullptr, a.final_norm, dim, a.norm_eps, xs, sh);
+  clk.mark(kPNorm);
+  gemv_block<kPair>(dhead, xs, part, [&](int u, float ya, float yb) {
+    const int r = 2 * u;
+    a.logits[r] = ya;
+    if (r + 1 < a.vocab) a.logits[r + 1] = yb;
+  });
+  clk.mark(kPHead);
+
+  // The last block out resets every counter for the next step.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned out = atomicAdd(exit_counter(a.sync, a.n_layers, a.n_kv_heads), 1u) + 1;
+    sh.flag = out == unsigned(G);
+  }
+  __syncthreads();
+  if (sh.flag) {
+    const int n = a.n_layers * kCounters + a.n_kv_heads + 1;
+    for (int i = threadIdx.x; i < n; i += kThreads) a.sync[size_t(kLine) * size_t(1 + i)] = 0u;
+  }
+  if (clk.on) {
+    clk.mark(kPOther);
+    unsigned long long* row = a.prof + size_t(blockIdx.x) * kPersistentParts;
+    for (int p = 0; p < kPersistentParts; ++p) row[p] += clk_acc[p];
+  }
+}
+
+int max_k(const PersistentDecodeArgs& a) {
+  return std::max({a.dim, a.n_heads * a.head_dim, a.hidden});
+}
+size_t smem_bytes(const PersistentDecodeArgs& a) {
+  const size_t gemv = size_t((max_k(a) + 7) & ~7) * 4;
+  const size_t attn = size_t(2 * kWarps * kHeadsPerPass + kWarps * kHeadsPerPass * a.head_dim) * 4;
+  return size_t(kMaxTasks) * 8 + std::max(gemv, attn);
+}
+
+}  // namespace
+
+const char* persistent_part_name(int part) {
+  static const char* names[kPersistentParts] = {"wait", "norm+stage", "qkv+rope", "attention", "o",
+                                                "gate_up", "down", "head", "other"};
+  return part >= 0 && part < kPersistentParts ? names[part] : "?";
+}
+
+size_t persistent_decode_sync_words(int n_layers, int n_kv_heads) {
+  return size_t(kLine) * size_t(1 + n_layers * kCounters + n_kv_heads + 1);
+}
+int persistent_decode_max_splits(int grid) { return grid; }
+size_t persistent_decode_scratch_floats(int n_heads, int head_dim, int grid) {
+  return size_t(n_heads) * size_t(persistent_decode_max_splits(grid)) * size_t(head_dim + 2);
+}
+
+PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blocks) {
+  const int lpk = a.head_dim / 8;
+  if (a.head_dim % 8 != 0 || a.head_dim > kMaxHeadDim || lpk <= 0 || (lpk & (lpk - 1)) != 0)
+    fail("persistent decode: head_dim ", a.head_dim, " is not 8, 16, 32, 64, 128 or 256");
+  if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0)
+    fail("persistent decode: n_heads ", a.n_heads, " is not a multiple of n_kv_heads ", a.n_kv_heads);
+  PersistentPlan p;
+  p.block = kThreads;
+  p.smem = smem_bytes(a);
+  // Both forms get the shared-memory opt-in (a later step may switch mapping); the grid fits the hungrier one.
+  int per_sm = 1 << 30;
+  for (const void* k : {reinterpret_cast<const void*>(persistent_decode_kernel<true>),
+                        reinterpret_cast<const void*>(persistent_decode_kernel<false>)}) {
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(p.smem)));
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, p.smem));
+    per_sm = std::min(per_sm, n);
+  }
+  if (per_sm < 1)
+    fail("persistent decode: the kernel cannot have one block of ", kThreads, " threads with ", p.smem,
+         " bytes of shared memory per SM");
+  const int resident = per_sm * gemv_sm_count();
+  // No more blocks than the widest stage has two-row units for every warp of.
+  const int q_dim = a.n_heads * a.head_dim, kv_dim = a.n_kv_heads * a.head_dim;
+  const int widest = std::max({(q_dim + 2 * kv_dim) / 2, a.hidden, (a.vocab + 1) / 2, (a.dim + 1) / 2});
+  p.grid = std::max(1, std::min(resident, (widest + kWarps - 1) / kWarps));
+  if (max_blocks > 0) p.grid = std::min(p.grid, max_blocks);
+  return p;
+}
+
+void persistent_decode_launch(const PersistentDecodeArgs& a, const PersistentPlan& plan, cudaStream_t stream) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(plan.grid));
+  config.blockDim = dim3(unsigned(plan.block));
+  config.dynamicSmemBytes = plan.smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  if (a.pair_rows)
+    CUDA_CHECK(cudaLaunchKernelEx(&config, persistent_decode_kernel<true>, a));
+  else
+    CUDA_CHECK(cudaLaunchKernelEx(&config, persistent_decode_kernel<false>, a));
+}
+
+std::string persistent_decode_error_text(unsigned code) {
+  if (code == 0) return "";
+  if ((code & 0xff000000u) == kErrTimeout) {
+    static const char* stages[kCounters] = {"q|k|v", "attention", "o", "gate|up", "down"};
+    const unsigned layer = (code >> 8) & 0xffffu, c = code & 0xffu;
+    const std::string what = c < unsigned(kCounters) ? stages[c] : "?";
+    if (layer == kHeadWait) return "persistent decode: the head's wait for the last layer's " + what + " timed out";
+    return "persistent decode: a wait for layer " + std::to_string(layer) + "'s " + what +
+           " stage timed out (a block never arrived)";
+  }
+  return "persistent decode: unknown error code " + std::to_string(code);
+}
+
+}  // namespace llm

@@ -1,0 +1,105 @@
+// The persistent decode step: ONE kernel per token whose resident blocks walk the whole forward pass (per layer: RMSNorm
+// and the q|k|v GEMV with RoPE and the KV store in its epilogue; split-KV attention with its merge; the o GEMV with the
+// residual; RMSNorm and the gate|up GEMV with SwiGLU in its epilogue; the down GEMV with the residual; then the final
+// norm and the head), synchronised by counters in global memory instead of kernel boundaries. Device code and its
+// launcher only: nothing here knows of files, models or text; the engine fills PersistentDecodeArgs from its buffers.
+//
+// How it works
+// - Every block is resident (cooperative launch; the grid comes from the occupancy calculator), so a block may wait
+//   for another. Each stage's producers arrive on a per-layer counter (one atomic per block, after a fence); a stage's
+//   consumers wait (one thread spins with ld.acquire, then a block barrier) for the count they need. A block waits only
+//   when it needs data, and before it waits it asks L2 for the first bytes of the weight rows it will read next
+//   (prefetch.global.L2), so the next matrix streams in while the previous stage drains.
+// - A wait that does not end within the timeout sets an error code and every block leaves: the step fails with an
+//   error (persistent_decode_error_text), never a hang. Counters are reset inside the kernel by block 0 once no block
+//   can still wait on them (the last layer's at the start of the next step); after an error the caller zeroes them.
+// - GEMV: the weights are the padded row-major BF16 layout of the lanes-along-K mappings ("warp", "warp-r2": ld % 8 ==
+//   0, 16-byte aligned rows, zero padding). A task is two rows (r, r + 1; gate|up: i, hidden + i) and one K slice; a
+//   warp's lanes walk the slice with 16-byte loads, 8 in flight per lane, and reduce with shuffles. pair_rows = true
+//   (the "warp-r2" mapping) walks both rows at once sharing each x chunk; false (the "warp" mapping) one row after the
+//   other. Blocks own contiguous row ranges; small ranges split K so every warp has work; the slices' partial sums meet
+//   in shared memory and are added in slice order (deterministic: no atomics on data).
+// - Attention: a block takes (kv head, key range) items; its warps take keys (head_dim / 8 lanes per key, one 16-byte
+//   load each), keep an online softmax per query head of the group, and combine in shared memory; with one range per
+//   kv head the result is written directly, otherwise the block that finishes a kv head's last range merges them.
+// - Profiling (prof != null): block by block, SM clock cycles spent in each PersistentPart (waiting included), so the
+//   parts of a step add up to the time the block ran.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <cuda_runtime.h>
+
+namespace llm {
+
+struct PersistentLayer {
+  const float* attn_norm = nullptr;  // [dim]
+  const float* ffn_norm = nullptr;   // [dim]
+  const uint16_t* wqkv = nullptr;    // [q_dim + 2 kv_dim, ld_qkv] padded row-major BF16
+  const uint16_t* wo = nullptr;      // [dim, ld_o]
+  const uint16_t* wgu = nullptr;     // [2 hidden, ld_gu]: gate rows, then up rows
+  const uint16_t* wdown = nullptr;   // [dim, ld_down]
+  int64_t ld_qkv = 0, ld_o = 0, ld_gu = 0, ld_down = 0;
+  uint16_t* k_cache = nullptr;       // [ctx, kv_dim] BF16
+  uint16_t* v_cache = nullptr;       // [ctx, kv_dim] BF16
+};
+
+// Where the cycles of a persistent step go (per block, summed; PersistentProfile in the engine divides by the grid).
+enum PersistentPart {
+  kPWait,       // waiting for a stage's producers (dependencies)
+  kPNorm,       // RMSNorm / staging the GEMV's input vector in shared memory
+  kPQkv,        // q|k|v GEMV, RoPE and KV store
+  kPAttention,  // split-KV attention and its merge
+  kPO,          // o GEMV + residual
+  kPGateUp,     // gate|up GEMV + SwiGLU
+  kPDown,       // down GEMV + residual
+  kPHead,       // head GEMV
+  kPOther,      // embedding, counter upkeep
+  kPersistentParts
+};
+const char* persistent_part_name(int part);
+
+struct PersistentDecodeArgs {
+  int n_layers = 0, dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, hidden = 0, vocab = 0, ctx = 0;
+  float norm_eps = 0.0f;
+  bool pair_rows = true;                   // "warp-r2" (true) or "warp" (false): see above
+  const PersistentLayer* layers = nullptr;  // device array [n_layers]
+  const uint16_t* embedding = nullptr;     // [vocab, dim] BF16
+  const float* final_norm = nullptr;       // [dim]
+  const uint16_t* head = nullptr;          // [vocab, ld_head] padded row-major BF16
+  int64_t ld_head = 0;
+  const float* inv_freq = nullptr;         // [head_dim / 2]
+  const int* step = nullptr;               // [2]: pos, token
+  float* x = nullptr;                      // [dim] residual stream
+  float* q = nullptr;                      // [q_dim] rotated queries
+  float* att = nullptr;                    // [q_dim] attention output
+  float* hb = nullptr;                     // [hidden] SwiGLU output
+  float* logits = nullptr;                 // [vocab]
+  float* attn_partial = nullptr;           // persistent_decode_scratch_floats(...)
+  unsigned* sync = nullptr;                // persistent_decode_sync_words(n_layers, n_kv_heads), zeroed once
+  unsigned long long* prof = nullptr;      // optional: [grid][kPersistentParts] cycles, accumulated
+  unsigned long long timeout_ns = 2000000000ull;
+  int fault = 0;                           // tests: 1 = one block never arrives (the others must time out)
+};
+
+size_t persistent_decode_sync_words(int n_layers, int n_kv_heads);
+// Attention partials: n_heads * max_splits * (head_dim + 2) floats, max_splits = persistent_decode_max_splits().
+size_t persistent_decode_scratch_floats(int n_heads, int head_dim, int grid);
+int persistent_decode_max_splits(int grid);
+
+struct PersistentPlan {
+  int grid = 0, block = 0;
+  size_t smem = 0;
+};
+// The grid: every block resident (occupancy calculator x SMs), no more blocks than the widest stage can use;
+// `max_blocks` > 0 caps it (tuning). Fails when the kernel cannot have one block per SM, or for a shape it does not
+// take (head_dim not 8 * 2^i up to 256, n_heads not a multiple of n_kv_heads, a row wider than shared memory holds;
+// engine/gemv_choice.h persistent_refusal says the same before any GPU work).
+PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blocks);
+// One decode step (cooperative launch). No allocation, no sync.
+void persistent_decode_launch(const PersistentDecodeArgs& a, const PersistentPlan& plan, cudaStream_t stream);
+// The error word (args.sync[0]) after a step: 0 = fine; otherwise what went wrong, in one line.
+std::string persistent_decode_error_text(unsigned code);
+
+}  // namespace llm
