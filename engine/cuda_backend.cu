@@ -887,7 +887,7 @@ void CudaEngine::set_persistent(bool on) {
   if (const std::string why = persistent_refusal(*cur_); !why.empty()) fail(why);
   if (!d_sync_) {
     const auto& c = cfg_;
-    const size_t words = persistent_decode_sync_words(c.n_layers, c.n_kv_heads);
+    const size_t words = persistent_decode_sync_words(c.n_layers, c.n_heads);
     d_sync_ = arena_.alloc<unsigned>(words);
     CUDA_CHECK(cudaMemsetAsync(d_sync_, 0, words * sizeof(unsigned), stream_.s));
     const int sms = [] {
@@ -1011,7 +1011,7 @@ void CudaEngine::check_persistent_error() {
   const std::string why = persistent_decode_error_text(*err);
   *err = 0;
   // Blocks that left early never reset the counters: zero them so the next step starts clean.
-  CUDA_CHECK(cudaMemsetAsync(d_sync_, 0, persistent_decode_sync_words(cfg_.n_layers, cfg_.n_kv_heads) * 4,
+  CUDA_CHECK(cudaMemsetAsync(d_sync_, 0, persistent_decode_sync_words(cfg_.n_layers, cfg_.n_heads) * 4,
                              stream_.s));
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
   fail(why);

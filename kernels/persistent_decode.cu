@@ -37,7 +37,6 @@ constexpr int kMaxTasks = 1024;       // GEMV partial sums kept in shared memory
 constexpr int kHeadsPerPass = 2;      // query heads of a GQA group per pass over the keys (4 spill at 128 registers)
 constexpr int kMaxHeadDim = 256;
 constexpr int kLine = 32;             // words per counter (one 128-byte line each)
-constexpr int kPrefetchBytes = 64 * 1024;  // per block and weight region asked of L2 before a wait
 constexpr float kLog2e = 1.4426950408889634f;
 
 enum Counter { kCQkv, kCAtt, kCO, kCGu, kCDown, kCounters };
@@ -55,8 +54,8 @@ __device__ __forceinline__ unsigned* counter(unsigned* sync, int layer, int c) {
 __device__ __forceinline__ unsigned* group_counter(unsigned* sync, int n_layers, int g) {
   return sync + size_t(kLine) * size_t(1 + n_layers * kCounters + g);
 }
-__device__ __forceinline__ unsigned* exit_counter(unsigned* sync, int n_layers, int n_kv) {
-  return sync + size_t(kLine) * size_t(1 + n_layers * kCounters + n_kv);
+__device__ __forceinline__ unsigned* exit_counter(unsigned* sync, int n_layers, int n_heads) {
+  return sync + size_t(kLine) * size_t(1 + n_layers * kCounters + n_heads);  // after the n_heads group counters
 }
 
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
@@ -69,7 +68,6 @@ __device__ __forceinline__ unsigned long long global_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // Weights never change during the kernel: the non-coherent path, no L1 allocation (streamed once).
 __device__ __forceinline__ uint4 ld_weights(const uint4* p) {
   uint4 v;
@@ -125,20 +123,17 @@ __device__ bool block_wait(const PersistentDecodeArgs& a, unsigned* c, unsigned 
         }
       }
     }
-    __threadfence();
-    sh.ok = good;
+    sh.ok = good;  // ld.acquire above: what the producers released is visible to the block after the barrier
     clk.mark(kPWait);
   }
   __syncthreads();
   return sh.ok != 0;
 }
 
+// The block's writes (ordered before thread 0's by the barrier) are released with the increment.
 __device__ __forceinline__ void block_arrive(unsigned* c) {
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(c, 1u);
-  }
+  if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
 }
 
 // --- GEMV stages ---------------------------------------------------------------------------------------------------
@@ -154,26 +149,6 @@ struct GemvDesc {
 __device__ __forceinline__ void unit_range(int units, int& u0, int& u1) {
   u0 = int(int64_t(blockIdx.x) * units / gridDim.x);
   u1 = int(int64_t(blockIdx.x + 1) * units / gridDim.x);
-}
-
-// Asks L2 for the first kPrefetchBytes of this block's rows of d (one 128-byte line per thread per region).
-__device__ void prefetch_rows(const GemvDesc& d) {
-  int u0, u1;
-  unit_range(d.units, u0, u1);
-  if (u1 <= u0) return;
-  const char* base = reinterpret_cast<const char*>(d.W);
-  const size_t row_bytes = size_t(d.ld) * 2;
-  const size_t off = size_t(threadIdx.x) * 128;
-  if (d.stride == 2) {  // rows [2 u0, 2 u1): one region
-    const size_t bytes = size_t(min(2 * u1, d.N) - 2 * u0) * row_bytes;
-    if (off < bytes && off < size_t(kPrefetchBytes)) prefetch_l2(base + size_t(2 * u0) * row_bytes + off);
-  } else {  // rows [u0, u1) and [off + u0, off + u1)
-    const size_t bytes = size_t(u1 - u0) * row_bytes;
-    if (off < bytes && off < size_t(kPrefetchBytes)) {
-      prefetch_l2(base + size_t(u0) * row_bytes + off);
-      prefetch_l2(base + size_t(d.off + u0) * row_bytes + off);
-    }
-  }
 }
 
 __device__ __forceinline__ void load_xs8(const float* xs, int c, float (&xv)[8]) {
@@ -227,22 +202,58 @@ __device__ __forceinline__ void pair_dot(const uint4* wa, const uint4* wb, const
   sb = ab;
 }
 
-// This block's units of d against xs (shared, zero past K up to the 8-element chunk); epi(u, y_a, y_b) per unit.
-// Small ranges split K into S slices so every warp has a task; partial sums are added in slice order.
+// Units [v0, v0 + n) of d against xs, S slices each: tasks over the warps, partial sums added in slice order, then
+// epi(u, y_a, y_b) per unit. Ends with a block barrier.
 template <bool kPair, class Epi>
-__device__ void gemv_block(const GemvDesc& d, const float* xs, float2* part, Epi epi) {
-  int u0, u1;
-  unit_range(d.units, u0, u1);
-  const int nu = u1 - u0;
-  if (nu <= 0) return;
+__device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int v0, int n, int S, Epi& epi) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int chunks = (d.K + 7) >> 3, per = (chunks + S - 1) / S;
+  for (int t = warp; t < n * S; t += kWarps) {
+    const int u = v0 + t / S, sl = t % S;
+    const int ra = u * d.stride, rb = ra + d.off;
+    const bool has_b = rb < d.N;
+    const int cb = min(chunks, sl * per), ce = min(chunks, cb + per);
+    const uint4* wa = reinterpret_cast<const uint4*>(d.W + int64_t(ra) * d.ld);
+    const uint4* wb = reinterpret_cast<const uint4*>(d.W + int64_t(has_b ? rb : ra) * d.ld);
+    float sa, sb = 0.0f;
+    if (kPair) {
+      pair_dot(wa, wb, xs, cb, ce, lane, sa, sb);
+    } else {
+      sa = row_dot(wa, xs, cb, ce, lane);
+      if (has_b) sb = row_dot(wb, xs, cb, ce, lane);
+    }
+    sa = warp_sum(sa);
+    sb = warp_sum(sb);
+    if (lane == 0) part[t] = make_float2(sa, has_b ? sb : 0.0f);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    float ya = 0.0f, yb = 0.0f;
+    for (int s = 0; s < S; ++s) {
+      const float2 p = part[i * S + s];
+      ya += p.x;
+      yb += p.y;
+    }
+    epi(v0 + i, ya, yb);
+  }
+  __syncthreads();
+}
+
+// The GEMV stage d: stage() (the wait and filling xs), then this block's units: a contiguous, even share. S (K
+// slices per unit, so that small stages give every warp a task) depends on the stage only, not on the block.
+// (Handing the last quarter of the units out from a counter to whichever block is free was measured no faster.)
+template <bool kPair, class Stage, class Epi>
+__device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage stage, Epi epi) {
+  if (!stage()) return false;  // the step failed (every thread of the block sees it)
+  const int G = gridDim.x;
   const int chunks = (d.K + 7) >> 3;
+  const int avg = (d.units + G - 1) / G;
   int S = 1;
   {
-    int best_num = (nu + kWarps - 1) / kWarps, best_den = 1;  // cost = ceil(nu S / warps) / S
+    int best_num = (avg + kWarps - 1) / kWarps, best_den = 1;  // cost = ceil(avg S / warps) / S
     for (int s = 2; s <= kWarps; s *= 2) {
-      if (chunks / s < 32 || nu * s > kMaxTasks) break;
-      const int num = (nu * s + kWarps - 1) / kWarps;
+      if (chunks / s < 32 || avg * s > kMaxTasks) break;
+      const int num = (avg * s + kWarps - 1) / kWarps;
       if (num * best_den < best_num * s) {
         best_num = num;
         best_den = s;
@@ -250,53 +261,58 @@ __device__ void gemv_block(const GemvDesc& d, const float* xs, float2* part, Epi
       }
     }
   }
-  const int per = (chunks + S - 1) / S;
+  const int u0 = int(int64_t(blockIdx.x) * d.units / G), u1 = int(int64_t(blockIdx.x + 1) * d.units / G);
   const int round_units = kMaxTasks / S;
-  for (int r0 = 0; r0 < nu; r0 += round_units) {
-    const int n = min(nu - r0, round_units);
-    for (int t = warp; t < n * S; t += kWarps) {
-      const int u = u0 + r0 + t / S, sl = t % S;
-      const int ra = u * d.stride, rb = ra + d.off;
-      const bool has_b = rb < d.N;
-      const int cb = min(chunks, sl * per), ce = min(chunks, cb + per);
-      const uint4* wa = reinterpret_cast<const uint4*>(d.W + int64_t(ra) * d.ld);
-      const uint4* wb = reinterpret_cast<const uint4*>(d.W + int64_t(has_b ? rb : ra) * d.ld);
-      float sa, sb = 0.0f;
-      if (kPair) {
-        pair_dot(wa, wb, xs, cb, ce, lane, sa, sb);
-      } else {
-        sa = row_dot(wa, xs, cb, ce, lane);
-        if (has_b) sb = row_dot(wb, xs, cb, ce, lane);
-      }
-      sa = warp_sum(sa);
-      sb = warp_sum(sb);
-      if (lane == 0) part[t] = make_float2(sa, has_b ? sb : 0.0f);
+  for (int r0 = u0; r0 < u1; r0 += round_units) gemv_units<kPair>(d, xs, part, r0, min(u1 - r0, round_units), S, epi);
+  return true;
+}
+
+// xs[0, n) = src[0, n) (written in this kernel: read through L2; 16-byte loads, four in flight per thread when n is a
+// multiple of 4), zeros up to the 8-element chunk. Returns this thread's sum of squares of what it copied.
+__device__ float load_vector(const float* src, int n, float* xs) {
+  float ss = 0.0f;
+  if ((n & 3) == 0) {
+    const int n4 = n >> 2;
+    const float4* s4 = reinterpret_cast<const float4*>(src);
+    float4* d4 = reinterpret_cast<float4*>(xs);
+    for (int i = threadIdx.x; i < n4; i += 4 * kThreads) {
+      float4 v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (i + j * kThreads < n4) v[j] = __ldcg(s4 + i + j * kThreads);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (i + j * kThreads < n4) {
+          d4[i + j * kThreads] = v[j];
+          ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+        }
     }
-    __syncthreads();
-    for (int i = threadIdx.x; i < n; i += kThreads) {
-      float ya = 0.0f, yb = 0.0f;
-      for (int s = 0; s < S; ++s) {
-        const float2 p = part[i * S + s];
-        ya += p.x;
-        yb += p.y;
-      }
-      epi(u0 + r0 + i, ya, yb);
+  } else {
+    for (int k = threadIdx.x; k < n; k += kThreads) {
+      const float v = __ldcg(src + k);
+      xs[k] = v;
+      ss += v * v;
     }
-    __syncthreads();
   }
+  for (int k = n + threadIdx.x; k < ((n + 7) & ~7); k += kThreads) xs[k] = 0.0f;
+  return ss;
 }
 
 // xs[k] = src[k] * inv_rms * w[k] (the rmsnorm kernel's expression), zeros past dim up to the 8-element chunk.
-// src is FP32 (x, written in this kernel: read through L2) or, for the first layer, the BF16 embedding row.
+// src is FP32 x or, for the first layer, the BF16 embedding row.
 __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const float* w, int dim, float eps, float* xs,
                            Shared& sh) {
   float ss = 0.0f;
-  for (int k = threadIdx.x; k < dim; k += kThreads) {
-    const float v = src_bf16 ? bf16_to_f32(src_bf16[k]) : __ldcg(src + k);
-    xs[k] = v;
-    ss += v * v;
+  if (src_bf16) {
+    for (int k = threadIdx.x; k < dim; k += kThreads) {
+      const float v = bf16_to_f32(src_bf16[k]);
+      xs[k] = v;
+      ss += v * v;
+    }
+    for (int k = dim + threadIdx.x; k < ((dim + 7) & ~7); k += kThreads) xs[k] = 0.0f;
+  } else {
+    ss = load_vector(src, dim, xs);
   }
-  for (int k = dim + threadIdx.x; k < ((dim + 7) & ~7); k += kThreads) xs[k] = 0.0f;
   ss = block_sum(ss, sh.red);
   const float inv = 1.0f / sqrtf(ss / float(dim) + eps);
   for (int k = threadIdx.x; k < dim; k += kThreads) xs[k] = xs[k] * inv * w[k];
@@ -304,7 +320,7 @@ __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const flo
 }
 
 __device__ void stage_copy(const float* src, int n, float* xs) {
-  for (int k = threadIdx.x; k < ((n + 7) & ~7); k += kThreads) xs[k] = k < n ? __ldcg(src + k) : 0.0f;
+  load_vector(src, n, xs);
   __syncthreads();
 }
 
@@ -440,11 +456,11 @@ __device__ void attention_range(const PersistentDecodeArgs& a, const PersistentL
   __syncthreads();
 }
 
-// The block that finished kv head g's last range: att for the group's query heads from the n_split partials.
-__device__ void attention_merge(const PersistentDecodeArgs& a, int g, int n_split) {
-  const int hd = a.head_dim, gq = a.n_heads / a.n_kv_heads;
-  for (int i = threadIdx.x; i < gq * hd; i += kThreads) {
-    const int head = g * gq + i / hd, d = i % hd;
+// The block that finished the last range of query heads h0 .. h0 + nh - 1: their att from the n_split partials.
+__device__ void attention_merge(const PersistentDecodeArgs& a, int h0, int nh, int n_split) {
+  const int hd = a.head_dim;
+  for (int i = threadIdx.x; i < nh * hd; i += kThreads) {
+    const int head = h0 + i / hd, d = i % hd;
     const float* base = a.attn_partial + int64_t(head) * gridDim.x * (hd + 2);
     float M = -INFINITY;
     for (int s = 0; s < n_split; ++s) M = fmaxf(M, __ldcg(base + int64_t(s) * (hd + 2) + hd));
@@ -466,8 +482,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   extern __shared__ __align__(16) float dyn[];
   __shared__ Shared sh;
   const int G = gridDim.x;
-  float2* part = reinterpret_cast<float2*>(dyn);  // [kMaxTasks]
-  float* xs = dyn + 2 * kMaxTasks;                // the GEMV input / the attention stage's scratch
+  float2* part = reinterpret_cast<float2*>(dyn);                  // [kMaxTasks]
+  float* xs = dyn + 2 * kMaxTasks;  // the GEMV input / the attention scratch
   __shared__ unsigned long long clk_acc[kPersistentParts];
   Clock clk;
   clk.on = a.prof != nullptr && threadIdx.x == 0;
@@ -500,12 +516,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     const PersistentLayer& L = a.layers[l];
     // q|k|v, RoPE, KV store.
     const GemvDesc dqkv{L.wqkv, L.ld_qkv, q_dim + 2 * kv_dim, dim, (q_dim + 2 * kv_dim) / 2, 2, 1};
-    prefetch_rows(dqkv);
-    if (l > 0 && !block_wait(a, counter(a.sync, l - 1, kCDown), G, err_code(l - 1, kCDown), sh, clk))
-      return;
-    stage_norm(a.x, l == 0 ? emb : nullptr, L.attn_norm, dim, a.norm_eps, xs, sh);
-    clk.mark(kPNorm);
-    gemv_block<kPair>(dqkv, xs, part, [&](int u, float ya, float yb) {
+    const bool ok_qkv = gemv_block<kPair>(dqkv, xs, part, [&] {
+      if (l > 0 && !block_wait(a, counter(a.sync, l - 1, kCDown), G, err_code(l - 1, kCDown), sh, clk))
+        return false;
+      stage_norm(a.x, l == 0 ? emb : nullptr, L.attn_norm, dim, a.norm_eps, xs, sh);
+      clk.mark(kPNorm);
+      return true;
+    }, [&](int u, float ya, float yb) {
       const int r = 2 * u;
       if (r < q_dim) {
         const float2 y = rotate_pair(ya, yb, pos, a.inv_freq[(r % hd) >> 1]);
@@ -522,37 +539,39 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
         L.v_cache[int64_t(pos) * kv_dim + c + 1] = f32_to_bf16(yb);
       }
     });
+    if (!ok_qkv) return;
     clk.mark(kPQkv);
     block_arrive(counter(a.sync, l, kCQkv));
 
-    // Attention: (kv head, key range) items over the blocks.
+    // Attention: (kv head, pass of query heads, key range) items over the blocks.
     const GemvDesc dout{L.wo, L.ld_o, dim, q_dim, (dim + 1) / 2, 2, 1};
-    prefetch_rows(dout);
+    const int passes = (gq + kHeadsPerPass - 1) / kHeadsPerPass;
     {
       const int len = pos + 1;
-      const int keys_per_iter = kWarps * (32 / (hd >> 3));
-      int n_split = min((len + 2 * keys_per_iter - 1) / (2 * keys_per_iter), max(1, G / a.n_kv_heads));
+      const int keys_per_iter = kWarps * (32 / (hd >> 3));  // keys a block covers per iteration
+      int n_split = min((len + keys_per_iter - 1) / keys_per_iter, max(1, G / (a.n_kv_heads * passes)));
       const int chunk = (len + n_split - 1) / n_split;
       n_split = (len + chunk - 1) / chunk;
-      const int items = a.n_kv_heads * n_split;
+      const int items = a.n_kv_heads * passes * n_split;
       if (int(blockIdx.x) < items) {
         if (!block_wait(a, counter(a.sync, l, kCQkv), G, err_code(l, kCQkv), sh, clk)) return;
         for (int item = blockIdx.x; item < items; item += G) {
-          const int g = item / n_split, s = item % n_split;
+          const int gp = item / n_split, s = item % n_split;  // gp = g * passes + pass
+          const int g = gp / passes, h0 = g * gq + (gp % passes) * kHeadsPerPass;
+          const int nh = min(kHeadsPerPass, g * gq + gq - h0);
           const int k0 = s * chunk, k1 = min(len, k0 + chunk);
-          for (int hp = 0; hp < gq; hp += kHeadsPerPass)
-            attention_range(a, L, g, g * gq + hp, min(kHeadsPerPass, gq - hp), k0, k1, s, n_split == 1, xs);
-          if (n_split > 1) {  // the last block to finish a range of kv head g merges them
+          attention_range(a, L, g, h0, nh, k0, k1, s, n_split == 1, xs);
+          if (n_split > 1) {  // the last block to finish a range of (g, pass) merges them
             if (threadIdx.x == 0) {
               __threadfence();
-              const unsigned done = atomicAdd(group_counter(a.sync, a.n_layers, g), 1u) + 1;
+              const unsigned done = atomicAdd(group_counter(a.sync, a.n_layers, gp), 1u) + 1;
               __threadfence();
               sh.flag = done == unsigned(n_split);
             }
             __syncthreads();
             if (!sh.flag) continue;
-            attention_merge(a, g, n_split);
-            if (threadIdx.x == 0) atomicExch(group_counter(a.sync, a.n_layers, g), 0u);
+            attention_merge(a, h0, nh, n_split);
+            if (threadIdx.x == 0) atomicExch(group_counter(a.sync, a.n_layers, gp), 0u);
           }
           block_arrive(counter(a.sync, l, kCAtt));
         }
@@ -561,58 +580,68 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     }
 
     // o + residual.
-    if (!block_wait(a, counter(a.sync, l, kCAtt), a.n_kv_heads, err_code(l, kCAtt), sh, clk)) return;
-    stage_copy(a.att, q_dim, xs);
-    clk.mark(kPNorm);
-    gemv_block<kPair>(dout, xs, part, residual);
+    if (!gemv_block<kPair>(dout, xs, part, [&] {
+          if (!block_wait(a, counter(a.sync, l, kCAtt), a.n_kv_heads * passes, err_code(l, kCAtt), sh, clk))
+            return false;
+          stage_copy(a.att, q_dim, xs);
+          clk.mark(kPNorm);
+          return true;
+        }, residual))
+      return;
     clk.mark(kPO);
     block_arrive(counter(a.sync, l, kCO));
 
     // gate|up + SwiGLU.
     const GemvDesc dgu{L.wgu, L.ld_gu, 2 * a.hidden, dim, a.hidden, 1, a.hidden};
-    prefetch_rows(dgu);
-    if (!block_wait(a, counter(a.sync, l, kCO), G, err_code(l, kCO), sh, clk)) return;
-    stage_norm(a.x, nullptr, L.ffn_norm, dim, a.norm_eps, xs, sh);
-    clk.mark(kPNorm);
-    gemv_block<kPair>(dgu, xs, part, [&](int u, float g, float up) { a.hb[u] = g / (1.0f + expf(-g)) * up; });
+    if (!gemv_block<kPair>(dgu, xs, part, [&] {
+          if (!block_wait(a, counter(a.sync, l, kCO), G, err_code(l, kCO), sh, clk)) return false;
+          stage_norm(a.x, nullptr, L.ffn_norm, dim, a.norm_eps, xs, sh);
+          clk.mark(kPNorm);
+          return true;
+        }, [&](int u, float g, float up) { a.hb[u] = g / (1.0f + expf(-g)) * up; }))
+      return;
     clk.mark(kPGateUp);
     block_arrive(counter(a.sync, l, kCGu));
 
     // down + residual.
     const GemvDesc ddown{L.wdown, L.ld_down, dim, a.hidden, (dim + 1) / 2, 2, 1};
-    prefetch_rows(ddown);
-    if (!block_wait(a, counter(a.sync, l, kCGu), G, err_code(l, kCGu), sh, clk)) return;
-    stage_copy(a.hb, a.hidden, xs);
-    clk.mark(kPNorm);
-    gemv_block<kPair>(ddown, xs, part, residual);
+    if (!gemv_block<kPair>(ddown, xs, part, [&] {
+          if (!block_wait(a, counter(a.sync, l, kCGu), G, err_code(l, kCGu), sh, clk)) return false;
+          stage_copy(a.hb, a.hidden, xs);
+          clk.mark(kPNorm);
+          return true;
+        }, residual))
+      return;
     clk.mark(kPDown);
     block_arrive(counter(a.sync, l, kCDown));
   }
 
   // Final norm and the head.
   const GemvDesc dhead{a.head, a.ld_head, a.vocab, dim, (a.vocab + 1) / 2, 2, 1};
-  prefetch_rows(dhead);
-  if (!block_wait(a, counter(a.sync, a.n_layers - 1, kCDown), G, err_code(kHeadWait, kCDown), sh, clk))
+  if (!gemv_block<kPair>(dhead, xs, part, [&] {
+        if (!block_wait(a, counter(a.sync, a.n_layers - 1, kCDown), G, err_code(kHeadWait, kCDown), sh, clk))
+          return false;
+        stage_norm(a.x, nullptr, a.final_norm, dim, a.norm_eps, xs, sh);
+        clk.mark(kPNorm);
+        return true;
+      }, [&](int u, float ya, float yb) {
+        const int r = 2 * u;
+        a.logits[r] = ya;
+        if (r + 1 < a.vocab) a.logits[r + 1] = yb;
+      }))
     return;
-  stage_norm(a.x, nullptr, a.final_norm, dim, a.norm_eps, xs, sh);
-  clk.mark(kPNorm);
-  gemv_block<kPair>(dhead, xs, part, [&](int u, float ya, float yb) {
-    const int r = 2 * u;
-    a.logits[r] = ya;
-    if (r + 1 < a.vocab) a.logits[r + 1] = yb;
-  });
   clk.mark(kPHead);
 
   // The last block out resets every counter for the next step.
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    const unsigned out = atomicAdd(exit_counter(a.sync, a.n_layers, a.n_kv_heads), 1u) + 1;
+    const unsigned out = atomicAdd(exit_counter(a.sync, a.n_layers, a.n_heads), 1u) + 1;
     sh.flag = out == unsigned(G);
   }
   __syncthreads();
   if (sh.flag) {
-    const int n = a.n_layers * kCounters + a.n_kv_heads + 1;
+    const int n = a.n_layers * kCounters + a.n_heads + 1;
     for (int i = threadIdx.x; i < n; i += kThreads) a.sync[size_t(kLine) * size_t(1 + i)] = 0u;
   }
   if (clk.on) {
@@ -639,8 +668,8 @@ const char* persistent_part_name(int part) {
   return part >= 0 && part < kPersistentParts ? names[part] : "?";
 }
 
-size_t persistent_decode_sync_words(int n_layers, int n_kv_heads) {
-  return size_t(kLine) * size_t(1 + n_layers * kCounters + n_kv_heads + 1);
+size_t persistent_decode_sync_words(int n_layers, int n_heads) {
+  return size_t(kLine) * size_t(1 + n_layers * kCounters + n_heads + 1);
 }
 int persistent_decode_max_splits(int grid) { return grid; }
 size_t persistent_decode_scratch_floats(int n_heads, int head_dim, int grid) {

@@ -77,13 +77,13 @@ struct PersistentDecodeArgs {
   float* hb = nullptr;                     // [hidden] SwiGLU output
   float* logits = nullptr;                 // [vocab]
   float* attn_partial = nullptr;           // persistent_decode_scratch_floats(...)
-  unsigned* sync = nullptr;                // persistent_decode_sync_words(n_layers, n_kv_heads), zeroed once
+  unsigned* sync = nullptr;                // persistent_decode_sync_words(n_layers, n_heads), zeroed once
   unsigned long long* prof = nullptr;      // optional: [grid][kPersistentParts] cycles, accumulated
   unsigned long long timeout_ns = 2000000000ull;
   int fault = 0;                           // tests: 1 = one block never arrives (the others must time out)
 };
 
-size_t persistent_decode_sync_words(int n_layers, int n_kv_heads);
+size_t persistent_decode_sync_words(int n_layers, int n_heads);
 // Attention partials: n_heads * max_splits * (head_dim + 2) floats, max_splits = persistent_decode_max_splits().
 size_t persistent_decode_scratch_floats(int n_heads, int head_dim, int grid);
 int persistent_decode_max_splits(int grid);
@@ -94,7 +94,7 @@ struct PersistentPlan {
 };
 // The grid: every block resident (occupancy calculator x SMs), no more blocks than the widest stage can use;
 // `max_blocks` > 0 caps it (tuning). Fails when the kernel cannot have one block per SM, or for a shape it does not
-// take (head_dim not 8 * 2^i up to 256, n_heads not a multiple of n_kv_heads, a row wider than shared memory holds;
+// take (head_dim not 8 * 2^i up to 256, n_heads not a multiple of n_kv_heads, a row wider than shared memory holds (22,000 columns);
 // engine/gemv_choice.h persistent_refusal says the same before any GPU work).
 PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blocks);
 // One decode step (cooperative launch). No allocation, no sync.

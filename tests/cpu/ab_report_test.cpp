@@ -1,11 +1,13 @@
 // A/B report tests on fabricated runs: statistics and formatting (expected numbers computed by hand, checked with
 // Python's statistics module), the attribution verdict, the two-causes split, launch-shape arithmetic, the sector
 // prediction's row scaling against a direct prediction, JSON round trip, CSV shape, and the mapping-list parser; the
-// bytes per projection a mapping reads on a tiny quantized GGUF, and the KV-cache bytes decode attention reads.
+// bytes per projection a mapping reads on a tiny quantized GGUF, and the KV-cache bytes decode attention reads; the
+// decode paths: entries "NAME@PATH", --decode's expansion, the persistent path's refusals, and the report of both.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -13,6 +15,8 @@
 
 #include "analysis/sector_model.h"
 #include "core/error.h"
+#include "core/gemv_names.h"     // gemv_mapping_list: the default --ab list
+#include "engine/gemv_choice.h"  // decode_path_refusal: the refusal an entry gets
 #include "measure/ab_render.h"
 #include "measure/ab_run.h"
 #include "measure/ab_stats.h"
@@ -388,11 +392,9 @@ TEST(AbReport, FusedPartsCountAsGemvAndGetTheirOwnColumns) {
   nlohmann::json j = nlohmann::json::parse(ab_json(old, summarize_ab(old)));
   for (auto& run : j["data"]["runs"]) {
     auto& names = run["part_names"];
-    names.erase(names.size() - 1);  // gate_up
-    names.erase(names.size() - 1);  // qkv
-    for (auto& row : run["part_ms"]) {
-      row.erase(row.size() - 1);
-      row.erase(row.size() - 1);
+    while (names.size() > 9) {  // every part after "other": qkv, gate_up and those added since
+      names.erase(names.size() - 1);
+      for (auto& row : run["part_ms"]) row.erase(row.size() - 1);
     }
   }
   const AbReportData back = ab_data_from_json(j.dump());
@@ -516,6 +518,211 @@ TEST(AbReport, AttentionGbpsOfTheKvBytesPerToken) {
   EXPECT_THROW(summarize_ab(d), Error);
   // Data without the KV figures (JSON written before them): no attention section.
   EXPECT_FALSE(contains(ab_markdown(four_mappings(), summarize_ab(four_mappings())), "Decode attention"));
+}
+
+// ---- decode paths ----
+
+TEST(AbRun, EntriesNameTheirDecodePath) {
+  const AbEntry p = parse_ab_entry("warp-r2@persistent");
+  EXPECT_EQ(p.gemv, "warp-r2");
+  EXPECT_EQ(p.path, DecodePath::Persistent);
+  const AbEntry g = parse_ab_entry("warp-r2@graph");
+  EXPECT_EQ(g.gemv, "warp-r2");
+  EXPECT_EQ(g.path, DecodePath::Graph);
+  EXPECT_EQ(parse_ab_entry("warp-r2").path, DecodePath::Graph);
+  EXPECT_EQ(parse_ab_entry("warp-r2").gemv, "warp-r2");
+  // The report's name: the graph path (the default) keeps the plain mapping name.
+  EXPECT_EQ(ab_entry_name(p), "warp-r2@persistent");
+  EXPECT_EQ(ab_entry_name(g), "warp-r2");
+  llm_test::expect_error([] { parse_ab_entry("warp@fast"); }, {"'warp@fast'", "'fast'", "graph or persistent"});
+  llm_test::expect_error([] { parse_ab_entry("warp@graph@persistent"); }, {"'graph@persistent'"});
+  llm_test::expect_error([] { parse_ab_entry("warp@"); }, {"unknown decode path ''", "graph or persistent"});
+
+  EXPECT_EQ(parse_ab_mappings("warp-r2@persistent, warp@graph,thread"),
+            (std::vector<std::string>{"warp-r2@persistent", "warp@graph", "thread"}));
+  llm_test::expect_error([] { parse_ab_mappings("warp,thread@fast"); }, {"'fast'", "graph or persistent"});
+  llm_test::expect_error([] { parse_ab_mappings("nope@persistent"); }, {"--ab: unknown GEMV mapping 'nope'"});
+  llm_test::expect_error([] { parse_ab_mappings("warp,@persistent"); }, {"empty mapping name"});
+  llm_test::expect_error([] { parse_ab_mappings("warp@persistent,warp@persistent"); }, {"listed twice"});
+}
+
+TEST(AbRun, DecodeListRunsEveryMappingOnEveryPathMappingMajor) {
+  using P = DecodePath;
+  EXPECT_EQ(parse_ab_decode("graph"), std::vector<P>{P::Graph});
+  EXPECT_EQ(parse_ab_decode("graph, persistent"), (std::vector<P>{P::Graph, P::Persistent}));
+  EXPECT_EQ(parse_ab_decode("persistent,graph"), (std::vector<P>{P::Persistent, P::Graph}));
+  llm_test::expect_error([] { parse_ab_decode("graph,fast"); }, {"unknown --decode 'fast' (graph or persistent)"});
+  llm_test::expect_error([] { parse_ab_decode("graph,graph"); }, {"'graph' is listed twice"});
+  llm_test::expect_error([] { parse_ab_decode(""); }, {"--decode ''"});
+  llm_test::expect_error([] { parse_ab_decode("graph,"); }, {"--decode 'graph,'"});
+
+  const std::vector<std::string> two = {"warp-r2", "warp"};
+  EXPECT_EQ(ab_decode_entries(two, {P::Graph}), two);
+  EXPECT_EQ(ab_decode_entries(two, {P::Graph, P::Persistent}),
+            (std::vector<std::string>{"warp-r2", "warp-r2@persistent", "warp", "warp@persistent"}));
+  EXPECT_EQ(ab_decode_entries(two, {P::Persistent, P::Graph}),
+            (std::vector<std::string>{"warp-r2@persistent", "warp-r2", "warp@persistent", "warp"}));
+  // An entry that names its path runs there alone; "@graph" is the plain name.
+  EXPECT_EQ(ab_decode_entries({"warp-r2@persistent", "warp@graph", "thread"}, {P::Graph}),
+            (std::vector<std::string>{"warp-r2@persistent", "warp", "thread"}));
+  llm_test::expect_error([] { ab_decode_entries({"warp", "warp@persistent"}, {P::Graph, P::Persistent}); },
+                         {"'warp@persistent' is listed twice"});
+  llm_test::expect_error([] { ab_decode_entries({"warp", "warp@graph"}, {P::Graph}); },
+                         {"'warp' is listed twice"});
+}
+
+// What the persistent path cannot run is refused with decode_path_refusal's line before any GPU work: a listed entry
+// at once; the default list keeps, per path, the mappings that path runs.
+TEST(AbRun, PersistentEntriesItCannotRunAreRefusedByName) {
+  using P = DecodePath;
+  const Model gqa = load_model("synthetic:tiny-gqa");
+  const std::vector<std::string> registry = parse_ab_mappings(gemv_mapping_list());
+  EXPECT_EQ(ab_runnable_entries({"warp-r2", "warp"}, {P::Graph, P::Persistent}, true, gqa, false, KvDtype::Default),
+            (std::vector<std::string>{"warp-r2", "warp-r2@persistent", "warp", "warp@persistent"}));
+  try {
+    ab_runnable_entries({"warp-r2", "cublas"}, {P::Graph, P::Persistent}, true, gqa, false, KvDtype::Default);
+    ADD_FAILURE() << "cublas@persistent was not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), decode_path_refusal(P::Persistent, "cublas", gqa, false, false, true));
+    EXPECT_NE(std::string(e.what()).find("'cublas' cannot run inside it"), std::string::npos) << e.what();
+  }
+  llm_test::expect_error(
+      [&] { ab_runnable_entries({"warp-r2@persistent"}, {P::Graph}, true, gqa, false, KvDtype::FP8); },
+      {"--decode persistent keeps the KV cache in BF16"});
+  // Graph runs everything, whatever --kv-dtype.
+  EXPECT_EQ(ab_runnable_entries({"cublas"}, {P::Graph}, true, gqa, false, KvDtype::FP8),
+            std::vector<std::string>{"cublas"});
+  // The default list: on the persistent path only the lanes-along-K mappings, in the registry's order.
+  const std::vector<std::string> all = ab_runnable_entries(registry, {P::Graph, P::Persistent}, false, gqa, false,
+                                                           KvDtype::Default);
+  std::vector<std::string> want;
+  for (const std::string& m : registry) {
+    want.push_back(m);
+    if (persistent_pair_rows(m) >= 0) want.push_back(m + "@persistent");
+  }
+  EXPECT_EQ(all, want);
+  EXPECT_EQ(std::count(all.begin(), all.end(), "warp-r2@persistent"), 1);
+  EXPECT_EQ(std::count(all.begin(), all.end(), "cublas@persistent"), 0);
+  // A path that runs none of the default list is refused: tiny-hd's head_dim 24.
+  const Model hd = load_model("synthetic:tiny-hd");
+  llm_test::expect_error([&] { ab_runnable_entries(registry, {P::Persistent}, false, hd, false, KvDtype::Default); },
+                         {"head_dim 24"});
+  EXPECT_EQ(ab_runnable_entries(registry, {P::Graph}, false, hd, false, KvDtype::Default), registry);
+  // Quantized weights run on the persistent path only as BF16 (--dequantize).
+  llm_test::TempDir tmp;
+  llm_test::write_file(tmp.path() / "m.gguf",
+                       llm_test::tiny_quant_gguf(llm_test::TinyQuantSpec::all(llm_test::kTqQ8_0)).quant.build());
+  const Model q8 = load_model(tmp.str("m.gguf"));
+  llm_test::expect_error([&] { ab_runnable_entries({"warp"}, {P::Persistent}, true, q8, false, KvDtype::Default); },
+                         {"--decode persistent runs BF16 weights", "pass --dequantize"});
+  EXPECT_EQ(ab_runnable_entries({"warp"}, {P::Persistent}, true, q8, true, KvDtype::Default),
+            std::vector<std::string>{"warp@persistent"});
+}
+
+// One mapping on both paths. The persistent entry's profile has the parts only it times (waiting for a stage's
+// producers, RMSNorm) and no GEMV launch shape.
+AbReportData both_paths() {
+  AbReportData d = base_data();
+  d.runs.push_back(fake_run("warp", {10, 10, 10}, {2, 2, 2}, {10.5, 10.5, 10.5}));
+  d.runs.push_back(fake_run("warp@persistent", {8, 8, 8}, {2, 2, 2}, {8.5, 8.5, 8.5}));
+  for (auto& parts : d.runs[1].part_ms) {
+    parts[ProfileParts::kWait] = 1.5;
+    parts[ProfileParts::kNorm] = 0.5;
+  }
+  d.runs[0].launches = {{"head", 128256, 4096, 1792, 256, 64}};
+  d.runs[1].launches = {{"head", 128256, 4096, 0, 0, 0}};
+  return d;
+}
+
+TEST(AbReport, BothDecodePathsWithTheirTimeBudget) {
+  const AbReportData d = both_paths();
+  const AbSummary s = summarize_ab(d);
+  ASSERT_EQ(s.mappings.size(), 2u);
+  EXPECT_EQ(s.mappings[0].decode, "graph");
+  EXPECT_EQ(s.mappings[1].decode, "persistent");
+  // Device time: the eight GEMV parts (2 ms) + other 0.25 (+ wait 1.5 + norm 0.5 on the persistent path).
+  EXPECT_DOUBLE_EQ(s.mappings[0].device_ms, 2.25);
+  EXPECT_DOUBLE_EQ(s.mappings[0].rest_ms, 7.75);
+  EXPECT_DOUBLE_EQ(s.mappings[1].device_ms, 4.25);
+  EXPECT_DOUBLE_EQ(s.mappings[1].rest_ms, 3.75);
+  EXPECT_DOUBLE_EQ(s.mappings[1].gemv_ms.median, 2.0);  // waiting and norms are not GEMV time
+  EXPECT_DOUBLE_EQ(s.mappings[1].sectors_per_request, 16.0);  // the sector model of its GEMV, warp
+  const std::string md = ab_markdown(d, s);
+  EXPECT_TRUE(contains(md, "(NAME@persistent: one persistent kernel per token)")) << md;
+  EXPECT_TRUE(contains(md, "| model.bin | warp@persistent | tg128 | 125.00 ± 0.00 | 8.000 ± 0.000 | 2.000 |")) << md;
+  EXPECT_TRUE(contains(line_with(md, "| model.bin | warp@persistent |"), "| 16.00 | 100.0% | n/a |")) << md;
+  // The per-part table shows norm and wait, which only the persistent entry timed; a row adds up to the device time.
+  EXPECT_TRUE(contains(md, "| mapping | q | k | v | o | gate | up | down | head | norm | wait | other | GEMV |")) << md;
+  EXPECT_TRUE(contains(md, "| warp | 0.250 | 0.250 | 0.250 | 0.250 | 0.250 | 0.250 | 0.250 | 0.250 | 0.000 | 0.000 "
+                           "| 0.250 | 2.000 |"))
+      << md;
+  EXPECT_TRUE(contains(md, "| warp@persistent | 0.250 | 0.250 | 0.250 | 0.250 | 0.250 | 0.250 | 0.250 | 0.250 | "
+                           "0.500 | 1.500 | 0.250 | 2.000 |"))
+      << md;
+  // The time budget: measured, profiled device, the remainder, and the device time's share.
+  EXPECT_TRUE(contains(md, "### Time budget per token: measured vs profiled device time")) << md;
+  EXPECT_TRUE(contains(md, "| warp | 10.000 | 2.250 | +7.750 | 22.5% |")) << md;
+  EXPECT_TRUE(contains(md, "| warp@persistent | 8.000 | 4.250 | +3.750 | 53.1% |")) << md;
+  EXPECT_TRUE(contains(md, "| warp@persistent | head | 128256x4096 | n/a (persistent kernel) |")) << md;
+  EXPECT_TRUE(contains(md, "| warp -> warp@persistent | -2.000 | +0.000 | -2.000 |")) << md;
+  // Without a persistent entry the report keeps its columns: no norm or wait, no persistent note.
+  const AbReportData g = four_mappings();
+  const std::string mg = ab_markdown(g, summarize_ab(g));
+  EXPECT_FALSE(contains(mg, "| wait |")) << mg;
+  EXPECT_FALSE(contains(mg, "@persistent")) << mg;
+  EXPECT_TRUE(contains(mg, "| warp | 10.000 | 2.250 | +7.750 | 22.5% |")) << mg;
+
+  // CSV: the decode path and the budget per row, at the end.
+  const std::string csv = ab_csv(d, s);
+  std::istringstream in(csv);
+  std::string header, graph_row, persistent_row;
+  std::getline(in, header);
+  std::getline(in, graph_row);
+  std::getline(in, persistent_row);
+  const auto ends_with = [](const std::string& text, const std::string& end) {
+    return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+  };
+  EXPECT_TRUE(ends_with(header, ",depth,decode,device_ms,rest_ms")) << header;
+  EXPECT_TRUE(ends_with(graph_row, ",0,graph,2.25,7.75")) << graph_row;
+  EXPECT_TRUE(ends_with(persistent_row, ",0,persistent,4.25,3.75")) << persistent_row;
+  // JSON: the entry's name carries its path back; the summary names the path and the budget.
+  const std::string text = ab_json(d, s);
+  const nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["summary"]["mappings"][1]["mapping"], "warp@persistent");
+  EXPECT_EQ(j["summary"]["mappings"][1]["decode"], "persistent");
+  EXPECT_EQ(j["summary"]["mappings"][0]["decode"], "graph");
+  EXPECT_DOUBLE_EQ(j["summary"]["mappings"][1]["device_ms"].get<double>(), 4.25);
+  EXPECT_DOUBLE_EQ(j["summary"]["mappings"][1]["rest_ms"].get<double>(), 3.75);
+  const AbReportData back = ab_data_from_json(text);
+  EXPECT_EQ(back.runs[1].mapping, "warp@persistent");
+  EXPECT_EQ(back.runs[1].part_ms, d.runs[1].part_ms);
+  EXPECT_EQ(ab_markdown(back, summarize_ab(back)), md);
+  // An entry whose path is unknown is inconsistent data.
+  AbReportData bad = d;
+  bad.runs[1].mapping = "warp@fast";
+  EXPECT_THROW(summarize_ab(bad), Error);
+}
+
+// JSON written before the persistent path's parts (12 part names, no "wait" or "norm"): they read back as zero and
+// the report shows neither column.
+TEST(AbReport, JsonWithoutWaitAndNormReadsThemAsZero) {
+  const AbReportData d = four_mappings();
+  nlohmann::json j = nlohmann::json::parse(ab_json(d, summarize_ab(d)));
+  for (auto& run : j["data"]["runs"]) {
+    auto& names = run["part_names"];
+    for (const char* gone : {"norm", "wait"}) {
+      size_t at = 0;
+      while (names[at] != gone) ++at;
+      names.erase(at);
+      for (auto& row : run["part_ms"]) row.erase(at);
+    }
+    ASSERT_EQ(names.size(), 12u);
+  }
+  const AbReportData back = ab_data_from_json(j.dump());
+  for (size_t i = 0; i < d.runs.size(); ++i) EXPECT_EQ(back.runs[i].part_ms, d.runs[i].part_ms);
+  const std::string md = ab_markdown(back, summarize_ab(back));
+  EXPECT_FALSE(contains(md, "| norm |")) << md;
+  EXPECT_EQ(md, ab_markdown(d, summarize_ab(d)));
 }
 
 }  // namespace

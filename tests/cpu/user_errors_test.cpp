@@ -15,6 +15,7 @@
 #include "chat/template.h"
 #include "core/gemv_names.h"
 #include "engine/backend.h"
+#include "engine/gemv_choice.h"  // decode_path_refusal: llama-ab --decode's refusal
 #include "models/hf_writer.h"
 #include "models/model.h"
 #include "models/vocab.h"
@@ -114,6 +115,31 @@ TEST_F(UserErrors, AbListIsChecked) {
   EXPECT_EQ(lines(r.err)[0], "error: --ab: unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")");
 }
 
+// --decode runs every --ab mapping on every path listed, and --help says so. What the persistent path cannot run is
+// bad usage named by decode_path_refusal, before any GPU work; without a GPU the run stops at the no-GPU line first.
+TEST_F(UserErrors, AbDecodePathsAreDocumentedAndChecked) {
+  if (!built("llama-ab")) FAIL() << "(every tree that runs this test builds it) " << "llama-ab not built";
+  const Outcome h = run("llama-ab", {"--help"}, tmp_);
+  ASSERT_TRUE(h.exited && h.code == 0) << h.err;
+  EXPECT_TRUE(has(h.out, "      --decode LIST       decode paths every --ab mapping runs on")) << h.out;
+  EXPECT_TRUE(has(h.out, "NAME@graph or NAME@persistent runs NAME on that decode path alone")) << h.out;
+  const Outcome r = run("llama-ab", {"--model", "synthetic:tiny-gqa", "-n", "2", "--ab", "warp-r2,cublas", "--decode",
+                                     "graph,persistent"},
+                        tmp_);
+  ASSERT_TRUE(r.exited) << r.err;
+  EXPECT_EQ(r.out, "");
+  if (!llm::cuda_device_available()) {
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_FALSE(has(r.err, "--decode")) << r.err;
+    return;
+  }
+  EXPECT_EQ(r.code, 2) << r.err;
+  ASSERT_EQ(lines(r.err).size(), 2u) << r.err;
+  EXPECT_EQ(lines(r.err)[0], "error: " + llm::decode_path_refusal(llm::DecodePath::Persistent, "cublas",
+                                                                  llm::load_model("synthetic:tiny-gqa"), false,
+                                                                  false, true));
+}
+
 // The default lists of llama-ab --ab and gemv-profile-target --mappings are the registry: every mapping, in order.
 TEST_F(UserErrors, DefaultMappingListsAreTheRegistry) {
   EXPECT_EQ(llm::gemv_mapping_list(), "warp-r2,warp,thread,colmajor,cublas,thread-splitk,warp-few");
@@ -145,6 +171,11 @@ TEST_F(UserErrors, EveryAppSaysBadUsageTheSameWay) {
       {"llama-ab", {"--nope"}, "unknown option '--nope'"},
       {"llama-ab", {"--repeats"}, "--repeats needs a value"},
       {"llama-ab", {"--warmup", "101"}, "--warmup: invalid value '101' (allowed: 0 to 100)"},
+      {"llama-ab", {"--decode", "fast"}, "unknown --decode 'fast' (graph or persistent)"},
+      {"llama-ab", {"--ab", "warp@fast"}, "A/B entry 'warp@fast': unknown decode path 'fast' (graph or persistent)"},
+      {"llama-ab", {"--ab", "warp,warp@persistent", "--decode", "graph,persistent"},
+       "A/B entry 'warp@persistent' is listed twice (a plain mapping runs on every --decode path, MAPPING@PATH on "
+       "PATH alone)"},
       {"gemv-sectors", {"--nope"}, "unknown option '--nope'"},
       {"gemv-sectors", {"--shape"}, "--shape needs a value"},
       {"gemv-sectors", {"--shape", "8x8"}, "--dtype is required: one of bf16, f16, q8_0, q4_0, int4"},
