@@ -362,13 +362,22 @@ __device__ void attention_range(const PersistentDecodeArgs& a, const PersistentL
   const uint16_t* vbase = L.v_cache + int64_t(g) * hd + e * 8;
   const int step = kWarps * kpi;
   const int iters = (k1 - k0 + step - 1) / step;  // warp-uniform
+  // The next iteration's K and V rows are loaded before this one's are used (two rows in flight per lane).
+  uint4 kn = make_uint4(0, 0, 0, 0), vn = make_uint4(0, 0, 0, 0);
+  {
+    const int t = k0 + warp * kpi + sg;
+    if (t < k1) {
+      kn = ld_cg16(kbase + int64_t(t) * kv_dim);
+      vn = ld_cg16(vbase + int64_t(t) * kv_dim);
+    }
+  }
   for (int it = 0; it < iters; ++it) {
     const int t = k0 + it * step + warp * kpi + sg;
     const bool valid = t < k1;
-    uint4 kr = make_uint4(0, 0, 0, 0), vr = make_uint4(0, 0, 0, 0);
-    if (valid) {
-      kr = ld_cg16(kbase + int64_t(t) * kv_dim);
-      vr = ld_cg16(vbase + int64_t(t) * kv_dim);
+    const uint4 kr = kn, vr = vn;
+    if (t + step < k1) {
+      kn = ld_cg16(kbase + int64_t(t + step) * kv_dim);
+      vn = ld_cg16(vbase + int64_t(t + step) * kv_dim);
     }
     float kf[8], vf[8];
     {

@@ -317,3 +317,37 @@ TEST(GemvChoiceCpuReference, PerturbedBlockScaleChangesTheLogits) {
 }
 
 }  // namespace
+
+namespace {
+
+// decode_path_refusal: the persistent path runs BF16 weights through the lanes-along-K mappings with a BF16 KV cache
+// and fused projections, and names whatever else it is given; the graph path refuses nothing.
+TEST(GemvChoice, DecodePathRefusals) {
+  using llm::DecodePath;
+  const llm::Model flt = llm::load_synthetic("tiny-gqa");
+  for (const char* n : {"", "warp-r2", "warp", "warp-few"})
+    EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, n, flt, false, false, true), "") << n;
+  for (const char* n : {"cublas", "thread", "colmajor", "thread-splitk"}) {
+    const std::string why = llm::decode_path_refusal(DecodePath::Persistent, n, flt, false, false, true);
+    EXPECT_TRUE(contains(why, std::string("'") + n + "' cannot run inside it")) << why;
+    EXPECT_EQ(llm::decode_path_refusal(DecodePath::Graph, n, flt, false, false, true), "") << n;
+  }
+  EXPECT_TRUE(contains(llm::decode_path_refusal(DecodePath::Persistent, "", flt, false, true, true), "--kv-dtype fp8"));
+  EXPECT_TRUE(
+      contains(llm::decode_path_refusal(DecodePath::Persistent, "", flt, false, false, false), "fused projections"));
+  EXPECT_TRUE(contains(llm::decode_path_refusal(DecodePath::Persistent, "", llm::load_synthetic("tiny-hd"), false,
+                                                false, true),
+                       "head_dim 24"));
+  TempDir tmp;
+  const llm::Model q8 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ8_0)).quant, "q.gguf");
+  const std::string why = llm::decode_path_refusal(DecodePath::Persistent, "", q8, false, false, true);
+  EXPECT_TRUE(contains(why, "keeps quantized weights (Q8_0")) << why;
+  EXPECT_TRUE(contains(why, "--dequantize")) << why;
+  EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "warp-r2", q8, true, false, true), "");
+  EXPECT_EQ(llm::parse_decode_path("graph"), DecodePath::Graph);
+  EXPECT_EQ(llm::parse_decode_path("persistent"), DecodePath::Persistent);
+  EXPECT_THROW(llm::parse_decode_path("fast"), llm::Error);
+  EXPECT_STREQ(llm::decode_path_name(DecodePath::Persistent), "persistent");
+}
+
+}  // namespace

@@ -38,6 +38,14 @@ BackendOptions cuda_options(const std::string& gemv, int ctx, bool persistent) {
   return bo;
 }
 
+// The graph path runs head_dim 64 and 128 on the tensor-core attention (Q and P as two BF16 terms each: ~5e-6 from
+// exact per call), the persistent path on FP32 CUDA cores, like every other head size on both paths. Where both use
+// FP32 attention the logits must agree to 1e-5; with the tensor-core kernel on the graph side the two differ by what
+// that kernel's error grows to over the layers (up to ~3e-4 on a random 30-layer model), so there the bar is that the
+// persistent path is no farther than the graph path from the CPU reference (the exact one), where it runs, and
+// within 1e-3 of the graph path.
+bool graph_tensor_core_attention(const ModelConfig& c) { return c.head_dim == 64 || c.head_dim == 128; }
+
 // Worst relative L2 distances over the positions of one teacher-forced run: persistent vs graph (same mapping), and
 // each of them vs the CPU reference on the same BF16 weights and BF16 KV cache (when it ran).
 struct Distances {
@@ -64,7 +72,7 @@ Distances distances(const Model& m, const std::string& gemv, int ctx, int n_pref
   auto compare = [&](int pos) {
     const std::vector<float> g = graph->logits(), p = pers->logits();
     const double d = rel_l2(p, g);
-    EXPECT_LE(d, 1e-5) << "position " << pos;
+    EXPECT_LE(d, graph_tensor_core_attention(m.config) ? 1e-3 : 1e-5) << "position " << pos;
     w.pers_graph = std::max(w.pers_graph, d);
     if (cpu) {
       const std::vector<float> c = cpu->logits();
@@ -87,6 +95,7 @@ Distances distances(const Model& m, const std::string& gemv, int ctx, int n_pref
   }
   std::printf("  %s: persistent vs graph %.3g; vs the CPU reference: graph %.3g, persistent %.3g\n", gemv.c_str(),
               w.pers_graph, w.graph_cpu, w.pers_cpu);
+  if (cpu) EXPECT_LE(w.pers_cpu, 1.05 * w.graph_cpu + 1e-6) << "persistent farther from the CPU reference";
   return w;
 }
 double worst_distance(const Model& m, const std::string& gemv, int ctx, int n_prefill, int n_steps) {
@@ -125,6 +134,33 @@ TEST(PersistentDecode, MatchesGraphPathOnTheLargerShapes) {
     const double d = worst_distance(m, "warp-r2", 1024, 40, 8);
     std::printf("%s warp-r2: worst rel L2 %.3g\n", name, d);
   }
+}
+
+// The real default model (trained weights, dequantized to BF16): prompt and 64 teacher-forced steps.
+TEST(PersistentDecode, MatchesGraphPathOnSmolLM2) {
+  REQUIRE_GPU();
+  LLM_REQUIRE_SMOLLM2();
+  Model m = load_model(llm_test::smollm2_path());
+  auto graph = make_cuda_engine(m, [] {
+    BackendOptions bo = cuda_options("warp-r2", 512, false);
+    bo.dequantize = true;
+    return bo;
+  }());
+  BackendOptions po = cuda_options("warp-r2", 512, true);
+  po.dequantize = true;
+  auto pers = make_cuda_engine(m, po);
+  const std::vector<int> t = test_tokens(m.config, 96);
+  graph->prefill(t.data(), 32, 0);
+  pers->prefill(t.data(), 32, 0);
+  double worst = 0.0;
+  for (int pos = 32; pos < 96; ++pos) {
+    graph->decode(t[size_t(pos)], pos);
+    pers->decode(t[size_t(pos)], pos);
+    worst = std::max(worst, rel_l2(pers->logits(), graph->logits()));
+  }
+  std::printf("SmolLM2-135M-Instruct (dequantized): persistent vs graph, worst rel L2 %.3g over 64 positions\n",
+              worst);
+  EXPECT_LE(worst, 1e-3);
 }
 
 // Past a few hundred positions attention splits each kv head's keys over several blocks and the last one merges them.
@@ -332,6 +368,19 @@ TEST(PersistentDecode, InterruptedChatReplyLeavesTheEngineUsable) {
   std::vector<int> again;
   generate(*fresh, m.config, prompt, go, [&](int id) { again.push_back(id); });
   EXPECT_EQ(again, r2.tokens) << tok->decode(again) << " vs " << r2.text;
+}
+
+}  // namespace
+
+namespace {
+
+// Small enough for compute-sanitizer (memcheck, racecheck, synccheck): tiny-odd after a 600-token prompt, so
+// attention splits the keys and the last block merges, and the GQA group of 5 takes three passes.
+TEST(PersistentDecodeSanitizerSmall, StepsWithSplitKeysAndMerge) {
+  REQUIRE_GPU();
+  const Model m = load_synthetic("tiny-odd", 9);
+  EXPECT_LE(worst_distance(m, "warp-r2", 1024, 600, 4), 1e-5);
+  EXPECT_LE(worst_distance(m, "warp", 1024, 5, 3), 1e-5);
 }
 
 }  // namespace
