@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "apps/cli.h"             // value, parse_int, usage_error, run_main
+#include "apps/cli.h"             // value, parse_int, usage_error, as_usage, run_main
 #include "core/error.h"           // llm::fail
 #include "core/gemv_names.h"      // gemv_mapping_lines, gemv_mapping_list
 #include "engine/backend.h"       // require_cuda_device
 #include "measure/ab_render.h"    // ab_markdown, ab_json, ab_csv, ab_write_file, ab_draw_chart
-#include "engine/gemv_choice.h"  // default_gemv_name: quantized models get the quantized forms by default
+#include "engine/gemv_choice.h"  // default_gemv_name (quantized models get the quantized forms), DecodePath
 #include "models/quantize_model.h"  // --quantize
 #include "engine/prompt_input.h"   // --file, --prompt-ids [@FILE]
-#include "measure/ab_run.h"       // run_ab, AbOptions, parse_ab_mappings, ab_context_refusal
+#include "measure/ab_run.h"       // run_ab, AbOptions, parse_ab_mappings, ab_runnable_entries, ab_context_refusal
 #include "measure/ab_stats.h"     // summarize_ab
 #include "models/model.h"         // load_model
 #include "models/default_model.h"  // default_model_path
@@ -34,6 +34,7 @@ struct Args {
   bool have_prompt = false;
   int depth = 0;                            // --depth N: context depth before the timed steps (llama-bench -d)
   std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
+  std::vector<llm::DecodePath> decode{llm::DecodePath::Graph};  // --decode: the paths every plain --ab entry runs on
   bool dequantize = false;
   llm::KvDtype kv_dtype = llm::KvDtype::Default;  // --kv-dtype: bf16 (the default) or fp8; f32 refused (CUDA)
   std::string quantize;  // --quantize q8_0|q4_0|q4_k|q6_k|q4_k_m
@@ -52,7 +53,8 @@ const char* kUsage =
     "alternating mappings round by round (A B C A B C ...) after warm-up, and prints a llama-bench-style report:\n"
     "tokens/s, ms/token, GEMV vs other time (from a separate profiling pass, its overhead stated), GEMV GB/s against\n"
     "the read roofline measured in the same run, per-projection times, launch shapes, the sector model's prediction,\n"
-    "and whether the change in total time matches the change in GEMV time.\n"
+    "each token's time budget (measured vs profiled device time), and whether the change in total time matches the\n"
+    "change in GEMV time.\n"
     "\n"
     "  -m, --model PATH        GGUF, Hugging Face directory, llama2.c .bin, or synthetic:NAME (default: SmolLM2)\n"
     "      --tokenizer PATH    tokenizer.model or tokenizer.json (default: beside the model, or inside a GGUF)\n"
@@ -67,7 +69,13 @@ const char* kUsage =
     "                          (default: 0 = every pass prefills the prompt itself)\n"
     "      --ab LIST           GEMV mappings (listed below), comma-separated (default: every mapping of the first\n"
     "                          list, in its order; for a model with quantized weights, every quantized form);\n"
-    "                          thread-splitk and warp-few split thread's gap into coalescing and parallelism\n"
+    "                          thread-splitk and warp-few split thread's gap into coalescing and parallelism;\n"
+    "                          NAME@graph or NAME@persistent runs NAME on that decode path alone\n"
+    "      --decode LIST       decode paths every --ab mapping runs on, comma-separated (default: graph):\n"
+    "                          graph (one CUDA graph of kernels per token) and/or persistent (one kernel per token;\n"
+    "                          BF16 weights, warp-r2/warp/warp-few, BF16 KV); in mapping-major order (warp-r2,\n"
+    "                          warp-r2@persistent, warp, ...). A listed mapping the persistent path cannot run is\n"
+    "                          refused; the default --ab list runs there the mappings it can\n"
     "      --dequantize        run a GGUF file's quantized weights as BF16 (then the first list applies)\n"
     "      --quantize TYPE     q8_0, q4_0, q4_k, q6_k or q4_k_m: quantize a float or synthetic model's weights\n"
     "                          at load (as write-gguf --quantize)\n"
@@ -124,6 +132,8 @@ Args parse_args(int argc, char** argv) {
       a.n_decode = int(parse_int(o, value(), 1, 1000000));
     } else if (o == "--ab") {
       a.ab = value();
+    } else if (o == "--decode") {
+      a.decode = llm::parse_ab_decode(value());
     } else if (o == "--dequantize") {
       a.dequantize = true;
     } else if (o == "--quantize") {
@@ -157,7 +167,8 @@ Args parse_args(int argc, char** argv) {
   if (a.depth > 0 && a.ctx_size > 0)
     if (const std::string why = llm::ab_context_refusal(0, a.depth, a.n_decode, a.ctx_size, true); !why.empty())
       usage_error(why);
-  if (!a.ab.empty()) llm::parse_ab_mappings(a.ab);  // unknown, empty or repeated names: bad usage (exit 2)
+  // Unknown, empty or repeated names or decode paths: bad usage (exit 2).
+  if (!a.ab.empty()) llm::ab_decode_entries(llm::parse_ab_mappings(a.ab), a.decode);
   // The A/B run is on the CUDA engine: what it cannot store is bad usage, said before the GPU is asked for.
   if (const std::string why = llm::kv_dtype_refusal(a.kv_dtype, {"cuda", ""}); !why.empty()) usage_error(why);
   return a;
@@ -242,7 +253,12 @@ int run(const Args& a) {
     else
       list = llm::gemv_mapping_list();
   }
-  opt.mappings = llm::parse_ab_mappings(list);
+  // What the persistent path cannot run is refused by name (bad usage, exit 2) before any GPU work, as run-llama
+  // --decode persistent is.
+  opt.mappings = llm::cli::as_usage([&] {
+    return llm::ab_runnable_entries(llm::parse_ab_mappings(list), a.decode, !a.ab.empty(), model, a.dequantize,
+                                    a.kv_dtype);
+  });
   opt.dequantize = a.dequantize;
   opt.kv_dtype = a.kv_dtype;
   opt.prompt = build_prompt(a, prompt, model);

@@ -23,7 +23,8 @@ struct AbProjection {
 struct AbLaunch {
   std::string projection;            // AbProjection::name
   int64_t N = 0, K = 0;
-  int grid = 0, block = 0;           // grid 0: not known (cuBLAS picks its own kernels)
+  int grid = 0, block = 0;           // grid 0: not known (cuBLAS picks its own kernels; the persistent path
+                                     // launches no GEMV kernel)
   int bytes_in_flight_per_thread = 0;
   // Weight bytes this mapping reads per token through this projection kind, every matrix of it (measure/ab_run.h
   // ab_projection_bytes: codes + scales, or GGUF's blocks, where decode keeps the weights quantized; N x K x 2
@@ -31,12 +32,17 @@ struct AbLaunch {
   int64_t bytes_read = 0;
 };
 
-// Everything measured for one mapping. Vectors indexed by timed repeat (warm-up excluded).
+// Everything measured for one entry (a mapping on a decode path). Vectors indexed by timed repeat (warm-up excluded).
 struct AbMappingRun {
+  // The entry as measure/ab_run.h ab_entry_name writes it: the GEMV mapping, "@persistent" appended where decode ran
+  // the persistent kernel (JSON written before the decode paths has plain names: the graph path).
   std::string mapping;
-  std::vector<double> ms_per_token;           // graph-replayed decode (the real speed), wall clock
-  std::vector<double> profiled_ms_per_token;  // the un-graphed pass with CUDA events, wall clock
-  std::vector<PartMs> part_ms;                // that pass's device ms/token per part (events)
+  std::vector<double> ms_per_token;           // the entry's decode (the real speed), wall clock: graph-replayed, or
+                                              // one persistent kernel per token
+  std::vector<double> profiled_ms_per_token;  // the profiling pass, wall clock
+  std::vector<PartMs> part_ms;                // that pass's device ms/token per part: CUDA events around each region
+                                              // (graph path, un-graphed), or the persistent kernel's event-timed
+                                              // time split by its blocks' clock cycles per part
   std::vector<AbLaunch> launches;             // one per projection kind
   // That pass's device ms/token of decode attention, when the engine's profile times it apart from "other" (a part
   // named "attention"); empty while it does not (attention is then inside "other").

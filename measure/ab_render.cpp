@@ -51,6 +51,8 @@ std::string basename_of(const std::string& path) {
 
 namespace {
 
+std::string pct_of(double part, double whole) { return whole != 0 ? fmt("%.1f%%", 100.0 * part / whole) : "n/a"; }
+
 std::string shape_str(int64_t N, int64_t K) { return std::to_string(N) + "x" + std::to_string(K); }
 
 const AbLaunchStats* launch_of(const AbMappingStats& m, const std::string& projection) {
@@ -71,6 +73,13 @@ std::string bytes_str(double b) {
   return fmt("%.0f B", b);
 }
 
+// Whether some entry ran on the persistent path (its name ends in "@persistent").
+bool any_persistent(const AbSummary& s) {
+  for (const auto& m : s.mappings)
+    if (m.decode == "persistent") return true;
+  return false;
+}
+
 void header(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
   os << "## A/B run of GEMV mappings\n\n";
   os << "- model: " << d.model << "; device: " << d.device << " (" << d.sm_count << " SMs, " << d.max_warps_per_sm
@@ -85,7 +94,9 @@ void header(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
        << " greedy decode steps";
   os << " (EOS ignored, seed " << d.seed << "); mappings alternate (A B C A B C ...), "
      << d.warmup << " warm-up round(s) excluded, " << d.repeats << " timed repeats each; t/s and ms/token are the "
-     << "median ± sd of graph-replayed decode, wall clock\n";
+     << "median ± sd of graph-replayed decode";
+  if (any_persistent(s)) os << " (NAME@persistent: one persistent kernel per token)";
+  os << ", wall clock\n";
   os << "- GEMV bytes per token: " << bytes_str(double(d.gemv_bytes_per_token)) << "; read roofline measured in this run: "
      << fmt("%.0f", s.roofline_gbps.median) << " GB/s (median of " << s.roofline_gbps.n << ", sd "
      << fmt("%.0f", s.roofline_gbps.sd) << "; " << d.roofline_method << "); weight-streaming ceiling "
@@ -119,17 +130,22 @@ void main_table(std::ostringstream& os, const AbReportData& d, const AbSummary& 
   os << "\n";
 }
 
-// The GEMV parts shown in the per-projection tables, in step order: the fused parts appear only where some mapping
-// timed them, and a per-matrix part only where some mapping did (a fused run times no q, k, v, gate, up).
-std::vector<int> shown_gemv_parts(const AbSummary& s) {
+// The parts of `candidates` some mapping timed, in the order given: a part no mapping timed would be a column of
+// zeros (a fused run times no q, k, v, gate, up; an unfused one no qkv, gate_up; only the persistent path waits).
+std::vector<int> timed_parts(const AbSummary& s, std::initializer_list<int> candidates) {
   std::vector<int> shown;
-  using P = ProfileParts;
-  for (int p : {P::kQ, P::kK, P::kV, P::kQKV, P::kO, P::kGate, P::kUp, P::kGateUp, P::kDown, P::kHead}) {
+  for (int p : candidates) {
     bool timed = false;
     for (const auto& m : s.mappings) timed = timed || m.part_ms[p] > 0;
     if (timed) shown.push_back(p);
   }
   return shown;
+}
+
+// The GEMV parts shown in the per-projection tables, in step order.
+std::vector<int> shown_gemv_parts(const AbSummary& s) {
+  using P = ProfileParts;
+  return timed_parts(s, {P::kQ, P::kK, P::kV, P::kQKV, P::kO, P::kGate, P::kUp, P::kGateUp, P::kDown, P::kHead});
 }
 
 void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
@@ -158,9 +174,15 @@ void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSu
     return it == bf16_bytes.end() ? -1.0 : it->second;
   };
   const std::vector<int> gemv_parts = shown_gemv_parts(s);
+  // Then the rest of the step where the profile times it apart from "other", so a row adds up to the profiled
+  // device time (the time budget below).
   std::vector<int> parts = gemv_parts;
-  parts.push_back(ProfileParts::kOther);
-  os << "### Per projection: device ms/token (profiling pass, CUDA events)\n\n| mapping |";
+  using P = ProfileParts;
+  for (int p : timed_parts(s, {P::kAttention, P::kNorm, P::kWait})) parts.push_back(p);
+  parts.push_back(P::kOther);
+  os << "### Per projection: device ms/token (profiling pass, CUDA events"
+     << (any_persistent(s) ? "; @persistent: the kernel's time split by its blocks' clock cycles" : "")
+     << ")\n\n| mapping |";
   for (int p : parts) os << " " << ProfileParts::part_name(p) << " |";
   os << " GEMV |\n| --- |";
   for (size_t i = 0; i <= parts.size(); ++i) os << " ---: |";
@@ -184,6 +206,21 @@ void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSu
     }
     os << "\n";
   }
+  os << "\n";
+}
+
+// Where a token's measured time goes: the device time the profile accounts for, and the rest.
+void budget_table(std::ostringstream& os, const AbSummary& s) {
+  os << "### Time budget per token: measured vs profiled device time\n\n";
+  os << "Measured: the timed passes (median ms/token, not profiled). Profiled device: the parts above summed (on the "
+        "persistent path exactly the kernel's time). Remainder: measured - profiled device, what the parts do not "
+        "cover (launches, sampling, host; negative where the un-graphed profiling pass spends device time the "
+        "graph does not).\n\n";
+  os << "| mapping | measured ms/token | profiled device ms/token | remainder ms/token | profiled % of measured |\n";
+  os << "| --- | ---: | ---: | ---: | ---: |\n";
+  for (const auto& m : s.mappings)
+    os << "| " << m.mapping << " | " << fmt("%.3f", m.ms.median) << " | " << fmt("%.3f", m.device_ms) << " | "
+       << signed_ms(m.rest_ms) << " | " << pct_of(m.device_ms, m.ms.median) << " |\n";
   os << "\n";
 }
 
@@ -231,7 +268,9 @@ void launch_table(std::ostringstream& os, const AbSummary& s) {
       const AbLaunchStats& l = *r.second;
       os << "| " << m.mapping << " | " << r.first << " | " << shape_str(l.launch.N, l.launch.K) << " | ";
       if (!l.known()) {
-        os << "n/a (library) | n/a | n/a | n/a | n/a |\n";
+        // No GEMV kernel of its own: cuBLAS picks its kernels; the persistent path's one kernel walks every projection.
+        os << (m.decode == "persistent" ? "n/a (persistent kernel)" : "n/a (library)")
+           << " | n/a | n/a | n/a | n/a |\n";
         continue;
       }
       os << l.launch.grid << "x" << l.launch.block << " | " << l.threads << " | " << fmt("%.2f", l.warps_per_sm)
@@ -243,16 +282,14 @@ void launch_table(std::ostringstream& os, const AbSummary& s) {
 
 void overhead_table(std::ostringstream& os, const AbSummary& s) {
   os << "### Profiling pass overhead (un-graphed, an event at every region boundary, one extra sync per token)\n\n";
-  os << "| mapping | graphed ms/token | profiled ms/token | overhead ms/token | overhead % "
+  os << "| mapping | measured ms/token | profiled ms/token | overhead ms/token | overhead % "
         "| profiled device ms/token | GEMV ms/token (sd) |\n";
   os << "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& m : s.mappings) {
-    double device = 0;
-    for (int p = 0; p < ProfileParts::kParts; ++p) device += m.part_ms[p];
     os << "| " << m.mapping << " | " << fmt("%.3f", m.ms.median) << " | " << fmt("%.3f", m.profiled_ms.median)
        << " | " << signed_ms(m.overhead_ms) << " | "
        << fmt_or_na("%+.1f", m.ms.median > 0 ? 100.0 * m.overhead_ms / m.ms.median : kNaN) << " | "
-       << fmt("%.3f", device) << " | " << fmt("%.3f", m.gemv_ms.median) << " (" << fmt("%.3f", m.gemv_ms.sd)
+       << fmt("%.3f", m.device_ms) << " | " << fmt("%.3f", m.gemv_ms.median) << " (" << fmt("%.3f", m.gemv_ms.sd)
        << ") |\n";
   }
   os << "\n";
@@ -274,8 +311,6 @@ void attribution_table(std::ostringstream& os, const AbSummary& s) {
   }
   os << "\n";
 }
-
-std::string pct_of(double part, double whole) { return whole != 0 ? fmt("%.1f%%", 100.0 * part / whole) : "n/a"; }
 
 void causes_section(std::ostringstream& os, const AbSummary& s) {
   os << "### Why `thread` is slow: uncoalesced loads vs too little parallelism\n\n";
@@ -324,6 +359,7 @@ std::string ab_markdown(const AbReportData& d, const AbSummary& s) {
   header(os, d, s);
   main_table(os, d, s);
   projection_tables(os, d, s);
+  budget_table(os, s);
   attention_section(os, d, s);
   launch_table(os, s);
   overhead_table(os, s);
@@ -354,7 +390,7 @@ std::string ab_csv(const AbReportData& d, const AbSummary& s) {
         "other_ms,profiled_ms,overhead_ms,gemv_bytes_per_token,gemv_gbps,token_gbps,roofline_gbps,pct_roofline,"
         "sectors_per_request_pred,sector_efficiency_pred";
   for (int p = 0; p < ProfileParts::kParts; ++p) os << ",ms_" << ProfileParts::part_name(p);
-  os << ",d_total_ms,d_gemv_ms,tolerance_ms,agrees,tokens_matching_first,depth\n";
+  os << ",d_total_ms,d_gemv_ms,tolerance_ms,agrees,tokens_matching_first,depth,decode,device_ms,rest_ms\n";
   for (size_t i = 0; i < s.mappings.size(); ++i) {
     const AbMappingStats& m = s.mappings[i];
     os << csv_field(d.model) << "," << csv_field(d.device) << "," << csv_field(m.mapping) << "," << d.prompt_tokens
@@ -373,7 +409,7 @@ std::string ab_csv(const AbReportData& d, const AbSummary& s) {
          << (a.agrees ? "true" : "false") << ",";
     }
     os << (m.tokens_matching_first < 0 ? std::string() : std::to_string(m.tokens_matching_first)) << "," << d.depth
-       << "\n";
+       << "," << m.decode << "," << csv_num(m.device_ms) << "," << csv_num(m.rest_ms) << "\n";
   }
   return os.str();
 }
@@ -445,6 +481,7 @@ json summary_json(const AbSummary& s) {
   for (const auto& m : s.mappings) {
     json jm;
     jm["mapping"] = m.mapping;
+    jm["decode"] = m.decode;
     jm["ms"] = spread_json(m.ms);
     jm["tps"] = spread_json(m.tps);
     jm["gemv_ms"] = spread_json(m.gemv_ms);
@@ -452,6 +489,8 @@ json summary_json(const AbSummary& s) {
     jm["other_ms"] = m.other_ms;
     jm["profiled_other_ms"] = m.profiled_other_ms;
     jm["overhead_ms"] = m.overhead_ms;
+    jm["device_ms"] = m.device_ms;
+    jm["rest_ms"] = m.rest_ms;
     jm["part_ms"] = json::object();
     for (int p = 0; p < ProfileParts::kParts; ++p) jm["part_ms"][ProfileParts::part_name(p)] = m.part_ms[p];
     jm["gemv_gbps"] = m.gemv_gbps;

@@ -26,20 +26,117 @@
 
 namespace llm {
 
-std::vector<std::string> parse_ab_mappings(const std::string& list) {
+AbEntry parse_ab_entry(const std::string& entry) {
+  const size_t at = entry.find('@');
+  if (at == std::string::npos) return {entry, DecodePath::Graph};
+  const std::string path = entry.substr(at + 1);
+  for (DecodePath p : {DecodePath::Graph, DecodePath::Persistent})
+    if (path == decode_path_name(p)) return {entry.substr(0, at), p};
+  fail("A/B entry '", entry, "': unknown decode path '", path, "' (graph or persistent)");
+}
+
+std::string ab_entry_name(const AbEntry& entry) {
+  // The graph path is the default: its entries keep the plain mapping name, as every report before the paths did.
+  return entry.path == DecodePath::Graph ? entry.gemv : entry.gemv + "@" + decode_path_name(entry.path);
+}
+
+namespace {
+
+// The trimmed items of a comma-separated option value; fails on an empty list or item. `what` names the option,
+// `item_what` an item and `items_what` the list ("--ab", "mapping name", "mappings").
+std::vector<std::string> list_items(const char* what, const std::string& list, const char* item_what,
+                                    const char* items_what) {
   std::vector<std::string> out;
   std::stringstream in(list);
   std::string item;
   while (std::getline(in, item, ',')) {
     const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-    if (b == std::string::npos) fail("--ab '", list, "': empty mapping name in the list");
-    item = item.substr(b, e - b + 1);
-    check_gemv_mapping("--ab", item, /*on_cpu=*/false);
+    if (b == std::string::npos) fail(what, " '", list, "': empty ", item_what, " in the list");
+    out.push_back(item.substr(b, e - b + 1));
+  }
+  if (out.empty() || list.back() == ',') fail(what, " '", list, "': expected a comma-separated list of ", items_what);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_ab_mappings(const std::string& list) {
+  std::vector<std::string> out;
+  for (const std::string& item : list_items("--ab", list, "mapping name", "mappings")) {
+    const AbEntry entry = parse_ab_entry(item);
+    if (entry.gemv.empty()) fail("--ab '", list, "': empty mapping name in the list");
+    check_gemv_mapping("--ab", entry.gemv, /*on_cpu=*/false);
     if (std::find(out.begin(), out.end(), item) != out.end())
       fail("--ab '", list, "': mapping '", item, "' is listed twice");
     out.push_back(item);
   }
-  if (out.empty() || list.back() == ',') fail("--ab '", list, "': expected a comma-separated list of mappings");
+  return out;
+}
+
+std::vector<DecodePath> parse_ab_decode(const std::string& list) {
+  std::vector<DecodePath> out;
+  for (const std::string& item : list_items("--decode", list, "decode path", "decode paths")) {
+    const DecodePath p = parse_decode_path(item);
+    if (std::find(out.begin(), out.end(), p) != out.end())
+      fail("--decode '", list, "': '", item, "' is listed twice");
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<std::string> ab_decode_entries(const std::vector<std::string>& mappings,
+                                           const std::vector<DecodePath>& paths) {
+  std::vector<std::string> out;
+  const auto add = [&](const AbEntry& e) {
+    const std::string name = ab_entry_name(e);
+    if (std::find(out.begin(), out.end(), name) != out.end())
+      fail("A/B entry '", name, "' is listed twice (a plain mapping runs on every --decode path, MAPPING@PATH on "
+           "PATH alone)");
+    out.push_back(name);
+  };
+  for (const std::string& m : mappings) {
+    const AbEntry entry = parse_ab_entry(m);
+    if (m.find('@') != std::string::npos)
+      add(entry);
+    else
+      for (DecodePath p : paths) add({entry.gemv, p});
+  }
+  return out;
+}
+
+namespace {
+
+// Why run_ab's engine cannot run `entry` on its decode path, or "": the engine fuses projections (BackendOptions'
+// default, which run_ab keeps).
+std::string entry_refusal(const std::string& entry, const Model& model, bool dequantize, KvDtype kv_dtype) {
+  const AbEntry e = parse_ab_entry(entry);
+  return decode_path_refusal(e.path, e.gemv, model, dequantize, kv_dtype == KvDtype::FP8,
+                             BackendOptions{}.fuse_projections);
+}
+
+}  // namespace
+
+std::vector<std::string> ab_runnable_entries(const std::vector<std::string>& mappings,
+                                             const std::vector<DecodePath>& paths, bool listed, const Model& model,
+                                             bool dequantize, KvDtype kv_dtype) {
+  std::vector<std::string> out;
+  std::vector<std::string> refused(paths.size());  // per path: the first refusal of the default list
+  for (const std::string& entry : ab_decode_entries(mappings, paths)) {
+    const std::string why = entry_refusal(entry, model, dequantize, kv_dtype);
+    if (why.empty()) {
+      out.push_back(entry);
+      continue;
+    }
+    if (listed) fail(why);
+    const size_t p = size_t(std::find(paths.begin(), paths.end(), parse_ab_entry(entry).path) - paths.begin());
+    if (p < refused.size() && refused[p].empty()) refused[p] = why;
+  }
+  if (listed) return out;
+  for (size_t p = 0; p < paths.size(); ++p) {
+    const bool runs = std::any_of(out.begin(), out.end(),
+                                  [&](const std::string& e) { return parse_ab_entry(e).path == paths[p]; });
+    if (!runs) fail(refused[p]);
+  }
   return out;
 }
 
@@ -178,9 +275,18 @@ int leading_equal(const std::vector<int>& a, const std::vector<int>& b) {
 void check_options(const Model& model, const AbOptions& opt) {
   const ModelConfig& c = model.config;
   if (opt.mappings.empty()) fail("A/B run: no mapping to run");
-  // An unknown name, or one without a form for this model's weight types, fails before the model is uploaded.
-  for (const auto& m : opt.mappings)
-    if (const std::string why = gemv_refusal(m, model, opt.dequantize); !why.empty()) fail("A/B run: ", why);
+  // An unknown name, one without a form for this model's weight types, or one its decode path cannot run fails
+  // before the model is uploaded.
+  std::vector<std::string> names;
+  for (const auto& m : opt.mappings) {
+    const AbEntry e = parse_ab_entry(m);
+    if (const std::string why = gemv_refusal(e.gemv, model, opt.dequantize); !why.empty()) fail("A/B run: ", why);
+    if (const std::string why = entry_refusal(m, model, opt.dequantize, opt.kv_dtype); !why.empty())
+      fail("A/B run: ", why);
+    if (std::find(names.begin(), names.end(), ab_entry_name(e)) != names.end())
+      fail("A/B run: entry '", ab_entry_name(e), "' is listed twice");
+    names.push_back(ab_entry_name(e));
+  }
   if (opt.prompt.empty()) fail("A/B run: the prompt is empty (it needs at least the BOS token)");
   for (int id : opt.prompt)
     if (id < 0 || id >= c.vocab_size)
@@ -234,6 +340,9 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
 
+  std::vector<AbEntry> entries;
+  for (const auto& m : opt.mappings) entries.push_back(parse_ab_entry(m));
+
   AbResult res;
   res.model = model.source;
   res.device = prop.name;
@@ -249,6 +358,9 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   res.profiling_method =
       "a separate un-graphed pass of the same steps per mapping and repeat, CUDA events around every projection "
       "(device time, launch gaps included where they fall)";
+  if (std::any_of(entries.begin(), entries.end(), [](const AbEntry& e) { return e.path == DecodePath::Persistent; }))
+    res.profiling_method += "; @persistent: the same pass of the persistent kernel, its event-timed time split by its "
+                            "blocks' clock cycles per part (waiting for a stage's producers: 'wait')";
 
   // The roofline buffer first, so the backend's memory check sees what is left.
   Roofline roofline;
@@ -263,7 +375,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   const int pass_pos = deep ? opt.depth - 1 : 0;
   const int first_step_pos = deep ? opt.depth : int(opt.prompt.size());  // the first timed decode step's position
   bo.ctx_size = opt.ctx_size > 0 ? opt.ctx_size : first_step_pos + opt.n_decode;
-  bo.gemv = opt.mappings[0];
+  bo.gemv = entries[0].gemv;  // on the graph path: the pass loop below sets each entry's path
   bo.dequantize = opt.dequantize;
   bo.kv_dtype = opt.kv_dtype;
   progress(opt, "ab: uploading %s to %s\n", model.source.c_str(), prop.name);
@@ -276,10 +388,10 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   res.kv_bytes_per_token = kv.bytes_per_token;
   const int attention_part = ProfileParts::kAttention;
 
-  for (const auto& m : opt.mappings) {
+  for (const AbEntry& e : entries) {
     AbMappingRun run;
-    run.mapping = m;
-    const GemvChoice choice = resolve_gemv_choice(m);
+    run.mapping = ab_entry_name(e);
+    const GemvChoice choice = resolve_gemv_choice(e.gemv);
     // The type decode reads each projection in (layer 0's first member stands for every layer): quantized -> the
     // quantized form's launch shape, else the BF16 mapping's.
     auto type_of = [&](const std::string& proj) -> uint32_t {
@@ -293,12 +405,15 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
     }
     for (const AbProjection& p : launched) {
       const uint32_t q = type_of(p.name);
-      const GemvLaunchShape s =
-          q && !choice.quant.empty()
-              ? quant_gemv_shape(quant_gemv_kind_from_name(choice.quant), quant_gemv_describe(int(q), p.N, p.K))
-              : gemv_find(choice.bf16.empty() ? kGemvDefaultMapping : choice.bf16).shape(int(p.N), int(p.K));
+      // The persistent path launches no GEMV kernel (its resident blocks walk every projection): no shape to record
+      // (grid 0), the bytes its GEMVs read still.
+      GemvLaunchShape s;
+      if (e.path == DecodePath::Graph)
+        s = q && !choice.quant.empty()
+                ? quant_gemv_shape(quant_gemv_kind_from_name(choice.quant), quant_gemv_describe(int(q), p.N, p.K))
+                : gemv_find(choice.bf16.empty() ? kGemvDefaultMapping : choice.bf16).shape(int(p.N), int(p.K));
       run.launches.push_back({p.name, p.N, p.K, s.grid, s.block, s.bytes_in_flight_per_thread,
-                              ab_projection_bytes(model, m, opt.dequantize, p.name)});
+                              ab_projection_bytes(model, e.gemv, opt.dequantize, p.name)});
     }
     res.runs.push_back(std::move(run));
   }
@@ -312,7 +427,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   }
 
   const int rounds = opt.warmup + opt.repeats;
-  std::vector<std::vector<int>> last_tokens(opt.mappings.size());
+  std::vector<std::vector<int>> last_tokens(entries.size());
   for (int r = 0; r < rounds; ++r) {
     const bool timed = r >= opt.warmup;
     char round[64];
@@ -324,11 +439,15 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
     progress(opt, "ab: %s read roofline: %.0f GB/s\n", round, roof);
     if (timed) res.roofline_gbps.push_back(roof);
 
-    for (size_t i = 0; i < opt.mappings.size(); ++i) {
-      cb.set_gemv(opt.mappings[i]);  // first time: prepacks; its first graphed decode captures the graph
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const std::string& name = res.runs[i].mapping;
+      // set_gemv refuses, while the persistent path is on, a mapping that path cannot run: the path goes off first.
+      cb.set_persistent(false);
+      cb.set_gemv(entries[i].gemv);  // first time: prepacks; its first graphed decode captures the graph
+      if (entries[i].path == DecodePath::Persistent) cb.set_persistent(true);
       if (r == 0) check_projection_bytes(res.runs[i], res.projections, cb.gemv_bytes_per_token());
       cb.set_use_graph(true);
-      const AbPass graphed = ab_decode_pass(cb, pass_prompt, opt.n_decode, opt.seed, pass_pos);
+      const AbPass measured = ab_decode_pass(cb, pass_prompt, opt.n_decode, opt.seed, pass_pos);
 
       cb.reset_profile();
       cb.set_profiling(true);
@@ -336,8 +455,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
       cb.set_profiling(false);
       const DecodeProfile prof = cb.profile();
       if (prof.steps != opt.n_decode)
-        fail("A/B run: the profile of '", opt.mappings[i], "' counted ", prof.steps, " steps, expected ",
-             opt.n_decode);
+        fail("A/B run: the profile of '", name, "' counted ", prof.steps, " steps, expected ", opt.n_decode);
       PartMs parts{};
       for (int p = 0; p < ProfileParts::kParts; ++p) parts[p] = prof.ms[p] / double(prof.steps);
       const double gemv_ms = prof.gemv_ms() / double(prof.steps);
@@ -347,14 +465,14 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
         std::snprintf(prefill, sizeof prefill, "at depth %d", opt.depth);
       else
         std::snprintf(prefill, sizeof prefill, "prefill %zu tokens %.2f ms (%.0f tok/s)", opt.prompt.size(),
-                      graphed.prefill_ms, 1e3 * double(opt.prompt.size()) / graphed.prefill_ms);
+                      measured.prefill_ms, 1e3 * double(opt.prompt.size()) / measured.prefill_ms);
       progress(opt, "ab: %s %s: %.1f tok/s (%.3f ms/token; profiled %.3f ms/token, GEMV %.3f ms/token); %s\n",
-               round, opt.mappings[i].c_str(), 1e3 / graphed.ms_per_token, graphed.ms_per_token,
+               round, name.c_str(), 1e3 / measured.ms_per_token, measured.ms_per_token,
                profiled.ms_per_token, gemv_ms, prefill);
-      last_tokens[i] = graphed.tokens;
+      last_tokens[i] = measured.tokens;
       if (!timed) continue;
       AbMappingRun& run = res.runs[i];
-      run.ms_per_token.push_back(graphed.ms_per_token);
+      run.ms_per_token.push_back(measured.ms_per_token);
       run.profiled_ms_per_token.push_back(profiled.ms_per_token);
       run.part_ms.push_back(parts);
       run.attention_ms_per_token.push_back(prof.ms[attention_part] / double(prof.steps));

@@ -1,8 +1,9 @@
-// The A/B run: one model, one prompt, exactly N greedy decode steps under each GEMV mapping, mappings alternating
-// round by round (A B C A B C ...) so drift on a shared machine hits all of them; per mapping the graph-replayed
-// wall time, an un-graphed profiling pass split per projection, and the launch shapes; the read roofline measured in
-// the same run (measure/roofline.h). Fills measure/ab_data.h's plain data; measure/ab_stats.h summarises it and
-// measure/ab_render.h renders it. run_ab needs the CUDA engine; a build without one keeps the CPU-only parts.
+// The A/B run: one model, one prompt, exactly N greedy decode steps under each entry (a GEMV mapping on a decode
+// path), entries alternating round by round (A B C A B C ...) so drift on a shared machine hits all of them; per entry
+// the wall time of its decode path (graph-replayed, or one persistent kernel per token), a profiling pass split per
+// part, and the launch shapes; the read roofline measured in the same run (measure/roofline.h). Fills
+// measure/ab_data.h's plain data; measure/ab_stats.h summarises it and measure/ab_render.h renders it. run_ab needs
+// the CUDA engine; a build without one keeps the CPU-only parts.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -11,12 +12,14 @@
 
 #include "measure/ab_data.h"     // AbReportData: what the run measures
 #include "engine/backend.h"      // Backend
+#include "engine/gemv_choice.h"  // DecodePath
 #include "models/model.h"        // Model
 
 namespace llm {
 
 struct AbOptions {
-  std::vector<std::string> mappings{"warp", "thread", "colmajor", "cublas"};  // GEMV registry names, in run order
+  // A/B entries in run order: GEMV registry names, each optionally with its decode path (parse_ab_entry)
+  std::vector<std::string> mappings{"warp", "thread", "colmajor", "cublas"};
   std::vector<int> prompt;   // token ids, BOS first; prefilled at position 0 before every pass (depth 0)
   int n_decode = 128;        // decode steps per pass, EOS ignored
   // > 0: the context depth, as llama-bench -d: `prompt`'s ids repeated and cut to `depth` tokens (ab_depth_tokens)
@@ -34,8 +37,9 @@ struct AbOptions {
 
 using AbResult = AbReportData;
 
-// Runs the protocol above. Throws llm::Error for bad options, an unknown mapping, no CUDA device, or (in a build
-// without CUDA) "the A/B run needs the CUDA engine; this build has none".
+// Runs the protocol above. Throws llm::Error for bad options, an unknown mapping or decode path, an entry its path
+// cannot run (decode_path_refusal), no CUDA device, or (in a build without CUDA) "the A/B run needs the CUDA engine;
+// this build has none".
 AbResult run_ab(const Model& model, const AbOptions& opt);
 
 // One pass of the protocol through the one decode loop (engine/decode_loop.h), on any backend: prefill `prompt` at
@@ -63,16 +67,49 @@ double ab_prefill_context(Backend& backend, const std::vector<int>& context, uin
 // prompt_tokens counts only when depth is 0.
 std::string ab_context_refusal(int prompt_tokens, int depth, int n_decode, int64_t limit, bool limit_is_ctx_size);
 
-// "warp, thread,cublas" -> {"warp", "thread", "cublas"}; throws llm::Error on an empty list, item or repeat, or a
-// name core/gemv_names.h does not list.
+// One A/B entry: a GEMV mapping and the decode path it runs on. "warp-r2@persistent" -> {"warp-r2", Persistent};
+// "warp-r2@graph" and plain "warp-r2" -> {"warp-r2", Graph}. The one place an entry's name is split: whatever needs
+// the GEMV (set_gemv, bytes, launch shapes, the sector model) takes `gemv`. Throws llm::Error naming an unknown path
+// ("graph or persistent"); the mapping name is not checked here (parse_ab_mappings does).
+struct AbEntry {
+  std::string gemv;
+  DecodePath path = DecodePath::Graph;
+};
+AbEntry parse_ab_entry(const std::string& entry);
+// How a run names an entry in its report and JSON: the mapping, "@persistent" appended on the persistent path
+// ("warp-r2", "warp-r2@persistent").
+std::string ab_entry_name(const AbEntry& entry);
+
+// "warp, thread@persistent,cublas" -> {"warp", "thread@persistent", "cublas"}; throws llm::Error on an empty list,
+// item or repeat, a name core/gemv_names.h does not list, or an unknown decode path.
 std::vector<std::string> parse_ab_mappings(const std::string& list);
+
+// llama-ab --decode: "graph,persistent" -> {Graph, Persistent}; throws llm::Error on an empty list, item or repeat,
+// or a name parse_decode_path does not take.
+std::vector<DecodePath> parse_ab_decode(const std::string& list);
+
+// Every entry of `mappings` (parse_ab_mappings) on every path of `paths`, mapping-major: {warp-r2, warp} x {graph,
+// persistent} -> warp-r2, warp-r2@persistent, warp, warp@persistent (ab_entry_name). An entry that names its path
+// runs on that path alone. Throws llm::Error when two give the same entry.
+std::vector<std::string> ab_decode_entries(const std::vector<std::string>& mappings,
+                                           const std::vector<DecodePath>& paths);
+
+// The entries llama-ab runs: ab_decode_entries(mappings, paths), each checked before any GPU work against what its
+// decode path runs (engine/gemv_choice.h decode_path_refusal, with run_ab's fused projections; the GEMV mapping
+// against the weight types is gemv_refusal's, checked by run_ab). `listed` (--ab given): an entry its path cannot run
+// throws llm::Error with decode_path_refusal's line. The default list (every mapping) leaves such entries out, so
+// each path runs the mappings it can, and throws only for a path that runs none of them.
+std::vector<std::string> ab_runnable_entries(const std::vector<std::string>& mappings,
+                                             const std::vector<DecodePath>& paths, bool listed, const Model& model,
+                                             bool dequantize, KvDtype kv_dtype);
 
 // Weight bytes one decode step reads through projection kind `projection` (a ProfileParts GEMV part name: every
 // layer's matrices, or the head; fused kinds their members') under GEMV mapping `mapping`, as the CUDA engine counts
 // them for CudaBackend::gemv_bytes_per_token: a weight decode keeps quantized (quantized in the file, `dequantize`
 // off) is read by the mapping's quantized form (kernels/gemv_quant_plan.h quant_gemv_bytes_read: codes + scales, or
 // GGUF's blocks for as-stored), any other as BF16 (N x K x 2). Layers may differ in type (Q4_K_M). Throws llm::Error
-// for an unknown mapping or projection, or a quantized weight the mapping has no form for.
+// for an unknown mapping or projection, or a quantized weight the mapping has no form for. `mapping` is a GEMV name
+// (an entry's AbEntry::gemv), not an A/B entry.
 int64_t ab_projection_bytes(const Model& model, const std::string& mapping, bool dequantize,
                             const std::string& projection);
 

@@ -8,6 +8,7 @@
 
 #include "analysis/sector_model.h"  // predict, sector_mappings
 #include "core/error.h"             // llm::fail
+#include "measure/ab_run.h"         // parse_ab_entry: an entry's GEMV mapping and decode path
 
 namespace llm {
 
@@ -105,6 +106,8 @@ AbLaunchStats launch_stats(const AbLaunch& l, int sm_count, int max_warps_per_sm
 AbMappingStats mapping_stats(const AbReportData& d, const AbMappingRun& r, double roofline) {
   AbMappingStats m;
   m.mapping = r.mapping;
+  const AbEntry entry = parse_ab_entry(r.mapping);
+  m.decode = decode_path_name(entry.path);
   m.ms = ab_spread(r.ms_per_token);
   std::vector<double> tps, gemv;
   for (double ms : r.ms_per_token) tps.push_back(ms > 0 ? 1e3 / ms : 0.0);
@@ -123,6 +126,8 @@ AbMappingStats mapping_stats(const AbReportData& d, const AbMappingRun& r, doubl
     m.part_ms[p] = ab_spread(v).median;
   }
   m.other_ms = m.ms.median - m.gemv_ms.median;
+  for (int p = 0; p < ProfileParts::kParts; ++p) m.device_ms += m.part_ms[p];
+  m.rest_ms = m.ms.median - m.device_ms;
   m.profiled_other_ms = m.part_ms[ProfileParts::kOther];
   m.overhead_ms = m.profiled_ms.median - m.ms.median;
   const double bytes = double(d.gemv_bytes_per_token);
@@ -137,7 +142,7 @@ AbMappingStats mapping_stats(const AbReportData& d, const AbMappingRun& r, doubl
       if (roofline > 0) m.attention_pct_roofline = 100.0 * m.attention_gbps / roofline;
     }
   }
-  if (!ab_sector_prediction(r.mapping, d.projections, &m.sectors_per_request, &m.sector_efficiency))
+  if (!ab_sector_prediction(entry.gemv, d.projections, &m.sectors_per_request, &m.sector_efficiency))
     m.sectors_per_request = m.sector_efficiency = kNaN;
   for (const AbLaunch& l : r.launches) m.launches.push_back(launch_stats(l, d.sm_count, d.max_warps_per_sm));
   m.tokens_matching_first = r.tokens_matching_first;

@@ -31,12 +31,18 @@ struct AbLaunchStats {
 };
 
 struct AbMappingStats {
-  std::string mapping;
-  AbSpread ms;           // graphed ms/token
-  AbSpread tps;          // graphed tokens/s
+  std::string mapping;   // the entry (AbMappingRun::mapping): "warp-r2", "warp-r2@persistent"
+  std::string decode;    // its decode path (engine/gemv_choice.h decode_path_name): "graph" or "persistent"
+  AbSpread ms;           // measured ms/token (the timed passes: graph-replayed, or the persistent kernel)
+  AbSpread tps;          // measured tokens/s
   AbSpread gemv_ms;      // profiled GEMV device ms/token (every part but "other")
   AbSpread profiled_ms;  // profiled pass wall ms/token
   double other_ms = 0;            // ms.median - gemv_ms.median: attention, norms, sampling, launch gaps
+  // The time budget of a token: the profiled device ms/token (every part, medians summed: on the persistent path
+  // exactly the kernel's time) and what the measured time has beyond it, ms.median - device_ms (launches, sampling,
+  // host; negative where the un-graphed profiling pass spends device time the graph does not).
+  double device_ms = 0;
+  double rest_ms = 0;
   double profiled_other_ms = 0;   // the profiled "other" part alone (device time between GEMV regions)
   double overhead_ms = 0;         // profiled_ms.median - ms.median: what the profiling pass costs per token
   PartMs part_ms{};               // medians per part
@@ -94,7 +100,8 @@ struct AbSummary {
 // Throws llm::Error when the data is inconsistent (no runs, repeats of different lengths, parts missing).
 AbSummary summarize_ab(const AbReportData& d);
 
-// Sector-model figures over a token's projections for one mapping; false when the model lacks the mapping.
+// Sector-model figures over a token's projections for one GEMV mapping (an entry's AbEntry::gemv); false when the
+// model lacks the mapping.
 // Exact for any shape: predicts a few periods of stored rows and scales (the pattern repeats every <= 128 rows).
 bool ab_sector_prediction(const std::string& mapping, const std::vector<AbProjection>& projections,
                           double* sectors_per_request, double* efficiency);

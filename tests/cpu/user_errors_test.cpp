@@ -91,6 +91,28 @@ TEST_F(UserErrors, GemvOtherThanTheDefaultIsRefusedOnTheCpuPath) {
   EXPECT_TRUE(r.exited && r.code == 0) << r.err;
 }
 
+// --decode persistent runs what its kernel takes; the rest is bad usage (exit 2) named before any GPU work.
+TEST_F(UserErrors, DecodePathRefusalsAreBadUsage) {
+  const std::vector<std::string> base = {"--model", "synthetic:tiny-gqa", "--prompt-ids", "1,2", "-n", "2"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  expect_refused(with({"--decode", "nope"}), 2, {"--decode: invalid value 'nope' (allowed: graph, persistent)"}, tmp_);
+  expect_refused(with({"--device", "cpu", "--decode", "persistent"}), 2,
+                 {"--decode persistent runs on the CUDA engine, not on the CPU reference"}, tmp_);
+  // With --device cuda a machine without a GPU stops at "no CUDA device" first (tests/cpu/gemv_choice_test.cpp covers
+  // these refusals there); with one, they come before any GPU work.
+  if (!llm::cuda_device_available()) return;
+  expect_refused(with({"--device", "cuda", "--decode", "persistent", "--gemv", "cublas"}), 2,
+                 {"--decode persistent runs the lanes-along-K GEMV mappings", "'cublas' cannot run inside it"}, tmp_);
+  expect_refused(with({"--device", "cuda", "--decode", "persistent", "--kv-dtype", "fp8"}), 2,
+                 {"--decode persistent keeps the KV cache in BF16"}, tmp_);
+  expect_refused({"--model", "synthetic:tiny-hd", "--prompt-ids", "1,2", "--device", "cuda", "--decode", "persistent"},
+                 2, {"head_dim 24", "use --decode graph"}, tmp_);
+}
+
 TEST_F(UserErrors, HelpListsEveryMappingAndTheDefault) {
   for (const char* program : {"run-llama", "gemv-sectors", "llama-ab", "gemv-bench", "gemv-profile-target"}) {
     SCOPED_TRACE(program);
