@@ -41,9 +41,9 @@ BackendOptions cuda_options(const std::string& gemv, int ctx, bool persistent) {
 // The graph path runs head_dim 64 and 128 on the tensor-core attention (Q and P as two BF16 terms each: ~5e-6 from
 // exact per call), the persistent path on FP32 CUDA cores, like every other head size on both paths. Where both use
 // FP32 attention the logits must agree to 1e-5; with the tensor-core kernel on the graph side the two differ by what
-// that kernel's error grows to over the layers (up to ~3e-4 on a random 30-layer model), so there the bar is that the
-// persistent path is no farther than the graph path from the CPU reference (the exact one), where it runs, and
-// within 1e-3 of the graph path.
+// that kernel's error grows to over the layers (3e-4 on a random 30-layer model, 1.5e-3 on the real SmolLM2), so
+// there the bar is that the persistent path is no farther than the graph path from the CPU reference (the exact one)
+// where that runs (and within 1e-2 of the graph path), else within 1e-3 of the graph path.
 bool graph_tensor_core_attention(const ModelConfig& c) { return c.head_dim == 64 || c.head_dim == 128; }
 
 // Worst relative L2 distances over the positions of one teacher-forced run: persistent vs graph (same mapping), and
@@ -54,9 +54,12 @@ struct Distances {
 
 // Prefills n_prefill tokens on both paths, then decodes n_steps teacher-forced tokens, comparing the logits after
 // prefill and at every decode position.
-Distances distances(const Model& m, const std::string& gemv, int ctx, int n_prefill, int n_steps, bool with_cpu) {
-  auto graph = make_cuda_engine(m, cuda_options(gemv, ctx, false));
-  auto pers = make_cuda_engine(m, cuda_options(gemv, ctx, true));
+Distances distances(const Model& m, const std::string& gemv, int ctx, int n_prefill, int n_steps, bool with_cpu,
+                    bool dequantize = false) {
+  BackendOptions go = cuda_options(gemv, ctx, false), po = cuda_options(gemv, ctx, true);
+  go.dequantize = po.dequantize = dequantize;
+  auto graph = make_cuda_engine(m, go);
+  auto pers = make_cuda_engine(m, po);
   EXPECT_TRUE(pers->persistent());
   EXPECT_FALSE(graph->persistent());
   std::unique_ptr<Backend> cpu;
@@ -72,7 +75,7 @@ Distances distances(const Model& m, const std::string& gemv, int ctx, int n_pref
   auto compare = [&](int pos) {
     const std::vector<float> g = graph->logits(), p = pers->logits();
     const double d = rel_l2(p, g);
-    EXPECT_LE(d, graph_tensor_core_attention(m.config) ? 1e-3 : 1e-5) << "position " << pos;
+    EXPECT_LE(d, !graph_tensor_core_attention(m.config) ? 1e-5 : cpu ? 1e-2 : 1e-3) << "position " << pos;
     w.pers_graph = std::max(w.pers_graph, d);
     if (cpu) {
       const std::vector<float> c = cpu->logits();
@@ -136,31 +139,16 @@ TEST(PersistentDecode, MatchesGraphPathOnTheLargerShapes) {
   }
 }
 
-// The real default model (trained weights, dequantized to BF16): prompt and 64 teacher-forced steps.
+// The real default model (trained weights, dequantized to BF16 on both paths and on the CPU reference): a 32-token
+// prompt and 64 teacher-forced steps, against the graph path and against the CPU reference.
 TEST(PersistentDecode, MatchesGraphPathOnSmolLM2) {
   REQUIRE_GPU();
   LLM_REQUIRE_SMOLLM2();
-  Model m = load_model(llm_test::smollm2_path());
-  auto graph = make_cuda_engine(m, [] {
-    BackendOptions bo = cuda_options("warp-r2", 512, false);
-    bo.dequantize = true;
-    return bo;
-  }());
-  BackendOptions po = cuda_options("warp-r2", 512, true);
-  po.dequantize = true;
-  auto pers = make_cuda_engine(m, po);
-  const std::vector<int> t = test_tokens(m.config, 96);
-  graph->prefill(t.data(), 32, 0);
-  pers->prefill(t.data(), 32, 0);
-  double worst = 0.0;
-  for (int pos = 32; pos < 96; ++pos) {
-    graph->decode(t[size_t(pos)], pos);
-    pers->decode(t[size_t(pos)], pos);
-    worst = std::max(worst, rel_l2(pers->logits(), graph->logits()));
-  }
-  std::printf("SmolLM2-135M-Instruct (dequantized): persistent vs graph, worst rel L2 %.3g over 64 positions\n",
-              worst);
-  EXPECT_LE(worst, 1e-3);
+  const Model m = load_model(llm_test::smollm2_path());
+  const Distances d = distances(m, "warp-r2", 512, 32, 64, true, true);
+  std::printf("SmolLM2-135M-Instruct (dequantized): persistent vs graph %.3g; vs the CPU reference: graph %.3g, "
+              "persistent %.3g\n",
+              d.pers_graph, d.graph_cpu, d.pers_cpu);
 }
 
 // Past a few hundred positions attention splits each kv head's keys over several blocks and the last one merges them.
