@@ -96,7 +96,7 @@ std::string decode_path_refusal(DecodePath path, const std::string& gemv, const 
     return "--decode persistent: head_dim " + std::to_string(hd) + " of " + model.source +
            " is not 8, 16, 32, 64, 128 or 256; use --decode graph";
   const int widest = std::max({c.dim, c.hidden_dim, c.q_dim()});
-  if (widest > 22000)  // kernels/persistent_decode.cu: x (4 bytes per column) beside 136 KiB of ring and partials
+  if (widest > 50000)  // kernels/persistent_decode.cu: x (4 bytes per column) and 8 KiB of partial sums per block
     return "--decode persistent: rows of " + std::to_string(widest) + " columns do not fit its shared memory; "
            "use --decode graph";
   return "";

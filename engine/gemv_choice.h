@@ -40,7 +40,7 @@ int persistent_pair_rows(const std::string& bf16_mapping);
 // "" when `path` can run `model` with GEMV `gemv` ("" = the default) and these options; otherwise why not, in one
 // line naming the mapping, weight type, KV dtype or value. Graph runs everything the engine runs. Persistent refuses a
 // mapping that is not lanes-along-K (cuBLAS, thread, colmajor, ...), weights kept quantized, an FP8 KV cache, unfused
-// projections, and shapes its kernel does not take (head_dim not 8 * 2^i up to 256; rows wider than 22,000).
+// projections, and shapes its kernel does not take (head_dim not 8 * 2^i up to 256; rows wider than 50,000).
 std::string decode_path_refusal(DecodePath path, const std::string& gemv, const Model& model, bool dequantize,
                                 bool fp8_kv, bool fuse_projections);
 

@@ -94,8 +94,8 @@ struct PersistentPlan {
 };
 // The grid: every block resident (occupancy calculator x SMs), no more blocks than the widest stage can use;
 // `max_blocks` > 0 caps it (tuning). Fails when the kernel cannot have one block per SM, or for a shape it does not
-// take (head_dim not 8 * 2^i up to 256, n_heads not a multiple of n_kv_heads, a row wider than shared memory holds (22,000 columns);
-// engine/gemv_choice.h persistent_refusal says the same before any GPU work).
+// take (head_dim not 8 * 2^i up to 256, n_heads not a multiple of n_kv_heads, rows wider than shared memory holds;
+// engine/gemv_choice.h decode_path_refusal says the same before any GPU work, with 50,000 columns as the limit).
 PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blocks);
 // One decode step (cooperative launch). No allocation, no sync.
 void persistent_decode_launch(const PersistentDecodeArgs& a, const PersistentPlan& plan, cudaStream_t stream);
