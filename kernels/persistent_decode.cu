@@ -1,16 +1,17 @@
 // The persistent decode step (kernels/persistent_decode.h says what and why).
 //
 // Synchronisation. Counters live in args.sync, one per 128-byte line: word 0 is the error code; then per layer
-// kCounters counters (q|k|v done, attention done, o done, gate|up done, down done); then one per kv head (the
-// attention ranges of that head finished so far); then the exit counter. A producer block arrives with
-// "__syncthreads; thread 0: __threadfence; atomicAdd" (the cooperative-groups grid barrier's release); a consumer's
-// thread 0 spins with ld.acquire.gpu, fences, and the block passes a barrier (its acquire). Data written inside the
+// kCounters counters (q|k|v done, attention done, o done, gate|up done, down done); then one per (kv head, pass of
+// query heads) (the attention ranges finished so far; n_heads lines are reserved); then the exit counter. A producer
+// block arrives with "__syncthreads; thread 0: red.release.gpu" (the barrier orders the block's writes before thread
+// 0's release); a consumer's thread 0 spins with ld.acquire.gpu and the block passes a barrier. Data written inside the
 // kernel is read with ld.global.cg (L2), never through the non-coherent paths. The last block to leave resets every
-// counter, so each step starts from zero; the targets are fixed per step (grid blocks, or kv heads for attention).
+// counter, so each step starts from zero; the targets are fixed per step (grid blocks, or the attention groups).
 //
 // Why each wait is safe (no block overwrites what another may still read):
 // - x: read whole by every block's norms (q|k|v of layer l, gate|up of layer l), written row by row (each row by the
-//   one block that owns it in the o/down partition) in o(l) and down(l). o(l) waits for attention(l), which waited for
+//   one block that owns it in the o/down partition; the embedding row by the same partition at the start) in o(l) and
+//   down(l). o(l) waits for attention(l), which waited for
 //   every block's q|k|v(l) arrival, so every norm of q|k|v(l) is done; down(l) waits for every gate|up(l) arrival.
 // - q, the KV row at pos, att, hb, the attention partials: each written by one stage and read by the next, and the
 //   next writer of each comes at least one full wait later (q|k|v(l+1) waits for down(l), which came after every
@@ -24,7 +25,7 @@
 #include "core/error.h"
 #include "kernels/block_reduce.cuh"  // block_sum, warp_sum
 #include "kernels/cuda_check.h"
-#include "kernels/gemv_device.cuh"  // dot8 (BF16 pairs to FP32 FMAs)
+#include "kernels/gemv_device.cuh"  // dot8, load_weights_streaming (weights never change during the kernel)
 #include "kernels/gemv_internal.h"  // gemv_sm_count
 #include "kernels/rope_device.cuh"  // rotate_pair: the same bits as rope_kv_store
 
@@ -67,14 +68,6 @@ __device__ __forceinline__ unsigned long long global_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
-}
-// Weights never change during the kernel: the non-coherent path, no L1 allocation (streamed once).
-__device__ __forceinline__ uint4 ld_weights(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
 }
 // Written inside this kernel by other blocks (KV rows): through L2.
 __device__ __forceinline__ uint4 ld_cg16(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
@@ -165,7 +158,7 @@ __device__ __forceinline__ float row_dot(const uint4* w, const float* xs, int cb
     uint4 r[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i)
-      if (c + 32 * i < ce) r[i] = ld_weights(w + c + 32 * i);
+      if (c + 32 * i < ce) r[i] = load_weights_streaming(w + c + 32 * i);
 #pragma unroll
     for (int i = 0; i < 8; ++i)
       if (c + 32 * i < ce) {
@@ -186,8 +179,8 @@ __device__ __forceinline__ void pair_dot(const uint4* wa, const uint4* wb, const
 #pragma unroll
     for (int i = 0; i < 4; ++i)
       if (c + 32 * i < ce) {
-        ra[i] = ld_weights(wa + c + 32 * i);
-        rb[i] = ld_weights(wb + c + 32 * i);
+        ra[i] = load_weights_streaming(wa + c + 32 * i);
+        rb[i] = load_weights_streaming(wb + c + 32 * i);
       }
 #pragma unroll
     for (int i = 0; i < 4; ++i)

@@ -5,25 +5,29 @@
 // launcher only: nothing here knows of files, models or text; the engine fills PersistentDecodeArgs from its buffers.
 //
 // How it works
-// - Every block is resident (cooperative launch; the grid comes from the occupancy calculator), so a block may wait
-//   for another. Each stage's producers arrive on a per-layer counter (one atomic per block, after a fence); a stage's
-//   consumers wait (one thread spins with ld.acquire, then a block barrier) for the count they need. A block waits only
-//   when it needs data, and before it waits it asks L2 for the first bytes of the weight rows it will read next
-//   (prefetch.global.L2), so the next matrix streams in while the previous stage drains.
+// - Every block is resident (cooperative launch; the grid comes from the occupancy calculator: one 512-thread block
+//   per SM, rounded down to a multiple of 16 blocks), so a block may wait for another. Each stage's producers arrive on
+//   a per-layer counter (a block barrier, then one red.release.gpu); a stage's consumers wait (one thread spins with
+//   ld.acquire.gpu, then a block barrier) for the count they need. A block waits only when it needs data.
 // - A wait that does not end within the timeout sets an error code and every block leaves: the step fails with an
-//   error (persistent_decode_error_text), never a hang. Counters are reset inside the kernel by block 0 once no block
-//   can still wait on them (the last layer's at the start of the next step); after an error the caller zeroes them.
+//   error (persistent_decode_error_text), never a hang. The last block out resets the counters for the next step;
+//   after an error (blocks left early) the caller zeroes them.
 // - GEMV: the weights are the padded row-major BF16 layout of the lanes-along-K mappings ("warp", "warp-r2": ld % 8 ==
 //   0, 16-byte aligned rows, zero padding). A task is two rows (r, r + 1; gate|up: i, hidden + i) and one K slice; a
 //   warp's lanes walk the slice with 16-byte loads, 8 in flight per lane, and reduce with shuffles. pair_rows = true
 //   (the "warp-r2" mapping) walks both rows at once sharing each x chunk; false (the "warp" mapping) one row after the
 //   other. Blocks own contiguous row ranges; small ranges split K so every warp has work; the slices' partial sums meet
 //   in shared memory and are added in slice order (deterministic: no atomics on data).
-// - Attention: a block takes (kv head, key range) items; its warps take keys (head_dim / 8 lanes per key, one 16-byte
-//   load each), keep an online softmax per query head of the group, and combine in shared memory; with one range per
-//   kv head the result is written directly, otherwise the block that finishes a kv head's last range merges them.
+// - Attention: blocks take (kv head, pass of two query heads, key range) items; a block's warps take keys (head_dim / 8
+//   lanes per key, one 16-byte load each, the next key's rows loading while this one's are used), keep an online
+//   softmax per query head, and combine in shared memory; with one range per kv head the result is written directly,
+//   otherwise the block that finishes the last range merges them.
 // - Profiling (prof != null): block by block, SM clock cycles spent in each PersistentPart (waiting included), so the
 //   parts of a step add up to the time the block ran.
+// - Measured and dropped (docs/results/persistent-decode.md): weight loads issued before the wait (a register ring or
+//   cp.async into shared memory), L2 prefetch before or after the wait, a dynamically handed-out tail of rows, and a
+//   cp.async ring for attention: none was faster.
+
 #pragma once
 #include <cstddef>
 #include <cstdint>
