@@ -112,7 +112,9 @@ const char* kHelp =
     "  /reset         forget the conversation (the system prompt stays)\n"
     "  /system [TEXT] show the system prompt, or set it (starts a new conversation)\n"
     "  /stats         prompt and reply rates of the last reply (CUDA: GEMV share of decode, profiled)\n"
-    "  /gemv [NAME]   CUDA: list the GEMV mappings, or switch decode to NAME\n";
+    "  /gemv [NAME]   CUDA: list the GEMV mappings, or switch decode to NAME\n"
+    "  /decode [PATH] CUDA: show the decode path, or switch it: graph (a CUDA graph of kernels per token) or\n"
+    "                 persistent (one kernel per token)\n";
 // The terminal's keys; without a terminal the input simply ends.
 const char* kHelpTerminal =
     "  /quit          leave (also Ctrl-D, or Ctrl-C at the prompt)\n"
@@ -141,6 +143,7 @@ class Repl {
   void reply(const std::string& user);
   void stats();
   void gemv(const std::string& name);
+  void decode_path(const std::string& name);
 
   ChatSession session_;
   ChatOptions opt_;
@@ -234,6 +237,8 @@ bool Repl::command(const std::string& line) {
       stats();
     } else if (cmd == "/gemv") {
       gemv(arg);
+    } else if (cmd == "/decode") {
+      decode_path(arg);
     } else {
       info("unknown command " + cmd + "; /help lists the commands");
     }
@@ -262,7 +267,7 @@ void profile_gemv(CudaBackend& cuda, const ChatSession& session, const std::func
   const double per = p.steps > 0 ? 1.0 / double(p.steps) : 0.0;
   say("GEMV share of decode: " + fmt("%.1f%%", p.total_ms > 0 ? 100.0 * p.gemv_ms() / p.total_ms : 0.0) + " (" +
       fmt("%.3f of %.3f ms per token", p.gemv_ms() * per, p.total_ms * per) + ", mapping " + cuda.gemv() +
-      ", profiled over " + std::to_string(p.steps) + " un-graphed steps)");
+      ", profiled over " + std::to_string(p.steps) + (cuda.persistent() ? " persistent steps)" : " un-graphed steps)"));
 }
 #endif
 
@@ -281,6 +286,28 @@ void Repl::stats() {
 #if LLM_HAVE_CUDA
   if (auto* cuda = dynamic_cast<CudaBackend*>(&session_.backend())) profile_gemv(*cuda, session_, say);
 #endif
+}
+
+void Repl::decode_path(const std::string& name) {
+  if (!name.empty() && name != "graph" && name != "persistent") {
+    info("error: /decode: unknown decode path '" + printable(name) + "' (graph or persistent)");
+    return;
+  }
+#if LLM_HAVE_CUDA
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&session_.backend())) {
+    if (!name.empty()) {
+      try {
+        cuda->set_persistent(name == "persistent");  // refuses by name what the persistent path cannot run
+      } catch (const Error& e) {
+        info(std::string("error: ") + e.what());
+      }
+    }
+    info(std::string("decode path: ") + (cuda->persistent() ? "persistent (one kernel per token)"
+                                                              : "graph (a CUDA graph of kernels per token)"));
+    return;
+  }
+#endif
+  info("decode paths apply to --device cuda; this chat runs on the CPU reference, which decodes op by op");
 }
 
 void Repl::gemv(const std::string& name) {

@@ -354,7 +354,8 @@ TEST_F(UserErrors, PerplexityWithoutBosScoresFromTheSecondToken) {
 TEST_F(UserErrors, PipedChatHasNoTerminalHintsAndCountsRight) {
   ASSERT_TRUE(fs::exists(kStories + "/stories260K.bin")) << "stories260K is missing from the checkout: " << kStories;
   const std::string in = tmp_.str("chat.txt");
-  write_file(in, "/help\nHello\n/stats\n/gemv\n/gemv warp\n/gemv nope\n/system " + words(1 << 20) +
+  write_file(in, "/help\nHello\n/stats\n/gemv\n/gemv warp\n/gemv nope\n/decode persistent\n/decode fast\n/system " +
+                     words(1 << 20) +
                      "\nHi again\n");
   const Outcome r = run("run-llama", {"--model", kStories + "/stories260K.bin", "--tokenizer",
                                       kStories + "/tok512.model", "--chat-template", "zephyr", "--chat", "--device",
@@ -377,6 +378,10 @@ TEST_F(UserErrors, PipedChatHasNoTerminalHintsAndCountsRight) {
       << r.err;
   EXPECT_TRUE(has(r.err, "error: /gemv: unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")"))
       << r.err;
+  // /decode on the CPU: said to be a CUDA matter; an unknown path refused by name.
+  EXPECT_TRUE(has(r.err, "decode paths apply to --device cuda; this chat runs on the CPU reference")) << r.err;
+  EXPECT_TRUE(has(r.err, "error: /decode: unknown decode path 'fast' (graph or persistent)")) << r.err;
+  EXPECT_TRUE(has(r.err, "/decode [PATH] CUDA: show the decode path")) << r.err;
   // The 1 MB system prompt is what is too long, not the user's two words.
   EXPECT_TRUE(has(r.err, "the system prompt is too long for the context: with the template's markup it needs "))
       << r.err;
