@@ -244,6 +244,7 @@ class CudaEngine final : public CudaBackend {
   void accumulate_profile();
 
   ModelConfig cfg_;
+  std::string source_;  // the model, for messages
   int ctx_ = 0;
   int sample_vocab_ = 0;  // sample() picks ids in [0, sample_vocab_): the tokenizer's size when the head is padded
   int max_chunk_ = 0;
@@ -345,7 +346,7 @@ int CudaEngine::choose_ctx(int requested, int want, int chunk, size_t free_bytes
   return ctx;
 }
 
-CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(model.config) {
+CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(model.config), source_(model.source) {
   require_cuda_device();
   cfg_.validate(model.source);
   tied_ = cfg_.tied_embeddings || model.weights.head.empty();
@@ -860,22 +861,13 @@ void CudaEngine::decode(int token, int pos) {
 // --- the persistent path ------------------------------------------------------------------------------------------
 
 std::string CudaEngine::persistent_refusal(const MappingState& ms) const {
-  const auto& c = cfg_;
-  if (kv_dtype_ == KvDtype::FP8)
-    return "--decode persistent keeps the KV cache in BF16; --kv-dtype fp8 runs with --decode graph";
-  if (!fused_) return "--decode persistent needs fused projections (q|k|v and gate|up in one matrix each)";
-  if (ms.has_quant && any_quant_)
-    return "--decode persistent runs BF16 weights; this model keeps quantized weights: pass --dequantize, or use "
-           "--decode graph";
-  if (!ms.mapping || persistent_pair_rows(ms.mapping->name) < 0)
-    return "--decode persistent runs the lanes-along-K GEMV mappings (warp-r2, warp, warp-few); '" + ms.name +
-           "' cannot run inside it: use --decode graph for it";
-  for (const DecodeWeight& w : ms.weights)
+  const std::string kept_quant = any_quant_ && ms.has_quant ? "some projections" : "";
+  const std::string why = llm::persistent_refusal(cfg_, source_, ms.mapping ? ms.mapping->name : ms.name, kept_quant,
+                                                  kv_dtype_ == KvDtype::FP8, fused_);
+  if (!why.empty()) return why;
+  for (const DecodeWeight& w : ms.weights)  // the state the kernel reads: one BF16 piece per matrix
     if (w.size() != 1 || w[0].quant)
       return "--decode persistent runs BF16 weights; a decode matrix here is quantized or split by type";
-  const int hd = c.head_dim, lpk = hd / 8;
-  if (hd % 8 != 0 || hd > 256 || lpk <= 0 || (lpk & (lpk - 1)) != 0)
-    return "--decode persistent: head_dim " + std::to_string(hd) + " is not 8, 16, 32, 64, 128 or 256";
   return "";
 }
 

@@ -77,29 +77,35 @@ int persistent_pair_rows(const std::string& bf16_mapping) {
   return -1;
 }
 
-std::string decode_path_refusal(DecodePath path, const std::string& gemv, const Model& model, bool dequantize,
-                                bool fp8_kv, bool fuse_projections) {
-  if (path == DecodePath::Graph) return "";
-  const std::string name = gemv.empty() ? default_gemv_name(model, dequantize) : gemv;
-  const ModelConfig& c = model.config;
-  const std::string quant = dequantize ? "" : quant_summary(model);
-  if (!quant.empty())
-    return "--decode persistent runs BF16 weights; " + model.source + " keeps quantized weights (" + quant +
+std::string persistent_refusal(const ModelConfig& c, const std::string& source, const std::string& bf16_mapping,
+                               const std::string& kept_quant, bool fp8_kv, bool fuse_projections) {
+  if (!kept_quant.empty())
+    return "--decode persistent runs BF16 weights; " + source + " keeps quantized weights (" + kept_quant +
            "): pass --dequantize, or use --decode graph";
-  if (persistent_pair_rows(resolve_gemv_choice(name).bf16) < 0)
-    return "--decode persistent runs the lanes-along-K GEMV mappings (warp-r2, warp, warp-few); '" + name +
+  if (persistent_pair_rows(bf16_mapping) < 0)
+    return "--decode persistent runs the lanes-along-K GEMV mappings (warp-r2, warp, warp-few); '" + bf16_mapping +
            "' cannot run inside it: use --decode graph for it";
   if (fp8_kv) return "--decode persistent keeps the KV cache in BF16; --kv-dtype fp8 runs with --decode graph";
   if (!fuse_projections) return "--decode persistent needs fused projections (q|k|v and gate|up in one matrix each)";
   const int hd = c.head_dim, lpk = hd / 8;
   if (hd % 8 != 0 || hd > 256 || lpk <= 0 || (lpk & (lpk - 1)) != 0)
-    return "--decode persistent: head_dim " + std::to_string(hd) + " of " + model.source +
+    return "--decode persistent: head_dim " + std::to_string(hd) + " of " + source +
            " is not 8, 16, 32, 64, 128 or 256; use --decode graph";
   const int widest = std::max({c.dim, c.hidden_dim, c.q_dim()});
   if (widest > 50000)  // kernels/persistent_decode.cu: x (4 bytes per column) and 8 KiB of partial sums per block
     return "--decode persistent: rows of " + std::to_string(widest) + " columns do not fit its shared memory; "
            "use --decode graph";
   return "";
+}
+
+std::string decode_path_refusal(DecodePath path, const std::string& gemv, const Model& model, bool dequantize,
+                                bool fp8_kv, bool fuse_projections) {
+  if (path == DecodePath::Graph) return "";
+  const std::string name = gemv.empty() ? default_gemv_name(model, dequantize) : gemv;
+  // A quantized-only name (as-stored) has no BF16 form: the name itself is what the persistent path refuses.
+  const std::string bf16 = resolve_gemv_choice(name).bf16;
+  return persistent_refusal(model.config, model.source, bf16.empty() ? name : bf16,
+                            dequantize ? "" : quant_summary(model), fp8_kv, fuse_projections);
 }
 
 std::string quant_summary(const Model& model) {

@@ -37,6 +37,12 @@ DecodePath parse_decode_path(const std::string& name);
 // rows at once (returns 1), "warp" and its control "warp-few" one row after the other (0); any other name -1.
 int persistent_pair_rows(const std::string& bf16_mapping);
 
+// What the persistent kernel takes, from what any caller knows: "" or why not, in one line. `bf16_mapping` is the BF16
+// registry name decode would use, `kept_quant` says which weights decode keeps quantized ("" = none), `source` names
+// the model in the messages. decode_path_refusal (from a Model) and the CUDA engine (from its state) both ask it.
+std::string persistent_refusal(const ModelConfig& c, const std::string& source, const std::string& bf16_mapping,
+                               const std::string& kept_quant, bool fp8_kv, bool fuse_projections);
+
 // "" when `path` can run `model` with GEMV `gemv` ("" = the default) and these options; otherwise why not, in one
 // line naming the mapping, weight type, KV dtype or value. Graph runs everything the engine runs. Persistent refuses a
 // mapping that is not lanes-along-K (cuBLAS, thread, colmajor, ...), weights kept quantized, an FP8 KV cache, unfused
