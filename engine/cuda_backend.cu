@@ -117,6 +117,7 @@ struct MappingState {
   size_t bytes_read = 0;               // weight bytes one decode step reads (codes + scales for quantized pieces)
   GraphExecHolder graph;
   PersistentLayer* persistent_layers = nullptr;  // device [n_layers]: this mapping's weights for the persistent path
+  PersistentDecodeArgs persistent;               // its kernel arguments, built with persistent_layers
   ~MappingState() {
     graph.reset();  // before the weights it reads
     if (persistent_layers) cudaFree(persistent_layers);
@@ -230,9 +231,11 @@ class CudaEngine final : public CudaBackend {
   void allocate_state();
   MappingState& prepare_mapping(const std::string& name);
   void enqueue_decode_step(const MappingState& ms, StepProbe* probe);
-  // The persistent path (kernels/persistent_decode.h): its arguments for mapping ms, one step, and the error check.
+  // The persistent path (kernels/persistent_decode.h): the model's shape as its arguments, mapping ms's arguments
+  // (built once per mapping), one step, and the error check.
   std::string persistent_refusal(const MappingState& ms) const;
-  PersistentDecodeArgs persistent_args(MappingState& ms);
+  PersistentDecodeArgs persistent_shape() const;
+  const PersistentDecodeArgs& persistent_args(MappingState& ms);
   void decode_persistent(MappingState& ms);
   void check_persistent_error();
   void capture_graph(MappingState& ms);
@@ -299,6 +302,10 @@ class CudaEngine final : public CudaBackend {
   unsigned long long* d_pprof_ = nullptr;
   PersistentPlan pplan_;
   int persistent_max_blocks_ = 0;  // LLM_PERSISTENT_BLOCKS: caps the grid (tuning)
+  // Test hooks, read when set_persistent(true) is called: LLM_PERSISTENT_FAULT (a block that never arrives) and
+  // LLM_PERSISTENT_TIMEOUT_MS (0: the kernel's default).
+  int persistent_fault_ = 0;
+  unsigned long long persistent_timeout_ns_ = 0;
   PinnedBuffer persistent_err_;    // the error word of the last persistent step
   bool persistent_pending_ = false;  // a persistent step ran since the last error check
 
@@ -877,56 +884,29 @@ void CudaEngine::set_persistent(bool on) {
     return;
   }
   if (const std::string why = persistent_refusal(*cur_); !why.empty()) fail(why);
+  const char* fault = std::getenv("LLM_PERSISTENT_FAULT");
+  const char* timeout_ms = std::getenv("LLM_PERSISTENT_TIMEOUT_MS");
+  persistent_fault_ = fault ? std::atoi(fault) : 0;
+  persistent_timeout_ns_ = timeout_ms ? 1000000ull * std::strtoull(timeout_ms, nullptr, 10) : 0;
   if (!d_sync_) {
     const auto& c = cfg_;
     const size_t words = persistent_decode_sync_words(c.n_layers, c.n_heads);
     d_sync_ = arena_.alloc<unsigned>(words);
     CUDA_CHECK(cudaMemsetAsync(d_sync_, 0, words * sizeof(unsigned), stream_.s));
-    const int sms = [] {
-      int dev = 0, n = 0;
-      CUDA_CHECK(cudaGetDevice(&dev));
-      CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-      return n;
-    }();
     if (const char* e = std::getenv("LLM_PERSISTENT_BLOCKS")) persistent_max_blocks_ = std::atoi(e);
-    // Sized for the largest grid the plan can pick (one block per SM at most: the kernel takes a whole SM).
-    d_attn_partial_ = arena_.alloc<float>(persistent_decode_scratch_floats(c.n_heads, c.head_dim, 2 * sms));
-    d_pprof_ = arena_.alloc<unsigned long long>(size_t(2 * sms) * kPersistentParts);
-    CUDA_CHECK(cudaMemsetAsync(d_pprof_, 0, size_t(2 * sms) * kPersistentParts * 8, stream_.s));
+    // The grid depends on the shape only; the scratch is sized for it.
+    pplan_ = persistent_decode_plan(persistent_shape(), persistent_max_blocks_);
+    d_attn_partial_ = arena_.alloc<float>(persistent_decode_scratch_floats(c.n_heads, c.head_dim, pplan_.grid));
+    d_pprof_ = arena_.alloc<unsigned long long>(size_t(pplan_.grid) * kPersistentParts);
+    CUDA_CHECK(cudaMemsetAsync(d_pprof_, 0, size_t(pplan_.grid) * kPersistentParts * 8, stream_.s));
     persistent_err_.alloc(sizeof(unsigned));
     *static_cast<unsigned*>(persistent_err_.p) = 0;
-    pplan_ = persistent_decode_plan(persistent_args(*cur_), persistent_max_blocks_);
-    if (pplan_.grid > 2 * sms) fail("persistent decode: a grid of ", pplan_.grid, " blocks exceeds its scratch");
   }
   persistent_ = true;
 }
 
-PersistentDecodeArgs CudaEngine::persistent_args(MappingState& ms) {
+PersistentDecodeArgs CudaEngine::persistent_shape() const {
   const auto& c = cfg_;
-  const size_t per_layer = size_t(kFusedPerLayer);
-  if (!ms.persistent_layers) {
-    std::vector<PersistentLayer> host(layers_.size());
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      const GemvWeight* w[kFusedPerLayer];
-      for (int i = 0; i < kFusedPerLayer; ++i) w[i] = &ms.weights[l * per_layer + size_t(i)][0].bf16;
-      PersistentLayer& p = host[l];
-      p.attn_norm = layers_[l].attn_norm;
-      p.ffn_norm = layers_[l].ffn_norm;
-      p.wqkv = w[kFQkv]->data;
-      p.ld_qkv = w[kFQkv]->ld;
-      p.wo = w[kFO]->data;
-      p.ld_o = w[kFO]->ld;
-      p.wgu = w[kFGateUp]->data;
-      p.ld_gu = w[kFGateUp]->ld;
-      p.wdown = w[kFDown]->data;
-      p.ld_down = w[kFDown]->ld;
-      p.k_cache = layers_[l].k_cache;
-      p.v_cache = layers_[l].v_cache;
-    }
-    CUDA_CHECK(cudaMalloc(&ms.persistent_layers, host.size() * sizeof(PersistentLayer)));
-    CUDA_CHECK(cudaMemcpy(ms.persistent_layers, host.data(), host.size() * sizeof(PersistentLayer),
-                          cudaMemcpyHostToDevice));
-  }
   PersistentDecodeArgs a;
   a.n_layers = c.n_layers;
   a.dim = c.dim;
@@ -937,6 +917,35 @@ PersistentDecodeArgs CudaEngine::persistent_args(MappingState& ms) {
   a.vocab = c.vocab_size;
   a.ctx = ctx_;
   a.norm_eps = c.norm_eps;
+  return a;
+}
+
+const PersistentDecodeArgs& CudaEngine::persistent_args(MappingState& ms) {
+  if (ms.persistent_layers) return ms.persistent;
+  const size_t per_layer = size_t(kFusedPerLayer);
+  std::vector<PersistentLayer> host(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const GemvWeight* w[kFusedPerLayer];
+    for (int i = 0; i < kFusedPerLayer; ++i) w[i] = &ms.weights[l * per_layer + size_t(i)][0].bf16;
+    PersistentLayer& p = host[l];
+    p.attn_norm = layers_[l].attn_norm;
+    p.ffn_norm = layers_[l].ffn_norm;
+    p.wqkv = w[kFQkv]->data;
+    p.ld_qkv = w[kFQkv]->ld;
+    p.wo = w[kFO]->data;
+    p.ld_o = w[kFO]->ld;
+    p.wgu = w[kFGateUp]->data;
+    p.ld_gu = w[kFGateUp]->ld;
+    p.wdown = w[kFDown]->data;
+    p.ld_down = w[kFDown]->ld;
+    p.k_cache = layers_[l].k_cache;
+    p.v_cache = layers_[l].v_cache;
+  }
+  CUDA_CHECK(cudaMalloc(&ms.persistent_layers, host.size() * sizeof(PersistentLayer)));
+  CUDA_CHECK(cudaMemcpy(ms.persistent_layers, host.data(), host.size() * sizeof(PersistentLayer),
+                        cudaMemcpyHostToDevice));
+  PersistentDecodeArgs& a = ms.persistent;
+  a = persistent_shape();
   a.pair_rows = persistent_pair_rows(ms.mapping->name) == 1;
   a.layers = ms.persistent_layers;
   a.embedding = embedding_;
@@ -952,14 +961,13 @@ PersistentDecodeArgs CudaEngine::persistent_args(MappingState& ms) {
   a.logits = logits_;
   a.attn_partial = d_attn_partial_;
   a.sync = d_sync_;
-  if (const char* f = std::getenv("LLM_PERSISTENT_FAULT")) a.fault = std::atoi(f);  // tests: a block that never arrives
-  if (const char* t = std::getenv("LLM_PERSISTENT_TIMEOUT_MS")) a.timeout_ns = 1000000ull * std::strtoull(t, nullptr, 10);
   return a;
 }
 
 void CudaEngine::decode_persistent(MappingState& ms) {
-  PersistentDecodeArgs a = persistent_args(ms);
-  if (pplan_.grid == 0) pplan_ = persistent_decode_plan(a, persistent_max_blocks_);
+  PersistentDecodeArgs a = persistent_args(ms);  // a copy: the per-step fields below
+  a.fault = persistent_fault_;
+  if (persistent_timeout_ns_ > 0) a.timeout_ns = persistent_timeout_ns_;
   cudaStream_t s = stream_.s;
   if (profiling_) {
     a.prof = d_pprof_;

@@ -208,7 +208,7 @@ TEST(PersistentDecode, ThousandStepsTwentyTimesAreBitwiseIdentical) {
   }
 }
 
-// A block that never arrives (LLM_PERSISTENT_FAULT=1): the others time out, the step fails with an error naming the
+// A block that never arrives (LLM_PERSISTENT_FAULT=1, read by set_persistent): the others time out, the step fails with an error naming the
 // wait, and the next step (fault gone) runs and matches the graph path.
 TEST(PersistentDecode, AWaitThatNeverEndsIsAnErrorNotAHang) {
   REQUIRE_GPU();
@@ -218,6 +218,7 @@ TEST(PersistentDecode, AWaitThatNeverEndsIsAnErrorNotAHang) {
   ASSERT_GT(pers->persistent_grid(), 1) << "the fault needs a second block";
   setenv("LLM_PERSISTENT_FAULT", "1", 1);
   setenv("LLM_PERSISTENT_TIMEOUT_MS", "200", 1);
+  pers->set_persistent(true);  // the engine reads the test hooks here
   std::string what;
   try {
     pers->decode(5, 0);
@@ -227,6 +228,7 @@ TEST(PersistentDecode, AWaitThatNeverEndsIsAnErrorNotAHang) {
   }
   unsetenv("LLM_PERSISTENT_FAULT");
   unsetenv("LLM_PERSISTENT_TIMEOUT_MS");
+  pers->set_persistent(true);
   EXPECT_NE(what.find("timed out"), std::string::npos) << what;
   EXPECT_NE(what.find("persistent decode"), std::string::npos) << what;
   for (int pos = 0; pos < 5; ++pos) {
