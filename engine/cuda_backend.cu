@@ -60,6 +60,8 @@
 #include "engine/cuda_resources.h"  // DeviceArena, PinnedBuffer, StreamHolder, EventHolder, CublasHolder, ...
 #include "kernels/cuda_check.h"
 #include "engine/gemv_choice.h"     // resolve_gemv_choice, default_gemv_name, gemv_refusal
+#include "engine/kernel_trace.h"     // KernelTrace: CUPTI's kernel timeline of a graph replay
+#include "engine/timeline_budget.h"  // split_replays, attribute_timeline
 #include "kernels/gemv.h"
 #include "kernels/gemv_quant.h"
 #include "kernels/kv_fp8.h"
@@ -116,10 +118,16 @@ struct MappingState {
   std::vector<DecodeWeight> weights;
   size_t bytes_read = 0;               // weight bytes one decode step reads (codes + scales for quantized pieces)
   GraphExecHolder graph;
+  // The profiled graph (a second capture of the same step, made while the kernel timeline records) and the profile
+  // part of each of its kernels in capture order.
+  GraphExecHolder prof_graph;
+  std::vector<int> prof_parts;
+  uint32_t prof_graph_id = 0;
   PersistentLayer* persistent_layers = nullptr;  // device [n_layers]: this mapping's weights for the persistent path
   PersistentDecodeArgs persistent;               // its kernel arguments, built with persistent_layers
   ~MappingState() {
     graph.reset();  // before the weights it reads
+    prof_graph.reset();
     if (persistent_layers) cudaFree(persistent_layers);
     for (auto& dw : weights)
       for (auto& p : dw) {
@@ -163,20 +171,54 @@ struct DevLayer {
   Fp8KvLayer fp8;                    // --kv-dtype fp8: codes, scales and the open block's rows (kernels/kv_fp8.h)
 };
 
-// Region boundaries of one profiled decode step: events[i] .. events[i+1] is a region of class part[i].
+// Kernel nodes of the graph being captured on s so far.
+size_t captured_kernels(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t g = nullptr;
+  CUDA_CHECK(cudaStreamGetCaptureInfo(s, &status, nullptr, &g));
+  if (status != cudaStreamCaptureStatusActive || !g) fail("cuda backend: counting kernels of a stream not capturing");
+  size_t n = 0;
+  CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &n));
+  size_t kernels = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cudaGraphNodeType t;
+    CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &t));
+    kernels += t == cudaGraphNodeTypeKernel;
+  }
+  return kernels;
+}
+
+// Region boundaries of one profiled decode step: events[i] .. events[i+1] is a region of class part[i]. Counting (a
+// graph being captured): no events; kernels_at[i] = kernel nodes captured by the end of region i.
 struct StepProbe {
   std::vector<cudaEvent_t> events;
   std::vector<int> part;
   size_t used = 0;
+  bool counting = false;
+  std::vector<size_t> kernels_at;
   void start(cudaStream_t s) {
     part.clear();
+    kernels_at.clear();
     used = 0;
-    CUDA_CHECK(cudaEventRecord(events[used++], s));
+    if (!counting) CUDA_CHECK(cudaEventRecord(events[used++], s));
   }
   void end_region(int p, cudaStream_t s) {
+    part.push_back(p);
+    if (counting) {
+      kernels_at.push_back(captured_kernels(s));
+      return;
+    }
     if (used >= events.size()) fail("cuda backend: profiling event pool too small (", events.size(), ")");
     CUDA_CHECK(cudaEventRecord(events[used++], s));
-    part.push_back(p);
+  }
+  // Counting: the part of every captured kernel, in capture order.
+  std::vector<int> kernel_parts() const {
+    std::vector<int> parts;
+    for (size_t i = 0; i < part.size(); ++i)
+      parts.insert(parts.end(), kernels_at[i] - (i ? kernels_at[i - 1] : 0), part[i]);
+    return parts;
   }
   ~StepProbe() {
     for (auto e : events) cudaEventDestroy(e);
@@ -238,7 +280,9 @@ class CudaEngine final : public CudaBackend {
   const PersistentDecodeArgs& persistent_args(MappingState& ms);
   void decode_persistent(MappingState& ms);
   void check_persistent_error();
-  void capture_graph(MappingState& ms);
+  // Captures one decode step of ms into exec; counting: the probe records the part of every captured kernel.
+  void capture_graph(const MappingState& ms, GraphExecHolder& exec, StepProbe* counting);
+  void decode_timeline(MappingState& ms);  // a profiled step: the profiled graph replayed under the kernel timeline
   void prefill_chunk(int c, int pos0);
   // RoPE on q and k (n tokens at *d_pos0) and the rotated k, v into layer L's cache in its form.
   void store_kv(const DevLayer& L, float* q, float* k, const float* v, const int* d_pos0, int n, cudaStream_t s);
@@ -255,6 +299,8 @@ class CudaEngine final : public CudaBackend {
   bool use_graph_ = true;
   bool persistent_ = false;
   bool profiling_ = false;
+  bool timeline_ = false;         // profiling the graph path by the kernel timeline (CUPTI) of graph replays
+  std::string timeline_refusal_;  // why the timeline is unavailable here (once known)
   bool tied_ = false;
   bool fused_ = true;
   bool dequantize_ = false;
@@ -818,22 +864,51 @@ void CudaEngine::enqueue_decode_step(const MappingState& ms, StepProbe* probe) {
   CUDA_CHECK_LAUNCH("the decode step");
 }
 
-void CudaEngine::capture_graph(MappingState& ms) {
+void CudaEngine::capture_graph(const MappingState& ms, GraphExecHolder& exec, StepProbe* counting) {
   GraphHolder graph;
   CUDA_CHECK(cudaStreamBeginCapture(stream_.s, cudaStreamCaptureModeThreadLocal));
   try {
-    enqueue_decode_step(ms, nullptr);
+    enqueue_decode_step(ms, counting);
   } catch (...) {
     cudaStreamEndCapture(stream_.s, &graph.g);  // leave the stream usable
     cudaGetLastError();
     throw;
   }
   CUDA_CHECK(cudaStreamEndCapture(stream_.s, &graph.g));
-  cudaError_t err = cudaGraphInstantiate(&ms.graph.g, graph.g, 0);
+  cudaError_t err = cudaGraphInstantiate(&exec.g, graph.g, 0);
   if (err != cudaSuccess) {
-    ms.graph.g = nullptr;
+    exec.g = nullptr;
     CUDA_CHECK(err);
   }
+}
+
+void CudaEngine::decode_timeline(MappingState& ms) {
+  KernelTrace& trace = KernelTrace::instance();
+  if (!ms.prof_graph.g) {  // captured while the timeline records (CUPTI traces graphs made after it started)
+    StepProbe counter;
+    counter.counting = true;
+    capture_graph(ms, ms.prof_graph, &counter);
+    ms.prof_parts = counter.kernel_parts();
+    std::string why;
+    if (!trace.graph_exec_id(ms.prof_graph.g, &ms.prof_graph_id, &why)) fail("cuda backend: kernel timeline: ", why);
+  }
+  cudaStream_t s = stream_.s;
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  trace.take(nullptr);  // whatever ran before this step (sampling, other passes)
+  CUDA_CHECK(cudaGraphLaunch(ms.prof_graph.g, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  uint64_t dropped = 0;
+  const std::vector<TraceKernel> records = trace.take(&dropped);
+  if (dropped) fail("cuda backend: the kernel timeline lost ", dropped, " records (CUPTI's buffers were full)");
+  const std::vector<TraceReplay> replays = split_replays(records, ms.prof_graph_id);
+  if (replays.size() != 1)
+    fail("cuda backend: the kernel timeline of one decode step holds ", replays.size(), " replays of its graph, not 1");
+  const TimelineBudget b =
+      attribute_timeline(replays[0].kernels, ms.prof_parts, DecodeProfile::kParts, DecodeProfile::kWait);
+  for (int p = 0; p < DecodeProfile::kParts; ++p) profile_.ms[p] += b.ms[size_t(p)];
+  profile_.total_ms += b.span_ms;
+  profile_.steps++;
+  profile_.graph_timeline = true;
 }
 
 void CudaEngine::decode(int token, int pos) {
@@ -852,6 +927,10 @@ void CudaEngine::decode(int token, int pos) {
     decode_persistent(ms);
     return;
   }
+  if (profiling_ && timeline_) {
+    decode_timeline(ms);
+    return;
+  }
   if (profiling_) {
     enqueue_decode_step(ms, probe_.get());
     accumulate_profile();
@@ -862,20 +941,18 @@ void CudaEngine::decode(int token, int pos) {
     return;
   }
   enqueue_decode_step(ms, nullptr);
-  if (use_graph_) capture_graph(ms);  // the eager step above was the warm-up: handles made, kernels loaded
+  if (use_graph_) capture_graph(ms, ms.graph, nullptr);  // the eager step above was the warm-up
 }
 
 // --- the persistent path ------------------------------------------------------------------------------------------
 
 std::string CudaEngine::persistent_refusal(const MappingState& ms) const {
-  const std::string kept_quant = any_quant_ && ms.has_quant ? "some projections" : "";
-  const std::string why = llm::persistent_refusal(cfg_, source_, ms.mapping ? ms.mapping->name : ms.name, kept_quant,
-                                                  kv_dtype_ == KvDtype::FP8, fused_);
-  if (!why.empty()) return why;
-  for (const DecodeWeight& w : ms.weights)  // the state the kernel reads: one BF16 piece per matrix
-    if (w.size() != 1 || w[0].quant)
-      return "--decode persistent runs BF16 weights; a decode matrix here is quantized or split by type";
-  return "";
+  // The state the kernel reads: one piece per matrix (a fused group in one type), BF16 or kept quantized.
+  std::string mixed;
+  for (size_t i = 0; i < ms.weights.size() && mixed.empty(); ++i)
+    if (ms.weights[i].size() != 1) mixed = "a fused group of layer " + std::to_string(i / kFusedPerLayer);
+  return llm::persistent_refusal(cfg_, source_, ms.name, any_quant_ ? "quantized projections" : "", mixed,
+                                 kv_dtype_ == KvDtype::FP8, fused_);
 }
 
 void CudaEngine::set_persistent(bool on) {
@@ -924,20 +1001,20 @@ const PersistentDecodeArgs& CudaEngine::persistent_args(MappingState& ms) {
   if (ms.persistent_layers) return ms.persistent;
   const size_t per_layer = size_t(kFusedPerLayer);
   std::vector<PersistentLayer> host(layers_.size());
+  bool quant = false;
+  auto matrix = [&](const DecodeWeight& w) {  // one piece: persistent_refusal said so
+    quant = quant || w[0].quant;
+    return w[0].quant ? persistent_matrix(w[0].q) : persistent_matrix_bf16(w[0].bf16.data, w[0].bf16.ld);
+  };
   for (size_t l = 0; l < layers_.size(); ++l) {
-    const GemvWeight* w[kFusedPerLayer];
-    for (int i = 0; i < kFusedPerLayer; ++i) w[i] = &ms.weights[l * per_layer + size_t(i)][0].bf16;
+    const DecodeWeight* w = &ms.weights[l * per_layer];
     PersistentLayer& p = host[l];
     p.attn_norm = layers_[l].attn_norm;
     p.ffn_norm = layers_[l].ffn_norm;
-    p.wqkv = w[kFQkv]->data;
-    p.ld_qkv = w[kFQkv]->ld;
-    p.wo = w[kFO]->data;
-    p.ld_o = w[kFO]->ld;
-    p.wgu = w[kFGateUp]->data;
-    p.ld_gu = w[kFGateUp]->ld;
-    p.wdown = w[kFDown]->data;
-    p.ld_down = w[kFDown]->ld;
+    p.wqkv = matrix(w[kFQkv]);
+    p.wo = matrix(w[kFO]);
+    p.wgu = matrix(w[kFGateUp]);
+    p.wdown = matrix(w[kFDown]);
     p.k_cache = layers_[l].k_cache;
     p.v_cache = layers_[l].v_cache;
   }
@@ -946,12 +1023,12 @@ const PersistentDecodeArgs& CudaEngine::persistent_args(MappingState& ms) {
                         cudaMemcpyHostToDevice));
   PersistentDecodeArgs& a = ms.persistent;
   a = persistent_shape();
-  a.pair_rows = persistent_pair_rows(ms.mapping->name) == 1;
+  a.pair_rows = ms.mapping && persistent_pair_rows(ms.mapping->name) == 1;
   a.layers = ms.persistent_layers;
   a.embedding = embedding_;
   a.final_norm = final_norm_;
-  a.head = ms.weights.back()[0].bf16.data;
-  a.ld_head = ms.weights.back()[0].bf16.ld;
+  a.head = matrix(ms.weights.back());
+  a.quant = quant;
   a.inv_freq = inv_freq_;
   a.step = d_step_;
   a.x = x_;
@@ -1019,6 +1096,19 @@ void CudaEngine::check_persistent_error() {
 
 void CudaEngine::set_profiling(bool on) {
   profiling_ = on;
+  // Graph path: the kernel timeline of graph replays when CUPTI runs here; else un-graphed steps timed by events.
+  if (!on) {
+    if (timeline_) KernelTrace::instance().stop();
+    timeline_ = false;
+  } else if (use_graph_ && !timeline_ && timeline_refusal_.empty()) {
+    std::string why;
+    timeline_ = KernelTrace::instance().start(&why);
+    if (!timeline_) {
+      timeline_refusal_ = why;
+      std::fprintf(stderr, "cuda: kernel timeline unavailable (%s): profiling un-graphed steps with CUDA events\n",
+                   why.c_str());
+    }
+  }
   if (!on || probe_) return;
   auto probe = std::make_unique<StepProbe>();
   const size_t n = layers_.size() * 12 + 4;  // region boundaries of one step (see enqueue_decode_step)

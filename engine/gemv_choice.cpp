@@ -77,13 +77,20 @@ int persistent_pair_rows(const std::string& bf16_mapping) {
   return -1;
 }
 
-std::string persistent_refusal(const ModelConfig& c, const std::string& source, const std::string& bf16_mapping,
-                               const std::string& kept_quant, bool fp8_kv, bool fuse_projections) {
-  if (!kept_quant.empty())
-    return "--decode persistent runs BF16 weights; " + source + " keeps quantized weights (" + kept_quant +
-           "): pass --dequantize, or use --decode graph";
-  if (persistent_pair_rows(bf16_mapping) < 0)
-    return "--decode persistent runs the lanes-along-K GEMV mappings (warp-r2, warp, warp-few); '" + bf16_mapping +
+std::string persistent_refusal(const ModelConfig& c, const std::string& source, const std::string& mapping,
+                               const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
+                               bool fuse_projections) {
+  const GemvChoice choice = resolve_gemv_choice(mapping);
+  if (!kept_quant.empty() && choice.quant != "warp")
+    return "--decode persistent runs quantized weights with the quantized 'warp' mapping only; '" +
+           (mapping.empty() ? std::string(kQuantGemvDefault) : mapping) + "' cannot run inside it (" + source +
+           " keeps " + kept_quant + "): use --gemv warp, --dequantize, or --decode graph";
+  if (!mixed_group.empty())
+    return "--decode persistent needs each fused group (q|k|v, gate|up) in one weight type; " + mixed_group +
+           " and the matrices fused with it differ: use --decode graph, or --dequantize";
+  const std::string bf16 = choice.bf16;
+  if (persistent_pair_rows(bf16) < 0)
+    return "--decode persistent runs the lanes-along-K GEMV mappings (warp-r2, warp, warp-few); '" + mapping +
            "' cannot run inside it: use --decode graph for it";
   if (fp8_kv) return "--decode persistent keeps the KV cache in BF16; --kv-dtype fp8 runs with --decode graph";
   if (!fuse_projections) return "--decode persistent needs fused projections (q|k|v and gate|up in one matrix each)";
@@ -98,14 +105,23 @@ std::string persistent_refusal(const ModelConfig& c, const std::string& source, 
   return "";
 }
 
+std::string mixed_fused_group(const Model& model, bool dequantize) {
+  auto kept = [&](const HostTensor& t) { return t.quant != 0 && !dequantize ? t.quant : 0u; };
+  for (const LayerWeights& l : model.weights.layers) {
+    for (const std::vector<const HostTensor*>& group :
+         {std::vector<const HostTensor*>{&l.wq, &l.wk, &l.wv}, std::vector<const HostTensor*>{&l.w_gate, &l.w_up}})
+      for (const HostTensor* t : group)
+        if (kept(*t) != kept(*group[0])) return printable(group[0]->name);
+  }
+  return "";
+}
+
 std::string decode_path_refusal(DecodePath path, const std::string& gemv, const Model& model, bool dequantize,
                                 bool fp8_kv, bool fuse_projections) {
   if (path == DecodePath::Graph) return "";
   const std::string name = gemv.empty() ? default_gemv_name(model, dequantize) : gemv;
-  // A quantized-only name (as-stored) has no BF16 form: the name itself is what the persistent path refuses.
-  const std::string bf16 = resolve_gemv_choice(name).bf16;
-  return persistent_refusal(model.config, model.source, bf16.empty() ? name : bf16,
-                            dequantize ? "" : quant_summary(model), fp8_kv, fuse_projections);
+  return persistent_refusal(model.config, model.source, name, dequantize ? "" : quant_summary(model),
+                            fuse_projections ? mixed_fused_group(model, dequantize) : "", fp8_kv, fuse_projections);
 }
 
 std::string quant_summary(const Model& model) {

@@ -35,18 +35,27 @@ DecodePath parse_decode_path(const std::string& name);
 
 // The persistent path runs the lanes-along-K BF16 mappings over their padded row-major layout: "warp-r2" walks two
 // rows at once (returns 1), "warp" and its control "warp-few" one row after the other (0); any other name -1.
+// Quantized weights run there through the quantized "warp" mapping's planes and lane code (two rows at once).
 int persistent_pair_rows(const std::string& bf16_mapping);
 
-// What the persistent kernel takes, from what any caller knows: "" or why not, in one line. `bf16_mapping` is the BF16
-// registry name decode would use, `kept_quant` says which weights decode keeps quantized ("" = none), `source` names
-// the model in the messages. decode_path_refusal (from a Model) and the CUDA engine (from its state) both ask it.
-std::string persistent_refusal(const ModelConfig& c, const std::string& source, const std::string& bf16_mapping,
-                               const std::string& kept_quant, bool fp8_kv, bool fuse_projections);
+// What the persistent kernel takes, from what any caller knows: "" or why not, in one line. `mapping` is the --gemv
+// name decode uses (resolve_gemv_choice), `kept_quant` says which weights decode keeps quantized ("" = none; they
+// need the quantized "warp" form), `mixed_group` names a fused group (q|k|v, gate|up) whose members differ in type
+// ("" = none: the kernel takes one type per matrix), `source` names the model in the messages. decode_path_refusal
+// (from a Model) and the CUDA engine (from its state) both ask it.
+std::string persistent_refusal(const ModelConfig& c, const std::string& source, const std::string& mapping,
+                               const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
+                               bool fuse_projections);
+
+// The first tensor of a fused group (q|k|v, gate|up) whose members decode would hold in different types (kept
+// quantized in different GGML types, or some quantized and some not), or "".
+std::string mixed_fused_group(const Model& model, bool dequantize);
 
 // "" when `path` can run `model` with GEMV `gemv` ("" = the default) and these options; otherwise why not, in one
 // line naming the mapping, weight type, KV dtype or value. Graph runs everything the engine runs. Persistent refuses a
-// mapping that is not lanes-along-K (cuBLAS, thread, colmajor, ...), weights kept quantized, an FP8 KV cache, unfused
-// projections, and shapes its kernel does not take (head_dim not 8 * 2^i up to 256; rows wider than 50,000).
+// mapping that is not lanes-along-K (cuBLAS, thread, colmajor, as-stored, warp-dp4a, ...), a fused group mixing weight
+// types, an FP8 KV cache, unfused projections, and shapes its kernel does not take (head_dim not 8 * 2^i up to 256;
+// rows wider than 50,000).
 std::string decode_path_refusal(DecodePath path, const std::string& gemv, const Model& model, bool dequantize,
                                 bool fp8_kv, bool fuse_projections);
 

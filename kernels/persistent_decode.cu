@@ -27,6 +27,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/gemv_device.cuh"  // dot8, load_weights_streaming (weights never change during the kernel)
 #include "kernels/gemv_internal.h"  // gemv_sm_count
+#include "kernels/gemv_quant_device.cuh"  // quant_chunk_fma, quant_load_scale_raw, quant_packed_args: the quantized "warp" lane code
 #include "kernels/rope_device.cuh"  // rotate_pair: the same bits as rope_kv_store
 
 namespace llm {
@@ -133,11 +134,42 @@ __device__ __forceinline__ void block_arrive(unsigned* c) {
 
 // Rows of a task unit: row_a = u * stride, row_b = row_a + off (row_b >= N: absent).
 struct GemvDesc {
-  const uint16_t* W;
-  int64_t ld;
+  const PersistentMatrix* m;
   int N, K;
   int units, stride, off;
 };
+
+// Weights per 16-byte chunk of a row: 8 (BF16), 32 (Int4 codes), 16 (Int8 codes).
+__host__ __device__ __forceinline__ int chunk_weights(int form) {
+  return form == kPFBf16 ? 8 : (form == kPFQ4_0 || form == kPFQ4_1 || form == kPFQ4_K) ? 32 : 16;
+}
+// Chunks per row of K weights (BF16 rows are padded to a whole chunk; quantized K is a multiple of 32).
+__device__ __forceinline__ int row_chunks(int form, int K) { return (K + chunk_weights(form) - 1) / chunk_weights(form); }
+
+// Where x[k] sits in the staged vector: BF16 reads it in order; a quantized stage reads it as the quantized "warp"
+// mapping's QuantXShared, float4 word j of chunk c at float4 index j * chunks + c (lanes on consecutive chunks read
+// consecutive 16 bytes).
+struct XLayout {
+  int w = 0, chunks = 0;  // w: weights per chunk (0 = in order)
+  __device__ __forceinline__ int at(int k) const {
+    if (w == 0) return k;
+    return (((k % w) >> 2) * chunks + k / w) * 4 + (k & 3);
+  }
+  __device__ __forceinline__ int at4(int i) const {  // float4 index of elements 4i .. 4i + 3
+    if (w == 0) return i;
+    const int k = 4 * i;
+    return ((k % w) >> 2) * chunks + k / w;
+  }
+};
+template <bool kQuant>
+__device__ __forceinline__ XLayout x_layout(const PersistentMatrix& m, int K) {
+  XLayout l;
+  if (kQuant && m.form != kPFBf16) {
+    l.w = chunk_weights(m.form);
+    l.chunks = K / l.w;
+  }
+  return l;
+}
 
 __device__ __forceinline__ void unit_range(int units, int& u0, int& u1) {
   u0 = int(int64_t(blockIdx.x) * units / gridDim.x);
@@ -195,25 +227,94 @@ __device__ __forceinline__ void pair_dot(const uint4* wa, const uint4* wb, const
   sb = ab;
 }
 
+// The quantized "warp" mapping's lane code for two rows sharing each x chunk: chunks [cb, ce) of rows ra and rb (rb
+// absent: zero codes and scales, which add 0), 4 chunks per row in flight per lane, x staged as QuantXShared.
+constexpr int kQU = 4;  // chunks per row in flight per lane
+template <bool kInt4, bool kTwoLevel, bool kHasMin>
+__device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
+                                           int chunks, int cb, int ce, int lane, float& sa, float& sb) {
+  QuantPackedArgs q;  // the fields quant_load_scale_raw reads
+  q.scales = m.scales;
+  q.mins = m.mins;
+  q.sub_scales = m.sub_scales;
+  q.sub_mins = m.sub_mins;
+  q.super_d = m.super_d;
+  q.super_dmin = m.super_dmin;
+  q.ld_groups = m.ld_groups;
+  q.ld_sub = m.ld_sub;
+  q.ld_super = m.ld_super;
+  q.group_shift = m.group_shift;
+  q.super_shift = m.super_shift;
+  const uint8_t* codes = static_cast<const uint8_t*>(m.data);
+  const uint4* wa = reinterpret_cast<const uint4*>(codes + int64_t(ra) * m.ld);
+  const uint4* wb = reinterpret_cast<const uint4*>(codes + int64_t(has_b ? rb : ra) * m.ld);
+  const QuantXShared xq{reinterpret_cast<const float4*>(xs), chunks};
+  float acc[2] = {0.0f, 0.0f};
+  for (int c = cb + lane; c < ce; c += 32 * kQU) {
+    uint4 w[kQU][2];
+    uint2 raw[kQU][2];
+#pragma unroll
+    for (int i = 0; i < kQU; ++i) {
+      const int ci = c + 32 * i;
+      w[i][0] = w[i][1] = make_uint4(0u, 0u, 0u, 0u);
+      raw[i][0] = raw[i][1] = make_uint2(0u, 0u);
+      if (ci < ce) {
+        w[i][0] = load_weights_streaming(wa + ci);
+        raw[i][0] = quant_load_scale_raw<kTwoLevel, kHasMin>(q, ra, ci);
+        if (has_b) {
+          w[i][1] = load_weights_streaming(wb + ci);
+          raw[i][1] = quant_load_scale_raw<kTwoLevel, kHasMin>(q, rb, ci);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kQU; ++i)
+      if (c + 32 * i < ce) quant_chunk_fma<kInt4, kTwoLevel, kHasMin, 2>(w[i], raw[i], xq, c + 32 * i, m.bias, acc);
+  }
+  sa = acc[0];
+  sb = acc[1];
+}
+
+__device__ __forceinline__ void quant_pair_dot(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
+                                            int chunks, int cb, int ce, int lane, float& sa, float& sb) {
+  switch (m.form) {
+    case kPFQ4_0: quant_pair<true, false, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;
+    case kPFQ4_1: quant_pair<true, false, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;
+    case kPFQ4_K: quant_pair<true, true, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;
+    case kPFInt8: quant_pair<false, false, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;
+    case kPFInt8Min: quant_pair<false, false, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;
+    default: quant_pair<false, true, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;  // kPFQ6_K
+  }
+}
+
 // Units [v0, v0 + n) of d against xs, S slices each: tasks over the warps, partial sums added in slice order, then
 // epi(u, y_a, y_b) per unit. Ends with a block barrier.
-template <bool kPair, class Epi>
+template <bool kPair, bool kQuant, class Epi>
 __device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int v0, int n, int S, Epi& epi) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int chunks = (d.K + 7) >> 3, per = (chunks + S - 1) / S;
+  const PersistentMatrix& m = *d.m;
+  const int form = kQuant ? m.form : int(kPFBf16);
+  const void* data = m.data;
+  const int64_t ld = m.ld;
+  const int chunks = kQuant ? row_chunks(form, d.K) : (d.K + 7) >> 3, per = (chunks + S - 1) / S;
   for (int t = warp; t < n * S; t += kWarps) {
     const int u = v0 + t / S, sl = t % S;
     const int ra = u * d.stride, rb = ra + d.off;
     const bool has_b = rb < d.N;
     const int cb = min(chunks, sl * per), ce = min(chunks, cb + per);
-    const uint4* wa = reinterpret_cast<const uint4*>(d.W + int64_t(ra) * d.ld);
-    const uint4* wb = reinterpret_cast<const uint4*>(d.W + int64_t(has_b ? rb : ra) * d.ld);
     float sa, sb = 0.0f;
-    if (kPair) {
-      pair_dot(wa, wb, xs, cb, ce, lane, sa, sb);
-    } else {
-      sa = row_dot(wa, xs, cb, ce, lane);
-      if (has_b) sb = row_dot(wb, xs, cb, ce, lane);
+    if (!kQuant || form == kPFBf16) {
+      const uint16_t* W = static_cast<const uint16_t*>(data);
+      const uint4* wa = reinterpret_cast<const uint4*>(W + int64_t(ra) * ld);
+      const uint4* wb = reinterpret_cast<const uint4*>(W + int64_t(has_b ? rb : ra) * ld);
+      if (kPair) {
+        pair_dot(wa, wb, xs, cb, ce, lane, sa, sb);
+      } else {
+        sa = row_dot(wa, xs, cb, ce, lane);
+        if (has_b) sb = row_dot(wb, xs, cb, ce, lane);
+      }
+    } else if constexpr (kQuant) {
+      quant_pair_dot(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
     }
     sa = warp_sum(sa);
     sb = warp_sum(sb);
@@ -235,11 +336,11 @@ __device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int
 // The GEMV stage d: stage() (the wait and filling xs), then this block's units: a contiguous, even share. S (K
 // slices per unit, so that small stages give every warp a task) depends on the stage only, not on the block.
 // (Handing the last quarter of the units out from a counter to whichever block is free was measured no faster.)
-template <bool kPair, class Stage, class Epi>
+template <bool kPair, bool kQuant, class Stage, class Epi>
 __device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage stage, Epi epi) {
   if (!stage()) return false;  // the step failed (every thread of the block sees it)
   const int G = gridDim.x;
-  const int chunks = (d.K + 7) >> 3;
+  const int chunks = kQuant ? row_chunks(d.m->form, d.K) : (d.K + 7) >> 3;
   const int avg = (d.units + G - 1) / G;
   int S = 1;
   {
@@ -256,13 +357,13 @@ __device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage sta
   }
   const int u0 = int(int64_t(blockIdx.x) * d.units / G), u1 = int(int64_t(blockIdx.x + 1) * d.units / G);
   const int round_units = kMaxTasks / S;
-  for (int r0 = u0; r0 < u1; r0 += round_units) gemv_units<kPair>(d, xs, part, r0, min(u1 - r0, round_units), S, epi);
+  for (int r0 = u0; r0 < u1; r0 += round_units) gemv_units<kPair, kQuant>(d, xs, part, r0, min(u1 - r0, round_units), S, epi);
   return true;
 }
 
-// xs[0, n) = src[0, n) (written in this kernel: read through L2; 16-byte loads, four in flight per thread when n is a
-// multiple of 4), zeros up to the 8-element chunk. Returns this thread's sum of squares of what it copied.
-__device__ float load_vector(const float* src, int n, float* xs) {
+// xs[lay.at(k)] = src[k] for k < n (written in this kernel: read through L2; 16-byte loads, four in flight per thread
+// when n is a multiple of 4), zeros up to the 8-element chunk. Returns this thread's sum of squares of what it copied.
+__device__ float load_vector(const float* src, int n, float* xs, XLayout lay) {
   float ss = 0.0f;
   if ((n & 3) == 0) {
     const int n4 = n >> 2;
@@ -276,44 +377,47 @@ __device__ float load_vector(const float* src, int n, float* xs) {
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         if (i + j * kThreads < n4) {
-          d4[i + j * kThreads] = v[j];
+          d4[lay.at4(i + j * kThreads)] = v[j];
           ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
         }
     }
   } else {
     for (int k = threadIdx.x; k < n; k += kThreads) {
       const float v = __ldcg(src + k);
-      xs[k] = v;
+      xs[lay.at(k)] = v;
       ss += v * v;
     }
   }
-  for (int k = n + threadIdx.x; k < ((n + 7) & ~7); k += kThreads) xs[k] = 0.0f;
+  for (int k = n + threadIdx.x; k < ((n + 7) & ~7); k += kThreads) xs[lay.at(k)] = 0.0f;
   return ss;
 }
 
-// xs[k] = src[k] * inv_rms * w[k] (the rmsnorm kernel's expression), zeros past dim up to the 8-element chunk.
-// src is FP32 x or, for the first layer, the BF16 embedding row.
+// xs[lay.at(k)] = src[k] * inv_rms * w[k] (the rmsnorm kernel's expression), zeros past dim up to the 8-element
+// chunk. src is FP32 x or, for the first layer, the BF16 embedding row.
 __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const float* w, int dim, float eps, float* xs,
-                           Shared& sh) {
+                           XLayout lay, Shared& sh) {
   float ss = 0.0f;
   if (src_bf16) {
     for (int k = threadIdx.x; k < dim; k += kThreads) {
       const float v = bf16_to_f32(src_bf16[k]);
-      xs[k] = v;
+      xs[lay.at(k)] = v;
       ss += v * v;
     }
-    for (int k = dim + threadIdx.x; k < ((dim + 7) & ~7); k += kThreads) xs[k] = 0.0f;
+    for (int k = dim + threadIdx.x; k < ((dim + 7) & ~7); k += kThreads) xs[lay.at(k)] = 0.0f;
   } else {
-    ss = load_vector(src, dim, xs);
+    ss = load_vector(src, dim, xs, lay);
   }
   ss = block_sum(ss, sh.red);
   const float inv = 1.0f / sqrtf(ss / float(dim) + eps);
-  for (int k = threadIdx.x; k < dim; k += kThreads) xs[k] = xs[k] * inv * w[k];
+  for (int k = threadIdx.x; k < dim; k += kThreads) {
+    const int i = lay.at(k);
+    xs[i] = xs[i] * inv * w[k];
+  }
   __syncthreads();
 }
 
-__device__ void stage_copy(const float* src, int n, float* xs) {
-  load_vector(src, n, xs);
+__device__ void stage_copy(const float* src, int n, float* xs, XLayout lay) {
+  load_vector(src, n, xs, lay);
   __syncthreads();
 }
 
@@ -479,7 +583,7 @@ __device__ void attention_merge(const PersistentDecodeArgs& a, int h0, int nh, i
 
 // --- the kernel ----------------------------------------------------------------------------------------------------
 
-template <bool kPair>
+template <bool kPair, bool kQuant>
 __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(PersistentDecodeArgs a) {
   extern __shared__ __align__(16) float dyn[];
   __shared__ Shared sh;
@@ -495,12 +599,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     clk.t = clock64();
   }
   if (a.fault == 1 && blockIdx.x == G - 1) return;  // tests: a block that never arrives
-
   const int pos = a.step[0], tok = a.step[1];
   const int dim = a.dim, hd = a.head_dim, q_dim = a.n_heads * hd, kv_dim = a.n_kv_heads * hd;
   const int gq = a.n_heads / a.n_kv_heads;
   const uint16_t* emb = a.embedding + int64_t(tok) * dim;
-  const GemvDesc dres0{nullptr, 0, dim, 0, (dim + 1) / 2, 2, 1};  // the o/down partition of x's rows
+  const GemvDesc dres0{nullptr, dim, 0, (dim + 1) / 2, 2, 1};  // the o/down partition of x's rows
   {
     int u0, u1;
     unit_range(dres0.units, u0, u1);
@@ -517,11 +620,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   for (int l = 0; l < a.n_layers; ++l) {
     const PersistentLayer& L = a.layers[l];
     // q|k|v, RoPE, KV store.
-    const GemvDesc dqkv{L.wqkv, L.ld_qkv, q_dim + 2 * kv_dim, dim, (q_dim + 2 * kv_dim) / 2, 2, 1};
-    const bool ok_qkv = gemv_block<kPair>(dqkv, xs, part, [&] {
+    const GemvDesc dqkv{&L.wqkv, q_dim + 2 * kv_dim, dim, (q_dim + 2 * kv_dim) / 2, 2, 1};
+    const bool ok_qkv = gemv_block<kPair, kQuant>(dqkv, xs, part, [&] {
       if (l > 0 && !block_wait(a, counter(a.sync, l - 1, kCDown), G, err_code(l - 1, kCDown), sh, clk))
         return false;
-      stage_norm(a.x, l == 0 ? emb : nullptr, L.attn_norm, dim, a.norm_eps, xs, sh);
+      stage_norm(a.x, l == 0 ? emb : nullptr, L.attn_norm, dim, a.norm_eps, xs, x_layout<kQuant>(L.wqkv, dim), sh);
       clk.mark(kPNorm);
       return true;
     }, [&](int u, float ya, float yb) {
@@ -546,7 +649,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     block_arrive(counter(a.sync, l, kCQkv));
 
     // Attention: (kv head, pass of query heads, key range) items over the blocks.
-    const GemvDesc dout{L.wo, L.ld_o, dim, q_dim, (dim + 1) / 2, 2, 1};
+    const GemvDesc dout{&L.wo, dim, q_dim, (dim + 1) / 2, 2, 1};
     const int passes = (gq + kHeadsPerPass - 1) / kHeadsPerPass;
     {
       const int len = pos + 1;
@@ -582,10 +685,10 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     }
 
     // o + residual.
-    if (!gemv_block<kPair>(dout, xs, part, [&] {
+    if (!gemv_block<kPair, kQuant>(dout, xs, part, [&] {
           if (!block_wait(a, counter(a.sync, l, kCAtt), a.n_kv_heads * passes, err_code(l, kCAtt), sh, clk))
             return false;
-          stage_copy(a.att, q_dim, xs);
+          stage_copy(a.att, q_dim, xs, x_layout<kQuant>(L.wo, q_dim));
           clk.mark(kPNorm);
           return true;
         }, residual))
@@ -594,10 +697,10 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     block_arrive(counter(a.sync, l, kCO));
 
     // gate|up + SwiGLU.
-    const GemvDesc dgu{L.wgu, L.ld_gu, 2 * a.hidden, dim, a.hidden, 1, a.hidden};
-    if (!gemv_block<kPair>(dgu, xs, part, [&] {
+    const GemvDesc dgu{&L.wgu, 2 * a.hidden, dim, a.hidden, 1, a.hidden};
+    if (!gemv_block<kPair, kQuant>(dgu, xs, part, [&] {
           if (!block_wait(a, counter(a.sync, l, kCO), G, err_code(l, kCO), sh, clk)) return false;
-          stage_norm(a.x, nullptr, L.ffn_norm, dim, a.norm_eps, xs, sh);
+          stage_norm(a.x, nullptr, L.ffn_norm, dim, a.norm_eps, xs, x_layout<kQuant>(L.wgu, dim), sh);
           clk.mark(kPNorm);
           return true;
         }, [&](int u, float g, float up) { a.hb[u] = g / (1.0f + expf(-g)) * up; }))
@@ -606,10 +709,10 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     block_arrive(counter(a.sync, l, kCGu));
 
     // down + residual.
-    const GemvDesc ddown{L.wdown, L.ld_down, dim, a.hidden, (dim + 1) / 2, 2, 1};
-    if (!gemv_block<kPair>(ddown, xs, part, [&] {
+    const GemvDesc ddown{&L.wdown, dim, a.hidden, (dim + 1) / 2, 2, 1};
+    if (!gemv_block<kPair, kQuant>(ddown, xs, part, [&] {
           if (!block_wait(a, counter(a.sync, l, kCGu), G, err_code(l, kCGu), sh, clk)) return false;
-          stage_copy(a.hb, a.hidden, xs);
+          stage_copy(a.hb, a.hidden, xs, x_layout<kQuant>(L.wdown, a.hidden));
           clk.mark(kPNorm);
           return true;
         }, residual))
@@ -619,11 +722,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   }
 
   // Final norm and the head.
-  const GemvDesc dhead{a.head, a.ld_head, a.vocab, dim, (a.vocab + 1) / 2, 2, 1};
-  if (!gemv_block<kPair>(dhead, xs, part, [&] {
+  const GemvDesc dhead{&a.head, a.vocab, dim, (a.vocab + 1) / 2, 2, 1};
+  if (!gemv_block<kPair, kQuant>(dhead, xs, part, [&] {
         if (!block_wait(a, counter(a.sync, a.n_layers - 1, kCDown), G, err_code(kHeadWait, kCDown), sh, clk))
           return false;
-        stage_norm(a.x, nullptr, a.final_norm, dim, a.norm_eps, xs, sh);
+        stage_norm(a.x, nullptr, a.final_norm, dim, a.norm_eps, xs, x_layout<kQuant>(a.head, dim), sh);
         clk.mark(kPNorm);
         return true;
       }, [&](int u, float ya, float yb) {
@@ -670,6 +773,48 @@ const char* persistent_part_name(int part) {
   return part >= 0 && part < kPersistentParts ? names[part] : "?";
 }
 
+PersistentMatrix persistent_matrix_bf16(const uint16_t* data, int64_t ld) {
+  PersistentMatrix m;
+  m.form = kPFBf16;
+  m.data = data;
+  m.ld = ld;
+  return m;
+}
+
+PersistentMatrix persistent_matrix(const QuantGemvWeight& w) {
+  using namespace quant_type_id;
+  PersistentMatrix m;
+  switch (w.type_id) {
+    case kQ4_0: m.form = kPFQ4_0; break;
+    case kQ4_1: m.form = kPFQ4_1; break;
+    case kQ4_K: m.form = kPFQ4_K; break;
+    case kQ8_0:
+    case kQ5_0: m.form = kPFInt8; break;
+    case kQ5_1: m.form = kPFInt8Min; break;
+    case kQ6_K: m.form = kPFQ6_K; break;
+    default: fail("persistent decode: no form for GGML type id ", w.type_id);
+  }
+  if (!w.codes || (w.ld_codes % 16) != 0 || w.k % 32 != 0)
+    fail("persistent decode: a ", quant_type_traits(w.type_id).name, " matrix [", w.n, ", ", w.k,
+         "] without prepacked codes (16-byte rows, K a multiple of 32)");
+  const QuantPackedArgs q = quant_packed_args(w, QuantGemvPlan{}, nullptr, nullptr, false);
+  m.data = q.codes;
+  m.ld = q.ld_codes;
+  m.scales = q.scales;
+  m.mins = q.mins;
+  m.sub_scales = q.sub_scales;
+  m.sub_mins = q.sub_mins;
+  m.super_d = q.super_d;
+  m.super_dmin = q.super_dmin;
+  m.ld_groups = q.ld_groups;
+  m.ld_sub = q.ld_sub;
+  m.ld_super = q.ld_super;
+  m.group_shift = q.group_shift;
+  m.super_shift = q.super_shift;
+  m.bias = q.bias;
+  return m;
+}
+
 size_t persistent_decode_sync_words(int n_layers, int n_heads) {
   return size_t(kLine) * size_t(1 + n_layers * kCounters + n_heads + 1);
 }
@@ -689,8 +834,9 @@ PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blo
   p.smem = smem_bytes(a);
   // Both forms get the shared-memory opt-in (a later step may switch mapping); the grid fits the hungrier one.
   int per_sm = 1 << 30;
-  for (const void* k : {reinterpret_cast<const void*>(persistent_decode_kernel<true>),
-                        reinterpret_cast<const void*>(persistent_decode_kernel<false>)}) {
+  for (const void* k : {reinterpret_cast<const void*>(persistent_decode_kernel<true, false>),
+                        reinterpret_cast<const void*>(persistent_decode_kernel<false, false>),
+                        reinterpret_cast<const void*>(persistent_decode_kernel<false, true>)}) {
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(p.smem)));
     int n = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, p.smem));
@@ -723,10 +869,12 @@ void persistent_decode_launch(const PersistentDecodeArgs& a, const PersistentPla
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = 1;
-  if (a.pair_rows)
-    CUDA_CHECK(cudaLaunchKernelEx(&config, persistent_decode_kernel<true>, a));
+  if (a.quant)  // quantized matrices walk two rows at once whatever pair_rows says (BF16 ones then do too)
+    CUDA_CHECK(cudaLaunchKernelEx(&config, persistent_decode_kernel<false, true>, a));
+  else if (a.pair_rows)
+    CUDA_CHECK(cudaLaunchKernelEx(&config, persistent_decode_kernel<true, false>, a));
   else
-    CUDA_CHECK(cudaLaunchKernelEx(&config, persistent_decode_kernel<false>, a));
+    CUDA_CHECK(cudaLaunchKernelEx(&config, persistent_decode_kernel<false, false>, a));
 }
 
 std::string persistent_decode_error_text(unsigned code) {

@@ -17,7 +17,10 @@
 //   warp's lanes walk the slice with 16-byte loads, 8 in flight per lane, and reduce with shuffles. pair_rows = true
 //   (the "warp-r2" mapping) walks both rows at once sharing each x chunk; false (the "warp" mapping) one row after the
 //   other. Blocks own contiguous row ranges; small ranges split K so every warp has work; the slices' partial sums meet
-//   in shared memory and are added in slice order (deterministic: no atomics on data).
+//   in shared memory and are added in slice order (deterministic: no atomics on data). Quantized matrices (the
+//   prepacked planes of the quantized "warp" mapping: Q4_0, Q4_1, Q4_K, Q8_0, Q5_0, Q5_1, Q6_K) walk both rows of a
+//   task at once through that mapping's per-chunk lane code (quant_chunk_fma), 16-byte code loads, 4 per row in
+//   flight, x staged transposed per chunk in shared memory; each matrix has its own form, so a model may mix types.
 // - Attention: blocks take (kv head, pass of two query heads, key range) items; a block's warps take keys (head_dim / 8
 //   lanes per key, one 16-byte load each, the next key's rows loading while this one's are used), keep an online
 //   softmax per query head, and combine in shared memory; with one range per kv head the result is written directly,
@@ -35,16 +38,47 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/gemv_quant_plan.h"  // QuantGemvWeight (CUDA-free)
+
 namespace llm {
+
+// One GEMV matrix of the persistent path, in the layout its graph-path mapping reads: BF16 in the padded row-major
+// layout of the lanes-along-K mappings (ld % 8 == 0, 16-byte aligned rows, zero padding), or quantized in the
+// prepacked planes of the quantized "warp" mapping (kernels/gemv_quant_plan.h QuantGemvWeight; built by
+// persistent_matrix()). A quantized stage stages its input vector transposed per code chunk, as that mapping does.
+enum PersistentForm : int {
+  kPFBf16,    // BF16
+  kPFQ4_0,    // Int4, one scale per 32 (code offset -8)
+  kPFQ4_1,    // Int4, scale and min per 32
+  kPFQ4_K,    // Int4, two-level scales and mins
+  kPFInt8,    // Int8 codes, one scale per 32 (Q8_0, Q5_0)
+  kPFInt8Min, // Int8 codes, scale and min per 32 (Q5_1)
+  kPFQ6_K,    // Int8 codes, two-level scales
+};
+struct PersistentMatrix {
+  int form = kPFBf16;
+  const void* data = nullptr;  // BF16 [N, ld] or codes uint8 [N, ld] (bytes)
+  int64_t ld = 0;              // elements (BF16) or bytes (codes) per row
+  // Quantized: the scale planes (QuantGemvWeight's), their row pitches, chunk -> group / super-block shifts, and the
+  // code -> value bias (kernels/gemv_quant_device.cuh).
+  const uint16_t* scales = nullptr;
+  const uint16_t* mins = nullptr;
+  const int8_t* sub_scales = nullptr;
+  const uint8_t* sub_mins = nullptr;
+  const uint16_t* super_d = nullptr;
+  const uint16_t* super_dmin = nullptr;
+  int64_t ld_groups = 0, ld_sub = 0, ld_super = 0;
+  int group_shift = 0, super_shift = 0;
+  float bias = 0.0f;
+};
 
 struct PersistentLayer {
   const float* attn_norm = nullptr;  // [dim]
   const float* ffn_norm = nullptr;   // [dim]
-  const uint16_t* wqkv = nullptr;    // [q_dim + 2 kv_dim, ld_qkv] padded row-major BF16
-  const uint16_t* wo = nullptr;      // [dim, ld_o]
-  const uint16_t* wgu = nullptr;     // [2 hidden, ld_gu]: gate rows, then up rows
-  const uint16_t* wdown = nullptr;   // [dim, ld_down]
-  int64_t ld_qkv = 0, ld_o = 0, ld_gu = 0, ld_down = 0;
+  PersistentMatrix wqkv;             // [q_dim + 2 kv_dim, dim]
+  PersistentMatrix wo;               // [dim, q_dim]
+  PersistentMatrix wgu;              // [2 hidden, dim]: gate rows, then up rows
+  PersistentMatrix wdown;            // [dim, hidden]
   uint16_t* k_cache = nullptr;       // [ctx, kv_dim] BF16
   uint16_t* v_cache = nullptr;       // [ctx, kv_dim] BF16
 };
@@ -68,11 +102,12 @@ struct PersistentDecodeArgs {
   int n_layers = 0, dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, hidden = 0, vocab = 0, ctx = 0;
   float norm_eps = 0.0f;
   bool pair_rows = true;                   // "warp-r2" (true) or "warp" (false): see above
+  bool quant = false;                      // some matrix is quantized: the kernel's quantized form (its BF16 matrices
+                                           // then walk one row after the other, as "warp" does)
   const PersistentLayer* layers = nullptr;  // device array [n_layers]
   const uint16_t* embedding = nullptr;     // [vocab, dim] BF16
   const float* final_norm = nullptr;       // [dim]
-  const uint16_t* head = nullptr;          // [vocab, ld_head] padded row-major BF16
-  int64_t ld_head = 0;
+  PersistentMatrix head;                   // [vocab, dim]
   const float* inv_freq = nullptr;         // [head_dim / 2]
   const int* step = nullptr;               // [2]: pos, token
   float* x = nullptr;                      // [dim] residual stream
@@ -86,6 +121,12 @@ struct PersistentDecodeArgs {
   unsigned long long timeout_ns = 2000000000ull;
   int fault = 0;                           // tests: 1 = one block never arrives (the others must time out)
 };
+
+// The persistent form of a BF16 matrix (padded row-major, `ld` elements per row) and of a quantized one (its
+// prepacked planes, as uploaded for the quantized "warp" mapping). Fails naming the type for a GGML type the kernel
+// has no form for.
+PersistentMatrix persistent_matrix_bf16(const uint16_t* data, int64_t ld);
+PersistentMatrix persistent_matrix(const QuantGemvWeight& w);
 
 size_t persistent_decode_sync_words(int n_layers, int n_heads);
 // Attention partials: n_heads * max_splits * (head_dim + 2) floats, max_splits = persistent_decode_max_splits().

@@ -355,12 +355,9 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   res.warmup = opt.warmup;
   res.seed = opt.seed;
   res.projections = projections_of(c);
-  res.profiling_method =
-      "a separate un-graphed pass of the same steps per mapping and repeat, CUDA events around every projection "
-      "(device time, launch gaps included where they fall)";
-  if (std::any_of(entries.begin(), entries.end(), [](const AbEntry& e) { return e.path == DecodePath::Persistent; }))
-    res.profiling_method += "; @persistent: the same pass of the persistent kernel, its event-timed time split by its "
-                            "blocks' clock cycles per part (waiting for a stage's producers: 'wait')";
+  const bool any_persistent =
+      std::any_of(entries.begin(), entries.end(), [](const AbEntry& e) { return e.path == DecodePath::Persistent; });
+  bool graph_timeline = false, graph_events = false;  // how the graph entries' profiles were measured
 
   // The roofline buffer first, so the backend's memory check sees what is left.
   Roofline roofline;
@@ -454,6 +451,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
       const AbPass profiled = ab_decode_pass(cb, pass_prompt, opt.n_decode, opt.seed, pass_pos);
       cb.set_profiling(false);
       const DecodeProfile prof = cb.profile();
+      if (entries[i].path == DecodePath::Graph) (prof.graph_timeline ? graph_timeline : graph_events) = true;
       if (prof.steps != opt.n_decode)
         fail("A/B run: the profile of '", name, "' counted ", prof.steps, " steps, expected ", opt.n_decode);
       PartMs parts{};
@@ -480,6 +478,20 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   }
   for (size_t i = 0; i < res.runs.size(); ++i)
     res.runs[i].tokens_matching_first = leading_equal(last_tokens[0], last_tokens[i]);
+  std::vector<std::string> how;
+  if (graph_timeline)
+    how.push_back("a separate pass of the same steps per mapping and repeat replaying the step's CUDA graph under "
+                  "CUPTI's kernel timeline: each kernel's time from the end of the one before (PDL overlap stays "
+                  "with the earlier kernel), the holes between kernels as 'wait'; the parts sum to the replay's "
+                  "first-start-to-last-end span");
+  if (graph_events)
+    how.push_back(std::string(graph_timeline ? "where CUPTI was unavailable, " : "") +
+                  "a separate un-graphed pass of the same steps per mapping and repeat, CUDA events around every "
+                  "projection (device time, launch gaps included where they fall)");
+  if (any_persistent)
+    how.push_back("@persistent: the same pass of the persistent kernel, its event-timed time split by its blocks' "
+                  "clock cycles per part (waiting for a stage's producers: 'wait')");
+  for (size_t i = 0; i < how.size(); ++i) res.profiling_method += (i ? "; " : "") + how[i];
   return res;
 }
 

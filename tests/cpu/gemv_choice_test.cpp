@@ -320,8 +320,9 @@ TEST(GemvChoiceCpuReference, PerturbedBlockScaleChangesTheLogits) {
 
 namespace {
 
-// decode_path_refusal: the persistent path runs BF16 weights through the lanes-along-K mappings with a BF16 KV cache
-// and fused projections, and names whatever else it is given; the graph path refuses nothing.
+// decode_path_refusal: the persistent path runs BF16 weights through the lanes-along-K mappings, quantized ones through
+// the quantized "warp" form, with a BF16 KV cache and fused projections, and names whatever else it is given; the
+// graph path refuses nothing.
 TEST(GemvChoice, DecodePathRefusals) {
   using llm::DecodePath;
   const llm::Model flt = llm::load_synthetic("tiny-gqa");
@@ -338,12 +339,25 @@ TEST(GemvChoice, DecodePathRefusals) {
   EXPECT_TRUE(contains(llm::decode_path_refusal(DecodePath::Persistent, "", llm::load_synthetic("tiny-hd"), false,
                                                 false, true),
                        "head_dim 24"));
+  // Weights kept quantized run through the quantized "warp" form (the default for them); the other quantized forms
+  // are refused by name, and so is a fused group whose members differ in type (q|k|v split Q8_0 / Q4_0 here).
   TempDir tmp;
   const llm::Model q8 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ8_0)).quant, "q.gguf");
-  const std::string why = llm::decode_path_refusal(DecodePath::Persistent, "", q8, false, false, true);
-  EXPECT_TRUE(contains(why, "keeps quantized weights (Q8_0")) << why;
-  EXPECT_TRUE(contains(why, "--dequantize")) << why;
+  EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "", q8, false, false, true), "");
+  EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "warp", q8, false, false, true), "");
+  for (const char* n : {"thread", "as-stored", "warp-dp4a"}) {
+    const std::string why = llm::decode_path_refusal(DecodePath::Persistent, n, q8, false, false, true);
+    EXPECT_TRUE(contains(why, std::string("'") + n + "' cannot run inside it")) << why;
+    EXPECT_TRUE(contains(why, "keeps Q8_0")) << why;
+  }
   EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "warp-r2", q8, true, false, true), "");
+  EXPECT_EQ(llm::mixed_fused_group(q8, false), "");
+  TinyQuantSpec mixed_spec = TinyQuantSpec::all(llm_test::kTqQ8_0);
+  mixed_spec.wk = llm_test::kTqQ4_0;
+  const llm::Model mixed = load(tmp, llm_test::tiny_quant_gguf(mixed_spec).quant, "mixed.gguf");
+  const std::string why_mixed = llm::decode_path_refusal(DecodePath::Persistent, "", mixed, false, false, true);
+  EXPECT_TRUE(contains(why_mixed, "one weight type; blk.0.attn_q.weight")) << why_mixed;
+  EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "", mixed, true, false, true), "");  // --dequantize
   EXPECT_EQ(llm::parse_decode_path("graph"), DecodePath::Graph);
   EXPECT_EQ(llm::parse_decode_path("persistent"), DecodePath::Persistent);
   EXPECT_THROW(llm::parse_decode_path("fast"), llm::Error);
