@@ -180,9 +180,7 @@ void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSu
   using P = ProfileParts;
   for (int p : timed_parts(s, {P::kAttention, P::kNorm, P::kWait})) parts.push_back(p);
   parts.push_back(P::kOther);
-  os << "### Per projection: device ms/token (profiling pass, CUDA events"
-     << (any_persistent(s) ? "; @persistent: the kernel's time split by its blocks' clock cycles" : "")
-     << ")\n\n| mapping |";
+  os << "### Per projection: device ms/token (the profiling pass: 'GEMV time' above says how it times)\n\n| mapping |";
   for (int p : parts) os << " " << ProfileParts::part_name(p) << " |";
   os << " GEMV |\n| --- |";
   for (size_t i = 0; i <= parts.size(); ++i) os << " ---: |";
@@ -213,9 +211,10 @@ void projection_tables(std::ostringstream& os, const AbReportData& d, const AbSu
 void budget_table(std::ostringstream& os, const AbSummary& s) {
   os << "### Time budget per token: measured vs profiled device time\n\n";
   os << "Measured: the timed passes (median ms/token, not profiled). Profiled device: the parts above summed (on the "
-        "persistent path exactly the kernel's time). Remainder: measured - profiled device, what the parts do not "
-        "cover (launches, sampling, host; negative where the un-graphed profiling pass spends device time the "
-        "graph does not).\n\n";
+        "persistent path exactly the kernel's time; on the graph path, when timed by the kernel timeline, exactly the "
+        "replay's first-kernel-start to last-kernel-end span). Remainder: measured - profiled device, what the parts do not "
+        "cover (launches, sampling, host; negative where the profiling pass spends device time the timed pass "
+        "does not).\n\n";
   os << "| mapping | measured ms/token | profiled device ms/token | remainder ms/token | profiled % of measured |\n";
   os << "| --- | ---: | ---: | ---: | ---: |\n";
   for (const auto& m : s.mappings)
@@ -281,7 +280,7 @@ void launch_table(std::ostringstream& os, const AbSummary& s) {
 }
 
 void overhead_table(std::ostringstream& os, const AbSummary& s) {
-  os << "### Profiling pass overhead (un-graphed, an event at every region boundary, one extra sync per token)\n\n";
+  os << "### Profiling pass overhead (a separate pass of the same steps, one extra sync per token)\n\n";
   os << "| mapping | measured ms/token | profiled ms/token | overhead ms/token | overhead % "
         "| profiled device ms/token | GEMV ms/token (sd) |\n";
   os << "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";

@@ -40,7 +40,7 @@ struct AbMappingStats {
   double other_ms = 0;            // ms.median - gemv_ms.median: attention, norms, sampling, launch gaps
   // The time budget of a token: the profiled device ms/token (every part, medians summed: on the persistent path
   // exactly the kernel's time) and what the measured time has beyond it, ms.median - device_ms (launches, sampling,
-  // host; negative where the un-graphed profiling pass spends device time the graph does not).
+  // host; negative where the profiling pass spends device time the timed pass does not).
   double device_ms = 0;
   double rest_ms = 0;
   double profiled_other_ms = 0;   // the profiled "other" part alone (device time between GEMV regions)
