@@ -348,7 +348,6 @@ class CudaEngine final : public CudaBackend {
   unsigned long long* d_pprof_ = nullptr;
   PersistentPlan pplan_;
   int persistent_max_blocks_ = 0;  // LLM_PERSISTENT_BLOCKS: caps the grid (tuning)
-  int persistent_prefetch_bytes_ = PersistentDecodeArgs{}.prefetch_bytes;  // LLM_PERSISTENT_PREFETCH_KB
   // Test hooks, read when set_persistent(true) is called: LLM_PERSISTENT_FAULT (a block that never arrives) and
   // LLM_PERSISTENT_TIMEOUT_MS (0: the kernel's default).
   int persistent_fault_ = 0;
@@ -972,8 +971,6 @@ void CudaEngine::set_persistent(bool on) {
     d_sync_ = arena_.alloc<unsigned>(words);
     CUDA_CHECK(cudaMemsetAsync(d_sync_, 0, words * sizeof(unsigned), stream_.s));
     if (const char* e = std::getenv("LLM_PERSISTENT_BLOCKS")) persistent_max_blocks_ = std::atoi(e);
-    if (const char* e = std::getenv("LLM_PERSISTENT_PREFETCH_KB"))  // tuning: 0 turns the weight prefetch off
-      persistent_prefetch_bytes_ = std::max(0, std::min(160, std::atoi(e))) * 1024;
     // The grid depends on the shape only; the scratch is sized for it.
     pplan_ = persistent_decode_plan(persistent_shape(), persistent_max_blocks_);
     d_attn_partial_ = arena_.alloc<float>(persistent_decode_scratch_floats(c.n_heads, c.head_dim, pplan_.grid));
@@ -997,7 +994,6 @@ PersistentDecodeArgs CudaEngine::persistent_shape() const {
   a.vocab = c.vocab_size;
   a.ctx = ctx_;
   a.norm_eps = c.norm_eps;
-  a.prefetch_bytes = persistent_prefetch_bytes_;
   return a;
 }
 

@@ -132,11 +132,6 @@ __device__ __forceinline__ void block_arrive(unsigned* c) {
 
 // --- GEMV stages ---------------------------------------------------------------------------------------------------
 
-// The kernel's dynamic shared memory: [kMaxTasks] float2 partial sums, then prefetch_bytes of prefetched weights, then
-// the GEMV input vector / the attention scratch. At namespace scope so device functions address it as shared memory.
-extern __shared__ __align__(16) float persistent_smem[];
-__device__ __forceinline__ uint4* prefetch_buffer() { return reinterpret_cast<uint4*>(persistent_smem + 2 * kMaxTasks); }
-
 // Rows of a task unit: row_a = u * stride, row_b = row_a + off (row_b >= N: absent).
 struct GemvDesc {
   const PersistentMatrix* m;
@@ -188,22 +183,14 @@ __device__ __forceinline__ void load_xs8(const float* xs, int c, float (&xv)[8])
   xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
 }
 
-// Weights from global memory (streaming, not kept in L1) or, prefetched, from shared memory.
-template <bool kSmem>
-__device__ __forceinline__ uint4 load_w(const uint4* p) {
-  if constexpr (kSmem) return *p;
-  else return load_weights_streaming(p);
-}
-
 // One row's chunks [cb, ce) against xs, 8 loads in flight per lane.
-template <bool kSmem>
 __device__ __forceinline__ float row_dot(const uint4* w, const float* xs, int cb, int ce, int lane) {
   float acc = 0.0f;
   for (int c = cb + lane; c < ce; c += 32 * 8) {
     uint4 r[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i)
-      if (c + 32 * i < ce) r[i] = load_w<kSmem>(w + c + 32 * i);
+      if (c + 32 * i < ce) r[i] = load_weights_streaming(w + c + 32 * i);
 #pragma unroll
     for (int i = 0; i < 8; ++i)
       if (c + 32 * i < ce) {
@@ -216,7 +203,6 @@ __device__ __forceinline__ float row_dot(const uint4* w, const float* xs, int cb
 }
 
 // Two rows' chunks [cb, ce) sharing each x chunk, 4 loads per row in flight per lane.
-template <bool kSmem>
 __device__ __forceinline__ void pair_dot(const uint4* wa, const uint4* wb, const float* xs, int cb, int ce, int lane,
                                          float& sa, float& sb) {
   float aa = 0.0f, ab = 0.0f;
@@ -225,8 +211,8 @@ __device__ __forceinline__ void pair_dot(const uint4* wa, const uint4* wb, const
 #pragma unroll
     for (int i = 0; i < 4; ++i)
       if (c + 32 * i < ce) {
-        ra[i] = load_w<kSmem>(wa + c + 32 * i);
-        rb[i] = load_w<kSmem>(wb + c + 32 * i);
+        ra[i] = load_weights_streaming(wa + c + 32 * i);
+        rb[i] = load_weights_streaming(wb + c + 32 * i);
       }
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -303,11 +289,8 @@ __device__ __forceinline__ void quant_pair_dot(const PersistentMatrix& m, int ra
 
 // Units [v0, v0 + n) of d against xs, S slices each: tasks over the warps, partial sums added in slice order, then
 // epi(u, y_a, y_b) per unit. Ends with a block barrier.
-// prefetched: the block's weights are in prefetch_buffer() (prefetch_share), unit u0 + i's row j at
-// (2 i + j) * chunks (BF16 only).
 template <bool kPair, bool kQuant, class Epi>
-__device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int v0, int n, int S, Epi& epi,
-                           bool prefetched, int u0) {
+__device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int v0, int n, int S, Epi& epi) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const PersistentMatrix& m = *d.m;
   const int form = kQuant ? m.form : int(kPFBf16);
@@ -321,25 +304,14 @@ __device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int
     const int cb = min(chunks, sl * per), ce = min(chunks, cb + per);
     float sa, sb = 0.0f;
     if (!kQuant || form == kPFBf16) {
-      if (prefetched) {
-        const uint4* wa = prefetch_buffer() + 2 * (u - u0) * chunks;
-        const uint4* wb = has_b ? wa + chunks : wa;
-        if (kPair) {
-          pair_dot<true>(wa, wb, xs, cb, ce, lane, sa, sb);
-        } else {
-          sa = row_dot<true>(wa, xs, cb, ce, lane);
-          if (has_b) sb = row_dot<true>(wb, xs, cb, ce, lane);
-        }
+      const uint16_t* W = static_cast<const uint16_t*>(data);
+      const uint4* wa = reinterpret_cast<const uint4*>(W + int64_t(ra) * ld);
+      const uint4* wb = reinterpret_cast<const uint4*>(W + int64_t(has_b ? rb : ra) * ld);
+      if (kPair) {
+        pair_dot(wa, wb, xs, cb, ce, lane, sa, sb);
       } else {
-        const uint16_t* W = static_cast<const uint16_t*>(data);
-        const uint4* wa = reinterpret_cast<const uint4*>(W + int64_t(ra) * ld);
-        const uint4* wb = reinterpret_cast<const uint4*>(W + int64_t(has_b ? rb : ra) * ld);
-        if (kPair) {
-          pair_dot<false>(wa, wb, xs, cb, ce, lane, sa, sb);
-        } else {
-          sa = row_dot<false>(wa, xs, cb, ce, lane);
-          if (has_b) sb = row_dot<false>(wb, xs, cb, ce, lane);
-        }
+        sa = row_dot(wa, xs, cb, ce, lane);
+        if (has_b) sb = row_dot(wb, xs, cb, ce, lane);
       }
     } else if constexpr (kQuant) {
       quant_pair_dot(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
@@ -364,39 +336,11 @@ __device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int
 // The GEMV stage d: stage() (the wait and filling xs), then this block's units: a contiguous, even share. S (K
 // slices per unit, so that small stages give every warp a task) depends on the stage only, not on the block.
 // (Handing the last quarter of the units out from a counter to whichever block is free was measured no faster.)
-// Issues cp.async copies of rows [u0, u1)'s units (both rows of each) into pre: unit u0 + i's row j at
-// pre + (2 i + j) * chunks. A row that does not exist is not copied (never read).
-__device__ __forceinline__ void prefetch_share(const GemvDesc& d, int chunks, int u0, int u1) {
-  uint4* pre = prefetch_buffer();
-  const uint16_t* W = static_cast<const uint16_t*>(d.m->data);
-  const int64_t ld = d.m->ld;
-  const int total = 2 * (u1 - u0) * chunks;
-  for (int i = threadIdx.x; i < total; i += kThreads) {
-    const int slot = i / chunks, c = i - slot * chunks;
-    const int u = u0 + (slot >> 1);
-    const int row = u * d.stride + ((slot & 1) ? d.off : 0);
-    if ((slot & 1) && row >= d.N) continue;
-    const uint4* src = reinterpret_cast<const uint4*>(W + int64_t(row) * ld) + c;
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(pre + i));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-  }
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
 template <bool kPair, bool kQuant, class Stage, class Epi>
-__device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, int pre_bytes, Stage stage, Epi epi) {
+__device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage stage, Epi epi) {
+  if (!stage()) return false;  // the step failed (every thread of the block sees it)
   const int G = gridDim.x;
   const int chunks = kQuant ? row_chunks(d.m->form, d.K) : (d.K + 7) >> 3;
-  const int u0 = int(int64_t(blockIdx.x) * d.units / G), u1 = int(int64_t(blockIdx.x + 1) * d.units / G);
-  // A small stage's whole share (BF16) goes to shared memory before the wait: the weights never depend on the step,
-  // so their DRAM latency hides behind the producers'.
-  const bool prefetch = !kQuant && int64_t(2) * (u1 - u0) * chunks * 16 <= pre_bytes;
-  if (prefetch) prefetch_share(d, chunks, u0, u1);
-  if (!stage()) return false;  // the step failed (every thread of the block sees it)
-  if (prefetch) {
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads();
-  }
   const int avg = (d.units + G - 1) / G;
   int S = 1;
   {
@@ -411,9 +355,9 @@ __device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, int pre_b
       }
     }
   }
+  const int u0 = int(int64_t(blockIdx.x) * d.units / G), u1 = int(int64_t(blockIdx.x + 1) * d.units / G);
   const int round_units = kMaxTasks / S;
-  for (int r0 = u0; r0 < u1; r0 += round_units)
-    gemv_units<kPair, kQuant>(d, xs, part, r0, min(u1 - r0, round_units), S, epi, prefetch, u0);
+  for (int r0 = u0; r0 < u1; r0 += round_units) gemv_units<kPair, kQuant>(d, xs, part, r0, min(u1 - r0, round_units), S, epi);
   return true;
 }
 
@@ -641,10 +585,11 @@ __device__ void attention_merge(const PersistentDecodeArgs& a, int h0, int nh, i
 
 template <bool kPair, bool kQuant>
 __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(PersistentDecodeArgs a) {
+  extern __shared__ __align__(16) float dyn[];
   __shared__ Shared sh;
   const int G = gridDim.x;
-  float2* part = reinterpret_cast<float2*>(persistent_smem);          // [kMaxTasks]
-  float* xs = persistent_smem + 2 * kMaxTasks + a.prefetch_bytes / 4;  // the GEMV input / the attention scratch
+  float2* part = reinterpret_cast<float2*>(dyn);                  // [kMaxTasks]
+  float* xs = dyn + 2 * kMaxTasks;  // the GEMV input / the attention scratch
   __shared__ unsigned long long clk_acc[kPersistentParts];
   Clock clk;
   clk.on = a.prof != nullptr && threadIdx.x == 0;
@@ -676,7 +621,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     const PersistentLayer& L = a.layers[l];
     // q|k|v, RoPE, KV store.
     const GemvDesc dqkv{&L.wqkv, q_dim + 2 * kv_dim, dim, (q_dim + 2 * kv_dim) / 2, 2, 1};
-    const bool ok_qkv = gemv_block<kPair, kQuant>(dqkv, xs, part, a.prefetch_bytes, [&] {
+    const bool ok_qkv = gemv_block<kPair, kQuant>(dqkv, xs, part, [&] {
       if (l > 0 && !block_wait(a, counter(a.sync, l - 1, kCDown), G, err_code(l - 1, kCDown), sh, clk))
         return false;
       stage_norm(a.x, l == 0 ? emb : nullptr, L.attn_norm, dim, a.norm_eps, xs, x_layout<kQuant>(L.wqkv, dim), sh);
@@ -740,7 +685,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     }
 
     // o + residual.
-    if (!gemv_block<kPair, kQuant>(dout, xs, part, a.prefetch_bytes, [&] {
+    if (!gemv_block<kPair, kQuant>(dout, xs, part, [&] {
           if (!block_wait(a, counter(a.sync, l, kCAtt), a.n_kv_heads * passes, err_code(l, kCAtt), sh, clk))
             return false;
           stage_copy(a.att, q_dim, xs, x_layout<kQuant>(L.wo, q_dim));
@@ -753,7 +698,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
     // gate|up + SwiGLU.
     const GemvDesc dgu{&L.wgu, 2 * a.hidden, dim, a.hidden, 1, a.hidden};
-    if (!gemv_block<kPair, kQuant>(dgu, xs, part, a.prefetch_bytes, [&] {
+    if (!gemv_block<kPair, kQuant>(dgu, xs, part, [&] {
           if (!block_wait(a, counter(a.sync, l, kCO), G, err_code(l, kCO), sh, clk)) return false;
           stage_norm(a.x, nullptr, L.ffn_norm, dim, a.norm_eps, xs, x_layout<kQuant>(L.wgu, dim), sh);
           clk.mark(kPNorm);
@@ -765,7 +710,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
     // down + residual.
     const GemvDesc ddown{&L.wdown, dim, a.hidden, (dim + 1) / 2, 2, 1};
-    if (!gemv_block<kPair, kQuant>(ddown, xs, part, a.prefetch_bytes, [&] {
+    if (!gemv_block<kPair, kQuant>(ddown, xs, part, [&] {
           if (!block_wait(a, counter(a.sync, l, kCGu), G, err_code(l, kCGu), sh, clk)) return false;
           stage_copy(a.hb, a.hidden, xs, x_layout<kQuant>(L.wdown, a.hidden));
           clk.mark(kPNorm);
@@ -778,7 +723,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
   // Final norm and the head.
   const GemvDesc dhead{&a.head, a.vocab, dim, (a.vocab + 1) / 2, 2, 1};
-  if (!gemv_block<kPair, kQuant>(dhead, xs, part, a.prefetch_bytes, [&] {
+  if (!gemv_block<kPair, kQuant>(dhead, xs, part, [&] {
         if (!block_wait(a, counter(a.sync, a.n_layers - 1, kCDown), G, err_code(kHeadWait, kCDown), sh, clk))
           return false;
         stage_norm(a.x, nullptr, a.final_norm, dim, a.norm_eps, xs, x_layout<kQuant>(a.head, dim), sh);
@@ -817,7 +762,7 @@ int max_k(const PersistentDecodeArgs& a) {
 size_t smem_bytes(const PersistentDecodeArgs& a) {
   const size_t gemv = size_t((max_k(a) + 7) & ~7) * 4;
   const size_t attn = size_t(2 * kWarps * kHeadsPerPass + kWarps * kHeadsPerPass * a.head_dim) * 4;
-  return size_t(kMaxTasks) * 8 + size_t(a.prefetch_bytes) + std::max(gemv, attn);
+  return size_t(kMaxTasks) * 8 + std::max(gemv, attn);
 }
 
 }  // namespace
@@ -882,8 +827,6 @@ PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blo
   const int lpk = a.head_dim / 8;
   if (a.head_dim % 8 != 0 || a.head_dim > kMaxHeadDim || lpk <= 0 || (lpk & (lpk - 1)) != 0)
     fail("persistent decode: head_dim ", a.head_dim, " is not 8, 16, 32, 64, 128 or 256");
-  if (a.prefetch_bytes < 0 || a.prefetch_bytes % 16 != 0 || a.prefetch_bytes > 160 * 1024)
-    fail("persistent decode: prefetch_bytes ", a.prefetch_bytes, " is not a multiple of 16 in [0, 160 KiB]");
   if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0)
     fail("persistent decode: n_heads ", a.n_heads, " is not a multiple of n_kv_heads ", a.n_kv_heads);
   PersistentPlan p;

@@ -21,8 +21,6 @@
 //   prepacked planes of the quantized "warp" mapping: Q4_0, Q4_1, Q4_K, Q8_0, Q5_0, Q5_1, Q6_K) walk both rows of a
 //   task at once through that mapping's per-chunk lane code (quant_chunk_fma), 16-byte code loads, 4 per row in
 //   flight, x staged transposed per chunk in shared memory; each matrix has its own form, so a model may mix types.
-//   Small stages start before their dependency is met: a block whose share of a BF16 stage fits prefetch_bytes
-//   copies it into shared memory (cp.async) before it waits, so the weights' DRAM latency hides behind the producers.
 // - Attention: blocks take (kv head, pass of two query heads, key range) items; a block's warps take keys (head_dim / 8
 //   lanes per key, one 16-byte load each, the next key's rows loading while this one's are used), keep an online
 //   softmax per query head, and combine in shared memory; with one range per kv head the result is written directly,
@@ -104,9 +102,6 @@ struct PersistentDecodeArgs {
   int n_layers = 0, dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, hidden = 0, vocab = 0, ctx = 0;
   float norm_eps = 0.0f;
   bool pair_rows = true;                   // "warp-r2" (true) or "warp" (false): see above
-  // Shared memory per block for prefetched weights: a stage whose BF16 share of this block fits is copied in
-  // (cp.async) before its wait, and its GEMV reads shared memory. 0 = never. A multiple of 16, at most 160 KiB.
-  int prefetch_bytes = 96 * 1024;
   bool quant = false;                      // some matrix is quantized: the kernel's quantized form (its BF16 matrices
                                            // then walk one row after the other, as "warp" does)
   const PersistentLayer* layers = nullptr;  // device array [n_layers]

@@ -146,29 +146,6 @@ TEST(PersistentDecode, MatchesGraphPathOnTheLargerShapes) {
   }
 }
 
-// A block whose share of a stage fits the prefetch buffer copies its weights into shared memory before the stage's
-// wait; the GEMV then reads them there. Same sums in the same order: the logits are bit-identical with the prefetch
-// off (LLM_PERSISTENT_PREFETCH_KB=0, read when the engine first turns the path on).
-TEST(PersistentDecode, PrefetchedWeightsGiveTheSameBits) {
-  REQUIRE_GPU();
-  for (const char* name : {"smollm2-135m", "tiny-odd", "tinyllama-1.1b"}) {
-    SCOPED_TRACE(name);
-    const Model m = load_synthetic(name, 4);
-    setenv("LLM_PERSISTENT_PREFETCH_KB", "0", 1);
-    auto off = make_cuda_engine(m, cuda_options("warp-r2", 256, true));
-    unsetenv("LLM_PERSISTENT_PREFETCH_KB");
-    auto on = make_cuda_engine(m, cuda_options("warp-r2", 256, true));
-    const std::vector<int> t = test_tokens(m.config, 40);
-    for (int pos = 0; pos < 40; ++pos) {
-      off->decode(t[size_t(pos)], pos);
-      on->decode(t[size_t(pos)], pos);
-      const std::vector<float> a = off->logits(), b = on->logits();
-      ASSERT_EQ(a.size(), b.size());
-      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "position " << pos;
-    }
-  }
-}
-
 // Weights kept quantized: the persistent kernel runs the quantized "warp" mapping's planes with its lane code, one
 // form per matrix. Every type alone, types mixed across matrices (BF16 among them), a tied quantized head, against
 // the graph path's quantized "warp" kernels and the CPU reference on the exact weights. head_dim 32 (both paths run
