@@ -150,23 +150,23 @@ __device__ __forceinline__ int row_chunks(int form, int K) { return (K + chunk_w
 // mapping's QuantXShared, float4 word j of chunk c at float4 index j * chunks + c (lanes on consecutive chunks read
 // consecutive 16 bytes).
 struct XLayout {
-  int w = 0, chunks = 0;  // w: weights per chunk (0 = in order)
+  int shift = 0, chunks = 0;  // weights per chunk = 1 << shift (0: in order)
   __device__ __forceinline__ int at(int k) const {
-    if (w == 0) return k;
-    return (((k % w) >> 2) * chunks + k / w) * 4 + (k & 3);
+    if (shift == 0) return k;
+    return ((((k & ((1 << shift) - 1)) >> 2) * chunks + (k >> shift)) << 2) + (k & 3);
   }
-  __device__ __forceinline__ int at4(int i) const {  // float4 index of elements 4i .. 4i + 3
-    if (w == 0) return i;
-    const int k = 4 * i;
-    return ((k % w) >> 2) * chunks + k / w;
+  __device__ __forceinline__ int src4(int j) const {  // the float4 of x (elements 4i .. 4i + 3) at float4 index j
+    if (shift == 0) return j;
+    const int w4 = j / chunks;  // word of the chunk
+    return (j - w4 * chunks) * (1 << (shift - 2)) + w4;
   }
 };
 template <bool kQuant>
 __device__ __forceinline__ XLayout x_layout(const PersistentMatrix& m, int K) {
   XLayout l;
   if (kQuant && m.form != kPFBf16) {
-    l.w = chunk_weights(m.form);
-    l.chunks = K / l.w;
+    l.shift = chunk_weights(m.form) == 32 ? 5 : 4;
+    l.chunks = K >> l.shift;
   }
   return l;
 }
@@ -287,10 +287,11 @@ __device__ __forceinline__ void quant_pair_dot(const PersistentMatrix& m, int ra
   }
 }
 
-// Units [v0, v0 + n) of d against xs, S slices each: tasks over the warps, partial sums added in slice order, then
-// epi(u, y_a, y_b) per unit. Ends with a block barrier.
-template <bool kPair, bool kQuant, class Epi>
-__device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int v0, int n, int S, Epi& epi) {
+// The tasks of units [v0, v0 + n) (S slices each) over the block's warps: part[t] = the two rows' partial sums of
+// task t. (Not inlined, one copy for every stage: measured slower, SmolLM2 shape 1,366 -> 1,151 t/s, the calls'
+// register saves.)
+template <bool kPair, bool kQuant>
+__device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, float2* part, int v0, int n, int S) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const PersistentMatrix& m = *d.m;
   const int form = kQuant ? m.form : int(kPFBf16);
@@ -320,6 +321,13 @@ __device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int
     sb = warp_sum(sb);
     if (lane == 0) part[t] = make_float2(sa, has_b ? sb : 0.0f);
   }
+}
+
+// Units [v0, v0 + n) of d against xs, S slices each: tasks over the warps, partial sums added in slice order, then
+// epi(u, y_a, y_b) per unit. Ends with a block barrier.
+template <bool kPair, bool kQuant, class Epi>
+__device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int v0, int n, int S, Epi& epi) {
+  gemv_tasks<kPair, kQuant>(d, xs, part, v0, n, S);
   __syncthreads();
   for (int i = threadIdx.x; i < n; i += kThreads) {
     float ya = 0.0f, yb = 0.0f;
@@ -341,12 +349,15 @@ __device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage sta
   if (!stage()) return false;  // the step failed (every thread of the block sees it)
   const int G = gridDim.x;
   const int chunks = kQuant ? row_chunks(d.m->form, d.K) : (d.K + 7) >> 3;
+  // A BF16 slice keeps every lane busy (32 chunks); a quantized chunk is 4x the work of a BF16 one (32 or 16 weights
+  // decoded), so its slices may leave lanes idle to give more warps a share (8 chunks).
+  const int min_chunks = kQuant && d.m->form != kPFBf16 ? 8 : 32;
   const int avg = (d.units + G - 1) / G;
   int S = 1;
   {
     int best_num = (avg + kWarps - 1) / kWarps, best_den = 1;  // cost = ceil(avg S / warps) / S
     for (int s = 2; s <= kWarps; s *= 2) {
-      if (chunks / s < 32 || avg * s > kMaxTasks) break;
+      if (chunks / s < min_chunks || avg * s > kMaxTasks) break;
       const int num = (avg * s + kWarps - 1) / kWarps;
       if (num * best_den < best_num * s) {
         best_num = num;
@@ -362,7 +373,8 @@ __device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage sta
 }
 
 // xs[lay.at(k)] = src[k] for k < n (written in this kernel: read through L2; 16-byte loads, four in flight per thread
-// when n is a multiple of 4), zeros up to the 8-element chunk. Returns this thread's sum of squares of what it copied.
+// when n is a multiple of 4, taken in the order of xs so the shared-memory stores do not conflict), zeros up to the
+// 8-element chunk. Returns this thread's sum of squares of what it copied.
 __device__ float load_vector(const float* src, int n, float* xs, XLayout lay) {
   float ss = 0.0f;
   if ((n & 3) == 0) {
@@ -373,11 +385,11 @@ __device__ float load_vector(const float* src, int n, float* xs, XLayout lay) {
       float4 v[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        if (i + j * kThreads < n4) v[j] = __ldcg(s4 + i + j * kThreads);
+        if (i + j * kThreads < n4) v[j] = __ldcg(s4 + lay.src4(i + j * kThreads));
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         if (i + j * kThreads < n4) {
-          d4[lay.at4(i + j * kThreads)] = v[j];
+          d4[i + j * kThreads] = v[j];
           ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
         }
     }
@@ -409,9 +421,20 @@ __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const flo
   }
   ss = block_sum(ss, sh.red);
   const float inv = 1.0f / sqrtf(ss / float(dim) + eps);
-  for (int k = threadIdx.x; k < dim; k += kThreads) {
-    const int i = lay.at(k);
-    xs[i] = xs[i] * inv * w[k];
+  if (lay.shift != 0) {  // quantized layouts (dim % 16 == 0): float4 by float4 in the order of xs
+    float4* x4 = reinterpret_cast<float4*>(xs);
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+    for (int j = threadIdx.x; j < (dim >> 2); j += kThreads) {
+      float4 v = x4[j];
+      const float4 g = w4[lay.src4(j)];
+      v.x = v.x * inv * g.x;
+      v.y = v.y * inv * g.y;
+      v.z = v.z * inv * g.z;
+      v.w = v.w * inv * g.w;
+      x4[j] = v;
+    }
+  } else {
+    for (int k = threadIdx.x; k < dim; k += kThreads) xs[k] = xs[k] * inv * w[k];
   }
   __syncthreads();
 }
