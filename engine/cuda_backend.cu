@@ -348,6 +348,8 @@ class CudaEngine final : public CudaBackend {
   unsigned long long* d_pprof_ = nullptr;
   PersistentPlan pplan_;
   int persistent_max_blocks_ = 0;  // LLM_PERSISTENT_BLOCKS: caps the grid (tuning)
+  int persistent_early_ = 0;       // LLM_PERSISTENT_EARLY=1: GEMV weights loaded before each stage's wait (tuning)
+  int persistent_all_forms_ = 0;   // LLM_PERSISTENT_ALL_FORMS=1: the quantized kernel with every form (tests, tuning)
   // Test hooks, read when set_persistent(true) is called: LLM_PERSISTENT_FAULT (a block that never arrives) and
   // LLM_PERSISTENT_TIMEOUT_MS (0: the kernel's default).
   int persistent_fault_ = 0;
@@ -964,6 +966,10 @@ void CudaEngine::set_persistent(bool on) {
   const char* fault = std::getenv("LLM_PERSISTENT_FAULT");
   const char* timeout_ms = std::getenv("LLM_PERSISTENT_TIMEOUT_MS");
   persistent_fault_ = fault ? std::atoi(fault) : 0;
+  const char* early = std::getenv("LLM_PERSISTENT_EARLY");
+  persistent_early_ = early ? std::atoi(early) : 0;
+  const char* all_forms = std::getenv("LLM_PERSISTENT_ALL_FORMS");
+  persistent_all_forms_ = all_forms ? std::atoi(all_forms) : 0;
   persistent_timeout_ns_ = timeout_ms ? 1000000ull * std::strtoull(timeout_ms, nullptr, 10) : 0;
   if (!d_sync_) {
     const auto& c = cfg_;
@@ -1001,10 +1007,12 @@ const PersistentDecodeArgs& CudaEngine::persistent_args(MappingState& ms) {
   if (ms.persistent_layers) return ms.persistent;
   const size_t per_layer = size_t(kFusedPerLayer);
   std::vector<PersistentLayer> host(layers_.size());
-  bool quant = false;
+  unsigned forms = 0;
   auto matrix = [&](const DecodeWeight& w) {  // one piece: persistent_refusal said so
-    quant = quant || w[0].quant;
-    return w[0].quant ? persistent_matrix(w[0].q) : persistent_matrix_bf16(w[0].bf16.data, w[0].bf16.ld);
+    if (!w[0].quant) return persistent_matrix_bf16(w[0].bf16.data, w[0].bf16.ld);
+    const PersistentMatrix m = persistent_matrix(w[0].q);
+    forms |= 1u << m.form;
+    return m;
   };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const DecodeWeight* w = &ms.weights[l * per_layer];
@@ -1028,7 +1036,7 @@ const PersistentDecodeArgs& CudaEngine::persistent_args(MappingState& ms) {
   a.embedding = embedding_;
   a.final_norm = final_norm_;
   a.head = matrix(ms.weights.back());
-  a.quant = quant;
+  a.quant_forms = forms;
   a.inv_freq = inv_freq_;
   a.step = d_step_;
   a.x = x_;
@@ -1044,6 +1052,8 @@ const PersistentDecodeArgs& CudaEngine::persistent_args(MappingState& ms) {
 void CudaEngine::decode_persistent(MappingState& ms) {
   PersistentDecodeArgs a = persistent_args(ms);  // a copy: the per-step fields below
   a.fault = persistent_fault_;
+  a.early = persistent_early_;
+  a.all_forms = persistent_all_forms_;
   if (persistent_timeout_ns_ > 0) a.timeout_ns = persistent_timeout_ns_;
   cudaStream_t s = stream_.s;
   if (profiling_) {

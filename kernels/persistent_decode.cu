@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -202,33 +203,132 @@ __device__ __forceinline__ float row_dot(const uint4* w, const float* xs, int cb
   return acc;
 }
 
-// Two rows' chunks [cb, ce) sharing each x chunk, 4 loads per row in flight per lane.
-__device__ __forceinline__ void pair_dot(const uint4* wa, const uint4* wb, const float* xs, int cb, int ce, int lane,
-                                         float& sa, float& sb) {
-  float aa = 0.0f, ab = 0.0f;
-  for (int c = cb + lane; c < ce; c += 32 * 4) {
-    uint4 ra[4], rb[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (c + 32 * i < ce) {
-        ra[i] = load_weights_streaming(wa + c + 32 * i);
-        rb[i] = load_weights_streaming(wb + c + 32 * i);
-      }
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (c + 32 * i < ce) {
-        float xv[8];
-        load_xs8(xs, c + 32 * i, xv);
-        aa = dot8(ra[i], xv, aa);
-        ab = dot8(rb[i], xv, ab);
-      }
+// The batch form of "warp"'s tasks: units [v0, v0 + n) (S slices each) over the block's warps, each task on its own,
+// one row after the other, its loads issued in batches of 8; part[t] = the two rows' partial sums of task t. (Not
+// inlined, one copy for every stage: measured slower, SmolLM2 shape 1,366 -> 1,151 t/s, the calls' register saves.)
+__device__ __forceinline__ void gemv_tasks_batch(const GemvDesc& d, const float* xs, float2* part, int v0, int n,
+                                                 int S) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const uint16_t* W = static_cast<const uint16_t*>(d.m->data);
+  const int64_t ld = d.m->ld;
+  const int chunks = (d.K + 7) >> 3, per = (chunks + S - 1) / S;
+  for (int t = warp; t < n * S; t += kWarps) {
+    const int u = v0 + t / S, sl = t % S;
+    const int ra = u * d.stride, rb = ra + d.off;
+    const bool has_b = rb < d.N;
+    const int cb = min(chunks, sl * per), ce = min(chunks, cb + per);
+    float sa = warp_sum(row_dot(reinterpret_cast<const uint4*>(W + int64_t(ra) * ld), xs, cb, ce, lane)), sb = 0.0f;
+    if (has_b) sb = warp_sum(row_dot(reinterpret_cast<const uint4*>(W + int64_t(rb) * ld), xs, cb, ce, lane));
+    if (lane == 0) part[t] = make_float2(sa, sb);
   }
-  sa = aa;
-  sb = ab;
+}
+
+// The ring form. Task t's lane iterations are its chunks cb + 32 it + lane, it < iters = ceil(per / 32) (the same for
+// every task of the stage). A warp's tasks t = warp + kWarps i, in order, form one stream of items (i, it); slot u of
+// the ring holds one item's loads (both rows) and is refilled with the item kSlots further on as soon as it is used,
+// across task boundaries, so a warp keeps kSlots loads per row in flight from its first item to its last (as the
+// graph path's "warp" kernels keep theirs across row groups) instead of draining at the end of every batch and task.
+// Each row's chunks are still added in the order of the batch form: the same bits for the same S.
+struct RingPos {  // item (i, it) of a warp's stream
+  int i = 0, it = 0;
+  __device__ __forceinline__ void next(int iters) {
+    if (++it == iters) {
+      it = 0;
+      ++i;
+    }
+  }
+};
+struct RingTask {
+  int t, c, ce, ra, rb;
+};
+struct RingShape {
+  int v0, n, lg_s, per, chunks, iters, mine;  // units [v0, v0 + n); mine: the warp's tasks
+  __device__ __forceinline__ RingTask at(const GemvDesc& d, RingPos p, int warp, int lane) const {
+    RingTask r;
+    r.t = warp + p.i * kWarps;
+    const int u = v0 + (r.t >> lg_s), sl = r.t & ((1 << lg_s) - 1);
+    const int cb = min(chunks, sl * per);
+    r.ce = min(chunks, cb + per);
+    r.c = cb + 32 * p.it + lane;
+    r.ra = u * d.stride;
+    r.rb = r.ra + d.off;
+    return r;
+  }
+};
+__device__ __forceinline__ RingShape ring_shape(int v0, int n, int S, int chunks, int warp) {
+  RingShape s;
+  s.v0 = v0;
+  s.n = n;
+  s.lg_s = __ffs(S) - 1;  // S is a power of two
+  s.per = (chunks + S - 1) / S;
+  s.chunks = chunks;
+  s.iters = max(1, (s.per + 31) / 32);
+  s.mine = warp < n * S ? (n * S - warp + kWarps - 1) / kWarps : 0;
+  return s;
+}
+
+constexpr int kRingSlots = 4;  // items per row in flight per lane (BF16 and quantized)
+
+// Rows ra and rb (rb >= N: absent, left zero) of BF16 chunk c, or zeros past the slice.
+__device__ __forceinline__ void ring_fill_bf16(const GemvDesc& d, const RingTask& r, uint4 (&w)[2]) {
+  w[0] = w[1] = make_uint4(0u, 0u, 0u, 0u);
+  if (r.c < r.ce) {
+    const uint16_t* W = static_cast<const uint16_t*>(d.m->data);
+    w[0] = load_weights_streaming(reinterpret_cast<const uint4*>(W + int64_t(r.ra) * d.m->ld) + r.c);
+    if (r.rb < d.N) w[1] = load_weights_streaming(reinterpret_cast<const uint4*>(W + int64_t(r.rb) * d.m->ld) + r.c);
+  }
+}
+
+// A BF16 ring's registers (slot u: one item's loads for both rows) and the next item to load.
+struct Bf16Ring {
+  uint4 w[kRingSlots][2];
+  RingPos fp;
+};
+// Loads the ring's first kRingSlots items (weights only: the "early" kernel issues this before the stage's wait).
+__device__ __forceinline__ void bf16_ring_prime(const GemvDesc& d, const RingShape& sh, Bf16Ring& g) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  g.fp = RingPos{};
+#pragma unroll
+  for (int u = 0; u < kRingSlots; ++u) {
+    g.w[u][0] = g.w[u][1] = make_uint4(0u, 0u, 0u, 0u);
+    if (g.fp.i < sh.mine) ring_fill_bf16(d, sh.at(d, g.fp, warp, lane), g.w[u]);
+    g.fp.next(sh.iters);
+  }
+}
+// The primed ring's items in order: slot u used, then refilled with the item kRingSlots further on.
+__device__ __forceinline__ void bf16_ring(const GemvDesc& d, const float* xs, float2* part, const RingShape& sh,
+                                          Bf16Ring& g) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  RingPos cp;  // the next item to use
+  float aa = 0.0f, ab = 0.0f;
+  while (cp.i < sh.mine) {  // warp-uniform
+#pragma unroll
+    for (int u = 0; u < kRingSlots; ++u) {
+      if (cp.i >= sh.mine) break;
+      const RingTask r = sh.at(d, cp, warp, lane);
+      if (r.c < r.ce) {
+        float xv[8];
+        load_xs8(xs, r.c, xv);
+        aa = dot8(g.w[u][0], xv, aa);
+        ab = dot8(g.w[u][1], xv, ab);
+      }
+      g.w[u][0] = g.w[u][1] = make_uint4(0u, 0u, 0u, 0u);
+      if (g.fp.i < sh.mine) ring_fill_bf16(d, sh.at(d, g.fp, warp, lane), g.w[u]);
+      g.fp.next(sh.iters);
+      if (cp.it == sh.iters - 1) {  // the task's last item: its sums
+        const float sa = warp_sum(aa), sb = warp_sum(ab);
+        if (lane == 0) part[r.t] = make_float2(sa, r.rb < d.N ? sb : 0.0f);
+        aa = ab = 0.0f;
+      }
+      cp.next(sh.iters);
+    }
+  }
 }
 
 // The quantized "warp" mapping's lane code for two rows sharing each x chunk: chunks [cb, ce) of rows ra and rb (rb
-// absent: zero codes and scales, which add 0), 4 chunks per row in flight per lane, x staged as QuantXShared.
+// absent: zero codes and scales, which add 0), 4 chunks per row in flight per lane, x staged as QuantXShared. (The
+// ring form, as the BF16 tasks take, measured slower here: 8B Q4_0 264 -> 204 t/s; the quantized kernel's six forms
+// inlined into every stage spill its registers.)
 constexpr int kQU = 4;  // chunks per row in flight per lane
 template <bool kInt4, bool kTwoLevel, bool kHasMin>
 __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
@@ -275,60 +375,75 @@ __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, in
   sb = acc[1];
 }
 
+// Only the forms in kForms (bit f: form f) have code: a kernel for one model's forms is a fraction of the size of the
+// kernel with all of them (the quantized lane code is inlined into each of the step's five GEMV stages).
+template <unsigned kForms>
 __device__ __forceinline__ void quant_pair_dot(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
-                                            int chunks, int cb, int ce, int lane, float& sa, float& sb) {
-  switch (m.form) {
-    case kPFQ4_0: quant_pair<true, false, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;
-    case kPFQ4_1: quant_pair<true, false, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;
-    case kPFQ4_K: quant_pair<true, true, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;
-    case kPFInt8: quant_pair<false, false, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;
-    case kPFInt8Min: quant_pair<false, false, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;
-    default: quant_pair<false, true, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb); break;  // kPFQ6_K
-  }
+                                               int chunks, int cb, int ce, int lane, float& sa, float& sb) {
+  const int f = m.form;
+  if ((kForms & (1u << kPFQ4_0)) && f == kPFQ4_0)
+    quant_pair<true, false, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+  else if ((kForms & (1u << kPFQ4_1)) && f == kPFQ4_1)
+    quant_pair<true, false, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+  else if ((kForms & (1u << kPFQ4_K)) && f == kPFQ4_K)
+    quant_pair<true, true, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+  else if ((kForms & (1u << kPFInt8)) && f == kPFInt8)
+    quant_pair<false, false, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+  else if ((kForms & (1u << kPFInt8Min)) && f == kPFInt8Min)
+    quant_pair<false, false, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+  else if ((kForms & (1u << kPFQ6_K)) && f == kPFQ6_K)
+    quant_pair<false, true, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+  else
+    sa = sb = 0.0f;  // not reached: the host picks a kernel with every form the model has
 }
 
-// The tasks of units [v0, v0 + n) (S slices each) over the block's warps: part[t] = the two rows' partial sums of
-// task t. (Not inlined, one copy for every stage: measured slower, SmolLM2 shape 1,366 -> 1,151 t/s, the calls'
-// register saves.)
-template <bool kPair, bool kQuant>
-__device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, float2* part, int v0, int n, int S) {
+// The batch form of the quantized tasks: units [v0, v0 + n) (S slices each) over the block's warps, each task its
+// two rows at once; part[t] = the two rows' partial sums of task t.
+template <unsigned kForms>
+__device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float* xs, float2* part, int v0, int n,
+                                                  int S) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const PersistentMatrix& m = *d.m;
-  const int form = kQuant ? m.form : int(kPFBf16);
-  const void* data = m.data;
-  const int64_t ld = m.ld;
-  const int chunks = kQuant ? row_chunks(form, d.K) : (d.K + 7) >> 3, per = (chunks + S - 1) / S;
+  const int chunks = row_chunks(d.m->form, d.K), per = (chunks + S - 1) / S;
   for (int t = warp; t < n * S; t += kWarps) {
     const int u = v0 + t / S, sl = t % S;
     const int ra = u * d.stride, rb = ra + d.off;
     const bool has_b = rb < d.N;
     const int cb = min(chunks, sl * per), ce = min(chunks, cb + per);
-    float sa, sb = 0.0f;
-    if (!kQuant || form == kPFBf16) {
-      const uint16_t* W = static_cast<const uint16_t*>(data);
-      const uint4* wa = reinterpret_cast<const uint4*>(W + int64_t(ra) * ld);
-      const uint4* wb = reinterpret_cast<const uint4*>(W + int64_t(has_b ? rb : ra) * ld);
-      if (kPair) {
-        pair_dot(wa, wb, xs, cb, ce, lane, sa, sb);
-      } else {
-        sa = row_dot(wa, xs, cb, ce, lane);
-        if (has_b) sb = row_dot(wb, xs, cb, ce, lane);
-      }
-    } else if constexpr (kQuant) {
-      quant_pair_dot(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
-    }
+    float sa, sb;
+    quant_pair_dot<kForms>(*d.m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
     sa = warp_sum(sa);
     sb = warp_sum(sb);
     if (lane == 0) part[t] = make_float2(sa, has_b ? sb : 0.0f);
   }
 }
 
+// Two-row BF16 tasks ("warp-r2", and the quantized kernel's BF16 matrices) take the BF16 ring (g; primed already when
+// `primed`), quantized ones their batch form, "warp"'s BF16 tasks (one row after the other) the batch form.
+template <bool kPair, unsigned kForms>
+__device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, float2* part, const RingShape& sh,
+                                           Bf16Ring& g, bool primed, int S) {
+  constexpr bool kQuant = kForms != 0;
+  if constexpr (!kPair && !kQuant) {
+    gemv_tasks_batch(d, xs, part, sh.v0, sh.n, S);
+    return;
+  }
+  const int form = kQuant ? d.m->form : int(kPFBf16);
+  if (form == kPFBf16) {
+    if (!primed) bf16_ring_prime(d, sh, g);
+    bf16_ring(d, xs, part, sh, g);
+    return;
+  }
+  if constexpr (kQuant) quant_tasks_batch<kForms>(d, xs, part, sh.v0, sh.n, S);
+}
+
 // Units [v0, v0 + n) of d against xs, S slices each: tasks over the warps, partial sums added in slice order, then
 // epi(u, y_a, y_b) per unit. Ends with a block barrier.
-template <bool kPair, bool kQuant, class Epi>
-__device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int v0, int n, int S, Epi& epi) {
-  gemv_tasks<kPair, kQuant>(d, xs, part, v0, n, S);
+template <bool kPair, unsigned kForms, class Epi>
+__device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, const RingShape& sh, Bf16Ring& g,
+                           bool primed, int S, Epi& epi) {
+  gemv_tasks<kPair, kForms>(d, xs, part, sh, g, primed, S);
   __syncthreads();
+  const int v0 = sh.v0, n = sh.n;
   for (int i = threadIdx.x; i < n; i += kThreads) {
     float ya = 0.0f, yb = 0.0f;
     for (int s = 0; s < S; ++s) {
@@ -344,17 +459,31 @@ __device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, int
 // The GEMV stage d: stage() (the wait and filling xs), then this block's units: a contiguous, even share. S (K
 // slices per unit, so that small stages give every warp a task) depends on the stage only, not on the block.
 // (Handing the last quarter of the units out from a counter to whichever block is free was measured no faster.)
-template <bool kPair, bool kQuant, class Stage, class Epi>
+template <bool kPair, unsigned kForms, bool kEarly, class Stage, class Epi>
 __device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage stage, Epi epi) {
-  if (!stage()) return false;  // the step failed (every thread of the block sees it)
+  constexpr bool kQuant = kForms != 0;
   const int G = gridDim.x;
   const int chunks = kQuant ? row_chunks(d.m->form, d.K) : (d.K + 7) >> 3;
-  // A BF16 slice keeps every lane busy (32 chunks); a quantized chunk is 4x the work of a BF16 one (32 or 16 weights
-  // decoded), so its slices may leave lanes idle to give more warps a share (8 chunks).
-  const int min_chunks = kQuant && d.m->form != kPFBf16 ? 8 : 32;
+  const bool ring = kPair || (kQuant && d.m->form == kPFBf16);
   const int avg = (d.units + G - 1) / G;
   int S = 1;
-  {
+  if (ring) {
+    // The ring form: a warp's time is its stream of lane iterations (a slot each), so pick the S with the fewest items
+    // per warp, ceil(avg S / warps) * ceil(ceil(chunks / S) / 32); ties go to fewer slices. Slices keep >= 8 chunks.
+    auto items = [&](int s) { return ((avg * s + kWarps - 1) / kWarps) * ((((chunks + s - 1) / s) + 31) / 32); };
+    int best = items(1);
+    for (int s = 2; s <= kWarps; s *= 2) {
+      if (chunks / s < 8 || avg * s > kMaxTasks) break;
+      const int it = items(s);
+      if (it < best) {
+        best = it;
+        S = s;
+      }
+    }
+  } else {
+    // A BF16 slice keeps every lane busy (32 chunks); a quantized chunk is 4x the work of a BF16 one (32 or 16
+    // weights decoded), so its slices may leave lanes idle to give more warps a share (8 chunks).
+    const int min_chunks = kQuant && d.m->form != kPFBf16 ? 8 : 32;
     int best_num = (avg + kWarps - 1) / kWarps, best_den = 1;  // cost = ceil(avg S / warps) / S
     for (int s = 2; s <= kWarps; s *= 2) {
       if (chunks / s < min_chunks || avg * s > kMaxTasks) break;
@@ -367,8 +496,16 @@ __device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage sta
     }
   }
   const int u0 = int(int64_t(blockIdx.x) * d.units / G), u1 = int(int64_t(blockIdx.x + 1) * d.units / G);
-  const int round_units = kMaxTasks / S;
-  for (int r0 = u0; r0 < u1; r0 += round_units) gemv_units<kPair, kQuant>(d, xs, part, r0, min(u1 - r0, round_units), S, epi);
+  const int round_units = kMaxTasks / S, warp = threadIdx.x >> 5;
+  // kEarly (BF16 two-row kernel only): the first round's ring is loaded before the stage's wait (the weights never
+  // change), so its latency overlaps the wait and the staging of x.
+  Bf16Ring g;
+  if constexpr (kEarly) bf16_ring_prime(d, ring_shape(u0, min(u1 - u0, round_units), S, chunks, warp), g);
+  if (!stage()) return false;  // the step failed (every thread of the block sees it)
+  for (int r0 = u0; r0 < u1; r0 += round_units) {
+    const RingShape sh = ring_shape(r0, min(u1 - r0, round_units), S, chunks, warp);
+    gemv_units<kPair, kForms>(d, xs, part, sh, g, kEarly && r0 == u0, S, epi);
+  }
   return true;
 }
 
@@ -404,10 +541,28 @@ __device__ float load_vector(const float* src, int n, float* xs, XLayout lay) {
   return ss;
 }
 
-// xs[lay.at(k)] = src[k] * inv_rms * w[k] (the rmsnorm kernel's expression), zeros past dim up to the 8-element
-// chunk. src is FP32 x or, for the first layer, the BF16 embedding row.
-__device__ void stage_norm(const float* src, const uint16_t* src_bf16, const float* w, int dim, float eps, float* xs,
-                           XLayout lay, Shared& sh) {
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// The norm's weights into gs in the order of xs (gs[lay.at(k)] = w[k]), issued before the stage's wait: they never
+// change, so their load hides behind the wait instead of following the norm's reduction. cp.async (16 bytes, no
+// registers held) where dim % 4 == 0, else plain stores; stage_norm waits for them.
+__device__ void stage_norm_weights(const float* w, int dim, float* gs, XLayout lay) {
+  if ((dim & 3) == 0) {
+    for (int j = threadIdx.x; j < (dim >> 2); j += kThreads) cp_async16(gs + 4 * j, w + 4 * lay.src4(j));
+  } else {
+    for (int k = threadIdx.x; k < dim; k += kThreads) gs[lay.at(k)] = __ldg(w + k);
+  }
+}
+
+// xs[lay.at(k)] = src[k] * inv_rms * w[k] (the rmsnorm kernel's expression), the weights already on their way to gs
+// (stage_norm_weights), zeros past dim up to the 8-element chunk. src is FP32 x or, for the first layer, the BF16
+// embedding row.
+__device__ void stage_norm(const float* src, const uint16_t* src_bf16, const float* gs, int dim, float eps,
+                           float* xs, XLayout lay, Shared& sh) {
   float ss = 0.0f;
   if (src_bf16) {
     for (int k = threadIdx.x; k < dim; k += kThreads) {
@@ -419,14 +574,15 @@ __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const flo
   } else {
     ss = load_vector(src, dim, xs, lay);
   }
+  cp_async_wait_all();  // this thread's weights; block_sum's barriers publish everyone's
   ss = block_sum(ss, sh.red);
   const float inv = 1.0f / sqrtf(ss / float(dim) + eps);
-  if (lay.shift != 0) {  // quantized layouts (dim % 16 == 0): float4 by float4 in the order of xs
+  if ((dim & 3) == 0) {  // float4 by float4 in the order of xs
     float4* x4 = reinterpret_cast<float4*>(xs);
-    const float4* w4 = reinterpret_cast<const float4*>(w);
+    const float4* g4 = reinterpret_cast<const float4*>(gs);
     for (int j = threadIdx.x; j < (dim >> 2); j += kThreads) {
       float4 v = x4[j];
-      const float4 g = w4[lay.src4(j)];
+      const float4 g = g4[j];
       v.x = v.x * inv * g.x;
       v.y = v.y * inv * g.y;
       v.z = v.z * inv * g.z;
@@ -434,7 +590,7 @@ __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const flo
       x4[j] = v;
     }
   } else {
-    for (int k = threadIdx.x; k < dim; k += kThreads) xs[k] = xs[k] * inv * w[k];
+    for (int k = threadIdx.x; k < dim; k += kThreads) xs[lay.at(k)] = xs[lay.at(k)] * inv * gs[lay.at(k)];
   }
   __syncthreads();
 }
@@ -606,13 +762,25 @@ __device__ void attention_merge(const PersistentDecodeArgs& a, int h0, int nh, i
 
 // --- the kernel ----------------------------------------------------------------------------------------------------
 
-template <bool kPair, bool kQuant>
+// Shared memory: part [kMaxTasks] float2, xs (the GEMV input, the widest K rounded up to a 16-byte chunk, or the
+// attention scratch), gs [dim rounded up to 4] (a norm's weights).
+__host__ __device__ inline int xs_floats(const PersistentDecodeArgs& a) {
+  const int k = a.dim > a.n_heads * a.head_dim ? a.dim : a.n_heads * a.head_dim;
+  const int gemv = ((k > a.hidden ? k : a.hidden) + 7) & ~7;
+  const int attn = 2 * kWarps * kHeadsPerPass + kWarps * kHeadsPerPass * a.head_dim;
+  return ((gemv > attn ? gemv : attn) + 3) & ~3;
+}
+
+// kForms: 0 for BF16 weights, else the quantized forms the kernel has code for (bit f: form f; BF16 matrices always).
+template <bool kPair, unsigned kForms, bool kEarly>
 __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(PersistentDecodeArgs a) {
+  constexpr bool kQuant = kForms != 0;
   extern __shared__ __align__(16) float dyn[];
   __shared__ Shared sh;
   const int G = gridDim.x;
   float2* part = reinterpret_cast<float2*>(dyn);                  // [kMaxTasks]
   float* xs = dyn + 2 * kMaxTasks;  // the GEMV input / the attention scratch
+  float* gs = xs + xs_floats(a);    // the next norm's weights (stage_norm_weights)
   __shared__ unsigned long long clk_acc[kPersistentParts];
   Clock clk;
   clk.on = a.prof != nullptr && threadIdx.x == 0;
@@ -644,10 +812,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     const PersistentLayer& L = a.layers[l];
     // q|k|v, RoPE, KV store.
     const GemvDesc dqkv{&L.wqkv, q_dim + 2 * kv_dim, dim, (q_dim + 2 * kv_dim) / 2, 2, 1};
-    const bool ok_qkv = gemv_block<kPair, kQuant>(dqkv, xs, part, [&] {
+    const bool ok_qkv = gemv_block<kPair, kForms, kEarly>(dqkv, xs, part, [&] {
+      const XLayout lay = x_layout<kQuant>(L.wqkv, dim);
+      stage_norm_weights(L.attn_norm, dim, gs, lay);
       if (l > 0 && !block_wait(a, counter(a.sync, l - 1, kCDown), G, err_code(l - 1, kCDown), sh, clk))
         return false;
-      stage_norm(a.x, l == 0 ? emb : nullptr, L.attn_norm, dim, a.norm_eps, xs, x_layout<kQuant>(L.wqkv, dim), sh);
+      stage_norm(a.x, l == 0 ? emb : nullptr, gs, dim, a.norm_eps, xs, lay, sh);
       clk.mark(kPNorm);
       return true;
     }, [&](int u, float ya, float yb) {
@@ -708,7 +878,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     }
 
     // o + residual.
-    if (!gemv_block<kPair, kQuant>(dout, xs, part, [&] {
+    if (!gemv_block<kPair, kForms, kEarly>(dout, xs, part, [&] {
           if (!block_wait(a, counter(a.sync, l, kCAtt), a.n_kv_heads * passes, err_code(l, kCAtt), sh, clk))
             return false;
           stage_copy(a.att, q_dim, xs, x_layout<kQuant>(L.wo, q_dim));
@@ -721,9 +891,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
     // gate|up + SwiGLU.
     const GemvDesc dgu{&L.wgu, 2 * a.hidden, dim, a.hidden, 1, a.hidden};
-    if (!gemv_block<kPair, kQuant>(dgu, xs, part, [&] {
+    if (!gemv_block<kPair, kForms, kEarly>(dgu, xs, part, [&] {
+          const XLayout lay = x_layout<kQuant>(L.wgu, dim);
+          stage_norm_weights(L.ffn_norm, dim, gs, lay);
           if (!block_wait(a, counter(a.sync, l, kCO), G, err_code(l, kCO), sh, clk)) return false;
-          stage_norm(a.x, nullptr, L.ffn_norm, dim, a.norm_eps, xs, x_layout<kQuant>(L.wgu, dim), sh);
+          stage_norm(a.x, nullptr, gs, dim, a.norm_eps, xs, lay, sh);
           clk.mark(kPNorm);
           return true;
         }, [&](int u, float g, float up) { a.hb[u] = g / (1.0f + expf(-g)) * up; }))
@@ -733,7 +905,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
     // down + residual.
     const GemvDesc ddown{&L.wdown, dim, a.hidden, (dim + 1) / 2, 2, 1};
-    if (!gemv_block<kPair, kQuant>(ddown, xs, part, [&] {
+    if (!gemv_block<kPair, kForms, kEarly>(ddown, xs, part, [&] {
           if (!block_wait(a, counter(a.sync, l, kCGu), G, err_code(l, kCGu), sh, clk)) return false;
           stage_copy(a.hb, a.hidden, xs, x_layout<kQuant>(L.wdown, a.hidden));
           clk.mark(kPNorm);
@@ -746,10 +918,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
   // Final norm and the head.
   const GemvDesc dhead{&a.head, a.vocab, dim, (a.vocab + 1) / 2, 2, 1};
-  if (!gemv_block<kPair, kQuant>(dhead, xs, part, [&] {
+  if (!gemv_block<kPair, kForms, kEarly>(dhead, xs, part, [&] {
+        const XLayout lay = x_layout<kQuant>(a.head, dim);
+        stage_norm_weights(a.final_norm, dim, gs, lay);
         if (!block_wait(a, counter(a.sync, a.n_layers - 1, kCDown), G, err_code(kHeadWait, kCDown), sh, clk))
           return false;
-        stage_norm(a.x, nullptr, a.final_norm, dim, a.norm_eps, xs, x_layout<kQuant>(a.head, dim), sh);
+        stage_norm(a.x, nullptr, gs, dim, a.norm_eps, xs, lay, sh);
         clk.mark(kPNorm);
         return true;
       }, [&](int u, float ya, float yb) {
@@ -779,13 +953,34 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   }
 }
 
-int max_k(const PersistentDecodeArgs& a) {
-  return std::max({a.dim, a.n_heads * a.head_dim, a.hidden});
+// The quantized kernels: one per common set of forms (Q4_K_M and Q6_K files mix Q4_K and Q6_K), and one with all.
+constexpr unsigned kAllForms = (1u << kPFQ4_0) | (1u << kPFQ4_1) | (1u << kPFQ4_K) | (1u << kPFInt8) |
+                               (1u << kPFInt8Min) | (1u << kPFQ6_K);
+using KernelFn = void (*)(PersistentDecodeArgs);
+struct QuantKernel {
+  unsigned forms;
+  KernelFn fn;
+};
+constexpr QuantKernel kQuantKernels[] = {
+    {1u << kPFQ4_0, persistent_decode_kernel<false, 1u << kPFQ4_0, false>},
+    {1u << kPFQ4_1, persistent_decode_kernel<false, 1u << kPFQ4_1, false>},
+    {(1u << kPFQ4_K) | (1u << kPFQ6_K), persistent_decode_kernel<false, (1u << kPFQ4_K) | (1u << kPFQ6_K), false>},
+    {1u << kPFInt8, persistent_decode_kernel<false, 1u << kPFInt8, false>},
+    {kAllForms, persistent_decode_kernel<false, kAllForms, false>},
+};
+
+KernelFn pick_kernel(const PersistentDecodeArgs& a) {
+  if (a.quant_forms != 0) {  // quantized matrices walk two rows at once whatever pair_rows says (BF16 ones then do too)
+    for (const QuantKernel& k : kQuantKernels)
+      if ((a.quant_forms & ~k.forms) == 0 && (!a.all_forms || k.forms == kAllForms)) return k.fn;
+    fail("persistent decode: no kernel for quantized form mask ", a.quant_forms);
+  }
+  if (a.pair_rows) return a.early ? persistent_decode_kernel<true, 0, true> : persistent_decode_kernel<true, 0, false>;
+  return persistent_decode_kernel<false, 0, false>;
 }
+
 size_t smem_bytes(const PersistentDecodeArgs& a) {
-  const size_t gemv = size_t((max_k(a) + 7) & ~7) * 4;
-  const size_t attn = size_t(2 * kWarps * kHeadsPerPass + kWarps * kHeadsPerPass * a.head_dim) * 4;
-  return size_t(kMaxTasks) * 8 + std::max(gemv, attn);
+  return size_t(kMaxTasks) * 8 + size_t(xs_floats(a)) * 4 + size_t((a.dim + 3) & ~3) * 4;
 }
 
 }  // namespace
@@ -857,9 +1052,11 @@ PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blo
   p.smem = smem_bytes(a);
   // Both forms get the shared-memory opt-in (a later step may switch mapping); the grid fits the hungrier one.
   int per_sm = 1 << 30;
-  for (const void* k : {reinterpret_cast<const void*>(persistent_decode_kernel<true, false>),
-                        reinterpret_cast<const void*>(persistent_decode_kernel<false, false>),
-                        reinterpret_cast<const void*>(persistent_decode_kernel<false, true>)}) {
+  std::vector<KernelFn> kernels = {persistent_decode_kernel<true, 0, false>, persistent_decode_kernel<true, 0, true>,
+                                   persistent_decode_kernel<false, 0, false>};
+  for (const QuantKernel& k : kQuantKernels) kernels.push_back(k.fn);
+  for (KernelFn fn : kernels) {
+    const void* k = reinterpret_cast<const void*>(fn);
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(p.smem)));
     int n = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, p.smem));
@@ -892,12 +1089,7 @@ void persistent_decode_launch(const PersistentDecodeArgs& a, const PersistentPla
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = 1;
-  if (a.quant)  // quantized matrices walk two rows at once whatever pair_rows says (BF16 ones then do too)
-    CUDA_CHECK(cudaLaunchKernelEx(&config, persistent_decode_kernel<false, true>, a));
-  else if (a.pair_rows)
-    CUDA_CHECK(cudaLaunchKernelEx(&config, persistent_decode_kernel<true, false>, a));
-  else
-    CUDA_CHECK(cudaLaunchKernelEx(&config, persistent_decode_kernel<false, false>, a));
+  CUDA_CHECK(cudaLaunchKernelEx(&config, pick_kernel(a), a));
 }
 
 std::string persistent_decode_error_text(unsigned code) {

@@ -102,8 +102,8 @@ struct PersistentDecodeArgs {
   int n_layers = 0, dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, hidden = 0, vocab = 0, ctx = 0;
   float norm_eps = 0.0f;
   bool pair_rows = true;                   // "warp-r2" (true) or "warp" (false): see above
-  bool quant = false;                      // some matrix is quantized: the kernel's quantized form (its BF16 matrices
-                                           // then walk one row after the other, as "warp" does)
+  unsigned quant_forms = 0;                // bit f: some matrix has quantized form f (a kernel with code for those
+                                           // forms runs, its BF16 matrices walking two rows at once); 0: all BF16
   const PersistentLayer* layers = nullptr;  // device array [n_layers]
   const uint16_t* embedding = nullptr;     // [vocab, dim] BF16
   const float* final_norm = nullptr;       // [dim]
@@ -120,6 +120,8 @@ struct PersistentDecodeArgs {
   unsigned long long* prof = nullptr;      // optional: [grid][kPersistentParts] cycles, accumulated
   unsigned long long timeout_ns = 2000000000ull;
   int fault = 0;                           // tests: 1 = one block never arrives (the others must time out)
+  int all_forms = 0;                       // tests: the quantized kernel with every form, whatever quant_forms says
+  int early = 0;                           // 1: each GEMV stage's first weights are loaded before its wait (tuning)
 };
 
 // The persistent form of a BF16 matrix (padded row-major, `ld` elements per row) and of a quantized one (its

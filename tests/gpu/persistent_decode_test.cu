@@ -112,6 +112,41 @@ double worst_distance(const Model& m, const std::string& gemv, int ctx, int n_pr
   return distances(m, gemv, ctx, n_prefill, n_steps, m.config.dim <= 1024).pers_graph;
 }
 
+// LLM_PERSISTENT_EARLY=1 picks the kernel that loads each BF16 two-row stage's first weights before its wait.
+struct EarlyLoads {
+  explicit EarlyLoads(bool on) { setenv("LLM_PERSISTENT_EARLY", on ? "1" : "0", 1); }
+  ~EarlyLoads() { unsetenv("LLM_PERSISTENT_EARLY"); }
+};
+
+// LLM_PERSISTENT_ALL_FORMS=1 runs the quantized kernel with code for every form instead of the one for the model's
+// forms (the one picked by default).
+struct AllForms {
+  AllForms() { setenv("LLM_PERSISTENT_ALL_FORMS", "1", 1); }
+  ~AllForms() { unsetenv("LLM_PERSISTENT_ALL_FORMS"); }
+};
+
+// The kernel for the model's quantized forms and the one with every form: the same tasks in the same order, so the
+// same bits, after a prefill and at every decode step.
+void expect_forms_kernels_agree(const Model& m, int ctx, int n_prefill, int n_steps) {
+  auto picked = make_cuda_engine(m, cuda_options("warp", ctx, true));
+  std::unique_ptr<Backend> all;
+  {
+    const AllForms on;
+    all = make_cuda_engine(m, cuda_options("warp", ctx, true));
+  }
+  const std::vector<int> t = test_tokens(m.config, n_prefill + n_steps);
+  picked->prefill(t.data(), n_prefill, 0);
+  all->prefill(t.data(), n_prefill, 0);
+  for (int i = 0; i < n_steps; ++i) {
+    const int pos = n_prefill + i;
+    picked->decode(t[size_t(pos)], pos);
+    all->decode(t[size_t(pos)], pos);
+    const std::vector<float> a = picked->logits(), b = all->logits();
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "position " << pos;
+  }
+}
+
 TEST(PersistentDecode, MatchesGraphPathOnStories260K) {
   REQUIRE_GPU();
   const Model m = stories260k();
@@ -120,6 +155,9 @@ TEST(PersistentDecode, MatchesGraphPathOnStories260K) {
     const double d = worst_distance(m, gemv, 256, 0, 100);
     std::printf("stories260K %s: worst rel L2 %.3g over 200 positions\n", gemv, d);
   }
+  const EarlyLoads early(true);
+  const double d = worst_distance(m, "warp-r2", 256, 0, 100);
+  std::printf("stories260K warp-r2, early loads: worst rel L2 %.3g\n", d);
 }
 
 TEST(PersistentDecode, MatchesGraphPathOnSyntheticAndAwkwardShapes) {
@@ -133,6 +171,9 @@ TEST(PersistentDecode, MatchesGraphPathOnSyntheticAndAwkwardShapes) {
       const double d = worst_distance(m, gemv, 256, 17, 60);
       std::printf("%s %s: worst rel L2 %.3g\n", name, gemv, d);
     }
+    const EarlyLoads early(true);
+    const double d = worst_distance(m, "warp-r2", 256, 17, 60);
+    std::printf("%s warp-r2, early loads: worst rel L2 %.3g\n", name, d);
   }
 }
 
@@ -209,6 +250,7 @@ TEST(PersistentDecode, MatchesGraphPathOnQuantizedWeights) {
     std::printf("%s: persistent vs graph (quantized warp) worst rel L2 %.3g; vs the CPU reference (exact weights): "
                 "graph %.3g, persistent %.3g\n",
                 c.name.c_str(), d.pers_graph, d.graph_cpu, d.pers_cpu);
+    expect_forms_kernels_agree(m, 512, 20, 20);
   }
   // A fused group mixing types is refused by name.
   TinyQuantSpec mixed = spec(llm_test::kTqQ8_0, 34);
