@@ -348,7 +348,6 @@ class CudaEngine final : public CudaBackend {
   unsigned long long* d_pprof_ = nullptr;
   PersistentPlan pplan_;
   int persistent_max_blocks_ = 0;  // LLM_PERSISTENT_BLOCKS: caps the grid (tuning)
-  int persistent_early_ = 0;       // LLM_PERSISTENT_EARLY=1: GEMV weights loaded before each stage's wait (tuning)
   int persistent_all_forms_ = 0;   // LLM_PERSISTENT_ALL_FORMS=1: the quantized kernel with every form (tests, tuning)
   // Test hooks, read when set_persistent(true) is called: LLM_PERSISTENT_FAULT (a block that never arrives) and
   // LLM_PERSISTENT_TIMEOUT_MS (0: the kernel's default).
@@ -966,8 +965,6 @@ void CudaEngine::set_persistent(bool on) {
   const char* fault = std::getenv("LLM_PERSISTENT_FAULT");
   const char* timeout_ms = std::getenv("LLM_PERSISTENT_TIMEOUT_MS");
   persistent_fault_ = fault ? std::atoi(fault) : 0;
-  const char* early = std::getenv("LLM_PERSISTENT_EARLY");
-  persistent_early_ = early ? std::atoi(early) : 0;
   const char* all_forms = std::getenv("LLM_PERSISTENT_ALL_FORMS");
   persistent_all_forms_ = all_forms ? std::atoi(all_forms) : 0;
   persistent_timeout_ns_ = timeout_ms ? 1000000ull * std::strtoull(timeout_ms, nullptr, 10) : 0;
@@ -1052,7 +1049,6 @@ const PersistentDecodeArgs& CudaEngine::persistent_args(MappingState& ms) {
 void CudaEngine::decode_persistent(MappingState& ms) {
   PersistentDecodeArgs a = persistent_args(ms);  // a copy: the per-step fields below
   a.fault = persistent_fault_;
-  a.early = persistent_early_;
   a.all_forms = persistent_all_forms_;
   if (persistent_timeout_ns_ > 0) a.timeout_ns = persistent_timeout_ns_;
   cudaStream_t s = stream_.s;

@@ -284,7 +284,7 @@ struct Bf16Ring {
   uint4 w[kRingSlots][2];
   RingPos fp;
 };
-// Loads the ring's first kRingSlots items (weights only: the "early" kernel issues this before the stage's wait).
+// Loads the ring's first kRingSlots items (weights only).
 __device__ __forceinline__ void bf16_ring_prime(const GemvDesc& d, const RingShape& sh, Bf16Ring& g) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   g.fp = RingPos{};
@@ -417,11 +417,11 @@ __device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float
   }
 }
 
-// Two-row BF16 tasks ("warp-r2", and the quantized kernel's BF16 matrices) take the BF16 ring (g; primed already when
-// `primed`), quantized ones their batch form, "warp"'s BF16 tasks (one row after the other) the batch form.
+// Two-row BF16 tasks ("warp-r2", and the quantized kernel's BF16 matrices) take the BF16 ring, quantized ones
+// their batch form, "warp"'s BF16 tasks (one row after the other) the batch form.
 template <bool kPair, unsigned kForms>
 __device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, float2* part, const RingShape& sh,
-                                           Bf16Ring& g, bool primed, int S) {
+                                           int S) {
   constexpr bool kQuant = kForms != 0;
   if constexpr (!kPair && !kQuant) {
     gemv_tasks_batch(d, xs, part, sh.v0, sh.n, S);
@@ -429,7 +429,8 @@ __device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, f
   }
   const int form = kQuant ? d.m->form : int(kPFBf16);
   if (form == kPFBf16) {
-    if (!primed) bf16_ring_prime(d, sh, g);
+    Bf16Ring g;
+    bf16_ring_prime(d, sh, g);
     bf16_ring(d, xs, part, sh, g);
     return;
   }
@@ -439,9 +440,9 @@ __device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, f
 // Units [v0, v0 + n) of d against xs, S slices each: tasks over the warps, partial sums added in slice order, then
 // epi(u, y_a, y_b) per unit. Ends with a block barrier.
 template <bool kPair, unsigned kForms, class Epi>
-__device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, const RingShape& sh, Bf16Ring& g,
-                           bool primed, int S, Epi& epi) {
-  gemv_tasks<kPair, kForms>(d, xs, part, sh, g, primed, S);
+__device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, const RingShape& sh, int S,
+                           Epi& epi) {
+  gemv_tasks<kPair, kForms>(d, xs, part, sh, S);
   __syncthreads();
   const int v0 = sh.v0, n = sh.n;
   for (int i = threadIdx.x; i < n; i += kThreads) {
@@ -459,7 +460,7 @@ __device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, con
 // The GEMV stage d: stage() (the wait and filling xs), then this block's units: a contiguous, even share. S (K
 // slices per unit, so that small stages give every warp a task) depends on the stage only, not on the block.
 // (Handing the last quarter of the units out from a counter to whichever block is free was measured no faster.)
-template <bool kPair, unsigned kForms, bool kEarly, class Stage, class Epi>
+template <bool kPair, unsigned kForms, class Stage, class Epi>
 __device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage stage, Epi epi) {
   constexpr bool kQuant = kForms != 0;
   const int G = gridDim.x;
@@ -497,14 +498,10 @@ __device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage sta
   }
   const int u0 = int(int64_t(blockIdx.x) * d.units / G), u1 = int(int64_t(blockIdx.x + 1) * d.units / G);
   const int round_units = kMaxTasks / S, warp = threadIdx.x >> 5;
-  // kEarly (BF16 two-row kernel only): the first round's ring is loaded before the stage's wait (the weights never
-  // change), so its latency overlaps the wait and the staging of x.
-  Bf16Ring g;
-  if constexpr (kEarly) bf16_ring_prime(d, ring_shape(u0, min(u1 - u0, round_units), S, chunks, warp), g);
   if (!stage()) return false;  // the step failed (every thread of the block sees it)
   for (int r0 = u0; r0 < u1; r0 += round_units) {
     const RingShape sh = ring_shape(r0, min(u1 - r0, round_units), S, chunks, warp);
-    gemv_units<kPair, kForms>(d, xs, part, sh, g, kEarly && r0 == u0, S, epi);
+    gemv_units<kPair, kForms>(d, xs, part, sh, S, epi);
   }
   return true;
 }
@@ -772,7 +769,7 @@ __host__ __device__ inline int xs_floats(const PersistentDecodeArgs& a) {
 }
 
 // kForms: 0 for BF16 weights, else the quantized forms the kernel has code for (bit f: form f; BF16 matrices always).
-template <bool kPair, unsigned kForms, bool kEarly>
+template <bool kPair, unsigned kForms>
 __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(PersistentDecodeArgs a) {
   constexpr bool kQuant = kForms != 0;
   extern __shared__ __align__(16) float dyn[];
@@ -812,7 +809,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     const PersistentLayer& L = a.layers[l];
     // q|k|v, RoPE, KV store.
     const GemvDesc dqkv{&L.wqkv, q_dim + 2 * kv_dim, dim, (q_dim + 2 * kv_dim) / 2, 2, 1};
-    const bool ok_qkv = gemv_block<kPair, kForms, kEarly>(dqkv, xs, part, [&] {
+    const bool ok_qkv = gemv_block<kPair, kForms>(dqkv, xs, part, [&] {
       const XLayout lay = x_layout<kQuant>(L.wqkv, dim);
       stage_norm_weights(L.attn_norm, dim, gs, lay);
       if (l > 0 && !block_wait(a, counter(a.sync, l - 1, kCDown), G, err_code(l - 1, kCDown), sh, clk))
@@ -878,7 +875,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     }
 
     // o + residual.
-    if (!gemv_block<kPair, kForms, kEarly>(dout, xs, part, [&] {
+    if (!gemv_block<kPair, kForms>(dout, xs, part, [&] {
           if (!block_wait(a, counter(a.sync, l, kCAtt), a.n_kv_heads * passes, err_code(l, kCAtt), sh, clk))
             return false;
           stage_copy(a.att, q_dim, xs, x_layout<kQuant>(L.wo, q_dim));
@@ -891,7 +888,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
     // gate|up + SwiGLU.
     const GemvDesc dgu{&L.wgu, 2 * a.hidden, dim, a.hidden, 1, a.hidden};
-    if (!gemv_block<kPair, kForms, kEarly>(dgu, xs, part, [&] {
+    if (!gemv_block<kPair, kForms>(dgu, xs, part, [&] {
           const XLayout lay = x_layout<kQuant>(L.wgu, dim);
           stage_norm_weights(L.ffn_norm, dim, gs, lay);
           if (!block_wait(a, counter(a.sync, l, kCO), G, err_code(l, kCO), sh, clk)) return false;
@@ -905,7 +902,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
     // down + residual.
     const GemvDesc ddown{&L.wdown, dim, a.hidden, (dim + 1) / 2, 2, 1};
-    if (!gemv_block<kPair, kForms, kEarly>(ddown, xs, part, [&] {
+    if (!gemv_block<kPair, kForms>(ddown, xs, part, [&] {
           if (!block_wait(a, counter(a.sync, l, kCGu), G, err_code(l, kCGu), sh, clk)) return false;
           stage_copy(a.hb, a.hidden, xs, x_layout<kQuant>(L.wdown, a.hidden));
           clk.mark(kPNorm);
@@ -918,7 +915,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
   // Final norm and the head.
   const GemvDesc dhead{&a.head, a.vocab, dim, (a.vocab + 1) / 2, 2, 1};
-  if (!gemv_block<kPair, kForms, kEarly>(dhead, xs, part, [&] {
+  if (!gemv_block<kPair, kForms>(dhead, xs, part, [&] {
         const XLayout lay = x_layout<kQuant>(a.head, dim);
         stage_norm_weights(a.final_norm, dim, gs, lay);
         if (!block_wait(a, counter(a.sync, a.n_layers - 1, kCDown), G, err_code(kHeadWait, kCDown), sh, clk))
@@ -962,11 +959,11 @@ struct QuantKernel {
   KernelFn fn;
 };
 constexpr QuantKernel kQuantKernels[] = {
-    {1u << kPFQ4_0, persistent_decode_kernel<false, 1u << kPFQ4_0, false>},
-    {1u << kPFQ4_1, persistent_decode_kernel<false, 1u << kPFQ4_1, false>},
-    {(1u << kPFQ4_K) | (1u << kPFQ6_K), persistent_decode_kernel<false, (1u << kPFQ4_K) | (1u << kPFQ6_K), false>},
-    {1u << kPFInt8, persistent_decode_kernel<false, 1u << kPFInt8, false>},
-    {kAllForms, persistent_decode_kernel<false, kAllForms, false>},
+    {1u << kPFQ4_0, persistent_decode_kernel<false, 1u << kPFQ4_0>},
+    {1u << kPFQ4_1, persistent_decode_kernel<false, 1u << kPFQ4_1>},
+    {(1u << kPFQ4_K) | (1u << kPFQ6_K), persistent_decode_kernel<false, (1u << kPFQ4_K) | (1u << kPFQ6_K)>},
+    {1u << kPFInt8, persistent_decode_kernel<false, 1u << kPFInt8>},
+    {kAllForms, persistent_decode_kernel<false, kAllForms>},
 };
 
 KernelFn pick_kernel(const PersistentDecodeArgs& a) {
@@ -975,8 +972,7 @@ KernelFn pick_kernel(const PersistentDecodeArgs& a) {
       if ((a.quant_forms & ~k.forms) == 0 && (!a.all_forms || k.forms == kAllForms)) return k.fn;
     fail("persistent decode: no kernel for quantized form mask ", a.quant_forms);
   }
-  if (a.pair_rows) return a.early ? persistent_decode_kernel<true, 0, true> : persistent_decode_kernel<true, 0, false>;
-  return persistent_decode_kernel<false, 0, false>;
+  return a.pair_rows ? persistent_decode_kernel<true, 0> : persistent_decode_kernel<false, 0>;
 }
 
 size_t smem_bytes(const PersistentDecodeArgs& a) {
@@ -1052,8 +1048,7 @@ PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blo
   p.smem = smem_bytes(a);
   // Both forms get the shared-memory opt-in (a later step may switch mapping); the grid fits the hungrier one.
   int per_sm = 1 << 30;
-  std::vector<KernelFn> kernels = {persistent_decode_kernel<true, 0, false>, persistent_decode_kernel<true, 0, true>,
-                                   persistent_decode_kernel<false, 0, false>};
+  std::vector<KernelFn> kernels = {persistent_decode_kernel<true, 0>, persistent_decode_kernel<false, 0>};
   for (const QuantKernel& k : kQuantKernels) kernels.push_back(k.fn);
   for (KernelFn fn : kernels) {
     const void* k = reinterpret_cast<const void*>(fn);

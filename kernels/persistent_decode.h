@@ -121,7 +121,6 @@ struct PersistentDecodeArgs {
   unsigned long long timeout_ns = 2000000000ull;
   int fault = 0;                           // tests: 1 = one block never arrives (the others must time out)
   int all_forms = 0;                       // tests: the quantized kernel with every form, whatever quant_forms says
-  int early = 0;                           // 1: each GEMV stage's first weights are loaded before its wait (tuning)
 };
 
 // The persistent form of a BF16 matrix (padded row-major, `ld` elements per row) and of a quantized one (its
