@@ -326,10 +326,12 @@ __device__ __forceinline__ void bf16_ring(const GemvDesc& d, const float* xs, fl
 }
 
 // The quantized "warp" mapping's lane code for two rows sharing each x chunk: chunks [cb, ce) of rows ra and rb (rb
-// absent: zero codes and scales, which add 0), 4 chunks per row in flight per lane, x staged as QuantXShared. (The
+// absent: zero codes and scales, which add 0), kQU chunks per row in flight per lane, x staged as QuantXShared. (The
 // ring form, as the BF16 tasks take, measured slower here: 8B Q4_0 264 -> 204 t/s; the quantized kernel's six forms
 // inlined into every stage spill its registers.)
-constexpr int kQU = 4;  // chunks per row in flight per lane
+// kQU = 2, not 4: the 4-deep kernels spilled (Q4_0 240 bytes of stores); at 2 they do not, and ran faster on the H200
+// (2026-12-02, llama-ab): 8B Q4_0 291.9 -> 311.8 t/s, SmolLM2 shape Q4_0 978 -> 1,079.
+constexpr int kQU = 2;  // chunks per row in flight per lane
 template <bool kInt4, bool kTwoLevel, bool kHasMin>
 __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
                                            int chunks, int cb, int ce, int lane, float& sa, float& sb) {
