@@ -267,7 +267,10 @@ __device__ __forceinline__ RingShape ring_shape(int v0, int n, int S, int chunks
   return s;
 }
 
-constexpr int kRingSlots = 4;  // items per row in flight per lane (BF16 and quantized)
+// Items per row in flight per lane. H200, llama-ab t/s (2026-12-02), SmolLM2 shape / TinyLlama / 8B / 8B at 8K:
+// 2 slots 1,394 / 945 / 213.7 / 185.3; 3 slots 1,407 / 947-954 / 223.8-225.2 / 189.2-190.1; 4 slots 1,406 / 908-917 /
+// 226.5-227.1 / 182.8-184.0; 8 slots 1,284 / 806 / 209.9 / 163.7 (more in flight is not faster; not understood).
+constexpr int kRingSlots = 3;
 
 // Rows ra and rb (rb >= N: absent, left zero) of BF16 chunk c, or zeros past the slice.
 __device__ __forceinline__ void ring_fill_bf16(const GemvDesc& d, const RingTask& r, uint4 (&w)[2]) {
