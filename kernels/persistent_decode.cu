@@ -425,21 +425,21 @@ __device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float
 // Two-row BF16 tasks ("warp-r2", and the quantized kernel's BF16 matrices) take the BF16 ring, quantized ones
 // their batch form, "warp"'s BF16 tasks (one row after the other) the batch form.
 template <bool kPair, unsigned kForms>
+__device__ __forceinline__ bool uses_ring(const GemvDesc& d) {
+  return kPair || (kForms != 0 && d.m->form == kPFBf16);
+}
+template <bool kPair, unsigned kForms>
 __device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, float2* part, const RingShape& sh,
                                            int S) {
-  constexpr bool kQuant = kForms != 0;
-  if constexpr (!kPair && !kQuant) {
-    gemv_tasks_batch(d, xs, part, sh.v0, sh.n, S);
-    return;
-  }
-  const int form = kQuant ? d.m->form : int(kPFBf16);
-  if (form == kPFBf16) {
+  if (uses_ring<kPair, kForms>(d)) {
     Bf16Ring g;
     bf16_ring_prime(d, sh, g);
     bf16_ring(d, xs, part, sh, g);
-    return;
+  } else if constexpr (kForms != 0) {
+    quant_tasks_batch<kForms>(d, xs, part, sh.v0, sh.n, S);
+  } else {
+    gemv_tasks_batch(d, xs, part, sh.v0, sh.n, S);
   }
-  if constexpr (kQuant) quant_tasks_batch<kForms>(d, xs, part, sh.v0, sh.n, S);
 }
 
 // Units [v0, v0 + n) of d against xs, S slices each: tasks over the warps, partial sums added in slice order, then
@@ -470,35 +470,27 @@ __device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage sta
   constexpr bool kQuant = kForms != 0;
   const int G = gridDim.x;
   const int chunks = kQuant ? row_chunks(d.m->form, d.K) : (d.K + 7) >> 3;
-  const bool ring = kPair || (kQuant && d.m->form == kPFBf16);
+  const bool ring = uses_ring<kPair, kForms>(d);
   const int avg = (d.units + G - 1) / G;
-  int S = 1;
-  if (ring) {
-    // The ring form: a warp's time is its stream of lane iterations (a slot each), so pick the S with the fewest items
-    // per warp, ceil(avg S / warps) * ceil(ceil(chunks / S) / 32); ties go to fewer slices. Slices keep >= 8 chunks.
-    auto items = [&](int s) { return ((avg * s + kWarps - 1) / kWarps) * ((((chunks + s - 1) / s) + 31) / 32); };
-    int best = items(1);
-    for (int s = 2; s <= kWarps; s *= 2) {
-      if (chunks / s < 8 || avg * s > kMaxTasks) break;
-      const int it = items(s);
-      if (it < best) {
-        best = it;
-        S = s;
-      }
-    }
-  } else {
-    // A BF16 slice keeps every lane busy (32 chunks); a quantized chunk is 4x the work of a BF16 one (32 or 16
-    // weights decoded), so its slices may leave lanes idle to give more warps a share (8 chunks).
-    const int min_chunks = kQuant && d.m->form != kPFBf16 ? 8 : 32;
-    int best_num = (avg + kWarps - 1) / kWarps, best_den = 1;  // cost = ceil(avg S / warps) / S
-    for (int s = 2; s <= kWarps; s *= 2) {
-      if (chunks / s < min_chunks || avg * s > kMaxTasks) break;
-      const int num = (avg * s + kWarps - 1) / kWarps;
-      if (num * best_den < best_num * s) {
-        best_num = num;
-        best_den = s;
-        S = s;
-      }
+  // S minimises a warp's cost, num / den; ties go to fewer slices.
+  // - The ring: a warp's time is its stream of lane iterations (a slot each), ceil(avg S / warps) tasks of
+  //   ceil(ceil(chunks / S) / 32) items. Slices keep >= 8 chunks.
+  // - The batch forms: ceil(avg S / warps) tasks of 1 / S of a row. A BF16 slice keeps every lane busy (32 chunks); a
+  //   quantized chunk is 4x the work of a BF16 one (32 or 16 weights decoded), so its slices may leave lanes idle to
+  //   give more warps a share (8 chunks).
+  const int min_chunks = ring || kQuant ? 8 : 32;
+  auto num = [&](int s) {
+    const int tasks = (avg * s + kWarps - 1) / kWarps;
+    return ring ? tasks * ((((chunks + s - 1) / s) + 31) / 32) : tasks;
+  };
+  int S = 1, best_num = num(1), best_den = 1;
+  for (int s = 2; s <= kWarps; s *= 2) {
+    if (chunks / s < min_chunks || avg * s > kMaxTasks) break;
+    const int n = num(s), den = ring ? 1 : s;
+    if (n * best_den < best_num * den) {
+      best_num = n;
+      best_den = den;
+      S = s;
     }
   }
   const int u0 = int(int64_t(blockIdx.x) * d.units / G), u1 = int(int64_t(blockIdx.x + 1) * d.units / G);
