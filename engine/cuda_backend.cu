@@ -1034,6 +1034,7 @@ const PersistentDecodeArgs& CudaEngine::persistent_args(MappingState& ms) {
   a.final_norm = final_norm_;
   a.head = matrix(ms.weights.back());
   a.quant_forms = forms;
+  a.dp4a = ms.qkind == QuantGemvKind::WarpDp4a;
   a.inv_freq = inv_freq_;
   a.step = d_step_;
   a.x = x_;

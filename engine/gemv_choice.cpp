@@ -81,15 +81,16 @@ std::string persistent_refusal(const ModelConfig& c, const std::string& source, 
                                const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
                                bool fuse_projections) {
   const GemvChoice choice = resolve_gemv_choice(mapping);
-  if (!kept_quant.empty() && choice.quant != "warp")
-    return "--decode persistent runs quantized weights with the quantized 'warp' mapping only; '" +
+  if (!kept_quant.empty() && choice.quant != "warp" && choice.quant != "warp-dp4a")
+    return "--decode persistent runs quantized weights with the quantized 'warp' and 'warp-dp4a' mappings only; '" +
            (mapping.empty() ? std::string(kQuantGemvDefault) : mapping) + "' cannot run inside it (" + source +
            " keeps " + kept_quant + "): use --gemv warp, --dequantize, or --decode graph";
   if (!mixed_group.empty())
     return "--decode persistent needs each fused group (q|k|v, gate|up) in one weight type; " + mixed_group +
            " and the matrices fused with it differ: use --decode graph, or --dequantize";
   const std::string bf16 = choice.bf16;
-  if (persistent_pair_rows(bf16) < 0)
+  // A name with no BF16 form ("warp-dp4a") runs only where every projection is kept quantized (gemv_refusal).
+  if (persistent_pair_rows(bf16) < 0 && (!bf16.empty() || kept_quant.empty()))
     return "--decode persistent runs the lanes-along-K GEMV mappings (warp-r2, warp, warp-few); '" + mapping +
            "' cannot run inside it: use --decode graph for it";
   if (fp8_kv) return "--decode persistent keeps the KV cache in BF16; --kv-dtype fp8 runs with --decode graph";
@@ -98,9 +99,16 @@ std::string persistent_refusal(const ModelConfig& c, const std::string& source, 
   if (hd % 8 != 0 || hd > 256 || lpk <= 0 || (lpk & (lpk - 1)) != 0)
     return "--decode persistent: head_dim " + std::to_string(hd) + " of " + source +
            " is not 8, 16, 32, 64, 128 or 256; use --decode graph";
-  const int widest = std::max({c.dim, c.hidden_dim, c.q_dim()});
-  if (widest > 50000)  // kernels/persistent_decode.cu: x (4 bytes per column) and 8 KiB of partial sums per block
-    return "--decode persistent: rows of " + std::to_string(widest) + " columns do not fit its shared memory; "
+  // kernels/persistent_decode.cu's shared memory per block (smem_bytes): 8 KiB of partial sums, x (4 bytes per column
+  // of the widest row, or the attention scratch), a norm's weights (4 per dim), x's int8 form (1.375 per column);
+  // sm_90 gives a block at most 227 KiB.
+  const int64_t widest = std::max({c.dim, c.hidden_dim, c.q_dim()});
+  const int64_t x_floats = std::max((widest + 7) / 8 * 8, int64_t(64 + 32 * hd));
+  const int64_t k8 = (widest + 31) / 32 * 32;
+  const int64_t smem = 8192 + 4 * ((x_floats + 3) / 4 * 4) + 4 * ((c.dim + 3) / 4 * 4) + k8 + k8 / 32 * 4 + k8 / 16 * 4;
+  if (smem > 227 * 1024)
+    return "--decode persistent: rows of " + std::to_string(widest) + " columns (dim " + std::to_string(c.dim) +
+           ") need " + std::to_string(smem) + " bytes of shared memory per block, more than the 232,448 it can have; "
            "use --decode graph";
   return "";
 }

@@ -35,12 +35,13 @@ DecodePath parse_decode_path(const std::string& name);
 
 // The persistent path runs the lanes-along-K BF16 mappings over their padded row-major layout: "warp-r2" walks two
 // rows at once (returns 1), "warp" and its control "warp-few" one row after the other (0); any other name -1.
-// Quantized weights run there through the quantized "warp" mapping's planes and lane code (two rows at once).
+// Quantized weights run there through the quantized "warp" mapping's planes and the lane code of "warp" or "warp-dp4a"
+// (two rows at once).
 int persistent_pair_rows(const std::string& bf16_mapping);
 
 // What the persistent kernel takes, from what any caller knows: "" or why not, in one line. `mapping` is the --gemv
 // name decode uses (resolve_gemv_choice), `kept_quant` says which weights decode keeps quantized ("" = none; they
-// need the quantized "warp" form), `mixed_group` names a fused group (q|k|v, gate|up) whose members differ in type
+// need the quantized "warp" or "warp-dp4a" form), `mixed_group` names a fused group (q|k|v, gate|up) whose members differ in type
 // ("" = none: the kernel takes one type per matrix), `source` names the model in the messages. decode_path_refusal
 // (from a Model) and the CUDA engine (from its state) both ask it.
 std::string persistent_refusal(const ModelConfig& c, const std::string& source, const std::string& mapping,

@@ -274,11 +274,34 @@ QHD void quant_x_q8_block(const float* __restrict__ x, int64_t b, int8_t* __rest
 }
 
 #if defined(__CUDACC__)
+// One lane's part of quant_x_q8_block with 8 lanes per block of 32 (lanes 8i .. 8i + 7 of a warp; sub = lane & 7 holds
+// values 4 sub .. 4 sub + 3 of block b in v): amax over the 8 lanes and the sums over 16 by xor shuffles, q written 4
+// bytes per lane. Every lane of the warp calls it (the shuffles); `in` = b is a block of x (else nothing is written).
+// Bit for bit quant_x_q8_block (the same max, division, reciprocal and rounding per value; the sums are integers).
+__device__ __forceinline__ void quant_x_q8_lanes(const float4& v, int b, bool in, int sub, int8_t* xq, float* xd,
+                                                 int* xs16) {
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const int q0 = int(roundf(v.x * id)), q1 = int(roundf(v.y * id)), q2 = int(roundf(v.z * id)),
+            q3 = int(roundf(v.w * id));
+  int sum = q0 + q1 + q2 + q3;
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);  // lanes 0-3 of the 8: first 16 values; 4-7: the second 16
+  if (in) {
+    reinterpret_cast<uint32_t*>(xq)[b * 8 + sub] = (uint32_t(q0) & 0xffu) | ((uint32_t(q1) & 0xffu) << 8) |
+                                                   ((uint32_t(q2) & 0xffu) << 16) | (uint32_t(q3) << 24);
+    if (sub == 0) xd[b] = d;
+    if ((sub & 3) == 0) xs16[2 * b + (sub >> 2)] = sum;
+  }
+}
+
 // quant_x_q8_block's results for all k / 32 blocks of x, by the block's warps with coalesced loads: 8 lanes per block
-// of 32 (a float4 each; a warp takes 4 blocks = 512 contiguous bytes per load), amax over the 8 lanes and the sums over
-// 16 by xor shuffles, q written 4 bytes per lane; 4 rounds' loads in flight at once. Bit for bit quant_x_q8_block (the same max, division, reciprocal and
-// rounding per value; the sums are integers). (One thread per block of 32, as before, reads x 128 bytes apart across
-// the lanes: 32 L1 wavefronts per load, measured ~15 us per call at k = 14,336 on the H200.)
+// of 32 (a float4 each; a warp takes 4 blocks = 512 contiguous bytes per load), quant_x_q8_lanes; 4 rounds' loads in
+// flight at once. (One thread per block of 32, as before, reads x 128 bytes apart across the lanes: 32 L1 wavefronts
+// per load, measured ~15 us per call at k = 14,336 on the H200.)
 __device__ __forceinline__ void quant_x_q8_block_warps(const float* __restrict__ x, int k, int8_t* xq, float* xd,
                                                        int* xs16, int warp, int lane) {
   constexpr int kStep = kQuantWarpsPerBlock * 4;  // blocks of 32 the block's warps take per round
@@ -300,22 +323,7 @@ __device__ __forceinline__ void quant_x_q8_block_warps(const float* __restrict__
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int b = base + u * kStep;  // every lane of the warp stays for the shuffles
-      float amax = fmaxf(fmaxf(fabsf(v[u].x), fabsf(v[u].y)), fmaxf(fabsf(v[u].z), fabsf(v[u].w)));
-#pragma unroll
-      for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      const float d = amax / 127.0f;
-      const float id = d != 0.0f ? 1.0f / d : 0.0f;
-      const int q0 = int(roundf(v[u].x * id)), q1 = int(roundf(v[u].y * id)), q2 = int(roundf(v[u].z * id)),
-                q3 = int(roundf(v[u].w * id));
-      int sum = q0 + q1 + q2 + q3;
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);  // lanes 0-3 of the 8: first 16 values; 4-7: the second 16
-      if (b < nb) {
-        reinterpret_cast<uint32_t*>(xq)[b * 8 + sub] = (uint32_t(q0) & 0xffu) | ((uint32_t(q1) & 0xffu) << 8) |
-                                                       ((uint32_t(q2) & 0xffu) << 16) | (uint32_t(q3) << 24);
-        if (sub == 0) xd[b] = d;
-        if ((sub & 3) == 0) xs16[2 * b + (sub >> 2)] = sum;
-      }
+      quant_x_q8_lanes(v[u], b, b < nb, sub, xq, xd, xs16);
     }
   }
 }

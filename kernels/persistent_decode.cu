@@ -44,6 +44,11 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 enum Counter { kCQkv, kCAtt, kCO, kCGu, kCDown, kCounters };
 
+// In a kernel's kForms: its quantized matrices take the int8-activation lane code of the quantized "warp-dp4a" mapping
+// (x quantized per block of 32 as llama.cpp's q8_1 after each stage's staging, dp4a integer dots) instead of "warp"'s
+// FP32 one.
+constexpr unsigned kDp4aBit = 1u << 31;
+
 // Error codes: kErrTimeout | layer << 8 | counter (the wait that timed out; layer kHeadWait: the head's wait).
 constexpr unsigned kErrTimeout = 0x01000000u;
 constexpr unsigned kHeadWait = 0xffffu;
@@ -162,10 +167,10 @@ struct XLayout {
     return (j - w4 * chunks) * (1 << (shift - 2)) + w4;
   }
 };
-template <bool kQuant>
+template <unsigned kForms>
 __device__ __forceinline__ XLayout x_layout(const PersistentMatrix& m, int K) {
   XLayout l;
-  if (kQuant && m.form != kPFBf16) {
+  if (kForms != 0 && !(kForms & kDp4aBit) && m.form != kPFBf16) {  // FP32 quantized lane code: transposed
     l.shift = chunk_weights(m.form) == 32 ? 5 : 4;
     l.chunks = K >> l.shift;
   }
@@ -335,9 +340,11 @@ __device__ __forceinline__ void bf16_ring(const GemvDesc& d, const float* xs, fl
 // kQU = 2, not 4: the 4-deep kernels spilled (Q4_0 240 bytes of stores); at 2 they do not, and ran faster on the H200
 // (2026-12-02, llama-ab): 8B Q4_0 291.9 -> 311.8 t/s, SmolLM2 shape Q4_0 978 -> 1,079.
 constexpr int kQU = 2;  // chunks per row in flight per lane
-template <bool kInt4, bool kTwoLevel, bool kHasMin>
+// kDp4a: the chunks through quant_chunk_dp4a against x8, x's int8 form (stage_q8), instead.
+template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kDp4a>
 __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
-                                           int chunks, int cb, int ce, int lane, float& sa, float& sb) {
+                                           const QuantXq8& x8, int chunks, int cb, int ce, int lane, float& sa,
+                                           float& sb) {
   QuantPackedArgs q;  // the fields quant_load_scale_raw reads
   q.scales = m.scales;
   q.mins = m.mins;
@@ -374,7 +381,12 @@ __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, in
     }
 #pragma unroll
     for (int i = 0; i < kQU; ++i)
-      if (c + 32 * i < ce) quant_chunk_fma<kInt4, kTwoLevel, kHasMin, 2>(w[i], raw[i], xq, c + 32 * i, m.bias, acc);
+      if (c + 32 * i < ce) {
+        if constexpr (kDp4a)
+          quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, 2>(w[i], raw[i], x8, c + 32 * i, m.code_offset, acc);
+        else
+          quant_chunk_fma<kInt4, kTwoLevel, kHasMin, 2>(w[i], raw[i], xq, c + 32 * i, m.bias, acc);
+      }
   }
   sa = acc[0];
   sb = acc[1];
@@ -384,20 +396,22 @@ __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, in
 // kernel with all of them (the quantized lane code is inlined into each of the step's five GEMV stages).
 template <unsigned kForms>
 __device__ __forceinline__ void quant_pair_dot(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
-                                               int chunks, int cb, int ce, int lane, float& sa, float& sb) {
+                                               const QuantXq8& x8, int chunks, int cb, int ce, int lane, float& sa,
+                                               float& sb) {
+  constexpr bool kD = (kForms & kDp4aBit) != 0;
   const int f = m.form;
   if ((kForms & (1u << kPFQ4_0)) && f == kPFQ4_0)
-    quant_pair<true, false, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+    quant_pair<true, false, false, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
   else if ((kForms & (1u << kPFQ4_1)) && f == kPFQ4_1)
-    quant_pair<true, false, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+    quant_pair<true, false, true, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
   else if ((kForms & (1u << kPFQ4_K)) && f == kPFQ4_K)
-    quant_pair<true, true, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+    quant_pair<true, true, true, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
   else if ((kForms & (1u << kPFInt8)) && f == kPFInt8)
-    quant_pair<false, false, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+    quant_pair<false, false, false, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
   else if ((kForms & (1u << kPFInt8Min)) && f == kPFInt8Min)
-    quant_pair<false, false, true>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+    quant_pair<false, false, true, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
   else if ((kForms & (1u << kPFQ6_K)) && f == kPFQ6_K)
-    quant_pair<false, true, false>(m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+    quant_pair<false, true, false, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
   else
     sa = sb = 0.0f;  // not reached: the host picks a kernel with every form the model has
 }
@@ -405,8 +419,8 @@ __device__ __forceinline__ void quant_pair_dot(const PersistentMatrix& m, int ra
 // The batch form of the quantized tasks: units [v0, v0 + n) (S slices each) over the block's warps, each task its
 // two rows at once; part[t] = the two rows' partial sums of task t.
 template <unsigned kForms>
-__device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float* xs, float2* part, int v0, int n,
-                                                  int S) {
+__device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float* xs, const QuantXq8& x8, float2* part,
+                                                  int v0, int n, int S) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int chunks = row_chunks(d.m->form, d.K), per = (chunks + S - 1) / S;
   for (int t = warp; t < n * S; t += kWarps) {
@@ -415,7 +429,7 @@ __device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float
     const bool has_b = rb < d.N;
     const int cb = min(chunks, sl * per), ce = min(chunks, cb + per);
     float sa, sb;
-    quant_pair_dot<kForms>(*d.m, ra, rb, has_b, xs, chunks, cb, ce, lane, sa, sb);
+    quant_pair_dot<kForms>(*d.m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
     sa = warp_sum(sa);
     sb = warp_sum(sb);
     if (lane == 0) part[t] = make_float2(sa, has_b ? sb : 0.0f);
@@ -429,14 +443,14 @@ __device__ __forceinline__ bool uses_ring(const GemvDesc& d) {
   return kPair || (kForms != 0 && d.m->form == kPFBf16);
 }
 template <bool kPair, unsigned kForms>
-__device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, float2* part, const RingShape& sh,
-                                           int S) {
+__device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, const QuantXq8& x8, float2* part,
+                                           const RingShape& sh, int S) {
   if (uses_ring<kPair, kForms>(d)) {
     Bf16Ring g;
     bf16_ring_prime(d, sh, g);
     bf16_ring(d, xs, part, sh, g);
   } else if constexpr (kForms != 0) {
-    quant_tasks_batch<kForms>(d, xs, part, sh.v0, sh.n, S);
+    quant_tasks_batch<kForms>(d, xs, x8, part, sh.v0, sh.n, S);
   } else {
     gemv_tasks_batch(d, xs, part, sh.v0, sh.n, S);
   }
@@ -445,9 +459,9 @@ __device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, f
 // Units [v0, v0 + n) of d against xs, S slices each: tasks over the warps, partial sums added in slice order, then
 // epi(u, y_a, y_b) per unit. Ends with a block barrier.
 template <bool kPair, unsigned kForms, class Epi>
-__device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, const RingShape& sh, int S,
-                           Epi& epi) {
-  gemv_tasks<kPair, kForms>(d, xs, part, sh, S);
+__device__ void gemv_units(const GemvDesc& d, const float* xs, const QuantXq8& x8, float2* part, const RingShape& sh,
+                           int S, Epi& epi) {
+  gemv_tasks<kPair, kForms>(d, xs, x8, part, sh, S);
   __syncthreads();
   const int v0 = sh.v0, n = sh.n;
   for (int i = threadIdx.x; i < n; i += kThreads) {
@@ -462,11 +476,28 @@ __device__ void gemv_units(const GemvDesc& d, const float* xs, float2* part, con
   __syncthreads();
 }
 
-// The GEMV stage d: stage() (the wait and filling xs), then this block's units: a contiguous, even share. S (K
-// slices per unit, so that small stages give every warp a task) depends on the stage only, not on the block.
+// x8 = xs (K values in order, K a multiple of 32) quantized per block of 32 as the "warp-dp4a" mapping does
+// (quant_x_q8_lanes: bit for bit quant_x_q8_block): 8 lanes per block, a float4 each. Ends with a block barrier.
+__device__ void stage_q8(const float* xs, int K, const QuantXq8& x8) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, sub = lane & 7, nb = K >> 5;
+  int8_t* q = const_cast<int8_t*>(x8.q);
+  float* xd = const_cast<float*>(x8.d);
+  int* s16 = const_cast<int*>(x8.s16);
+  for (int base = warp * 4; base < nb; base += kWarps * 4) {  // warp-uniform
+    const int b = base + (lane >> 3);
+    const float4 v = b < nb ? reinterpret_cast<const float4*>(xs)[b * 8 + sub] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    quant_x_q8_lanes(v, b, b < nb, sub, q, xd, s16);
+  }
+  __syncthreads();
+}
+
+// The GEMV stage d: stage() (the wait and filling xs; with kDp4aBit and quantized weights, then x's int8 form in x8,
+// counted as staging), then this block's units: a contiguous, even share. S (K slices per unit, so that small stages
+// give every warp a task) depends on the stage only, not on the block.
 // (Handing the last quarter of the units out from a counter to whichever block is free was measured no faster.)
 template <bool kPair, unsigned kForms, class Stage, class Epi>
-__device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage stage, Epi epi) {
+__device__ bool gemv_block(const GemvDesc& d, float* xs, const QuantXq8& x8, float2* part, Clock& clk, Stage stage,
+                           Epi epi) {
   constexpr bool kQuant = kForms != 0;
   const int G = gridDim.x;
   const int chunks = kQuant ? row_chunks(d.m->form, d.K) : (d.K + 7) >> 3;
@@ -496,9 +527,15 @@ __device__ bool gemv_block(const GemvDesc& d, float* xs, float2* part, Stage sta
   const int u0 = int(int64_t(blockIdx.x) * d.units / G), u1 = int(int64_t(blockIdx.x + 1) * d.units / G);
   const int round_units = kMaxTasks / S, warp = threadIdx.x >> 5;
   if (!stage()) return false;  // the step failed (every thread of the block sees it)
+  if constexpr ((kForms & kDp4aBit) != 0) {
+    if (d.m->form != kPFBf16) {
+      stage_q8(xs, d.K, x8);
+      clk.mark(kPNorm);
+    }
+  }
   for (int r0 = u0; r0 < u1; r0 += round_units) {
     const RingShape sh = ring_shape(r0, min(u1 - r0, round_units), S, chunks, warp);
-    gemv_units<kPair, kForms>(d, xs, part, sh, S, epi);
+    gemv_units<kPair, kForms>(d, xs, x8, part, sh, S, epi);
   }
   return true;
 }
@@ -757,24 +794,41 @@ __device__ void attention_merge(const PersistentDecodeArgs& a, int h0, int nh, i
 // --- the kernel ----------------------------------------------------------------------------------------------------
 
 // Shared memory: part [kMaxTasks] float2, xs (the GEMV input, the widest K rounded up to a 16-byte chunk, or the
-// attention scratch), gs [dim rounded up to 4] (a norm's weights).
+// attention scratch), gs [dim rounded up to 4] (a norm's weights), then x's int8 form (x8_bytes; dp4a kernels).
 __host__ __device__ inline int xs_floats(const PersistentDecodeArgs& a) {
   const int k = a.dim > a.n_heads * a.head_dim ? a.dim : a.n_heads * a.head_dim;
   const int gemv = ((k > a.hidden ? k : a.hidden) + 7) & ~7;
   const int attn = 2 * kWarps * kHeadsPerPass + kWarps * kHeadsPerPass * a.head_dim;
   return ((gemv > attn ? gemv : attn) + 3) & ~3;
 }
+// x's int8 form for the dp4a lane code: q [K rounded up to 32] bytes, d [K / 32] floats, s16 [K / 16] ints for the
+// widest K. Reserved whatever the weights (the plan sizes shared memory from the shape alone; one 512-thread block per
+// SM either way).
+__host__ __device__ inline int x8_k(const PersistentDecodeArgs& a) {
+  const int k = a.dim > a.n_heads * a.head_dim ? a.dim : a.n_heads * a.head_dim;
+  return ((k > a.hidden ? k : a.hidden) + 31) & ~31;
+}
+__host__ __device__ inline int x8_bytes(const PersistentDecodeArgs& a) {
+  return x8_k(a) + x8_k(a) / 32 * 4 + x8_k(a) / 16 * 4;
+}
 
-// kForms: 0 for BF16 weights, else the quantized forms the kernel has code for (bit f: form f; BF16 matrices always).
+// kForms: 0 for BF16 weights, else the quantized forms the kernel has code for (bit f: form f; BF16 matrices always),
+// with kDp4aBit for the dp4a lane code.
 template <bool kPair, unsigned kForms>
 __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(PersistentDecodeArgs a) {
-  constexpr bool kQuant = kForms != 0;
   extern __shared__ __align__(16) float dyn[];
   __shared__ Shared sh;
   const int G = gridDim.x;
   float2* part = reinterpret_cast<float2*>(dyn);                  // [kMaxTasks]
   float* xs = dyn + 2 * kMaxTasks;  // the GEMV input / the attention scratch
   float* gs = xs + xs_floats(a);    // the next norm's weights (stage_norm_weights)
+  QuantXq8 x8{};                    // x's int8 form (stage_q8): dp4a kernels
+  if constexpr ((kForms & kDp4aBit) != 0) {
+    int8_t* q8 = reinterpret_cast<int8_t*>(gs + ((a.dim + 3) & ~3));
+    x8.q = q8;
+    x8.d = reinterpret_cast<const float*>(q8 + x8_k(a));
+    x8.s16 = reinterpret_cast<const int*>(q8 + x8_k(a) + x8_k(a) / 32 * 4);
+  }
   __shared__ unsigned long long clk_acc[kPersistentParts];
   Clock clk;
   clk.on = a.prof != nullptr && threadIdx.x == 0;
@@ -806,8 +860,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     const PersistentLayer& L = a.layers[l];
     // q|k|v, RoPE, KV store.
     const GemvDesc dqkv{&L.wqkv, q_dim + 2 * kv_dim, dim, (q_dim + 2 * kv_dim) / 2, 2, 1};
-    const bool ok_qkv = gemv_block<kPair, kForms>(dqkv, xs, part, [&] {
-      const XLayout lay = x_layout<kQuant>(L.wqkv, dim);
+    const bool ok_qkv = gemv_block<kPair, kForms>(dqkv, xs, x8, part, clk, [&] {
+      const XLayout lay = x_layout<kForms>(L.wqkv, dim);
       stage_norm_weights(L.attn_norm, dim, gs, lay);
       if (l > 0 && !block_wait(a, counter(a.sync, l - 1, kCDown), G, err_code(l - 1, kCDown), sh, clk))
         return false;
@@ -872,10 +926,10 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     }
 
     // o + residual.
-    if (!gemv_block<kPair, kForms>(dout, xs, part, [&] {
+    if (!gemv_block<kPair, kForms>(dout, xs, x8, part, clk, [&] {
           if (!block_wait(a, counter(a.sync, l, kCAtt), a.n_kv_heads * passes, err_code(l, kCAtt), sh, clk))
             return false;
-          stage_copy(a.att, q_dim, xs, x_layout<kQuant>(L.wo, q_dim));
+          stage_copy(a.att, q_dim, xs, x_layout<kForms>(L.wo, q_dim));
           clk.mark(kPNorm);
           return true;
         }, residual))
@@ -885,8 +939,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
     // gate|up + SwiGLU.
     const GemvDesc dgu{&L.wgu, 2 * a.hidden, dim, a.hidden, 1, a.hidden};
-    if (!gemv_block<kPair, kForms>(dgu, xs, part, [&] {
-          const XLayout lay = x_layout<kQuant>(L.wgu, dim);
+    if (!gemv_block<kPair, kForms>(dgu, xs, x8, part, clk, [&] {
+          const XLayout lay = x_layout<kForms>(L.wgu, dim);
           stage_norm_weights(L.ffn_norm, dim, gs, lay);
           if (!block_wait(a, counter(a.sync, l, kCO), G, err_code(l, kCO), sh, clk)) return false;
           stage_norm(a.x, nullptr, gs, dim, a.norm_eps, xs, lay, sh);
@@ -899,9 +953,9 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
     // down + residual.
     const GemvDesc ddown{&L.wdown, dim, a.hidden, (dim + 1) / 2, 2, 1};
-    if (!gemv_block<kPair, kForms>(ddown, xs, part, [&] {
+    if (!gemv_block<kPair, kForms>(ddown, xs, x8, part, clk, [&] {
           if (!block_wait(a, counter(a.sync, l, kCGu), G, err_code(l, kCGu), sh, clk)) return false;
-          stage_copy(a.hb, a.hidden, xs, x_layout<kQuant>(L.wdown, a.hidden));
+          stage_copy(a.hb, a.hidden, xs, x_layout<kForms>(L.wdown, a.hidden));
           clk.mark(kPNorm);
           return true;
         }, residual))
@@ -912,8 +966,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
   // Final norm and the head.
   const GemvDesc dhead{&a.head, a.vocab, dim, (a.vocab + 1) / 2, 2, 1};
-  if (!gemv_block<kPair, kForms>(dhead, xs, part, [&] {
-        const XLayout lay = x_layout<kQuant>(a.head, dim);
+  if (!gemv_block<kPair, kForms>(dhead, xs, x8, part, clk, [&] {
+        const XLayout lay = x_layout<kForms>(a.head, dim);
         stage_norm_weights(a.final_norm, dim, gs, lay);
         if (!block_wait(a, counter(a.sync, a.n_layers - 1, kCDown), G, err_code(kHeadWait, kCDown), sh, clk))
           return false;
@@ -961,19 +1015,28 @@ constexpr QuantKernel kQuantKernels[] = {
     {(1u << kPFQ4_K) | (1u << kPFQ6_K), persistent_decode_kernel<false, (1u << kPFQ4_K) | (1u << kPFQ6_K)>},
     {1u << kPFInt8, persistent_decode_kernel<false, 1u << kPFInt8>},
     {kAllForms, persistent_decode_kernel<false, kAllForms>},
+    {kDp4aBit | 1u << kPFQ4_0, persistent_decode_kernel<false, kDp4aBit | 1u << kPFQ4_0>},
+    {kDp4aBit | 1u << kPFQ4_1, persistent_decode_kernel<false, kDp4aBit | 1u << kPFQ4_1>},
+    {kDp4aBit | (1u << kPFQ4_K) | (1u << kPFQ6_K),
+     persistent_decode_kernel<false, kDp4aBit | (1u << kPFQ4_K) | (1u << kPFQ6_K)>},
+    {kDp4aBit | 1u << kPFInt8, persistent_decode_kernel<false, kDp4aBit | 1u << kPFInt8>},
+    {kDp4aBit | kAllForms, persistent_decode_kernel<false, kDp4aBit | kAllForms>},
 };
 
 KernelFn pick_kernel(const PersistentDecodeArgs& a) {
   if (a.quant_forms != 0) {  // quantized matrices walk two rows at once whatever pair_rows says (BF16 ones then do too)
+    const unsigned want = a.quant_forms | (a.dp4a ? kDp4aBit : 0u);
     for (const QuantKernel& k : kQuantKernels)
-      if ((a.quant_forms & ~k.forms) == 0 && (!a.all_forms || k.forms == kAllForms)) return k.fn;
+      if ((want & ~k.forms) == 0 && (k.forms & kDp4aBit) == (want & kDp4aBit) &&
+          (!a.all_forms || (k.forms & ~kDp4aBit) == kAllForms))
+        return k.fn;
     fail("persistent decode: no kernel for quantized form mask ", a.quant_forms);
   }
   return a.pair_rows ? persistent_decode_kernel<true, 0> : persistent_decode_kernel<false, 0>;
 }
 
 size_t smem_bytes(const PersistentDecodeArgs& a) {
-  return size_t(kMaxTasks) * 8 + size_t(xs_floats(a)) * 4 + size_t((a.dim + 3) & ~3) * 4;
+  return size_t(kMaxTasks) * 8 + size_t(xs_floats(a)) * 4 + size_t((a.dim + 3) & ~3) * 4 + size_t(x8_bytes(a));
 }
 
 }  // namespace
@@ -1023,6 +1086,7 @@ PersistentMatrix persistent_matrix(const QuantGemvWeight& w) {
   m.group_shift = q.group_shift;
   m.super_shift = q.super_shift;
   m.bias = q.bias;
+  m.code_offset = q.code_offset;
   return m;
 }
 

@@ -19,8 +19,10 @@
 //   other. Blocks own contiguous row ranges; small ranges split K so every warp has work; the slices' partial sums meet
 //   in shared memory and are added in slice order (deterministic: no atomics on data). Quantized matrices (the
 //   prepacked planes of the quantized "warp" mapping: Q4_0, Q4_1, Q4_K, Q8_0, Q5_0, Q5_1, Q6_K) walk both rows of a
-//   task at once through that mapping's per-chunk lane code (quant_chunk_fma), 16-byte code loads, 4 per row in
+//   task at once through that mapping's per-chunk lane code (quant_chunk_fma), 16-byte code loads, 2 per row in
 //   flight, x staged transposed per chunk in shared memory; each matrix has its own form, so a model may mix types.
+//   With dp4a (the "warp-dp4a" mapping) each quantized stage then quantizes its staged x per block of 32 (llama.cpp's
+//   q8_1, bit for bit that mapping's) and the lanes take quant_chunk_dp4a's integer dots instead.
 // - Attention: blocks take (kv head, pass of two query heads, key range) items; a block's warps take keys (head_dim / 8
 //   lanes per key, one 16-byte load each, the next key's rows loading while this one's are used), keep an online
 //   softmax per query head, and combine in shared memory; with one range per kv head the result is written directly,
@@ -70,6 +72,7 @@ struct PersistentMatrix {
   int64_t ld_groups = 0, ld_sub = 0, ld_super = 0;
   int group_shift = 0, super_shift = 0;
   float bias = 0.0f;
+  int code_offset = 0;  // -8 for Q4_0, else 0 (the dp4a lane code)
 };
 
 struct PersistentLayer {
@@ -104,6 +107,8 @@ struct PersistentDecodeArgs {
   bool pair_rows = true;                   // "warp-r2" (true) or "warp" (false): see above
   unsigned quant_forms = 0;                // bit f: some matrix has quantized form f (a kernel with code for those
                                            // forms runs, its BF16 matrices walking two rows at once); 0: all BF16
+  bool dp4a = false;                       // quantized matrices: the "warp-dp4a" lane code (x as int8 per 32, dp4a
+                                           // dots) instead of "warp"'s FP32 one
   const PersistentLayer* layers = nullptr;  // device array [n_layers]
   const uint16_t* embedding = nullptr;     // [vocab, dim] BF16
   const float* final_norm = nullptr;       // [dim]
@@ -141,7 +146,7 @@ struct PersistentPlan {
 // The grid: every block resident (occupancy calculator x SMs), no more blocks than the widest stage can use;
 // `max_blocks` > 0 caps it (tuning). Fails when the kernel cannot have one block per SM, or for a shape it does not
 // take (head_dim not 8 * 2^i up to 256, n_heads not a multiple of n_kv_heads, rows wider than shared memory holds;
-// engine/gemv_choice.h decode_path_refusal says the same before any GPU work, with 50,000 columns as the limit).
+// engine/gemv_choice.h decode_path_refusal says the same before any GPU work, from the same shared-memory sum).
 PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blocks);
 // One decode step (cooperative launch). No allocation, no sync.
 void persistent_decode_launch(const PersistentDecodeArgs& a, const PersistentPlan& plan, cudaStream_t stream);

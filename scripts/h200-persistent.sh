@@ -25,10 +25,10 @@ for sec in ${SECTIONS:-stories smol tiny 8b 8b_q4_0 8b_8k}; do
     smol) ab smollm2_shape --model synthetic:smollm2-135m --ab warp-r2 -n 128 -r 5 ;;
     tiny) ab tinyllama_shape --model synthetic:tinyllama-1.1b --ab warp-r2 -n 128 -r 5 ;;
     8b) ab llama8b --model synthetic:llama3.1-8b --ab warp-r2 -n 64 -r 3 ;;
-    8b_q4_0) ab llama8b_q4_0 --model synthetic:llama3.1-8b --quantize q4_0 --ab warp -n 64 -r 3 ;;
+    8b_q4_0) ab llama8b_q4_0 --model synthetic:llama3.1-8b --quantize q4_0 --ab warp,warp-dp4a -n 64 -r 3 ;;
     8b_8k) ab llama8b_8k --model synthetic:llama3.1-8b --ab warp-r2 -d 8192 -n 64 -r 3 ;;
-    smol_q4_0) ab smollm2_shape_q4_0 --model synthetic:smollm2-135m --quantize q4_0 --ab warp -n 128 -r 5 ;;
-    smol_q4_1) ab smollm2_q4_1 --model $SMOL --ab warp -n 128 -r 5 ;;
+    smol_q4_0) ab smollm2_shape_q4_0 --model synthetic:smollm2-135m --quantize q4_0 --ab warp,warp-dp4a -n 128 -r 5 ;;
+    smol_q4_1) ab smollm2_q4_1 --model $SMOL --ab warp,warp-dp4a -n 128 -r 5 ;;
     smol_bf16) ab smollm2_bf16 --model $SMOL --dequantize --ab warp-r2 -n 128 -r 5 ;;
     *) echo "unknown section $sec" ;;
   esac

@@ -608,14 +608,16 @@ TEST(AbRun, PersistentEntriesItCannotRunAreRefusedByName) {
   llm_test::expect_error([&] { ab_runnable_entries(registry, {P::Persistent}, false, hd, false, KvDtype::Default); },
                          {"head_dim 24"});
   EXPECT_EQ(ab_runnable_entries(registry, {P::Graph}, false, hd, false, KvDtype::Default), registry);
-  // Quantized weights run on the persistent path through the quantized "warp" form (or as BF16, --dequantize); the
-  // other quantized forms are refused by name.
+  // Quantized weights run on the persistent path through the quantized "warp" and "warp-dp4a" forms (or as BF16,
+  // --dequantize); the other quantized forms are refused by name.
   llm_test::TempDir tmp;
   llm_test::write_file(tmp.path() / "m.gguf",
                        llm_test::tiny_quant_gguf(llm_test::TinyQuantSpec::all(llm_test::kTqQ8_0)).quant.build());
   const Model q8 = load_model(tmp.str("m.gguf"));
   EXPECT_EQ(ab_runnable_entries({"warp"}, {P::Persistent}, true, q8, false, KvDtype::Default),
             std::vector<std::string>{"warp@persistent"});
+  EXPECT_EQ(ab_runnable_entries({"warp-dp4a"}, {P::Persistent}, true, q8, false, KvDtype::Default),
+            std::vector<std::string>{"warp-dp4a@persistent"});
   llm_test::expect_error([&] { ab_runnable_entries({"thread"}, {P::Persistent}, true, q8, false, KvDtype::Default); },
                          {"'thread' cannot run inside it", "use --gemv warp"});
   EXPECT_EQ(ab_runnable_entries({"warp"}, {P::Persistent}, true, q8, true, KvDtype::Default),

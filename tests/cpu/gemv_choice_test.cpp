@@ -321,7 +321,7 @@ TEST(GemvChoiceCpuReference, PerturbedBlockScaleChangesTheLogits) {
 namespace {
 
 // decode_path_refusal: the persistent path runs BF16 weights through the lanes-along-K mappings, quantized ones through
-// the quantized "warp" form, with a BF16 KV cache and fused projections, and names whatever else it is given; the
+// the quantized "warp" and "warp-dp4a" forms, with a BF16 KV cache and fused projections, and names whatever else it is given; the
 // graph path refuses nothing.
 TEST(GemvChoice, DecodePathRefusals) {
   using llm::DecodePath;
@@ -339,13 +339,15 @@ TEST(GemvChoice, DecodePathRefusals) {
   EXPECT_TRUE(contains(llm::decode_path_refusal(DecodePath::Persistent, "", llm::load_synthetic("tiny-hd"), false,
                                                 false, true),
                        "head_dim 24"));
-  // Weights kept quantized run through the quantized "warp" form (the default for them); the other quantized forms
-  // are refused by name, and so is a fused group whose members differ in type (q|k|v split Q8_0 / Q4_0 here).
+  // Weights kept quantized run through the quantized "warp" form (the default for them) or "warp-dp4a"; the other
+  // quantized forms are refused by name, and so is a fused group whose members differ in type (q|k|v split Q8_0 /
+  // Q4_0 here).
   TempDir tmp;
   const llm::Model q8 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ8_0)).quant, "q.gguf");
   EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "", q8, false, false, true), "");
   EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "warp", q8, false, false, true), "");
-  for (const char* n : {"thread", "as-stored", "warp-dp4a"}) {
+  EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "warp-dp4a", q8, false, false, true), "");
+  for (const char* n : {"thread", "as-stored"}) {
     const std::string why = llm::decode_path_refusal(DecodePath::Persistent, n, q8, false, false, true);
     EXPECT_TRUE(contains(why, std::string("'") + n + "' cannot run inside it")) << why;
     EXPECT_TRUE(contains(why, "keeps Q8_0")) << why;

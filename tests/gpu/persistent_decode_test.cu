@@ -19,7 +19,7 @@
 #include "chat/template.h"
 #include "core/error.h"
 #include "engine/cuda_backend.h"
-#include "engine/gemv_choice.h"  // quant_summary
+#include "engine/gemv_choice.h"  // quant_summary, gemv_refusal
 #include "engine/generate.h"
 #include "engine/kernel_trace.h"  // KernelTrace::built_with_cupti
 #include "models/model.h"
@@ -60,13 +60,16 @@ constexpr double kFp32AttentionBar = 2e-5;
 // each of them vs the CPU reference on the same BF16 weights and BF16 KV cache (when it ran).
 struct Distances {
   double pers_graph = 0.0, graph_cpu = 0.0, pers_cpu = 0.0;
+  int apart = 0;  // positions where persistent vs graph exceeds 1e-4
 };
 
 // Prefills n_prefill tokens on both paths, then decodes n_steps teacher-forced tokens, comparing the logits after
 // prefill and at every decode position.
-// bar > 0 replaces the per-position bound on persistent vs graph.
+// bar > 0 replaces the per-position bound on persistent vs graph. one_step: before each decode step both paths (and
+// the CPU reference) prefill the tokens before it again (the same prefill kernels on both GPU paths: the same KV cache),
+// so each comparison is one decode step from the same state.
 Distances distances(const Model& m, const std::string& gemv, int ctx, int n_prefill, int n_steps, bool with_cpu,
-                    bool dequantize = false, double bar = 0.0) {
+                    bool dequantize = false, double bar = 0.0, bool one_step = false) {
   BackendOptions go = cuda_options(gemv, ctx, false), po = cuda_options(gemv, ctx, true);
   go.dequantize = po.dequantize = dequantize;
   auto graph = make_cuda_engine(m, go);
@@ -89,6 +92,7 @@ Distances distances(const Model& m, const std::string& gemv, int ctx, int n_pref
     EXPECT_LE(d, bar > 0 ? bar : !graph_tensor_core_attention(m.config) ? kFp32AttentionBar : cpu ? 1e-2 : 1e-3)
         << "position " << pos;
     w.pers_graph = std::max(w.pers_graph, d);
+    w.apart += d > 1e-4;
     if (cpu) {
       const std::vector<float> c = cpu->logits();
       w.graph_cpu = std::max(w.graph_cpu, rel_l2(g, c));
@@ -103,6 +107,11 @@ Distances distances(const Model& m, const std::string& gemv, int ctx, int n_pref
   }
   for (int i = 0; i < n_steps; ++i) {
     const int pos = n_prefill + i;
+    if (one_step && i > 0) {
+      graph->prefill(t.data(), pos, 0);
+      pers->prefill(t.data(), pos, 0);
+      if (cpu) cpu->prefill(t.data(), pos, 0);
+    }
     graph->decode(t[size_t(pos)], pos);
     pers->decode(t[size_t(pos)], pos);
     if (cpu) cpu->decode(t[size_t(pos)], pos);
@@ -127,12 +136,12 @@ struct AllForms {
 // The kernel for the model's quantized forms and the one with every form: the same tasks in the same order, compiled
 // apart (the compiler may fuse a multiply and an add differently in each, so not always the same bits: 2026-12-02 on
 // the H200, Q4_K, Q8_0 and Q5_0 differed), at every decode step within the 1e-5 bar of FP32 attention.
-void expect_forms_kernels_agree(const Model& m, int ctx, int n_prefill, int n_steps) {
-  auto picked = make_cuda_engine(m, cuda_options("warp", ctx, true));
+void expect_forms_kernels_agree(const Model& m, const std::string& gemv, int ctx, int n_prefill, int n_steps) {
+  auto picked = make_cuda_engine(m, cuda_options(gemv, ctx, true));
   std::unique_ptr<Backend> all;
   {
     const AllForms on;
-    all = make_cuda_engine(m, cuda_options("warp", ctx, true));
+    all = make_cuda_engine(m, cuda_options(gemv, ctx, true));
   }
   const std::vector<int> t = test_tokens(m.config, n_prefill + n_steps);
   double worst = 0.0;
@@ -148,7 +157,7 @@ void expect_forms_kernels_agree(const Model& m, int ctx, int n_prefill, int n_st
     worst = std::max(worst, d);
     ASSERT_LE(d, 1e-5) << "position " << pos;
   }
-  std::printf("  the picked forms' kernel vs the all-forms kernel: worst rel L2 %.3g\n", worst);
+  std::printf("  %s: the picked forms' kernel vs the all-forms kernel: worst rel L2 %.3g\n", gemv.c_str(), worst);
 }
 
 TEST(PersistentDecode, MatchesGraphPathOnStories260K) {
@@ -192,6 +201,14 @@ TEST(PersistentDecode, MatchesGraphPathOnTheLargerShapes) {
 // with one row). The bar is 1e-4, not 1e-5: the two paths split K differently, and with a per-group min (Q4_1, Q5_1)
 // each dot is a difference of large terms, so summation order alone moves these random models' logits by up to
 // ~6e-5 (Q4_0 and Q8_0: 3e-7); the persistent path must also be no farther than the graph path from the reference.
+// "warp-dp4a" (x quantized to int8 per 32 by each stage, as the graph path's kernels do): both paths round the same
+// x to int8, but their norms sum the squares in different orders, so now and then a value lands on the other side of
+// a rounding boundary and moves by a step of its block (1/127 of the block's largest). Carried on through the KV cache,
+// one such step moved these random models' later logits by up to 1.4e-2 (2026-12-02, teacher-forced over 40 steps:
+// as far apart as each path is from the CPU reference). So dp4a is compared one decode step from the same state
+// (distances' one_step): at most 3 of the 25 positions may be more than 1e-4 apart (measured: one, Q8_0 position 44,
+// 1.1e-2; every other position of every case within 1.3e-6), none more than 5e-2 (the int8 rounding's own size), and
+// the persistent path must be no farther from the CPU reference (which sees x unrounded) than the graph path.
 TEST(PersistentDecode, MatchesGraphPathOnQuantizedWeights) {
   REQUIRE_GPU();
   using llm_test::TinyQuantSpec;
@@ -244,11 +261,21 @@ TEST(PersistentDecode, MatchesGraphPathOnQuantizedWeights) {
     llm_test::write_file(tmp.path() / "q.gguf", llm_test::tiny_quant_gguf(c.s).quant.build());
     const Model m = load_model(tmp.str("q.gguf"));
     ASSERT_EQ(m.config.head_dim, 32);
-    const Distances d = distances(m, "warp", 512, 40, 40, true, false, 1e-4);
-    std::printf("%s: persistent vs graph (quantized warp) worst rel L2 %.3g; vs the CPU reference (exact weights): "
-                "graph %.3g, persistent %.3g\n",
-                c.name.c_str(), d.pers_graph, d.graph_cpu, d.pers_cpu);
-    expect_forms_kernels_agree(m, 512, 20, 20);
+    double warp_cpu = 0.0;  // "warp"'s persistent distance from the CPU reference
+    for (const char* gemv : {"warp", "warp-dp4a"}) {
+      SCOPED_TRACE(gemv);
+      const bool dp4a = std::string(gemv) == "warp-dp4a";
+      if (dp4a && !gemv_refusal(gemv, m, false).empty()) continue;  // it has no form for the BF16 matrices here
+      const Distances d = distances(m, gemv, 512, 40, dp4a ? 24 : 40, true, false, dp4a ? 5e-2 : 1e-4, dp4a);
+      if (dp4a) EXPECT_LE(d.apart, 3);
+      std::printf("%s: persistent vs graph (quantized %s) worst rel L2 %.3g; vs the CPU reference (exact weights): "
+                  "graph %.3g, persistent %.3g\n",
+                  c.name.c_str(), gemv, d.pers_graph, d.graph_cpu, d.pers_cpu);
+      // The int8 x really ran: "warp-dp4a" is farther from the unrounded reference than "warp" (2.8-4.1x, 2026-12-02).
+      if (dp4a) EXPECT_GT(d.pers_cpu, 2 * warp_cpu);
+      warp_cpu = d.pers_cpu;
+      expect_forms_kernels_agree(m, gemv, 512, 20, 20);
+    }
   }
   // A fused group mixing types is refused by name.
   TinyQuantSpec mixed = spec(llm_test::kTqQ8_0, 34);
@@ -545,6 +572,29 @@ TEST(PersistentDecodeSanitizerSmall, StepsWithSplitKeysAndMerge) {
   const Model m = load_synthetic("tiny-odd", 9);
   EXPECT_LE(worst_distance(m, "warp-r2", 1024, 600, 4), 1e-5);
   EXPECT_LE(worst_distance(m, "warp", 1024, 5, 3), 1e-5);
+}
+
+// Quantized weights on both lane codes, small: q|k|v Q4_0, o Q8_0, gate|up Q4_K, down Q6_K, head Q4_1 (the all-forms
+// kernel), a few steps each.
+TEST(PersistentDecodeSanitizerSmall, QuantizedWarpAndDp4a) {
+  REQUIRE_GPU();
+  llm_test::TinyQuantSpec s = llm_test::TinyQuantSpec::all(llm_test::kTqQ4_0);
+  s.dim = 256;
+  s.hidden = 768;
+  s.heads = 8;
+  s.kv_heads = 2;
+  s.vocab = 301;
+  s.ctx = 128;
+  s.seed = 41;
+  s.wo = llm_test::kTqQ8_0;
+  s.gate = s.up = llm_test::kTqQ4_K;
+  s.down = llm_test::kTqQ6_K;
+  s.head = llm_test::kTqQ4_1;
+  llm_test::TempDir tmp;
+  llm_test::write_file(tmp.path() / "q.gguf", llm_test::tiny_quant_gguf(s).quant.build());
+  const Model m = load_model(tmp.str("q.gguf"));
+  distances(m, "warp", 128, 3, 2, false, false, 1e-4);
+  distances(m, "warp-dp4a", 128, 3, 2, false, false, 5e-2, true);
 }
 
 }  // namespace
