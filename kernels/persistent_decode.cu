@@ -333,6 +333,23 @@ __device__ __forceinline__ void bf16_ring(const GemvDesc& d, const float* xs, fl
   }
 }
 
+// The fields of m that quant_load_scale_raw reads.
+__device__ __forceinline__ QuantPackedArgs scale_args(const PersistentMatrix& m) {
+  QuantPackedArgs q;
+  q.scales = m.scales;
+  q.mins = m.mins;
+  q.sub_scales = m.sub_scales;
+  q.sub_mins = m.sub_mins;
+  q.super_d = m.super_d;
+  q.super_dmin = m.super_dmin;
+  q.ld_groups = m.ld_groups;
+  q.ld_sub = m.ld_sub;
+  q.ld_super = m.ld_super;
+  q.group_shift = m.group_shift;
+  q.super_shift = m.super_shift;
+  return q;
+}
+
 // The quantized "warp" mapping's lane code for two rows sharing each x chunk: chunks [cb, ce) of rows ra and rb (rb
 // absent: zero codes and scales, which add 0), kQU chunks per row in flight per lane, x staged as QuantXShared. (The
 // ring form, as the BF16 tasks take, measured slower here: 8B Q4_0 264 -> 204 t/s; the quantized kernel's six forms
@@ -345,18 +362,7 @@ template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kDp4a>
 __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
                                            const QuantXq8& x8, int chunks, int cb, int ce, int lane, float& sa,
                                            float& sb) {
-  QuantPackedArgs q;  // the fields quant_load_scale_raw reads
-  q.scales = m.scales;
-  q.mins = m.mins;
-  q.sub_scales = m.sub_scales;
-  q.sub_mins = m.sub_mins;
-  q.super_d = m.super_d;
-  q.super_dmin = m.super_dmin;
-  q.ld_groups = m.ld_groups;
-  q.ld_sub = m.ld_sub;
-  q.ld_super = m.ld_super;
-  q.group_shift = m.group_shift;
-  q.super_shift = m.super_shift;
+  const QuantPackedArgs q = scale_args(m);
   const uint8_t* codes = static_cast<const uint8_t*>(m.data);
   const uint4* wa = reinterpret_cast<const uint4*>(codes + int64_t(ra) * m.ld);
   const uint4* wb = reinterpret_cast<const uint4*>(codes + int64_t(has_b ? rb : ra) * m.ld);
@@ -436,15 +442,97 @@ __device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float
   }
 }
 
-// Two-row BF16 tasks ("warp-r2", and the quantized kernel's BF16 matrices) take the BF16 ring, quantized ones
-// their batch form, "warp"'s BF16 tasks (one row after the other) the batch form.
+// The dp4a lane code's tasks through a ring per warp, as bf16_ring: slot u holds one item's code chunks and scale
+// words for both rows and is refilled with the item kQuantRingSlots further on as soon as it is used, across task
+// boundaries. Each row's chunks are added in the order of the batch form. H200, llama-ab --decode persistent
+// (2026-12-02): 8B Q4_0 batch form 413.6-414.2 t/s, 2 slots 443.1-448.2, 3 slots 438.2 (12 bytes of spills);
+// SmolLM2 shape Q4_0 1,229 / 1,263 / 1,251. (The FP32 lane code keeps the batch form: its ring spilled.)
+constexpr int kQuantRingSlots = 2;
+template <bool kTwoLevel, bool kHasMin>
+__device__ __forceinline__ void quant_ring_fill(const GemvDesc& d, const QuantPackedArgs& q, const RingTask& r,
+                                                uint4 (&w)[2], uint2 (&raw)[2]) {
+  w[0] = w[1] = make_uint4(0u, 0u, 0u, 0u);
+  raw[0] = raw[1] = make_uint2(0u, 0u);
+  if (r.c < r.ce) {
+    const uint8_t* codes = static_cast<const uint8_t*>(d.m->data);
+    w[0] = load_weights_streaming(reinterpret_cast<const uint4*>(codes + int64_t(r.ra) * d.m->ld) + r.c);
+    raw[0] = quant_load_scale_raw<kTwoLevel, kHasMin>(q, r.ra, r.c);
+    if (r.rb < d.N) {
+      w[1] = load_weights_streaming(reinterpret_cast<const uint4*>(codes + int64_t(r.rb) * d.m->ld) + r.c);
+      raw[1] = quant_load_scale_raw<kTwoLevel, kHasMin>(q, r.rb, r.c);
+    }
+  }
+}
+template <bool kInt4, bool kTwoLevel, bool kHasMin>
+__device__ __forceinline__ void quant_ring(const GemvDesc& d, const QuantXq8& x8, float2* part, const RingShape& sh) {
+  const PersistentMatrix& m = *d.m;
+  const QuantPackedArgs q = scale_args(m);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  uint4 w[kQuantRingSlots][2];
+  uint2 raw[kQuantRingSlots][2];
+  RingPos fp;  // the next item to load
+#pragma unroll
+  for (int u = 0; u < kQuantRingSlots; ++u) {
+    w[u][0] = w[u][1] = make_uint4(0u, 0u, 0u, 0u);
+    raw[u][0] = raw[u][1] = make_uint2(0u, 0u);
+    if (fp.i < sh.mine) quant_ring_fill<kTwoLevel, kHasMin>(d, q, sh.at(d, fp, warp, lane), w[u], raw[u]);
+    fp.next(sh.iters);
+  }
+  RingPos cp;  // the next item to use
+  float acc[2] = {0.0f, 0.0f};
+  while (cp.i < sh.mine) {  // warp-uniform
+#pragma unroll
+    for (int u = 0; u < kQuantRingSlots; ++u) {
+      if (cp.i >= sh.mine) break;
+      const RingTask r = sh.at(d, cp, warp, lane);
+      if (r.c < r.ce) quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, 2>(w[u], raw[u], x8, r.c, m.code_offset, acc);
+      w[u][0] = w[u][1] = make_uint4(0u, 0u, 0u, 0u);
+      raw[u][0] = raw[u][1] = make_uint2(0u, 0u);
+      if (fp.i < sh.mine) quant_ring_fill<kTwoLevel, kHasMin>(d, q, sh.at(d, fp, warp, lane), w[u], raw[u]);
+      fp.next(sh.iters);
+      if (cp.it == sh.iters - 1) {  // the task's last item: its sums
+        const float sa = warp_sum(acc[0]), sb = warp_sum(acc[1]);
+        if (lane == 0) part[r.t] = make_float2(sa, r.rb < d.N ? sb : 0.0f);
+        acc[0] = acc[1] = 0.0f;
+      }
+      cp.next(sh.iters);
+    }
+  }
+}
+template <unsigned kForms>
+__device__ __forceinline__ void quant_ring_dot(const GemvDesc& d, const QuantXq8& x8, float2* part,
+                                               const RingShape& sh) {
+  const int f = d.m->form;
+  if ((kForms & (1u << kPFQ4_0)) && f == kPFQ4_0)
+    quant_ring<true, false, false>(d, x8, part, sh);
+  else if ((kForms & (1u << kPFQ4_1)) && f == kPFQ4_1)
+    quant_ring<true, false, true>(d, x8, part, sh);
+  else if ((kForms & (1u << kPFQ4_K)) && f == kPFQ4_K)
+    quant_ring<true, true, true>(d, x8, part, sh);
+  else if ((kForms & (1u << kPFInt8)) && f == kPFInt8)
+    quant_ring<false, false, false>(d, x8, part, sh);
+  else if ((kForms & (1u << kPFInt8Min)) && f == kPFInt8Min)
+    quant_ring<false, false, true>(d, x8, part, sh);
+  else if ((kForms & (1u << kPFQ6_K)) && f == kPFQ6_K)
+    quant_ring<false, true, false>(d, x8, part, sh);
+}
+
+// Two-row BF16 tasks ("warp-r2", and the quantized kernel's BF16 matrices) take the BF16 ring, quantized ones the
+// dp4a ring (dp4a kernels) or their batch form (FP32 lanes), "warp"'s BF16 tasks (one row after the other) the batch
+// form.
 template <bool kPair, unsigned kForms>
 __device__ __forceinline__ bool uses_ring(const GemvDesc& d) {
-  return kPair || (kForms != 0 && d.m->form == kPFBf16);
+  return kPair || (kForms != 0 && (d.m->form == kPFBf16 || (kForms & kDp4aBit) != 0));
 }
 template <bool kPair, unsigned kForms>
 __device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, const QuantXq8& x8, float2* part,
                                            const RingShape& sh, int S) {
+  if constexpr ((kForms & kDp4aBit) != 0) {
+    if (d.m->form != kPFBf16) {
+      quant_ring_dot<kForms>(d, x8, part, sh);
+      return;
+    }
+  }
   if (uses_ring<kPair, kForms>(d)) {
     Bf16Ring g;
     bf16_ring_prime(d, sh, g);

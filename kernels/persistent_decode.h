@@ -22,7 +22,8 @@
 //   task at once through that mapping's per-chunk lane code (quant_chunk_fma), 16-byte code loads, 2 per row in
 //   flight, x staged transposed per chunk in shared memory; each matrix has its own form, so a model may mix types.
 //   With dp4a (the "warp-dp4a" mapping) each quantized stage then quantizes its staged x per block of 32 (llama.cpp's
-//   q8_1, bit for bit that mapping's) and the lanes take quant_chunk_dp4a's integer dots instead.
+//   q8_1, bit for bit that mapping's) and the lanes take quant_chunk_dp4a's integer dots instead, their loads through
+//   a ring per warp (2 chunks per row in flight, kept across task boundaries).
 // - Attention: blocks take (kv head, pass of two query heads, key range) items; a block's warps take keys (head_dim / 8
 //   lanes per key, one 16-byte load each, the next key's rows loading while this one's are used), keep an online
 //   softmax per query head, and combine in shared memory; with one range per kv head the result is written directly,

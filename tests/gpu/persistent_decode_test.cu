@@ -49,6 +49,20 @@ BackendOptions cuda_options(const std::string& gemv, int ctx, bool persistent) {
 // differ by what that kernel's error grows to over the layers (3e-4 on a random 30-layer model, 1.5e-3 on the real
 // SmolLM2), so there the bar is that the persistent path is no farther than the graph path from the CPU reference
 // (the exact one) where that runs (and within 1e-2 of the graph path), else within 1e-3 of the graph path.
+// A small quantized model: head_dim 32 (both paths run FP32 attention), a GQA group of 4, K = 256 and 768 (the
+// K-quants' 256 per block), an odd vocabulary; every matrix in type t.
+llm_test::TinyQuantSpec small_quant_spec(uint32_t t, uint32_t seed, int ctx) {
+  llm_test::TinyQuantSpec s = llm_test::TinyQuantSpec::all(t);
+  s.dim = 256;
+  s.hidden = 768;
+  s.heads = 8;
+  s.kv_heads = 2;
+  s.vocab = 301;
+  s.ctx = ctx;
+  s.seed = seed;
+  return s;
+}
+
 bool graph_tensor_core_attention(const ModelConfig& c) { return c.head_dim == 64 || c.head_dim == 128; }
 // Where both paths run FP32 attention: the issue's bar is 1e-5, and the runs stay within it except where a K split
 // moves a value across a BF16 rounding boundary of the KV cache (tiny-odd warp-r2, whose down rows of 38 chunks the
@@ -212,17 +226,7 @@ TEST(PersistentDecode, MatchesGraphPathOnTheLargerShapes) {
 TEST(PersistentDecode, MatchesGraphPathOnQuantizedWeights) {
   REQUIRE_GPU();
   using llm_test::TinyQuantSpec;
-  auto spec = [](uint32_t t, uint32_t seed) {
-    TinyQuantSpec s = TinyQuantSpec::all(t);
-    s.dim = 256;
-    s.hidden = 768;
-    s.heads = 8;
-    s.kv_heads = 2;
-    s.vocab = 301;
-    s.ctx = 512;
-    s.seed = seed;
-    return s;
-  };
+  auto spec = [](uint32_t t, uint32_t seed) { return small_quant_spec(t, seed, 512); };
   struct Case {
     std::string name;
     TinyQuantSpec s;
@@ -578,14 +582,7 @@ TEST(PersistentDecodeSanitizerSmall, StepsWithSplitKeysAndMerge) {
 // kernel), a few steps each.
 TEST(PersistentDecodeSanitizerSmall, QuantizedWarpAndDp4a) {
   REQUIRE_GPU();
-  llm_test::TinyQuantSpec s = llm_test::TinyQuantSpec::all(llm_test::kTqQ4_0);
-  s.dim = 256;
-  s.hidden = 768;
-  s.heads = 8;
-  s.kv_heads = 2;
-  s.vocab = 301;
-  s.ctx = 128;
-  s.seed = 41;
+  llm_test::TinyQuantSpec s = small_quant_spec(llm_test::kTqQ4_0, 41, 128);
   s.wo = llm_test::kTqQ8_0;
   s.gate = s.up = llm_test::kTqQ4_K;
   s.down = llm_test::kTqQ6_K;
