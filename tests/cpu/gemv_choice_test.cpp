@@ -339,6 +339,18 @@ TEST(GemvChoice, DecodePathRefusals) {
   EXPECT_TRUE(contains(llm::decode_path_refusal(DecodePath::Persistent, "", llm::load_synthetic("tiny-hd"), false,
                                                 false, true),
                        "head_dim 24"));
+  // Rows too wide for the kernel's shared memory are refused with the bytes they need; Llama 3 70B's fit.
+  llm::ModelConfig wide = flt.config;
+  wide.dim = 8192;
+  wide.n_heads = 64;
+  wide.n_kv_heads = 8;
+  wide.head_dim = 128;
+  wide.hidden_dim = 28672;
+  EXPECT_EQ(llm::persistent_refusal(wide, "70b", "warp-r2", "", "", false, true), "");
+  wide.hidden_dim = 40000;
+  const std::string why_wide = llm::persistent_refusal(wide, "wide", "warp-r2", "", "", false, true);
+  EXPECT_TRUE(contains(why_wide, "rows of 40000 columns (dim 8192) need ")) << why_wide;
+  EXPECT_TRUE(contains(why_wide, "bytes of shared memory per block")) << why_wide;
   // Weights kept quantized run through the quantized "warp" form (the default for them) or "warp-dp4a"; the other
   // quantized forms are refused by name, and so is a fused group whose members differ in type (q|k|v split Q8_0 /
   // Q4_0 here).
