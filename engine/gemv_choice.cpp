@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "kernels/persistent_decode_smem.h"  // CUDA-free
 #include "models/quant.h"
 
 namespace llm {
@@ -99,17 +100,14 @@ std::string persistent_refusal(const ModelConfig& c, const std::string& source, 
   if (hd % 8 != 0 || hd > 256 || lpk <= 0 || (lpk & (lpk - 1)) != 0)
     return "--decode persistent: head_dim " + std::to_string(hd) + " of " + source +
            " is not 8, 16, 32, 64, 128 or 256; use --decode graph";
-  // kernels/persistent_decode.cu's shared memory per block (smem_bytes): 8 KiB of partial sums, x (4 bytes per column
-  // of the widest row, or the attention scratch), a norm's weights (4 per dim), x's int8 form (1.375 per column);
-  // sm_90 gives a block at most 227 KiB.
-  const int64_t widest = std::max({c.dim, c.hidden_dim, c.q_dim()});
-  const int64_t x_floats = std::max((widest + 7) / 8 * 8, int64_t(64 + 32 * hd));
-  const int64_t k8 = (widest + 31) / 32 * 32;
-  const int64_t smem = 8192 + 4 * ((x_floats + 3) / 4 * 4) + 4 * ((c.dim + 3) / 4 * 4) + k8 + k8 / 32 * 4 + k8 / 16 * 4;
-  if (smem > 227 * 1024)
+  const int64_t smem = persistent_smem(c.dim, c.q_dim(), c.hidden_dim, hd).bytes;  // the kernel's own sum
+  if (smem > kPersistentMaxSmemBytes) {
+    const int widest = std::max({c.dim, c.hidden_dim, c.q_dim()});
     return "--decode persistent: rows of " + std::to_string(widest) + " columns (dim " + std::to_string(c.dim) +
-           ") need " + std::to_string(smem) + " bytes of shared memory per block, more than the 232,448 it can have; "
+           ") need " + std::to_string(smem) + " bytes of shared memory per block, more than the " +
+           std::to_string(kPersistentMaxSmemBytes) + " it can have; "
            "use --decode graph";
+  }
   return "";
 }
 

@@ -17,9 +17,11 @@
 //   next writer of each comes at least one full wait later (q|k|v(l+1) waits for down(l), which came after every
 //   read of layer l).
 #include "kernels/persistent_decode.h"
+#include "kernels/persistent_decode_smem.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -34,10 +36,10 @@
 namespace llm {
 namespace {
 
-constexpr int kThreads = 512;
+constexpr int kThreads = kPersistentThreads;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxTasks = 1024;       // GEMV partial sums kept in shared memory per round (float2 each)
-constexpr int kHeadsPerPass = 2;      // query heads of a GQA group per pass over the keys (4 spill at 128 registers)
+constexpr int kMaxTasks = kPersistentMaxTasks;    // GEMV partial sums kept in shared memory per round (float2 each)
+constexpr int kHeadsPerPass = kPersistentHeadsPerPass;  // query heads per pass over the keys (4 spill at 128 registers)
 constexpr int kMaxHeadDim = 256;
 constexpr int kLine = 32;             // words per counter (one 128-byte line each)
 constexpr float kLog2e = 1.4426950408889634f;
@@ -357,11 +359,9 @@ __device__ __forceinline__ QuantPackedArgs scale_args(const PersistentMatrix& m)
 // kQU = 2, not 4: the 4-deep kernels spilled (Q4_0 240 bytes of stores); at 2 they do not, and ran faster on the H200
 // (2026-12-02, llama-ab): 8B Q4_0 291.9 -> 311.8 t/s, SmolLM2 shape Q4_0 978 -> 1,079.
 constexpr int kQU = 2;  // chunks per row in flight per lane
-// kDp4a: the chunks through quant_chunk_dp4a against x8, x's int8 form (stage_q8), instead.
-template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kDp4a>
+template <bool kInt4, bool kTwoLevel, bool kHasMin>
 __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
-                                           const QuantXq8& x8, int chunks, int cb, int ce, int lane, float& sa,
-                                           float& sb) {
+                                           int chunks, int cb, int ce, int lane, float& sa, float& sb) {
   const QuantPackedArgs q = scale_args(m);
   const uint8_t* codes = static_cast<const uint8_t*>(m.data);
   const uint4* wa = reinterpret_cast<const uint4*>(codes + int64_t(ra) * m.ld);
@@ -387,46 +387,39 @@ __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, in
     }
 #pragma unroll
     for (int i = 0; i < kQU; ++i)
-      if (c + 32 * i < ce) {
-        if constexpr (kDp4a)
-          quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, 2>(w[i], raw[i], x8, c + 32 * i, m.code_offset, acc);
-        else
-          quant_chunk_fma<kInt4, kTwoLevel, kHasMin, 2>(w[i], raw[i], xq, c + 32 * i, m.bias, acc);
-      }
+      if (c + 32 * i < ce) quant_chunk_fma<kInt4, kTwoLevel, kHasMin, 2>(w[i], raw[i], xq, c + 32 * i, m.bias, acc);
   }
   sa = acc[0];
   sb = acc[1];
 }
 
-// Only the forms in kForms (bit f: form f) have code: a kernel for one model's forms is a fraction of the size of the
-// kernel with all of them (the quantized lane code is inlined into each of the step's five GEMV stages).
-template <unsigned kForms>
-__device__ __forceinline__ void quant_pair_dot(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
-                                               const QuantXq8& x8, int chunks, int cb, int ce, int lane, float& sa,
-                                               float& sb) {
-  constexpr bool kD = (kForms & kDp4aBit) != 0;
-  const int f = m.form;
+template <bool kV>
+using Flag = std::integral_constant<bool, kV>;
+// fn(Flag<kInt4>, Flag<kTwoLevel>, Flag<kHasMin>) for matrix form f. Only the forms in kForms (bit f: form f) have
+// code: a kernel for one model's forms is a fraction of the size of the kernel with all of them (the quantized lane
+// code is inlined into each of the step's five GEMV stages).
+template <unsigned kForms, class Fn>
+__device__ __forceinline__ void with_quant_form(int f, Fn&& fn) {
   if ((kForms & (1u << kPFQ4_0)) && f == kPFQ4_0)
-    quant_pair<true, false, false, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
+    fn(Flag<true>{}, Flag<false>{}, Flag<false>{});
   else if ((kForms & (1u << kPFQ4_1)) && f == kPFQ4_1)
-    quant_pair<true, false, true, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
+    fn(Flag<true>{}, Flag<false>{}, Flag<true>{});
   else if ((kForms & (1u << kPFQ4_K)) && f == kPFQ4_K)
-    quant_pair<true, true, true, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
+    fn(Flag<true>{}, Flag<true>{}, Flag<true>{});
   else if ((kForms & (1u << kPFInt8)) && f == kPFInt8)
-    quant_pair<false, false, false, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
+    fn(Flag<false>{}, Flag<false>{}, Flag<false>{});
   else if ((kForms & (1u << kPFInt8Min)) && f == kPFInt8Min)
-    quant_pair<false, false, true, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
+    fn(Flag<false>{}, Flag<false>{}, Flag<true>{});
   else if ((kForms & (1u << kPFQ6_K)) && f == kPFQ6_K)
-    quant_pair<false, true, false, kD>(m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
-  else
-    sa = sb = 0.0f;  // not reached: the host picks a kernel with every form the model has
+    fn(Flag<false>{}, Flag<true>{}, Flag<false>{});
+  // else not reached: the host picks a kernel with every form the model has
 }
 
 // The batch form of the quantized tasks: units [v0, v0 + n) (S slices each) over the block's warps, each task its
 // two rows at once; part[t] = the two rows' partial sums of task t.
 template <unsigned kForms>
-__device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float* xs, const QuantXq8& x8, float2* part,
-                                                  int v0, int n, int S) {
+__device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float* xs, float2* part, int v0, int n,
+                                                  int S) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int chunks = row_chunks(d.m->form, d.K), per = (chunks + S - 1) / S;
   for (int t = warp; t < n * S; t += kWarps) {
@@ -434,8 +427,11 @@ __device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float
     const int ra = u * d.stride, rb = ra + d.off;
     const bool has_b = rb < d.N;
     const int cb = min(chunks, sl * per), ce = min(chunks, cb + per);
-    float sa, sb;
-    quant_pair_dot<kForms>(*d.m, ra, rb, has_b, xs, x8, chunks, cb, ce, lane, sa, sb);
+    float sa = 0.0f, sb = 0.0f;
+    with_quant_form<kForms>(d.m->form, [&](auto i4, auto two, auto mn) {
+      quant_pair<decltype(i4)::value, decltype(two)::value, decltype(mn)::value>(*d.m, ra, rb, has_b, xs, chunks, cb,
+                                                                                 ce, lane, sa, sb);
+    });
     sa = warp_sum(sa);
     sb = warp_sum(sb);
     if (lane == 0) part[t] = make_float2(sa, has_b ? sb : 0.0f);
@@ -444,7 +440,7 @@ __device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float
 
 // The dp4a lane code's tasks through a ring per warp, as bf16_ring: slot u holds one item's code chunks and scale
 // words for both rows and is refilled with the item kQuantRingSlots further on as soon as it is used, across task
-// boundaries. Each row's chunks are added in the order of the batch form. H200, llama-ab --decode persistent
+// boundaries. Each lane adds a row's chunks in order. H200, llama-ab --decode persistent
 // (2026-12-02): 8B Q4_0 batch form 413.6-414.2 t/s, 2 slots 443.1-448.2, 3 slots 438.2 (12 bytes of spills);
 // SmolLM2 shape Q4_0 1,229 / 1,263 / 1,251. (The FP32 lane code keeps the batch form: its ring spilled.)
 constexpr int kQuantRingSlots = 2;
@@ -499,24 +495,6 @@ __device__ __forceinline__ void quant_ring(const GemvDesc& d, const QuantXq8& x8
     }
   }
 }
-template <unsigned kForms>
-__device__ __forceinline__ void quant_ring_dot(const GemvDesc& d, const QuantXq8& x8, float2* part,
-                                               const RingShape& sh) {
-  const int f = d.m->form;
-  if ((kForms & (1u << kPFQ4_0)) && f == kPFQ4_0)
-    quant_ring<true, false, false>(d, x8, part, sh);
-  else if ((kForms & (1u << kPFQ4_1)) && f == kPFQ4_1)
-    quant_ring<true, false, true>(d, x8, part, sh);
-  else if ((kForms & (1u << kPFQ4_K)) && f == kPFQ4_K)
-    quant_ring<true, true, true>(d, x8, part, sh);
-  else if ((kForms & (1u << kPFInt8)) && f == kPFInt8)
-    quant_ring<false, false, false>(d, x8, part, sh);
-  else if ((kForms & (1u << kPFInt8Min)) && f == kPFInt8Min)
-    quant_ring<false, false, true>(d, x8, part, sh);
-  else if ((kForms & (1u << kPFQ6_K)) && f == kPFQ6_K)
-    quant_ring<false, true, false>(d, x8, part, sh);
-}
-
 // Two-row BF16 tasks ("warp-r2", and the quantized kernel's BF16 matrices) take the BF16 ring, quantized ones the
 // dp4a ring (dp4a kernels) or their batch form (FP32 lanes), "warp"'s BF16 tasks (one row after the other) the batch
 // form.
@@ -529,7 +507,9 @@ __device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, c
                                            const RingShape& sh, int S) {
   if constexpr ((kForms & kDp4aBit) != 0) {
     if (d.m->form != kPFBf16) {
-      quant_ring_dot<kForms>(d, x8, part, sh);
+      with_quant_form<kForms>(d.m->form, [&](auto i4, auto two, auto mn) {
+        quant_ring<decltype(i4)::value, decltype(two)::value, decltype(mn)::value>(d, x8, part, sh);
+      });
       return;
     }
   }
@@ -538,7 +518,7 @@ __device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, c
     bf16_ring_prime(d, sh, g);
     bf16_ring(d, xs, part, sh, g);
   } else if constexpr (kForms != 0) {
-    quant_tasks_batch<kForms>(d, xs, x8, part, sh.v0, sh.n, S);
+    quant_tasks_batch<kForms>(d, xs, part, sh.v0, sh.n, S);
   } else {
     gemv_tasks_batch(d, xs, part, sh.v0, sh.n, S);
   }
@@ -881,23 +861,9 @@ __device__ void attention_merge(const PersistentDecodeArgs& a, int h0, int nh, i
 
 // --- the kernel ----------------------------------------------------------------------------------------------------
 
-// Shared memory: part [kMaxTasks] float2, xs (the GEMV input, the widest K rounded up to a 16-byte chunk, or the
-// attention scratch), gs [dim rounded up to 4] (a norm's weights), then x's int8 form (x8_bytes; dp4a kernels).
-__host__ __device__ inline int xs_floats(const PersistentDecodeArgs& a) {
-  const int k = a.dim > a.n_heads * a.head_dim ? a.dim : a.n_heads * a.head_dim;
-  const int gemv = ((k > a.hidden ? k : a.hidden) + 7) & ~7;
-  const int attn = 2 * kWarps * kHeadsPerPass + kWarps * kHeadsPerPass * a.head_dim;
-  return ((gemv > attn ? gemv : attn) + 3) & ~3;
-}
-// x's int8 form for the dp4a lane code: q [K rounded up to 32] bytes, d [K / 32] floats, s16 [K / 16] ints for the
-// widest K. Reserved whatever the weights (the plan sizes shared memory from the shape alone; one 512-thread block per
-// SM either way).
-__host__ __device__ inline int x8_k(const PersistentDecodeArgs& a) {
-  const int k = a.dim > a.n_heads * a.head_dim ? a.dim : a.n_heads * a.head_dim;
-  return ((k > a.hidden ? k : a.hidden) + 31) & ~31;
-}
-__host__ __device__ inline int x8_bytes(const PersistentDecodeArgs& a) {
-  return x8_k(a) + x8_k(a) / 32 * 4 + x8_k(a) / 16 * 4;
+// Shared memory: kernels/persistent_decode_smem.h.
+__host__ __device__ inline PersistentSmem smem_layout(const PersistentDecodeArgs& a) {
+  return persistent_smem(a.dim, a.n_heads * a.head_dim, a.hidden, a.head_dim);
 }
 
 // kForms: 0 for BF16 weights, else the quantized forms the kernel has code for (bit f: form f; BF16 matrices always),
@@ -907,15 +873,16 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   extern __shared__ __align__(16) float dyn[];
   __shared__ Shared sh;
   const int G = gridDim.x;
-  float2* part = reinterpret_cast<float2*>(dyn);                  // [kMaxTasks]
-  float* xs = dyn + 2 * kMaxTasks;  // the GEMV input / the attention scratch
-  float* gs = xs + xs_floats(a);    // the next norm's weights (stage_norm_weights)
-  QuantXq8 x8{};                    // x's int8 form (stage_q8): dp4a kernels
+  const PersistentSmem mem = smem_layout(a);
+  float2* part = reinterpret_cast<float2*>(dyn);  // [kMaxTasks]
+  float* xs = dyn + 2 * kMaxTasks;                // the GEMV input / the attention scratch
+  float* gs = xs + mem.xs_floats;                 // the next norm's weights (stage_norm_weights)
+  QuantXq8 x8{};                                  // x's int8 form (stage_q8): dp4a kernels
   if constexpr ((kForms & kDp4aBit) != 0) {
-    int8_t* q8 = reinterpret_cast<int8_t*>(gs + ((a.dim + 3) & ~3));
+    int8_t* q8 = reinterpret_cast<int8_t*>(gs + mem.gs_floats);
     x8.q = q8;
-    x8.d = reinterpret_cast<const float*>(q8 + x8_k(a));
-    x8.s16 = reinterpret_cast<const int*>(q8 + x8_k(a) + x8_k(a) / 32 * 4);
+    x8.d = reinterpret_cast<const float*>(q8 + mem.x8_k);
+    x8.s16 = reinterpret_cast<const int*>(q8 + mem.x8_k + mem.x8_k / 32 * 4);
   }
   __shared__ unsigned long long clk_acc[kPersistentParts];
   Clock clk;
@@ -1123,9 +1090,7 @@ KernelFn pick_kernel(const PersistentDecodeArgs& a) {
   return a.pair_rows ? persistent_decode_kernel<true, 0> : persistent_decode_kernel<false, 0>;
 }
 
-size_t smem_bytes(const PersistentDecodeArgs& a) {
-  return size_t(kMaxTasks) * 8 + size_t(xs_floats(a)) * 4 + size_t((a.dim + 3) & ~3) * 4 + size_t(x8_bytes(a));
-}
+size_t smem_bytes(const PersistentDecodeArgs& a) { return size_t(smem_layout(a).bytes); }
 
 }  // namespace
 
