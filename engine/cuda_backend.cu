@@ -349,7 +349,6 @@ class CudaEngine final : public CudaBackend {
   PersistentPlan pplan_;
   int persistent_max_blocks_ = 0;  // LLM_PERSISTENT_BLOCKS: caps the grid (tuning)
   int persistent_all_forms_ = 0;   // LLM_PERSISTENT_ALL_FORMS=1: the quantized kernel with every form (tests, tuning)
-  int persistent_smem_weights_ = 1;  // LLM_PERSISTENT_SMEM_WEIGHTS=0: no weight buffer in shared memory (A/B, tests)
   // Test hooks, read when set_persistent(true) is called: LLM_PERSISTENT_FAULT (a block that never arrives) and
   // LLM_PERSISTENT_TIMEOUT_MS (0: the kernel's default).
   int persistent_fault_ = 0;
@@ -968,8 +967,6 @@ void CudaEngine::set_persistent(bool on) {
   persistent_fault_ = fault ? std::atoi(fault) : 0;
   const char* all_forms = std::getenv("LLM_PERSISTENT_ALL_FORMS");
   persistent_all_forms_ = all_forms ? std::atoi(all_forms) : 0;
-  const char* smem_weights = std::getenv("LLM_PERSISTENT_SMEM_WEIGHTS");
-  persistent_smem_weights_ = smem_weights ? std::atoi(smem_weights) : 1;
   persistent_timeout_ns_ = timeout_ms ? 1000000ull * std::strtoull(timeout_ms, nullptr, 10) : 0;
   if (!d_sync_) {
     const auto& c = cfg_;
@@ -1054,7 +1051,6 @@ void CudaEngine::decode_persistent(MappingState& ms) {
   PersistentDecodeArgs a = persistent_args(ms);  // a copy: the per-step fields below
   a.fault = persistent_fault_;
   a.all_forms = persistent_all_forms_;
-  a.smem_weights = persistent_smem_weights_;
   if (persistent_timeout_ns_ > 0) a.timeout_ns = persistent_timeout_ns_;
   cudaStream_t s = stream_.s;
   if (profiling_) {

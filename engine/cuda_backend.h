@@ -52,7 +52,7 @@ class CudaBackend : public Backend {
   // current mapping, quantized weights, FP8 KV, unfused projections: engine/gemv_choice.h decode_path_refusal).
   // Profiling a persistent step splits the kernel's measured time by each block's clock cycles per part, waits
   // included (DecodeProfile::kWait). Each call with on = true reads the test and tuning hooks LLM_PERSISTENT_FAULT,
-  // LLM_PERSISTENT_TIMEOUT_MS, LLM_PERSISTENT_ALL_FORMS and LLM_PERSISTENT_SMEM_WEIGHTS; the first also LLM_PERSISTENT_BLOCKS (caps the
+  // LLM_PERSISTENT_TIMEOUT_MS and LLM_PERSISTENT_ALL_FORMS; the first also LLM_PERSISTENT_BLOCKS (caps the
   // grid) and sizes the path's scratch.
   virtual void set_persistent(bool on) = 0;
   virtual bool persistent() const = 0;

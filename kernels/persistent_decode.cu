@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -80,17 +79,6 @@ __device__ __forceinline__ unsigned long long global_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-// 16-byte copies global -> shared that hold no registers (weights, norm weights).
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int kN>
-__device__ __forceinline__ void cp_async_wait_group() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kN) : "memory");
-}
 // Written inside this kernel by other blocks (KV rows): through L2.
 __device__ __forceinline__ uint4 ld_cg16(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 
@@ -142,7 +130,6 @@ __device__ bool block_wait(const PersistentDecodeArgs& a, unsigned* c, unsigned 
     clk.mark(kPWait);
   }
   __syncthreads();
-  if (sh.ok == 0) cp_async_wait_all();  // the step failed: leave with no copy in flight
   return sh.ok != 0;
 }
 
@@ -540,11 +527,12 @@ __device__ __forceinline__ void gemv_tasks(const GemvDesc& d, const float* xs, c
 
 // Units [v0, v0 + n) of d against xs, S slices each: tasks over the warps, partial sums added in slice order, then
 // epi(u, y_a, y_b) per unit. Ends with a block barrier.
-// The units' sums from their slices' partial sums (in slice order), then epi(u, y_a, y_b) per unit. Starts and ends
-// with a block barrier.
-template <class Epi>
-__device__ __forceinline__ void gemv_epilogue(const float2* part, int v0, int n, int S, Epi& epi) {
+template <bool kPair, unsigned kForms, class Epi>
+__device__ void gemv_units(const GemvDesc& d, const float* xs, const QuantXq8& x8, float2* part, const RingShape& sh,
+                           int S, Epi& epi) {
+  gemv_tasks<kPair, kForms>(d, xs, x8, part, sh, S);
   __syncthreads();
+  const int v0 = sh.v0, n = sh.n;
   for (int i = threadIdx.x; i < n; i += kThreads) {
     float ya = 0.0f, yb = 0.0f;
     for (int s = 0; s < S; ++s) {
@@ -555,61 +543,6 @@ __device__ __forceinline__ void gemv_epilogue(const float2* part, int v0, int n,
     epi(v0 + i, ya, yb);
   }
   __syncthreads();
-}
-template <bool kPair, unsigned kForms, class Epi>
-__device__ void gemv_units(const GemvDesc& d, const float* xs, const QuantXq8& x8, float2* part, const RingShape& sh,
-                           int S, Epi& epi) {
-  gemv_tasks<kPair, kForms>(d, xs, x8, part, sh, S);
-  gemv_epilogue(part, sh.v0, sh.n, S, epi);
-}
-
-
-// Shared memory: kernels/persistent_decode_smem.h.
-__host__ __device__ inline PersistentSmem smem_layout(const PersistentDecodeArgs& a) {
-  return persistent_smem(a.dim, a.n_heads * a.head_dim, a.hidden, a.head_dim);
-}
-extern __shared__ __align__(16) float dyn[];  // the kernel's dynamic shared memory (PersistentSmem's layout)
-
-
-// Units [u0, u0 + n) of a BF16 stage into wb (cp.async, 16 bytes each, coalesced along each row): unit i's row a at
-// chunk 2 i * chunks, its row b (zeros when absent) right after. The weights never change during the kernel, so a
-// block loads them a layer before it needs them (ahead_issue).
-__device__ void prefetch_units(const GemvDesc& d, int u0, int n, int chunks, uint4* wb) {
-  const uint16_t* W = static_cast<const uint16_t*>(d.m->data);
-  const int64_t ld = d.m->ld;
-  const int per_unit = 2 * chunks;
-  for (int idx = threadIdx.x; idx < n * per_unit; idx += kThreads) {
-    const int i = idx / per_unit, rem = idx - i * per_unit, b = rem >= chunks, c = rem - b * chunks;
-    const int row = (u0 + i) * d.stride + (b ? d.off : 0);
-    if (row < d.N)
-      cp_async16(wb + idx, W + int64_t(row) * ld + 8 * c);
-    else
-      wb[idx] = make_uint4(0u, 0u, 0u, 0u);
-  }
-}
-
-// The two-row tasks of units [v0, v0 + n) (S slices each, S a power of two) against weights already in wb
-// (prefetch_units): lanes on consecutive 16-byte chunks of both rows, one chunk per row per iteration: the tasks and
-// the order of each lane's additions of the ring form (bf16_ring), so the same bits.
-__device__ __forceinline__ void smem_tasks(const GemvDesc& d, const uint4* wb, const float* xs, float2* part, int v0,
-                                           int n, int S, int chunks) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, lg_s = __ffs(S) - 1;
-  const int per = (chunks + S - 1) / S;
-  for (int t = warp; t < n * S; t += kWarps) {
-    const int i = t >> lg_s, sl = t & (S - 1);
-    const int cb = min(chunks, sl * per), ce = min(chunks, cb + per);
-    const uint4* wa = wb + int64_t(2 * i) * chunks;
-    const uint4* wr = wa + chunks;
-    float aa = 0.0f, ab = 0.0f;
-    for (int c = cb + lane; c < ce; c += 32) {
-      float xv[8];
-      load_xs8(xs, c, xv);
-      aa = dot8(wa[c], xv, aa);
-      ab = dot8(wr[c], xv, ab);
-    }
-    const float sa = warp_sum(aa), sb = warp_sum(ab);
-    if (lane == 0) part[t] = make_float2(sa, (v0 + i) * d.stride + d.off < d.N ? sb : 0.0f);
-  }
 }
 
 // x8 = xs (K values in order, K a multiple of 32) quantized per block of 32 as the "warp-dp4a" mapping does
@@ -631,58 +564,9 @@ __device__ void stage_q8(const float* xs, int K, const QuantXq8& x8) {
 // counted as staging), then this block's units: a contiguous, even share. S (K slices per unit, so that small stages
 // give every warp a task) depends on the stage only, not on the block.
 // (Handing the last quarter of the units out from a counter to whichever block is free was measured no faster.)
-// The layer-ahead weights (PersistentWeights) of the BF16 "warp-r2" kernel: its regions' offsets, set at the
-// kernel's start (bytes = 0: off), in static shared memory so they are not held in registers through the kernel.
-struct AheadOffsets {
-  long long stage[4], attn_norm, ffn_norm, bytes;
-};
-__shared__ AheadOffsets g_ahead;
-__device__ __forceinline__ const AheadOffsets& ahead_weights() { return g_ahead; }
-__device__ __forceinline__ bool ahead_on(const PersistentDecodeArgs& a) { return a.smem_weights && g_ahead.bytes > 0; }
-__device__ __forceinline__ char* ahead_base(const PersistentDecodeArgs& a) {
-  return reinterpret_cast<char*>(dyn) + ((smem_layout(a).bytes + 15) & ~int64_t(15));
-}
-
-// Stage ls of layer l (0 q|k|v, 1 o, 2 gate|up, 3 down): rows, K and units as the kernel's GEMV stages walk them.
-__device__ __forceinline__ GemvDesc layer_stage(const PersistentDecodeArgs& a, int l, int ls) {
-  const PersistentLayer& L = a.layers[l];
-  const int q_dim = a.n_heads * a.head_dim, kv_dim = a.n_kv_heads * a.head_dim;
-  switch (ls) {
-    case 0: return GemvDesc{&L.wqkv, q_dim + 2 * kv_dim, a.dim, (q_dim + 2 * kv_dim) / 2, 2, 1};
-    case 1: return GemvDesc{&L.wo, a.dim, q_dim, (a.dim + 1) / 2, 2, 1};
-    case 2: return GemvDesc{&L.wgu, 2 * a.hidden, a.dim, a.hidden, 1, a.hidden};
-    default: return GemvDesc{&L.wdown, a.dim, a.hidden, (a.dim + 1) / 2, 2, 1};
-  }
-}
-
-__device__ void stage_norm_weights(const float* w, int dim, float* gs, XLayout lay);
-
-// Layer l's share of stage ls into its region, with the norm's weights for q|k|v and gate|up (l == n_layers:
-// nothing), then one cp.async group committed. Every block commits one group per GEMV stage of a layer, so when stage
-// ls of layer l runs, the three groups after its own are the other stages' (issued later): cp.async.wait_group 3
-// waits for its own and no more.
-__device__ void ahead_issue(const PersistentDecodeArgs& a, int l, int ls) {
-  if (l < a.n_layers) {
-    const GemvDesc d = layer_stage(a, l, ls);
-    int u0, u1;
-    unit_range(d.units, u0, u1);
-    char* base = ahead_base(a);
-    prefetch_units(d, u0, u1 - u0, (d.K + 7) >> 3, reinterpret_cast<uint4*>(base + g_ahead.stage[ls]));
-    if (ls == 0) stage_norm_weights(a.layers[l].attn_norm, a.dim, reinterpret_cast<float*>(base + g_ahead.attn_norm),
-                                    XLayout{});
-    if (ls == 2) stage_norm_weights(a.layers[l].ffn_norm, a.dim, reinterpret_cast<float*>(base + g_ahead.ffn_norm),
-                                    XLayout{});
-  }
-  cp_async_commit();
-}
-
-// ls: which stage of layer l (0 q|k|v, 1 o, 2 gate|up, 3 down; -1 the head). stage(ahead) waits and stages x; with
-// ahead (kPair, BF16, the layer-ahead weights on: PersistentWeights) it also waits for the block's share of this stage
-// and the norm's weights, loaded into their regions a layer before (ahead_issue); the tasks then read the weights
-// there (smem_tasks). The caller refills the region with layer l + 1's share once it has arrived (arrive_ahead).
 template <bool kPair, unsigned kForms, class Stage, class Epi>
-__device__ bool gemv_block(const PersistentDecodeArgs& a, int l, int ls, const GemvDesc& d, float* xs,
-                           const QuantXq8& x8, float2* part, Clock& clk, Stage stage, Epi epi) {
+__device__ bool gemv_block(const GemvDesc& d, float* xs, const QuantXq8& x8, float2* part, Clock& clk, Stage stage,
+                           Epi epi) {
   constexpr bool kQuant = kForms != 0;
   const int G = gridDim.x;
   const int chunks = kQuant ? row_chunks(d.m->form, d.K) : (d.K + 7) >> 3;
@@ -711,17 +595,7 @@ __device__ bool gemv_block(const PersistentDecodeArgs& a, int l, int ls, const G
   }
   const int u0 = int(int64_t(blockIdx.x) * d.units / G), u1 = int(int64_t(blockIdx.x + 1) * d.units / G);
   const int round_units = kMaxTasks / S, warp = threadIdx.x >> 5;
-  if constexpr (kPair && kForms == 0) {
-    if (ls >= 0 && ahead_on(a)) {  // the block's share is in its region (issued a layer ahead)
-      if (!stage(true)) return false;
-      char* base = ahead_base(a);
-      smem_tasks(d, reinterpret_cast<const uint4*>(base + ahead_weights().stage[ls]), xs, part, u0, u1 - u0, S,
-                 chunks);
-      gemv_epilogue(part, u0, u1 - u0, S, epi);  // ends with a barrier: the region is free (refilled after the arrival)
-      return true;
-    }
-  }
-  if (!stage(false)) return false;  // the step failed (every thread of the block sees it)
+  if (!stage()) return false;  // the step failed (every thread of the block sees it)
   if constexpr ((kForms & kDp4aBit) != 0) {
     if (d.m->form != kPFBf16) {
       stage_q8(xs, d.K, x8);
@@ -767,6 +641,12 @@ __device__ float load_vector(const float* src, int n, float* xs, XLayout lay) {
   return ss;
 }
 
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 // The norm's weights into gs in the order of xs (gs[lay.at(k)] = w[k]), issued before the stage's wait: they never
 // change, so their load hides behind the wait instead of following the norm's reduction. cp.async (16 bytes, no
 // registers held) where dim % 4 == 0, else plain stores; stage_norm waits for them.
@@ -782,7 +662,7 @@ __device__ void stage_norm_weights(const float* w, int dim, float* gs, XLayout l
 // (stage_norm_weights), zeros past dim up to the 8-element chunk. src is FP32 x or, for the first layer, the BF16
 // embedding row.
 __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const float* gs, int dim, float eps,
-                           float* xs, XLayout lay, Shared& sh, bool wait_weights = true) {
+                           float* xs, XLayout lay, Shared& sh) {
   float ss = 0.0f;
   if (src_bf16) {
     for (int k = threadIdx.x; k < dim; k += kThreads) {
@@ -794,7 +674,7 @@ __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const flo
   } else {
     ss = load_vector(src, dim, xs, lay);
   }
-  if (wait_weights) cp_async_wait_all();  // this thread's weights; block_sum's barriers publish everyone's
+  cp_async_wait_all();  // this thread's weights; block_sum's barriers publish everyone's
   ss = block_sum(ss, sh.red);
   const float inv = 1.0f / sqrtf(ss / float(dim) + eps);
   if ((dim & 3) == 0) {  // float4 by float4 in the order of xs
@@ -982,10 +862,16 @@ __device__ void attention_merge(const PersistentDecodeArgs& a, int h0, int nh, i
 
 // --- the kernel ----------------------------------------------------------------------------------------------------
 
+// Shared memory: kernels/persistent_decode_smem.h.
+__host__ __device__ inline PersistentSmem smem_layout(const PersistentDecodeArgs& a) {
+  return persistent_smem(a.dim, a.n_heads * a.head_dim, a.hidden, a.head_dim);
+}
+
 // kForms: 0 for BF16 weights, else the quantized forms the kernel has code for (bit f: form f; BF16 matrices always),
 // with kDp4aBit for the dp4a lane code.
 template <bool kPair, unsigned kForms>
 __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(PersistentDecodeArgs a) {
+  extern __shared__ __align__(16) float dyn[];
   __shared__ Shared sh;
   const int G = gridDim.x;
   const PersistentSmem mem = smem_layout(a);
@@ -1014,7 +900,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   const uint16_t* emb = a.embedding + int64_t(tok) * dim;
   const GemvDesc dres0{nullptr, dim, 0, (dim + 1) / 2, 2, 1};  // the o/down partition of x's rows
   // The rows of x this block owns (written only by it: the embedding, then o's and down's residuals) are also kept in
-  // shared memory, so the residual epilogues read them there instead of from L2 (where they fit: xown).
+  // shared memory, so the residual epilogues read them there instead of from L2 (where they fit: kOwnRows).
   __shared__ float xown[kOwnRows];
   int own0;  // the first row this block owns; -1: its rows do not fit in xown (the epilogues read x from L2)
   {
@@ -1027,28 +913,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
       if (own0 >= 0) xown[r - own0] = v;
     }
   }
-  if constexpr (kPair && kForms == 0) {  // the layer-ahead weights: layer 0's shares (one group per stage)
-    if (threadIdx.x == 0) {
-      const PersistentWeights w = persistent_weights(dim, q_dim, kv_dim, a.hidden, G);
-      for (int i = 0; i < 4; ++i) g_ahead.stage[i] = w.stage[i];
-      g_ahead.attn_norm = w.attn_norm;
-      g_ahead.ffn_norm = w.ffn_norm;
-      g_ahead.bytes = w.bytes;
-    }
-    __syncthreads();
-    if (ahead_on(a))
-      for (int ls = 0; ls < 4; ++ls) ahead_issue(a, 0, ls);
-  }
   clk.mark(kPOther);
-
-  // A GEMV stage's arrival, then (layer-ahead weights) its region refilled with the next layer's share: the copies
-  // are issued off the stage's critical path, while the block goes on to its next wait.
-  auto arrive_ahead = [&](int l, int ls, int c) {
-    block_arrive(counter(a.sync, l, c));
-    if constexpr (kPair && kForms == 0) {
-      if (ahead_on(a)) ahead_issue(a, l + 1, ls);
-    }
-  };
 
   auto residual = [&](int u, float ya, float yb) {  // x += W v on the rows this block owns
     const int r = 2 * u;
@@ -1065,14 +930,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   for (int l = 0; l < a.n_layers; ++l) {
     const PersistentLayer& L = a.layers[l];
     // q|k|v, RoPE, KV store.
-    const bool ok_qkv = gemv_block<kPair, kForms>(a, l, 0, layer_stage(a, l, 0), xs, x8, part, clk, [&](bool ahead) {
+    const GemvDesc dqkv{&L.wqkv, q_dim + 2 * kv_dim, dim, (q_dim + 2 * kv_dim) / 2, 2, 1};
+    const bool ok_qkv = gemv_block<kPair, kForms>(dqkv, xs, x8, part, clk, [&] {
       const XLayout lay = x_layout<kForms>(L.wqkv, dim);
-      const float* g = ahead ? reinterpret_cast<const float*>(ahead_base(a) + g_ahead.attn_norm) : gs;
-      if (!ahead) stage_norm_weights(L.attn_norm, dim, gs, lay);
+      stage_norm_weights(L.attn_norm, dim, gs, lay);
       if (l > 0 && !block_wait(a, counter(a.sync, l - 1, kCDown), G, err_code(l - 1, kCDown), sh, clk))
         return false;
-      if (ahead) cp_async_wait_group<3>();  // this stage's share and norm weights (ahead_issue)
-      stage_norm(a.x, l == 0 ? emb : nullptr, g, dim, a.norm_eps, xs, lay, sh, !ahead);
+      stage_norm(a.x, l == 0 ? emb : nullptr, gs, dim, a.norm_eps, xs, lay, sh);
       clk.mark(kPNorm);
       return true;
     }, [&](int u, float ya, float yb) {
@@ -1094,9 +958,10 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     });
     if (!ok_qkv) return;
     clk.mark(kPQkv);
-    arrive_ahead(l, 0, kCQkv);
+    block_arrive(counter(a.sync, l, kCQkv));
 
     // Attention: (kv head, pass of query heads, key range) items over the blocks.
+    const GemvDesc dout{&L.wo, dim, q_dim, (dim + 1) / 2, 2, 1};
     const int passes = (gq + kHeadsPerPass - 1) / kHeadsPerPass;
     {
       const int len = pos + 1;
@@ -1132,49 +997,47 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     }
 
     // o + residual.
-    if (!gemv_block<kPair, kForms>(a, l, 1, layer_stage(a, l, 1), xs, x8, part, clk, [&](bool ahead) {
+    if (!gemv_block<kPair, kForms>(dout, xs, x8, part, clk, [&] {
           if (!block_wait(a, counter(a.sync, l, kCAtt), a.n_kv_heads * passes, err_code(l, kCAtt), sh, clk))
             return false;
-          if (ahead) cp_async_wait_group<3>();
           stage_copy(a.att, q_dim, xs, x_layout<kForms>(L.wo, q_dim));
           clk.mark(kPNorm);
           return true;
         }, residual))
       return;
     clk.mark(kPO);
-    arrive_ahead(l, 1, kCO);
+    block_arrive(counter(a.sync, l, kCO));
 
     // gate|up + SwiGLU.
-    if (!gemv_block<kPair, kForms>(a, l, 2, layer_stage(a, l, 2), xs, x8, part, clk, [&](bool ahead) {
+    const GemvDesc dgu{&L.wgu, 2 * a.hidden, dim, a.hidden, 1, a.hidden};
+    if (!gemv_block<kPair, kForms>(dgu, xs, x8, part, clk, [&] {
           const XLayout lay = x_layout<kForms>(L.wgu, dim);
-          const float* g = ahead ? reinterpret_cast<const float*>(ahead_base(a) + g_ahead.ffn_norm) : gs;
-          if (!ahead) stage_norm_weights(L.ffn_norm, dim, gs, lay);
+          stage_norm_weights(L.ffn_norm, dim, gs, lay);
           if (!block_wait(a, counter(a.sync, l, kCO), G, err_code(l, kCO), sh, clk)) return false;
-          if (ahead) cp_async_wait_group<3>();
-          stage_norm(a.x, nullptr, g, dim, a.norm_eps, xs, lay, sh, !ahead);
+          stage_norm(a.x, nullptr, gs, dim, a.norm_eps, xs, lay, sh);
           clk.mark(kPNorm);
           return true;
         }, [&](int u, float g, float up) { a.hb[u] = g / (1.0f + expf(-g)) * up; }))
       return;
     clk.mark(kPGateUp);
-    arrive_ahead(l, 2, kCGu);
+    block_arrive(counter(a.sync, l, kCGu));
 
     // down + residual.
-    if (!gemv_block<kPair, kForms>(a, l, 3, layer_stage(a, l, 3), xs, x8, part, clk, [&](bool ahead) {
+    const GemvDesc ddown{&L.wdown, dim, a.hidden, (dim + 1) / 2, 2, 1};
+    if (!gemv_block<kPair, kForms>(ddown, xs, x8, part, clk, [&] {
           if (!block_wait(a, counter(a.sync, l, kCGu), G, err_code(l, kCGu), sh, clk)) return false;
-          if (ahead) cp_async_wait_group<3>();
           stage_copy(a.hb, a.hidden, xs, x_layout<kForms>(L.wdown, a.hidden));
           clk.mark(kPNorm);
           return true;
         }, residual))
       return;
     clk.mark(kPDown);
-    arrive_ahead(l, 3, kCDown);
+    block_arrive(counter(a.sync, l, kCDown));
   }
 
   // Final norm and the head.
   const GemvDesc dhead{&a.head, a.vocab, dim, (a.vocab + 1) / 2, 2, 1};
-  if (!gemv_block<kPair, kForms>(a, a.n_layers, -1, dhead, xs, x8, part, clk, [&](bool) {
+  if (!gemv_block<kPair, kForms>(dhead, xs, x8, part, clk, [&] {
         const XLayout lay = x_layout<kForms>(a.head, dim);
         stage_norm_weights(a.final_norm, dim, gs, lay);
         if (!block_wait(a, counter(a.sync, a.n_layers - 1, kCDown), G, err_code(kHeadWait, kCDown), sh, clk))
@@ -1243,6 +1106,8 @@ KernelFn pick_kernel(const PersistentDecodeArgs& a) {
   return a.pair_rows ? persistent_decode_kernel<true, 0> : persistent_decode_kernel<false, 0>;
 }
 
+size_t smem_bytes(const PersistentDecodeArgs& a) { return size_t(smem_layout(a).bytes); }
+
 }  // namespace
 
 const char* persistent_part_name(int part) {
@@ -1310,21 +1175,16 @@ PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blo
     fail("persistent decode: n_heads ", a.n_heads, " is not a multiple of n_kv_heads ", a.n_kv_heads);
   PersistentPlan p;
   p.block = kThreads;
-  const PersistentSmem mem = smem_layout(a);
-  p.smem = size_t(mem.bytes);
-  const size_t base16 = size_t((mem.bytes + 15) & ~int64_t(15));
-  // Every kernel gets its shared-memory opt-in (a later step may switch mapping; "warp-r2" the most its layer-ahead
-  // weights may add); the grid fits the hungriest.
+  p.smem = smem_bytes(a);
+  // Both forms get the shared-memory opt-in (a later step may switch mapping); the grid fits the hungrier one.
   int per_sm = 1 << 30;
-  std::vector<std::pair<KernelFn, size_t>> kernels = {
-      {persistent_decode_kernel<true, 0>, base16 + size_t(kPersistentWeightBudget)},
-      {persistent_decode_kernel<false, 0>, p.smem}};
-  for (const QuantKernel& k : kQuantKernels) kernels.push_back({k.fn, p.smem});
-  for (const auto& [fn, bytes] : kernels) {
+  std::vector<KernelFn> kernels = {persistent_decode_kernel<true, 0>, persistent_decode_kernel<false, 0>};
+  for (const QuantKernel& k : kQuantKernels) kernels.push_back(k.fn);
+  for (KernelFn fn : kernels) {
     const void* k = reinterpret_cast<const void*>(fn);
-    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(p.smem)));
     int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, bytes));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, p.smem));
     per_sm = std::min(per_sm, n);
   }
   if (per_sm < 1)
@@ -1340,7 +1200,6 @@ PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blo
   const int full = resident >= 32 ? resident / 16 * 16 : resident;
   p.grid = std::max(1, std::min(full, (widest + kWarps - 1) / kWarps));
   if (max_blocks > 0) p.grid = std::min(p.grid, max_blocks);
-  p.smem_bf16 = base16 + size_t(persistent_weights(a.dim, q_dim, kv_dim, a.hidden, p.grid).bytes);
   return p;
 }
 
@@ -1351,7 +1210,7 @@ void persistent_decode_launch(const PersistentDecodeArgs& a, const PersistentPla
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(unsigned(plan.grid));
   config.blockDim = dim3(unsigned(plan.block));
-  config.dynamicSmemBytes = a.quant_forms == 0 && a.pair_rows && a.smem_weights ? plan.smem_bf16 : plan.smem;
+  config.dynamicSmemBytes = plan.smem;
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = 1;

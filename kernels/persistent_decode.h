@@ -17,11 +17,7 @@
 //   warp's lanes walk the slice with 16-byte loads, 8 in flight per lane, and reduce with shuffles. pair_rows = true
 //   (the "warp-r2" mapping) walks both rows at once sharing each x chunk; false (the "warp" mapping) one row after the
 //   other. Blocks own contiguous row ranges; small ranges split K so every warp has work; the slices' partial sums meet
-//   in shared memory and are added in slice order (deterministic: no atomics on data). With "warp-r2" (BF16), when a
-//   block's share of all four GEMV stages of a layer fits in 96 KB of shared memory (on the H200: SmolLM2 and
-//   stories260K, not TinyLlama or 8B), each stage's share has its own region, loaded with cp.async a layer ahead
-//   (right after the same stage of the layer before), so its HBM latency is off the step's critical path; the warps
-//   read the weights there, same tasks, same bits. Quantized matrices (the
+//   in shared memory and are added in slice order (deterministic: no atomics on data). Quantized matrices (the
 //   prepacked planes of the quantized "warp" mapping: Q4_0, Q4_1, Q4_K, Q8_0, Q5_0, Q5_1, Q6_K) walk both rows of a
 //   task at once through that mapping's per-chunk lane code (quant_chunk_fma), 16-byte code loads, 2 per row in
 //   flight, x staged transposed per chunk in shared memory; each matrix has its own form, so a model may mix types.
@@ -34,9 +30,12 @@
 //   otherwise the block that finishes the last range merges them.
 // - Profiling (prof != null): block by block, SM clock cycles spent in each PersistentPart (waiting included), so the
 //   parts of a step add up to the time the block ran.
-// - Measured and dropped (docs/results/persistent-decode.md): weight loads issued before the wait (a register ring or
-//   cp.async into shared memory), L2 prefetch before or after the wait, a dynamically handed-out tail of rows, and a
-//   cp.async ring for attention: none was faster.
+// - Residuals: the block that owns rows of x (the o/down partition) keeps them in shared memory too, so the residual
+//   epilogues add to them there instead of re-reading x from L2.
+// - Measured and dropped (docs/results/persistent-decode.md): weight loads issued before the wait (a register ring,
+//   cp.async into shared memory, or a whole layer's share of the weights loaded into shared memory a layer ahead), L2
+//   prefetch before or after the wait, a dynamically handed-out tail of rows, and a cp.async ring for attention: none
+//   was faster.
 
 #pragma once
 #include <cstddef>
@@ -131,8 +130,6 @@ struct PersistentDecodeArgs {
   unsigned long long timeout_ns = 2000000000ull;
   int fault = 0;                           // tests: 1 = one block never arrives (the others must time out)
   int all_forms = 0;                       // tests: the quantized kernel with every form, whatever quant_forms says
-  int smem_weights = 1;                    // BF16 "warp-r2": a layer's weights loaded into shared memory a layer
-                                           // ahead where they fit (PersistentWeights; 0: off, for A/B and tests)
 };
 
 // The persistent form of a BF16 matrix (padded row-major, `ld` elements per row) and of a quantized one (its
@@ -148,8 +145,7 @@ int persistent_decode_max_splits(int grid);
 
 struct PersistentPlan {
   int grid = 0, block = 0;
-  size_t smem = 0;       // dynamic shared memory (PersistentSmem)
-  size_t smem_bf16 = 0;  // BF16 "warp-r2" with smem_weights: the layer-ahead weights' regions added (PersistentWeights)
+  size_t smem = 0;
 };
 // The grid: every block resident (occupancy calculator x SMs), no more blocks than the widest stage can use;
 // `max_blocks` > 0 caps it (tuning). Fails when the kernel cannot have one block per SM, or for a shape it does not

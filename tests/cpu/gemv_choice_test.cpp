@@ -16,7 +16,6 @@
 #include "engine/backend.h"
 #include "engine/gemv_choice.h"
 #include "engine/generate.h"
-#include "kernels/persistent_decode_smem.h"  // CUDA-free
 #include "models/model.h"
 #include "models_test_util.h"
 #include "tiny_quant_gguf_util.h"
@@ -377,37 +376,6 @@ TEST(GemvChoice, DecodePathRefusals) {
   EXPECT_EQ(llm::parse_decode_path("persistent"), DecodePath::Persistent);
   EXPECT_THROW(llm::parse_decode_path("fast"), llm::Error);
   EXPECT_STREQ(llm::decode_path_name(DecodePath::Persistent), "persistent");
-}
-
-// The persistent "warp-r2" kernel's layer-ahead weights: a block's share of each GEMV stage of a layer (both rows of
-// ceil(units / grid) units, 16-byte chunks) and the two norms' weights, each in its own 16-byte aligned region, all
-// within the budget, or none at all.
-TEST(PersistentWeights, RegionsHoldEachStagesShareOrNothing) {
-  // SmolLM2-135M on 128 blocks: q|k|v 480 units -> 4 per block, K 576 = 72 chunks; o 288 -> 3, 72; gate|up 1536 ->
-  // 12, 72; down 288 -> 3, K 1536 = 192 chunks; norms 576 floats.
-  const llm::PersistentWeights w = llm::persistent_weights(576, 576, 192, 1536, 128);
-  const int64_t share[4] = {2 * 4 * 72 * 16, 2 * 3 * 72 * 16, 2 * 12 * 72 * 16, 2 * 3 * 192 * 16};
-  int64_t at = 0;
-  for (int s = 0; s < 4; ++s) {
-    EXPECT_EQ(w.stage[s], at) << s;
-    EXPECT_EQ(w.stage[s] % 16, 0) << s;
-    at += share[s];
-  }
-  EXPECT_EQ(w.attn_norm, at);
-  EXPECT_EQ(w.ffn_norm, at + 576 * 4);
-  EXPECT_EQ(w.bytes, at + 2 * 576 * 4);
-  EXPECT_LE(w.bytes, llm::kPersistentWeightBudget);
-  // stories260K (dim 64, hidden 172: K not a multiple of 8 rounds up to a chunk) on 16 blocks.
-  const llm::PersistentWeights st = llm::persistent_weights(64, 64, 32, 172, 16);
-  EXPECT_GT(st.bytes, 0);
-  EXPECT_EQ(st.stage[3] - st.stage[2], int64_t(2) * 11 * 8 * 16);  // gate|up: 172 units -> 11, K 64 = 8 chunks
-  EXPECT_EQ(st.attn_norm - st.stage[3], int64_t(2) * 2 * 22 * 16);  // down: 32 units -> 2, K 172 -> 22 chunks
-  // TinyLlama and Llama 3.1 8B on 128 blocks: a layer's shares are far beyond the budget, so none.
-  EXPECT_EQ(llm::persistent_weights(2048, 2048, 256, 5632, 128).bytes, 0);
-  EXPECT_EQ(llm::persistent_weights(4096, 4096, 1024, 14336, 128).bytes, 0);
-  EXPECT_EQ(llm::persistent_weights(576, 576, 192, 1536, 0).bytes, 0);  // no grid yet
-  // Fewer blocks, bigger shares: SmolLM2 on 64 blocks no longer fits.
-  EXPECT_EQ(llm::persistent_weights(576, 576, 192, 1536, 64).bytes, 0);
 }
 
 }  // namespace

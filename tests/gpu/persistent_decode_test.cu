@@ -22,7 +22,6 @@
 #include "engine/gemv_choice.h"  // quant_summary, gemv_refusal
 #include "engine/generate.h"
 #include "engine/kernel_trace.h"  // KernelTrace::built_with_cupti
-#include "kernels/persistent_decode_smem.h"  // persistent_weights
 #include "models/model.h"
 #include "tests/gpu/engine_gpu_test_util.h"
 #include "tokenizer/load.h"
@@ -173,51 +172,6 @@ void expect_forms_kernels_agree(const Model& m, const std::string& gemv, int ctx
     ASSERT_LE(d, 1e-5) << "position " << pos;
   }
   std::printf("  %s: the picked forms' kernel vs the all-forms kernel: worst rel L2 %.3g\n", gemv.c_str(), worst);
-}
-
-// LLM_PERSISTENT_SMEM_WEIGHTS=0: no layer-ahead weights in shared memory (every BF16 stage streams its weights after
-// the wait through the ring, as larger models' always do).
-struct NoWeightBuffer {
-  NoWeightBuffer() { setenv("LLM_PERSISTENT_SMEM_WEIGHTS", "0", 1); }
-  ~NoWeightBuffer() { unsetenv("LLM_PERSISTENT_SMEM_WEIGHTS"); }
-};
-
-// The layer-ahead weights change where a "warp-r2" task reads its weights, not what it adds: the same tasks, each lane
-// adding the same chunks in the same order, so the logits are the same bits with and without them, at every step.
-// These shapes all fit (checked), so every stage but the head reads shared memory.
-TEST(PersistentDecode, LayerAheadWeightsGiveTheSameBits) {
-  REQUIRE_GPU();
-  for (const char* name : {"stories260K", "tiny-odd", "tiny-gqa", "smollm2-135m"}) {
-    SCOPED_TRACE(name);
-    const Model m = std::string(name) == "stories260K" ? stories260k() : load_synthetic(name, 3);
-    auto on = make_cuda_engine(m, cuda_options("warp-r2", 256, true));
-    std::unique_ptr<Backend> off;
-    {
-      const NoWeightBuffer no;
-      off = make_cuda_engine(m, cuda_options("warp-r2", 256, true));
-    }
-    const int n_prefill = 9, n_steps = 24;
-    const std::vector<int> t = test_tokens(m.config, n_prefill + n_steps);
-    on->prefill(t.data(), n_prefill, 0);
-    off->prefill(t.data(), n_prefill, 0);
-    int differ = 0;
-    for (int i = 0; i < n_steps; ++i) {
-      const int pos = n_prefill + i;
-      on->decode(t[size_t(pos)], pos);
-      off->decode(t[size_t(pos)], pos);
-      const std::vector<float> a = on->logits(), b = off->logits();
-      ASSERT_EQ(a.size(), b.size());
-      const bool same = std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-      differ += !same;
-      EXPECT_TRUE(same) << "position " << pos << ": rel L2 " << rel_l2(a, b);
-    }
-    const auto& c = m.config;
-    const int grid = dynamic_cast<CudaBackend&>(*on).persistent_grid();
-    EXPECT_GT(persistent_weights(c.dim, c.q_dim(), c.n_kv_heads * c.head_dim, c.hidden_dim, grid).bytes, 0)
-        << "the layer-ahead weights do not fit on " << grid << " blocks: this test compared the ring with itself";
-    std::printf("%s (%d blocks): %d of %d steps differ with and without the layer-ahead weights\n", name, grid, differ,
-                n_steps);
-  }
 }
 
 TEST(PersistentDecode, MatchesGraphPathOnStories260K) {
@@ -622,8 +576,6 @@ TEST(PersistentDecodeSanitizerSmall, StepsWithSplitKeysAndMerge) {
   const Model m = load_synthetic("tiny-odd", 9);
   EXPECT_LE(worst_distance(m, "warp-r2", 1024, 600, 4), 1e-5);
   EXPECT_LE(worst_distance(m, "warp", 1024, 5, 3), 1e-5);
-  const NoWeightBuffer no;  // the ring instead of the layer-ahead weights
-  EXPECT_LE(worst_distance(m, "warp-r2", 1024, 5, 3), 1e-5);
 }
 
 // Quantized weights on both lane codes, small: q|k|v Q4_0, o Q8_0, gate|up Q4_K, down Q6_K, head Q4_1 (the all-forms
