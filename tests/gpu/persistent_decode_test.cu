@@ -330,6 +330,22 @@ TEST(PersistentDecode, MatchesGraphPathWithSplitKeysAndMerge) {
   }
 }
 
+// Each block keeps the rows of x it owns in shared memory for the residual epilogues, up to 512 rows; a block owning
+// more (few blocks, a wide dim) reads them from L2 instead. LLM_PERSISTENT_BLOCKS caps the grid: on one block the
+// SmolLM2 shape's 576 rows take the L2 path, on two blocks (288 rows each) the shared-memory one with a second block
+// starting at row 288. Both must match the graph path.
+TEST(PersistentDecode, MatchesGraphPathOnFewBlocks) {
+  REQUIRE_GPU();
+  const Model m = load_synthetic("smollm2-135m", 13);
+  for (const char* blocks : {"1", "2"}) {
+    SCOPED_TRACE(blocks);
+    setenv("LLM_PERSISTENT_BLOCKS", blocks, 1);  // read when the engine first switches to the persistent path
+    const double d = distances(m, "warp-r2", 256, 5, 4, false).pers_graph;
+    unsetenv("LLM_PERSISTENT_BLOCKS");
+    std::printf("smollm2-135m on %s block(s): worst rel L2 %.3g\n", blocks, d);
+  }
+}
+
 // One greedy run on the persistent path: after prefilling `prompt`, `steps` decode steps; per step the token and an
 // FNV-1a hash of the logits' bytes (every bit counts).
 std::vector<std::pair<int, uint64_t>> greedy_run(CudaBackend& b, const std::vector<int>& prompt, int steps, int ctx) {
