@@ -560,8 +560,8 @@ __device__ void stage_q8(const float* xs, int K, const QuantXq8& x8) {
   __syncthreads();
 }
 
-// The GEMV stage d: stage() (the wait and filling xs; with kDp4aBit and quantized weights, then x's int8 form in x8,
-// counted as staging), then this block's units: a contiguous, even share. S (K slices per unit, so that small stages
+// The GEMV stage d: stage(q8) (the wait and filling xs; with kDp4aBit and quantized weights, x's int8 form in x8 too,
+// in the same pass where it can), then this block's units: a contiguous, even share. S (K slices per unit, so that small stages
 // give every warp a task) depends on the stage only, not on the block.
 // (Handing the last quarter of the units out from a counter to whichever block is free was measured no faster.)
 template <bool kPair, unsigned kForms, class Stage, class Epi>
@@ -595,13 +595,9 @@ __device__ bool gemv_block(const GemvDesc& d, float* xs, const QuantXq8& x8, flo
   }
   const int u0 = int(int64_t(blockIdx.x) * d.units / G), u1 = int(int64_t(blockIdx.x + 1) * d.units / G);
   const int round_units = kMaxTasks / S, warp = threadIdx.x >> 5;
-  if (!stage()) return false;  // the step failed (every thread of the block sees it)
-  if constexpr ((kForms & kDp4aBit) != 0) {
-    if (d.m->form != kPFBf16) {
-      stage_q8(xs, d.K, x8);
-      clk.mark(kPNorm);
-    }
-  }
+  // With kDp4aBit and quantized weights, the staging also fills x8 (x's int8 form).
+  const QuantXq8* q8 = (kForms & kDp4aBit) != 0 && d.m->form != kPFBf16 ? &x8 : nullptr;
+  if (!stage(q8)) return false;  // the step failed (every thread of the block sees it)
   for (int r0 = u0; r0 < u1; r0 += round_units) {
     const RingShape sh = ring_shape(r0, min(u1 - r0, round_units), S, chunks, warp);
     gemv_units<kPair, kForms>(d, xs, x8, part, sh, S, epi);
@@ -662,7 +658,7 @@ __device__ void stage_norm_weights(const float* w, int dim, float* gs, XLayout l
 // (stage_norm_weights), zeros past dim up to the 8-element chunk. src is FP32 x or, for the first layer, the BF16
 // embedding row.
 __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const float* gs, int dim, float eps,
-                           float* xs, XLayout lay, Shared& sh) {
+                           float* xs, XLayout lay, Shared& sh, const QuantXq8* q8) {
   float ss = 0.0f;
   if (src_bf16) {
     for (int k = threadIdx.x; k < dim; k += kThreads) {
@@ -677,7 +673,26 @@ __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const flo
   cp_async_wait_all();  // this thread's weights; block_sum's barriers publish everyone's
   ss = block_sum(ss, sh.red);
   const float inv = 1.0f / sqrtf(ss / float(dim) + eps);
-  if ((dim & 3) == 0) {  // float4 by float4 in the order of xs
+  if (q8 && (dim & 31) == 0) {  // the same float4s, 8 lanes per block of 32, quantized on the way (stage_q8's work)
+    float4* x4 = reinterpret_cast<float4*>(xs);
+    const float4* g4 = reinterpret_cast<const float4*>(gs);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, sub = lane & 7, nb = dim >> 5;
+    for (int base = warp * 4; base < nb; base += kWarps * 4) {  // warp-uniform
+      const int b = base + (lane >> 3), j = b * 8 + sub;
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (b < nb) {
+        v = x4[j];
+        const float4 g = g4[j];
+        v.x = v.x * inv * g.x;
+        v.y = v.y * inv * g.y;
+        v.z = v.z * inv * g.z;
+        v.w = v.w * inv * g.w;
+        x4[j] = v;
+      }
+      quant_x_q8_lanes(v, b, b < nb, sub, const_cast<int8_t*>(q8->q), const_cast<float*>(q8->d),
+                       const_cast<int*>(q8->s16));
+    }
+  } else if ((dim & 3) == 0) {  // float4 by float4 in the order of xs
     float4* x4 = reinterpret_cast<float4*>(xs);
     const float4* g4 = reinterpret_cast<const float4*>(gs);
     for (int j = threadIdx.x; j < (dim >> 2); j += kThreads) {
@@ -693,11 +708,37 @@ __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const flo
     for (int k = threadIdx.x; k < dim; k += kThreads) xs[lay.at(k)] = xs[lay.at(k)] * inv * gs[lay.at(k)];
   }
   __syncthreads();
+  if (q8 && (dim & 31) != 0) stage_q8(xs, dim, *q8);  // (not reached: quantized K is a multiple of 32)
 }
 
-__device__ void stage_copy(const float* src, int n, float* xs, XLayout lay) {
+// xs = src (n values, written in this kernel), and with q8, x's int8 form too (stage_q8's work, on the way where n is a
+// multiple of 32 and each warp takes at most two rounds of blocks: their loads are issued together).
+__device__ void stage_copy(const float* src, int n, float* xs, XLayout lay, const QuantXq8* q8) {
+  const int nb = n >> 5;
+  if (q8 && (n & 31) == 0 && nb <= 2 * kWarps * 4 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+    const float4* s4 = reinterpret_cast<const float4*>(src);
+    float4* x4 = reinterpret_cast<float4*>(xs);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, sub = lane & 7;
+    const int b0 = warp * 4 + (lane >> 3), b1 = b0 + kWarps * 4;  // this lane's blocks in the two rounds
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float4 v0 = b0 < nb ? __ldcg(s4 + b0 * 8 + sub) : zero, v1 = b1 < nb ? __ldcg(s4 + b1 * 8 + sub) : zero;
+    int8_t* q = const_cast<int8_t*>(q8->q);
+    float* xd = const_cast<float*>(q8->d);
+    int* s16 = const_cast<int*>(q8->s16);
+    if (warp * 4 < nb) {  // warp-uniform
+      if (b0 < nb) x4[b0 * 8 + sub] = v0;
+      quant_x_q8_lanes(v0, b0, b0 < nb, sub, q, xd, s16);
+    }
+    if (warp * 4 + kWarps * 4 < nb) {
+      if (b1 < nb) x4[b1 * 8 + sub] = v1;
+      quant_x_q8_lanes(v1, b1, b1 < nb, sub, q, xd, s16);
+    }
+    __syncthreads();
+    return;
+  }
   load_vector(src, n, xs, lay);
   __syncthreads();
+  if (q8) stage_q8(xs, n, *q8);
 }
 
 // --- attention -----------------------------------------------------------------------------------------------------
@@ -931,12 +972,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     const PersistentLayer& L = a.layers[l];
     // q|k|v, RoPE, KV store.
     const GemvDesc dqkv{&L.wqkv, q_dim + 2 * kv_dim, dim, (q_dim + 2 * kv_dim) / 2, 2, 1};
-    const bool ok_qkv = gemv_block<kPair, kForms>(dqkv, xs, x8, part, clk, [&] {
+    const bool ok_qkv = gemv_block<kPair, kForms>(dqkv, xs, x8, part, clk, [&](const QuantXq8* q8) {
       const XLayout lay = x_layout<kForms>(L.wqkv, dim);
       stage_norm_weights(L.attn_norm, dim, gs, lay);
       if (l > 0 && !block_wait(a, counter(a.sync, l - 1, kCDown), G, err_code(l - 1, kCDown), sh, clk))
         return false;
-      stage_norm(a.x, l == 0 ? emb : nullptr, gs, dim, a.norm_eps, xs, lay, sh);
+      stage_norm(a.x, l == 0 ? emb : nullptr, gs, dim, a.norm_eps, xs, lay, sh, q8);
       clk.mark(kPNorm);
       return true;
     }, [&](int u, float ya, float yb) {
@@ -997,10 +1038,10 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     }
 
     // o + residual.
-    if (!gemv_block<kPair, kForms>(dout, xs, x8, part, clk, [&] {
+    if (!gemv_block<kPair, kForms>(dout, xs, x8, part, clk, [&](const QuantXq8* q8) {
           if (!block_wait(a, counter(a.sync, l, kCAtt), a.n_kv_heads * passes, err_code(l, kCAtt), sh, clk))
             return false;
-          stage_copy(a.att, q_dim, xs, x_layout<kForms>(L.wo, q_dim));
+          stage_copy(a.att, q_dim, xs, x_layout<kForms>(L.wo, q_dim), q8);
           clk.mark(kPNorm);
           return true;
         }, residual))
@@ -1010,11 +1051,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
     // gate|up + SwiGLU.
     const GemvDesc dgu{&L.wgu, 2 * a.hidden, dim, a.hidden, 1, a.hidden};
-    if (!gemv_block<kPair, kForms>(dgu, xs, x8, part, clk, [&] {
+    if (!gemv_block<kPair, kForms>(dgu, xs, x8, part, clk, [&](const QuantXq8* q8) {
           const XLayout lay = x_layout<kForms>(L.wgu, dim);
           stage_norm_weights(L.ffn_norm, dim, gs, lay);
           if (!block_wait(a, counter(a.sync, l, kCO), G, err_code(l, kCO), sh, clk)) return false;
-          stage_norm(a.x, nullptr, gs, dim, a.norm_eps, xs, lay, sh);
+          stage_norm(a.x, nullptr, gs, dim, a.norm_eps, xs, lay, sh, q8);
           clk.mark(kPNorm);
           return true;
         }, [&](int u, float g, float up) { a.hb[u] = g / (1.0f + expf(-g)) * up; }))
@@ -1024,9 +1065,9 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
     // down + residual.
     const GemvDesc ddown{&L.wdown, dim, a.hidden, (dim + 1) / 2, 2, 1};
-    if (!gemv_block<kPair, kForms>(ddown, xs, x8, part, clk, [&] {
+    if (!gemv_block<kPair, kForms>(ddown, xs, x8, part, clk, [&](const QuantXq8* q8) {
           if (!block_wait(a, counter(a.sync, l, kCGu), G, err_code(l, kCGu), sh, clk)) return false;
-          stage_copy(a.hb, a.hidden, xs, x_layout<kForms>(L.wdown, a.hidden));
+          stage_copy(a.hb, a.hidden, xs, x_layout<kForms>(L.wdown, a.hidden), q8);
           clk.mark(kPNorm);
           return true;
         }, residual))
@@ -1037,12 +1078,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
   // Final norm and the head.
   const GemvDesc dhead{&a.head, a.vocab, dim, (a.vocab + 1) / 2, 2, 1};
-  if (!gemv_block<kPair, kForms>(dhead, xs, x8, part, clk, [&] {
+  if (!gemv_block<kPair, kForms>(dhead, xs, x8, part, clk, [&](const QuantXq8* q8) {
         const XLayout lay = x_layout<kForms>(a.head, dim);
         stage_norm_weights(a.final_norm, dim, gs, lay);
         if (!block_wait(a, counter(a.sync, a.n_layers - 1, kCDown), G, err_code(kHeadWait, kCDown), sh, clk))
           return false;
-        stage_norm(a.x, nullptr, gs, dim, a.norm_eps, xs, lay, sh);
+        stage_norm(a.x, nullptr, gs, dim, a.norm_eps, xs, lay, sh, q8);
         clk.mark(kPNorm);
         return true;
       }, [&](int u, float ya, float yb) {
