@@ -169,6 +169,10 @@ struct XLayout {
     const int w4 = j / chunks;  // word of the chunk
     return (j - w4 * chunks) * (1 << (shift - 2)) + w4;
   }
+  __device__ __forceinline__ int dst4(int i) const {  // where float4 i of x goes: src4's inverse
+    if (shift == 0) return i;
+    return (i & ((1 << (shift - 2)) - 1)) * chunks + (i >> (shift - 2));
+  }
 };
 template <unsigned kForms>
 __device__ __forceinline__ XLayout x_layout(const PersistentMatrix& m, int K) {
@@ -606,23 +610,23 @@ __device__ bool gemv_block(const GemvDesc& d, float* xs, const QuantXq8& x8, flo
 }
 
 // xs[lay.at(k)] = src[k] for k < n (written in this kernel: read through L2; 16-byte loads, four in flight per thread
-// when n is a multiple of 4, taken in the order of xs so the shared-memory stores do not conflict), zeros up to the
-// 8-element chunk. Returns this thread's sum of squares of what it copied.
+// when n is a multiple of 4, taken in the order of x so that a warp's loads are contiguous, stored where the layout
+// puts them), zeros up to the 8-element chunk. Returns this thread's sum of squares of what it copied.
 __device__ float load_vector(const float* src, int n, float* xs, XLayout lay) {
   float ss = 0.0f;
   if ((n & 3) == 0) {
     const int n4 = n >> 2;
     const float4* s4 = reinterpret_cast<const float4*>(src);
     float4* d4 = reinterpret_cast<float4*>(xs);
-    for (int i = threadIdx.x; i < n4; i += 4 * kThreads) {
+    for (int i = threadIdx.x; i < n4; i += 4 * kThreads) {  // coalesced loads, stores in the order of xs
       float4 v[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        if (i + j * kThreads < n4) v[j] = __ldcg(s4 + lay.src4(i + j * kThreads));
+        if (i + j * kThreads < n4) v[j] = __ldcg(s4 + i + j * kThreads);
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         if (i + j * kThreads < n4) {
-          d4[i + j * kThreads] = v[j];
+          d4[lay.dst4(i + j * kThreads)] = v[j];
           ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
         }
     }
