@@ -565,8 +565,8 @@ __device__ void stage_q8(const float* xs, int K, const QuantXq8& x8) {
 }
 
 // The GEMV stage d: stage(q8) (the wait and filling xs; with kDp4aBit and quantized weights, x's int8 form in x8 too,
-// in the same pass where it can), then this block's units: a contiguous, even share. S (K slices per unit, so that small stages
-// give every warp a task) depends on the stage only, not on the block.
+// in the same pass where it can), then this block's units: a contiguous, even share. S (K slices per unit, so that
+// small stages give every warp a task) depends on the stage only, not on the block.
 // (Handing the last quarter of the units out from a counter to whichever block is free was measured no faster.)
 template <bool kPair, unsigned kForms, class Stage, class Epi>
 __device__ bool gemv_block(const GemvDesc& d, float* xs, const QuantXq8& x8, float2* part, Clock& clk, Stage stage,
@@ -618,7 +618,7 @@ __device__ float load_vector(const float* src, int n, float* xs, XLayout lay) {
     const int n4 = n >> 2;
     const float4* s4 = reinterpret_cast<const float4*>(src);
     float4* d4 = reinterpret_cast<float4*>(xs);
-    for (int i = threadIdx.x; i < n4; i += 4 * kThreads) {  // coalesced loads, stores in the order of xs
+    for (int i = threadIdx.x; i < n4; i += 4 * kThreads) {
       float4 v[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j)
