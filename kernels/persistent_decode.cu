@@ -658,6 +658,15 @@ __device__ void stage_norm_weights(const float* w, int dim, float* gs, XLayout l
   }
 }
 
+// v * inv_rms * g per element (the rmsnorm kernel's expression).
+__device__ __forceinline__ float4 norm4(float4 v, float inv, const float4& g) {
+  v.x = v.x * inv * g.x;
+  v.y = v.y * inv * g.y;
+  v.z = v.z * inv * g.z;
+  v.w = v.w * inv * g.w;
+  return v;
+}
+
 // xs[lay.at(k)] = src[k] * inv_rms * w[k] (the rmsnorm kernel's expression), the weights already on their way to gs
 // (stage_norm_weights), zeros past dim up to the 8-element chunk. src is FP32 x or, for the first layer, the BF16
 // embedding row.
@@ -684,30 +693,14 @@ __device__ void stage_norm(const float* src, const uint16_t* src_bf16, const flo
     for (int base = warp * 4; base < nb; base += kWarps * 4) {  // warp-uniform
       const int b = base + (lane >> 3), j = b * 8 + sub;
       float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (b < nb) {
-        v = x4[j];
-        const float4 g = g4[j];
-        v.x = v.x * inv * g.x;
-        v.y = v.y * inv * g.y;
-        v.z = v.z * inv * g.z;
-        v.w = v.w * inv * g.w;
-        x4[j] = v;
-      }
+      if (b < nb) x4[j] = v = norm4(x4[j], inv, g4[j]);
       quant_x_q8_lanes(v, b, b < nb, sub, const_cast<int8_t*>(q8->q), const_cast<float*>(q8->d),
                        const_cast<int*>(q8->s16));
     }
   } else if ((dim & 3) == 0) {  // float4 by float4 in the order of xs
     float4* x4 = reinterpret_cast<float4*>(xs);
     const float4* g4 = reinterpret_cast<const float4*>(gs);
-    for (int j = threadIdx.x; j < (dim >> 2); j += kThreads) {
-      float4 v = x4[j];
-      const float4 g = g4[j];
-      v.x = v.x * inv * g.x;
-      v.y = v.y * inv * g.y;
-      v.z = v.z * inv * g.z;
-      v.w = v.w * inv * g.w;
-      x4[j] = v;
-    }
+    for (int j = threadIdx.x; j < (dim >> 2); j += kThreads) x4[j] = norm4(x4[j], inv, g4[j]);
   } else {
     for (int k = threadIdx.x; k < dim; k += kThreads) xs[lay.at(k)] = xs[lay.at(k)] * inv * gs[lay.at(k)];
   }
