@@ -23,6 +23,7 @@ for m in ${MODELS:-stories smol tiny 8b}; do
     tiny) A=(--model synthetic:tinyllama-1.1b --ab warp-r2 -n 128 -r 3) ;;
     8b) A=(--model synthetic:llama3.1-8b --ab warp-r2 -n 64 -r 3) ;;
     8b_q4_0) A=(--model synthetic:llama3.1-8b --quantize q4_0 --ab warp,warp-dp4a -n 64 -r 3) ;;
+    8b_8k) A=(--model synthetic:llama3.1-8b --ab warp-r2 -d 8192 -n 32 -r 3) ;;
     *) echo "unknown model $m"; continue ;;
   esac
   for v in ${BINS:-llama-ab-base llama-ab llama-ab-base llama-ab}; do run "$m" "$v" "${A[@]}"; done
