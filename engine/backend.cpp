@@ -40,6 +40,28 @@ int sampling_vocab(const ModelConfig& c, int tokenizer_vocab) {
   return tokenizer_vocab > 0 && tokenizer_vocab < c.vocab_size ? tokenizer_vocab : 0;
 }
 
+void Backend::sample_async(const SamplerParams& p, uint64_t step) {
+  last_started_ = sample(p, step);
+  started_.push_back(last_started_);
+}
+
+void Backend::decode_sampled(int pos) {
+  if (last_started_ < 0)
+    fail(name(), " backend: decode_sampled at position ", pos, " with no sample started since the last step");
+  const int id = last_started_;
+  last_started_ = -1;
+  decode(id, pos);
+}
+
+int Backend::wait_sampled() {
+  if (started_.empty()) fail(name(), " backend: wait_sampled with no sample started");
+  const int id = started_.front();
+  started_.pop_front();
+  return id;
+}
+
+void Backend::drop_sampled() { started_.clear(); }
+
 void fail_non_finite_logits(uint64_t step) {
   throw NonFiniteLogits("step " + std::to_string(step) +
                         ": the logits hold NaN or Inf (model weights or config produce non-finite values)");

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,8 @@ struct BackendOptions {
                                 // keeping them quantized for the quantized GEMVs
   bool persistent = false;      // CUDA decode: one persistent kernel per token (--decode persistent) instead of the
                                 // CUDA graph (engine/gemv_choice.h decode_path_refusal says what it runs)
+  bool run_ahead = true;        // CUDA: the decode loop queues step t + 1 before it waits for step t's id
+                                // (Backend::runs_ahead); off (or LLM_RUN_AHEAD=0): one host round trip per token
   bool fuse_projections = true; // CUDA decode: one GEMV for q|k|v and one for gate|up per layer (fewer, larger
                                 // launches); off: one GEMV per matrix (for A/B and tests)
 };
@@ -64,9 +67,27 @@ class Backend {
   virtual int sample(const SamplerParams& p, uint64_t step) = 0;
   // Copies the current logits to the host (tests, comparisons); not in the per-token path.
   virtual std::vector<float> logits() = 0;
+
+  // The decode loop's form of sample + decode (engine/decode_loop.cpp). sample_async(p, step) starts sampling the
+  // current logits; decode_sampled(pos) decodes the id of the sample started last, at pos, without the host seeing it;
+  // wait_sampled() returns the ids in the order their samples started, with sample()'s checks (non-finite logits,
+  // engine errors). A backend that runs_ahead() (the CUDA engine) queues all three on the device and returns at once,
+  // so the loop can queue step t + 1 before it waits for step t's id: the device never waits for the host. The
+  // default (the CPU reference) samples when sample_async is called. drop_sampled() waits for the samples still in
+  // flight and drops their ids (the step a loop queued ahead of its stop); engine errors still throw, non-finite
+  // logits of a dropped sample do not.
+  virtual bool runs_ahead() const { return false; }
+  virtual void sample_async(const SamplerParams& p, uint64_t step);
+  virtual void decode_sampled(int pos);
+  virtual int wait_sampled();
+  virtual void drop_sampled();
   // Tokens the decode loop hands to one prefill() call, so Ctrl-C is seen between pieces of a long prompt
   // (the CUDA engine batches up to this many per pass; the CPU reference runs token by token).
   virtual int prefill_piece() const { return 512; }
+
+ private:
+  std::deque<int> started_;  // the default sample_async's ids, until wait_sampled
+  int last_started_ = -1;    // the id of the sample started last (decode_sampled's token); -1: none since a decode
 };
 
 // The one place a device is decided (--device, BackendOptions::device). "cpu" and "cuda" stay as asked; "auto" (or

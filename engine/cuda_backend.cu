@@ -32,9 +32,11 @@
 //   The "cublas" mapping is capture-safe because its handle (in the GemvContext) gets an explicit workspace
 //   (kernels/gemv_cublas.cu); the prefill handle here gets one too (cublasSetWorkspace after cublasSetStream).
 //   Every mapping switched to keeps its prepacked copy (one more model-sized copy each) until release_other_gemvs().
-// - Sample. sample_device on the device logits (ids below sample_vocab_ only); the token comes back with one 4-byte
-//   copy and a stream sync: the one device-to-host transfer per token. NaN or Inf logits come back as
-//   kSampleNonFinite in those same 4 bytes and stop the run with an error naming the step.
+// - Sample. sample_device on the device logits (ids below sample_vocab_ only) writes the id into a slot of a mapped
+//   pinned ring (no copy in the stream) and, as the next step's {pos, token}, into d_step_. The decode loop runs ahead
+//   (Backend::runs_ahead): sample_async and decode_sampled queue step t + 1 before wait_sampled waits for step t's
+//   event, so the device never waits for the host. NaN or Inf logits come back as kSampleNonFinite in those same 4
+//   bytes and stop the run with an error naming the step.
 // - Prefill. The prompt in batched passes of up to max_prefill_chunk() tokens (activations sized for that at
 //   construction): cuBLAS GEMMs (BF16 A/B, FP32 C, FP32 compute) for the projections, residual adds through beta=1,
 //   the batched attention op; only the last token's row goes through the final norm and the head (current mapping).
@@ -242,6 +244,11 @@ class CudaEngine final : public CudaBackend {
   void decode(int token, int pos) override;
   int sample(const SamplerParams& p, uint64_t step) override;
   std::vector<float> logits() override;
+  bool runs_ahead() const override { return run_ahead_; }
+  void sample_async(const SamplerParams& p, uint64_t step) override;
+  void decode_sampled(int pos) override;
+  int wait_sampled() override;
+  void drop_sampled() override;
 
   void set_gemv(const std::string& name) override;
   std::string gemv() const override { return cur_->name; }
@@ -279,6 +286,7 @@ class CudaEngine final : public CudaBackend {
   PersistentDecodeArgs persistent_shape() const;
   const PersistentDecodeArgs& persistent_args(MappingState& ms);
   void decode_persistent(MappingState& ms);
+  void enqueue_step(int pos);  // one decode step of the {pos, token} in d_step_
   void check_persistent_error();
   // Captures one decode step of ms into exec; counting: the probe records the part of every captured kernel.
   void capture_graph(const MappingState& ms, GraphExecHolder& exec, StepProbe* counting);
@@ -317,6 +325,12 @@ class CudaEngine final : public CudaBackend {
   PinnedBuffer host_io_;     // ints: [0] pos, [1] token (decode); [2] sampled id; [3] pos0, [4..] tokens (prefill)
   EventHolder step_copied_;     // the decode {pos, token} copy has read host_io_
   EventHolder prefill_copied_;  // the prefill token copy has read host_io_
+  // Samples in flight (sample_async .. wait_sampled): each id comes back into its slot of a pinned ring, with an event.
+  static constexpr int kSampleRing = 4;
+  PinnedBuffer sampled_ring_;                // [kSampleRing] ids, mapped: the sample kernel writes its slot
+  EventHolder sampled_ev_[kSampleRing];      // recorded behind the sample kernel
+  uint64_t sampled_step_[kSampleRing] = {};  // each slot's sampler step (for the error message)
+  int ring_head_ = 0, ring_count_ = 0;       // the oldest slot in flight; how many are
   CublasHolder blas_;           // prefill GEMMs
   GemvContextHolder gctx_;
   std::unique_ptr<StepProbe> probe_;
@@ -328,7 +342,10 @@ class CudaEngine final : public CudaBackend {
   DevMatrix head_;                       // [vocab, dim]; the embedding when tied
   std::vector<DevLayer> layers_;
   int* d_step_ = nullptr;     // [2]: pos, token of the decode step
-  int* d_sampled_ = nullptr;  // [1]
+  int logits_pos_ = -1;        // position of the token whose logits are current (-1: none yet)
+  int sampled_pos_ = -1;       // where the id of the sample started last goes (its kernel wrote it to d_step_)
+  bool step_sampled_ = false;  // a sample started since the last decode or prefill: decode_sampled may run
+  bool run_ahead_ = true;      // BackendOptions::run_ahead (LLM_RUN_AHEAD=0 turns it off)
   int* d_prefill_ = nullptr;  // [1 + max_chunk]: pos0, then the chunk's tokens
   float *x_ = nullptr, *xb_ = nullptr, *att_ = nullptr, *hb_ = nullptr, *logits_ = nullptr;  // decode
   float* qkv_ = nullptr;  // [q_dim + 2 kv_dim]: q_, k_, v_ are its slices (the fused GEMV writes all three)
@@ -353,8 +370,8 @@ class CudaEngine final : public CudaBackend {
   // LLM_PERSISTENT_TIMEOUT_MS (0: the kernel's default).
   int persistent_fault_ = 0;
   unsigned long long persistent_timeout_ns_ = 0;
-  PinnedBuffer persistent_err_;    // the error word of the last persistent step
-  bool persistent_pending_ = false;  // a persistent step ran since the last error check
+  PinnedBuffer persistent_err_;    // mapped: the error code a failed persistent step writes (0: none)
+  bool persistent_pending_ = false;  // a persistent step has run (its error word is meaningful)
 
   std::map<std::string, std::unique_ptr<MappingState>> mappings_;  // declared after gctx_: destroyed before it
   MappingState* cur_ = nullptr;
@@ -445,6 +462,10 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   step_copied_.create(cudaEventDisableTiming);
   prefill_copied_.create(cudaEventDisableTiming);
   host_io_.alloc(sizeof(int) * size_t(4 + max_chunk_));
+  sampled_ring_.alloc_mapped(sizeof(int) * kSampleRing);
+  for (auto& e : sampled_ev_) e.create(cudaEventDisableTiming);
+  run_ahead_ = opt.run_ahead;
+  if (const char* e = std::getenv("LLM_RUN_AHEAD")) run_ahead_ = run_ahead_ && std::atoi(e) != 0;
   CUBLAS_CHECK(cublasCreate(&blas_.h));
 
   upload_weights(model);
@@ -616,7 +637,6 @@ void CudaEngine::allocate_state() {
   }
 
   d_step_ = arena_.alloc<int>(2);
-  d_sampled_ = arena_.alloc<int>(1);
   d_prefill_ = arena_.alloc<int>(1 + ch);
   CUDA_CHECK(cudaMemsetAsync(d_step_, 0, 2 * sizeof(int), stream_.s));
 
@@ -922,7 +942,21 @@ void CudaEngine::decode(int token, int pos) {
   io[1] = token;
   CUDA_CHECK(cudaMemcpyAsync(d_step_, io, 2 * sizeof(int), cudaMemcpyHostToDevice, stream_.s));
   CUDA_CHECK(cudaEventRecord(step_copied_.e, stream_.s));
+  enqueue_step(pos);
+}
 
+void CudaEngine::decode_sampled(int pos) {
+  if (pos < 0 || pos >= ctx_) fail("cuda backend: position ", pos, " outside the context of ", ctx_);
+  if (!step_sampled_) fail("cuda backend: decode_sampled at position ", pos, " with no sample started since the last step");
+  if (pos != sampled_pos_)
+    fail("cuda backend: decode_sampled at position ", pos, ", but the sample started last goes to ", sampled_pos_);
+  enqueue_step(pos);  // {pos, token} are on the device already: the sample kernel wrote them
+}
+
+// The decode step that reads {pos, token} from d_step_.
+void CudaEngine::enqueue_step(int pos) {
+  logits_pos_ = pos;
+  step_sampled_ = false;
   MappingState& ms = *cur_;
   if (persistent_) {
     decode_persistent(ms);
@@ -979,7 +1013,7 @@ void CudaEngine::set_persistent(bool on) {
     d_attn_partial_ = arena_.alloc<float>(persistent_decode_scratch_floats(c.n_heads, c.head_dim, pplan_.grid));
     d_pprof_ = arena_.alloc<unsigned long long>(size_t(pplan_.grid) * kPersistentParts);
     CUDA_CHECK(cudaMemsetAsync(d_pprof_, 0, size_t(pplan_.grid) * kPersistentParts * 8, stream_.s));
-    persistent_err_.alloc(sizeof(unsigned));
+    persistent_err_.alloc_mapped(sizeof(unsigned));
     *static_cast<unsigned*>(persistent_err_.p) = 0;
   }
   persistent_ = true;
@@ -1044,6 +1078,7 @@ const PersistentDecodeArgs& CudaEngine::persistent_args(MappingState& ms) {
   a.logits = logits_;
   a.attn_partial = d_attn_partial_;
   a.sync = d_sync_;
+  a.err_host = static_cast<unsigned*>(persistent_err_.dev);
   return a;
 }
 
@@ -1058,7 +1093,6 @@ void CudaEngine::decode_persistent(MappingState& ms) {
     probe_->start(s);
   }
   persistent_decode_launch(a, pplan_, s);
-  CUDA_CHECK(cudaMemcpyAsync(persistent_err_.p, d_sync_, sizeof(unsigned), cudaMemcpyDeviceToHost, s));
   persistent_pending_ = true;
   if (!profiling_) return;
   probe_->end_region(DecodeProfile::kOther, s);
@@ -1087,17 +1121,20 @@ void CudaEngine::decode_persistent(MappingState& ms) {
   profile_.steps++;
 }
 
+// Reads the error code a failed persistent step writes into mapped host memory (a step queued ahead may still be
+// running; a failed step leaves the device word set, so the steps behind it leave at once without writing).
 void CudaEngine::check_persistent_error() {
   if (!persistent_pending_) return;
-  persistent_pending_ = false;
   unsigned* err = static_cast<unsigned*>(persistent_err_.p);
   if (*err == 0) return;
   const std::string why = persistent_decode_error_text(*err);
-  *err = 0;
-  // Blocks that left early never reset the counters: zero them so the next step starts clean.
+  // Blocks that left early never reset the counters: zero them so the next step starts clean. Samples still in flight
+  // belong to the failed run: dropped.
   CUDA_CHECK(cudaMemsetAsync(d_sync_, 0, persistent_decode_sync_words(cfg_.n_layers, cfg_.n_heads) * 4,
                              stream_.s));
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  *err = 0;  // after the sync: no copy is in flight to set it again
+  ring_head_ = ring_count_ = 0;
   fail(why);
 }
 
@@ -1219,24 +1256,57 @@ void CudaEngine::prefill(const int* tokens, int n, int pos) {
   rmsnorm(px_ + size_t(last) * size_t(cfg_.dim), final_norm_, xb_, 1, cfg_.dim, cfg_.norm_eps, stream_.s);
   launch_gemv(*cur_, cur_->weights.back(), xb_, logits_, false);
   CUDA_CHECK_LAUNCH("the final norm and head of prefill");
+  logits_pos_ = pos + n - 1;
+  step_sampled_ = false;
 }
 
 // --- sampling and logits -----------------------------------------------------------------------------------------
 
 int CudaEngine::sample(const SamplerParams& p, uint64_t step) {
+  drop_sampled();  // anything a stopped loop left in flight
+  sample_async(p, step);
+  return wait_sampled();
+}
+
+void CudaEngine::sample_async(const SamplerParams& p, uint64_t step) {
+  if (ring_count_ == kSampleRing) fail("cuda backend: ", kSampleRing, " samples already in flight (wait_sampled first)");
   const float u = rng_unit(p.seed, kSamplerStream, step);
-  sample_device(logits_, sample_vocab_, p.temperature, p.top_k, p.top_p, u, d_sampled_, sample_scratch_,
-                stream_.s);
+  // The id also goes to d_step_ with the position after the current logits' token: the next step's {pos, token}.
+  sampled_pos_ = logits_pos_ + 1;
+  const int slot = (ring_head_ + ring_count_) % kSampleRing;
+  sample_device(logits_, sample_vocab_, p.temperature, p.top_k, p.top_p, u, static_cast<int*>(sampled_ring_.dev) + slot,
+                sample_scratch_, stream_.s, d_step_, sampled_pos_);
   CUDA_CHECK_LAUNCH("sample_device");
-  int* io = static_cast<int*>(host_io_.p) + 2;
-  CUDA_CHECK(cudaMemcpyAsync(io, d_sampled_, sizeof(int), cudaMemcpyDeviceToHost, stream_.s));
-  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  step_sampled_ = true;
+  CUDA_CHECK(cudaEventRecord(sampled_ev_[slot].e, stream_.s));
+  sampled_step_[slot] = step;
+  ++ring_count_;
+}
+
+int CudaEngine::wait_sampled() {
+  if (ring_count_ == 0) fail("cuda backend: wait_sampled with no sample started");
+  const int slot = ring_head_;
+  CUDA_CHECK(cudaEventSynchronize(sampled_ev_[slot].e));
+  ring_head_ = (ring_head_ + 1) % kSampleRing;
+  --ring_count_;
+  const int id = static_cast<int*>(sampled_ring_.p)[slot];
+  const uint64_t step = sampled_step_[slot];
   check_persistent_error();  // a failed persistent step: its error, not a token from its logits
-  // The same 4 bytes carry the non-finite flag: NaN or Inf logits stop the run (never a token from garbage).
-  if (*io == kSampleNonFinite) fail_non_finite_logits(step);
-  if (*io < 0 || *io >= sample_vocab_)
-    fail("cuda backend: step ", step, ": sampling returned id ", *io, " outside [0, ", sample_vocab_, ")");
-  return *io;
+  // The same 4 bytes carry the non-finite flag: NaN or Inf logits stop the run (never a token from garbage). What is
+  // still in flight came from them: dropped.
+  if (id == kSampleNonFinite || id < 0 || id >= sample_vocab_) {
+    drop_sampled();
+    if (id == kSampleNonFinite) fail_non_finite_logits(step);
+    fail("cuda backend: step ", step, ": sampling returned id ", id, " outside [0, ", sample_vocab_, ")");
+  }
+  return id;
+}
+
+void CudaEngine::drop_sampled() {
+  if (ring_count_ == 0) return;
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  ring_head_ = ring_count_ = 0;
+  check_persistent_error();
 }
 
 std::vector<float> CudaEngine::logits() {

@@ -37,8 +37,16 @@ struct DeviceArena {
 struct PinnedBuffer {
   void* p = nullptr;
   size_t bytes = 0;
+  void* dev = nullptr;  // alloc_mapped: where kernels write it
   void alloc(size_t n) {
     CUDA_CHECK(cudaHostAlloc(&p, n, cudaHostAllocDefault));
+    bytes = n;
+  }
+  // Mapped into the device's address space: kernels write it directly (no copy in the stream); the host reads it
+  // after an event recorded behind the kernel.
+  void alloc_mapped(size_t n) {
+    CUDA_CHECK(cudaHostAlloc(&p, n, cudaHostAllocMapped));
+    CUDA_CHECK(cudaHostGetDevicePointer(&dev, p, 0));
     bytes = n;
   }
   ~PinnedBuffer() {

@@ -62,32 +62,70 @@ DecodeLoopResult decode_loop(Backend& backend, const std::vector<int>& prompt, c
     backend.prefill(prompt.data() + p0, n, opt.start_pos + p0);
     r.prefilled += n;
   }
-  int token = backend.sample(opt.sampler, step++);
-  r.prompt_ms = ms_since(t0);
-
-  int pos = opt.start_pos + n_prompt;  // where the token just sampled goes
-  for (;;) {
-    if (is_stop(token)) { r.stop = StopReason::kEos; break; }
-    if (opt.stop_bos_id >= 0 && token == opt.stop_bos_id) { r.stop = StopReason::kBos; break; }
-    // A token that must be cached needs a position of its own before it is produced.
-    if (opt.cache_every_token && pos >= ctx) { r.stop = StopReason::kContext; break; }
-    r.tokens.push_back(token);
-    const bool keep_going = on_token ? on_token(token) : true;
-    t0 = Clock::now();
-    if (opt.cache_every_token) backend.decode(token, pos++);
-    const bool done = int(r.tokens.size()) >= opt.max_new;
-    if (done || !keep_going || interrupted()) {
-      if (opt.cache_every_token) { r.eval_ms += ms_since(t0); r.eval_tokens++; }
-      r.stop = done ? StopReason::kLength : !keep_going ? StopReason::kCallback : StopReason::kInterrupted;
-      break;
+  // Samples start with sample_async and their ids come back, in order, from wait_sampled. A backend that runs ahead
+  // gets the next step (the decode of the id in flight at pos, and the sample after it) before the loop waits for
+  // that id, wherever the loop will decode the id unless it stops at it (a stop id, the callback, an interrupt), so
+  // the device never waits for the host. Such a stop leaves one step to drop; its KV row lies past what the loop
+  // reports as cached, and whatever comes next overwrites it.
+  const bool ahead = backend.runs_ahead();
+  int pos = opt.start_pos + n_prompt;  // where the id in flight goes
+  bool first = true;
+  try {
+    backend.sample_async(opt.sampler, step);
+    for (;;) {
+      const bool queued =
+          ahead && pos < ctx && (opt.cache_every_token || int(r.tokens.size()) + 1 < opt.max_new);
+      if (queued) {
+        backend.decode_sampled(pos);
+        backend.sample_async(opt.sampler, step + 1);
+      }
+      const int token = backend.wait_sampled();
+      ++step;
+      if (first) {
+        r.prompt_ms = ms_since(t0);
+        first = false;
+      } else {
+        r.eval_ms += ms_since(t0);
+        r.eval_tokens++;
+      }
+      // A step's time runs to its id: from the previous id (ahead: the device ran on meanwhile) or, one round trip
+      // per token, from after the callback.
+      if (ahead) t0 = Clock::now();
+      if (is_stop(token)) { r.stop = StopReason::kEos; break; }
+      if (opt.stop_bos_id >= 0 && token == opt.stop_bos_id) { r.stop = StopReason::kBos; break; }
+      // A token that must be cached needs a position of its own before it is produced.
+      if (opt.cache_every_token && pos >= ctx) { r.stop = StopReason::kContext; break; }
+      r.tokens.push_back(token);
+      const bool keep_going = on_token ? on_token(token) : true;
+      if (!ahead) t0 = Clock::now();
+      const bool done = int(r.tokens.size()) >= opt.max_new;
+      const bool stop = done || !keep_going || interrupted();
+      const StopReason why = done ? StopReason::kLength : !keep_going ? StopReason::kCallback : StopReason::kInterrupted;
+      if (opt.cache_every_token) {
+        if (!queued) backend.decode_sampled(pos);
+        ++pos;
+        if (stop) {  // the last token's decode is a timed step (ahead: the sample after it is dropped)
+          backend.drop_sampled();
+          r.eval_ms += ms_since(t0);
+          r.eval_tokens++;
+          r.stop = why;
+          break;
+        }
+      } else {
+        if (stop) { r.stop = why; break; }
+        if (pos >= ctx) { r.stop = StopReason::kContext; break; }
+        if (!queued) backend.decode_sampled(pos);
+        ++pos;
+      }
+      if (!queued) backend.sample_async(opt.sampler, step);
     }
-    if (!opt.cache_every_token) {
-      if (pos >= ctx) { r.stop = StopReason::kContext; break; }
-      backend.decode(token, pos++);
+    backend.drop_sampled();  // a step queued ahead of a stop
+  } catch (...) {
+    try {
+      backend.drop_sampled();
+    } catch (...) {  // the error that stopped the loop is the one to report
     }
-    token = backend.sample(opt.sampler, step++);
-    r.eval_ms += ms_since(t0);
-    r.eval_tokens++;
+    throw;
   }
   r.next_step = step;
   return r;

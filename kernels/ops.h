@@ -78,10 +78,12 @@ void convert_bf16_to_f32(const uint16_t* x, float* out, size_t n, cudaStream_t s
 // softmax(logits / T), top-k (0 = off), top-p, and one uniform number u in [0, 1). Writes the id to *d_out, or
 // kSampleNonFinite when any of logits[0, vocab) is NaN or Inf. Only ids below `vocab` are candidates: a caller
 // whose tokenizer is smaller than the head passes the tokenizer's size (the padding logits are never looked at).
+// With d_step (the decode step's device {pos, token}), the kernel also writes {next_pos, id} there (id 0 when
+// non-finite), so the next decode step can be queued before the host has seen the id.
 constexpr int kSampleNonFinite = -2;
 size_t sample_scratch_bytes(int vocab);
 void sample_device(const float* logits, int vocab, float temperature, int top_k, float top_p, float u, int* d_out,
-                   void* scratch, cudaStream_t s);
+                   void* scratch, cudaStream_t s, int* d_step = nullptr, int next_pos = 0);
 
 // Synthetic weights generated in place (core/counter_rng.h), rounded to BF16, rows in engine order: engine row r
 // reads generator row file_row(r) (rope_head_dim != 0: rotate-half -> interleaved permutation, models/tensor.h).

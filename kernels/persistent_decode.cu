@@ -119,7 +119,7 @@ __device__ bool block_wait(const PersistentDecodeArgs& a, unsigned* c, unsigned 
             break;
           }
           if (global_ns() - t0 > a.timeout_ns) {
-            atomicCAS(a.sync, 0u, code);
+            if (atomicCAS(a.sync, 0u, code) == 0u && a.err_host) *reinterpret_cast<volatile unsigned*>(a.err_host) = code;
             good = 0;
             break;
           }

@@ -126,6 +126,8 @@ struct PersistentDecodeArgs {
   float* logits = nullptr;                 // [vocab]
   float* attn_partial = nullptr;           // persistent_decode_scratch_floats(...)
   unsigned* sync = nullptr;                // persistent_decode_sync_words(n_layers, n_heads), zeroed once
+  unsigned* err_host = nullptr;            // optional, mapped host memory: the block that sets the error word
+                                           // (sync[0]) writes the code here too, so the host needs no copy
   unsigned long long* prof = nullptr;      // optional: [grid][kPersistentParts] cycles, accumulated
   unsigned long long timeout_ns = 2000000000ull;
   int fault = 0;                           // tests: 1 = one block never arrives (the others must time out)

@@ -198,18 +198,29 @@ __device__ int draw(const float* e, int n, Pred kept, float u, SampleShared& sh)
 // logits [vocab]; e [vocab] scratch for the unnormalised probabilities.
 __global__ __launch_bounds__(kThreads) void sample_kernel(const float* __restrict__ logits, int vocab,
                                                           float temperature, int top_k, float top_p, float u,
-                                                          int* __restrict__ d_out, float* __restrict__ e) {
+                                                          int* __restrict__ d_out, float* __restrict__ e,
+                                                          int* __restrict__ d_step, int next_pos) {
   __shared__ SampleShared sh;
+  // The id for the host (*d_out) and, with d_step, the next decode step's {pos, token} (a non-finite draw leaves
+  // token 0 there: the step that may already be queued behind this one reads a valid row, and the host stops the run).
+  auto emit = [&](int id) {
+    if (threadIdx.x != 0) return;
+    *d_out = id;
+    if (d_step) {
+      d_step[0] = next_pos;
+      d_step[1] = id >= 0 ? id : 0;
+    }
+  };
   float mx;
   int im;
   if (block_argmax(logits, vocab, sh, &mx, &im)) {  // NaN or Inf: no token, the host stops the run
-    if (threadIdx.x == 0) *d_out = kSampleNonFinite;
+    emit(kSampleNonFinite);
     return;
   }
   if (im == INT_MAX) im = 0;  // unreachable now (NaN is flagged above); kept as the CPU argmax's rule
   // Greedy as the CPU sampler (T <= 0 or top_k == 1); a +inf maximum has no softmax either.
   if (!(temperature > 0.0f) || top_k == 1 || !isfinite(mx)) {
-    if (threadIdx.x == 0) *d_out = im;
+    emit(im);
     return;
   }
 
@@ -261,7 +272,7 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* __restric
     return in_k(i, b) && (b > pbits || (b == pbits && i <= pcut));
   };
   const int tok = draw(e, vocab, kept, u, sh);
-  if (threadIdx.x == 0) *d_out = tok >= 0 ? tok : im;
+  emit(tok >= 0 ? tok : im);
 }
 
 }  // namespace
@@ -269,11 +280,11 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* __restric
 size_t sample_scratch_bytes(int vocab) { return (size_t(vocab > 0 ? vocab : 0) * sizeof(float) + 255) / 256 * 256; }
 
 void sample_device(const float* logits, int vocab, float temperature, int top_k, float top_p, float u, int* d_out,
-                   void* scratch, cudaStream_t s) {
+                   void* scratch, cudaStream_t s, int* d_step, int next_pos) {
   if (vocab <= 0 || vocab > kMaxVocab) fail("sample_device: vocab ", vocab, " outside 1..", kMaxVocab);
   if (scratch == nullptr) fail("sample_device: scratch is null (size it with sample_scratch_bytes)");
   sample_kernel<<<1, kThreads, 0, s>>>(logits, vocab, temperature, top_k, top_p, u, d_out,
-                                       static_cast<float*>(scratch));
+                                       static_cast<float*>(scratch), d_step, next_pos);
   CUDA_CHECK_LAUNCH("sample_kernel");
 }
 
