@@ -330,6 +330,11 @@ class CudaEngine final : public CudaBackend {
   PinnedBuffer sampled_ring_;                // [kSampleRing] ids, mapped: the sample kernel writes its slot
   EventHolder sampled_ev_[kSampleRing];      // recorded behind the sample kernel
   uint64_t sampled_step_[kSampleRing] = {};  // each slot's sampler step (for the error message)
+  // Profiling: the sample after a profiled decode step is timed by events around its kernel, and its time joins the
+  // step's (DecodeProfile kOther), so the budget holds everything the device runs per token.
+  EventHolder sample_t0_[kSampleRing], sample_t1_[kSampleRing];
+  bool sample_timed_[kSampleRing] = {};
+  bool time_next_sample_ = false;  // the last decode step was profiled
   int ring_head_ = 0, ring_count_ = 0;       // the oldest slot in flight; how many are
   CublasHolder blas_;           // prefill GEMMs
   GemvContextHolder gctx_;
@@ -464,6 +469,10 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   host_io_.alloc(sizeof(int) * size_t(4 + max_chunk_));
   sampled_ring_.alloc_mapped(sizeof(int) * kSampleRing);
   for (auto& e : sampled_ev_) e.create(cudaEventDisableTiming);
+  for (int i = 0; i < kSampleRing; ++i) {
+    sample_t0_[i].create(cudaEventDefault);
+    sample_t1_[i].create(cudaEventDefault);
+  }
   run_ahead_ = opt.run_ahead;
   if (const char* e = std::getenv("LLM_RUN_AHEAD")) run_ahead_ = run_ahead_ && std::atoi(e) != 0;
   CUBLAS_CHECK(cublasCreate(&blas_.h));
@@ -957,6 +966,7 @@ void CudaEngine::decode_sampled(int pos) {
 void CudaEngine::enqueue_step(int pos) {
   logits_pos_ = pos;
   step_sampled_ = false;
+  time_next_sample_ = profiling_;
   MappingState& ms = *cur_;
   if (persistent_) {
     decode_persistent(ms);
@@ -1274,9 +1284,13 @@ void CudaEngine::sample_async(const SamplerParams& p, uint64_t step) {
   // The id also goes to d_step_ with the position after the current logits' token: the next step's {pos, token}.
   sampled_pos_ = logits_pos_ + 1;
   const int slot = (ring_head_ + ring_count_) % kSampleRing;
+  sample_timed_[slot] = time_next_sample_;
+  time_next_sample_ = false;
+  if (sample_timed_[slot]) CUDA_CHECK(cudaEventRecord(sample_t0_[slot].e, stream_.s));
   sample_device(logits_, sample_vocab_, p.temperature, p.top_k, p.top_p, u, static_cast<int*>(sampled_ring_.dev) + slot,
                 sample_scratch_, stream_.s, d_step_, sampled_pos_);
   CUDA_CHECK_LAUNCH("sample_device");
+  if (sample_timed_[slot]) CUDA_CHECK(cudaEventRecord(sample_t1_[slot].e, stream_.s));
   step_sampled_ = true;
   CUDA_CHECK(cudaEventRecord(sampled_ev_[slot].e, stream_.s));
   sampled_step_[slot] = step;
@@ -1291,6 +1305,12 @@ int CudaEngine::wait_sampled() {
   --ring_count_;
   const int id = static_cast<int*>(sampled_ring_.p)[slot];
   const uint64_t step = sampled_step_[slot];
+  if (sample_timed_[slot] && profiling_) {
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, sample_t0_[slot].e, sample_t1_[slot].e));
+    profile_.ms[DecodeProfile::kOther] += ms;
+    profile_.total_ms += ms;
+  }
   check_persistent_error();  // a failed persistent step: its error, not a token from its logits
   // The same 4 bytes carry the non-finite flag: NaN or Inf logits stop the run (never a token from garbage). What is
   // still in flight came from them: dropped.

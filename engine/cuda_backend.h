@@ -16,11 +16,14 @@ namespace llm {
 // summed over the steps run while profiling was on. Graph path: the kernel timeline (CUPTI) of a replay of the step's
 // graph, each kernel's time from the end of the one before (PDL overlap stays with the earlier kernel), the holes
 // between kernels in kWait, so the parts sum to the replay's first-start-to-last-end span (graph_timeline); where
-// CUPTI is unavailable, CUDA events around each region of an un-graphed step (launch gaps count where they fall). With fused projections (BackendOptions::fuse_projections) q, k, v,
-// gate and up stay zero and kQKV / kGateUp carry their time; unfused, kQKV and kGateUp stay zero.
+// CUPTI is unavailable, CUDA events around each region of an un-graphed step (launch gaps count where they fall).
+// Persistent path: the kernel's event time split by its blocks' clock cycles per part. On every path the sample that
+// follows a step (its kernel, timed by events) joins kOther and total_ms. With fused projections
+// (BackendOptions::fuse_projections) q, k, v, gate and up stay zero and kQKV / kGateUp carry their time; unfused, kQKV
+// and kGateUp stay zero.
 struct DecodeProfile : ProfileParts {  // DecodeProfile::kQ ... kParts, part_name(): ProfileParts'
   double ms[kParts] = {};   // per part, all layers, all steps
-  double total_ms = 0.0;    // first event to last event of every step
+  double total_ms = 0.0;    // every step's device time (above), its sample's included
   int64_t steps = 0;
   bool graph_timeline = false;  // some graph steps were timed by the kernel timeline (the others by events)
 
