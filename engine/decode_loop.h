@@ -35,8 +35,10 @@ struct DecodeLoopOptions {
   const volatile std::sig_atomic_t* interrupt = nullptr;  // checked between prefill pieces and after each token
 };
 
-// Times in milliseconds. A timed step ends with the sample that follows it (where an asynchronous backend waits):
-// prompt = prefill + first sample; eval = the decode (+ sample) steps after it.
+// Times in milliseconds. A timed step ends when its sampled id reaches the host: prompt = prefill + first sample;
+// eval = the decode (+ sample) steps after it. A backend that runs ahead (Backend::runs_ahead) times each step from
+// the previous id's arrival (the device runs on meanwhile, so the callback overlaps it); otherwise from after the
+// callback.
 struct DecodeLoopResult {
   std::vector<int> tokens;    // produced tokens, in order (a stopping id not included)
   StopReason stop = StopReason::kLength;
