@@ -327,6 +327,8 @@ class CudaEngine final : public CudaBackend {
   EventHolder prefill_copied_;  // the prefill token copy has read host_io_
   // Samples in flight (sample_async .. wait_sampled): each id comes back into its slot of a pinned ring, with an event.
   static constexpr int kSampleRing = 4;
+  // Profiling: the spin queued before events that time one kernel (spin_device); longer than a launch under CUPTI.
+  static constexpr unsigned long long kLaunchCoverNs = 300000;
   PinnedBuffer sampled_ring_;                // [kSampleRing] ids, mapped: the sample kernel writes its slot
   EventHolder sampled_ev_[kSampleRing];      // recorded behind the sample kernel
   uint64_t sampled_step_[kSampleRing] = {};  // each slot's sampler step (for the error message)
@@ -1100,6 +1102,7 @@ void CudaEngine::decode_persistent(MappingState& ms) {
   cudaStream_t s = stream_.s;
   if (profiling_) {
     a.prof = d_pprof_;
+    spin_device(kLaunchCoverNs, s);  // the launch below falls inside it, not between the kernel's events
     probe_->start(s);
   }
   persistent_decode_launch(a, pplan_, s);
@@ -1286,7 +1289,10 @@ void CudaEngine::sample_async(const SamplerParams& p, uint64_t step) {
   const int slot = (ring_head_ + ring_count_) % kSampleRing;
   sample_timed_[slot] = time_next_sample_;
   time_next_sample_ = false;
-  if (sample_timed_[slot]) CUDA_CHECK(cudaEventRecord(sample_t0_[slot].e, stream_.s));
+  if (sample_timed_[slot]) {
+    spin_device(kLaunchCoverNs, stream_.s);  // the launch below falls inside it, not between the events
+    CUDA_CHECK(cudaEventRecord(sample_t0_[slot].e, stream_.s));
+  }
   sample_device(logits_, sample_vocab_, p.temperature, p.top_k, p.top_p, u, static_cast<int*>(sampled_ring_.dev) + slot,
                 sample_scratch_, stream_.s, d_step_, sampled_pos_);
   CUDA_CHECK_LAUNCH("sample_device");

@@ -49,6 +49,14 @@ __global__ void swiglu_rows_bf16_kernel(const float* __restrict__ gate_up, uint1
   }
 }
 
+__global__ void spin_kernel(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
 __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, size_t n) {
   GRID_STRIDE(i, n) y[i] += x[i];
 }
@@ -99,6 +107,11 @@ void swiglu_rows_bf16(const float* gate_up, uint16_t* out, int rows, int hidden,
   if (rows == 0) return;
   swiglu_rows_bf16_kernel<<<grid_for(int64_t(rows) * hidden), kThreads, 0, s>>>(gate_up, out, rows, hidden);
   CUDA_CHECK_LAUNCH("swiglu_rows_bf16_kernel");
+}
+
+void spin_device(unsigned long long ns, cudaStream_t s) {
+  spin_kernel<<<1, 1, 0, s>>>(ns);
+  CUDA_CHECK_LAUNCH("spin_kernel");
 }
 
 void add_inplace(float* y, const float* x, size_t n, cudaStream_t s) {

@@ -73,6 +73,10 @@ void swiglu_rows_bf16(const float* gate_up, uint16_t* out, int rows, int hidden,
 void add_inplace(float* y, const float* x, size_t n, cudaStream_t s);
 void convert_f32_to_bf16(const float* x, uint16_t* out, size_t n, cudaStream_t s);
 void convert_bf16_to_f32(const uint16_t* x, float* out, size_t n, cudaStream_t s);
+// One thread that spins for `ns` nanoseconds of the device's global timer. Queued ahead of events that time a short
+// kernel, it keeps the stream busy while the host records the first event and launches the kernel, so the host's
+// launch latency falls inside the spin instead of between the events.
+void spin_device(unsigned long long ns, cudaStream_t s);
 
 // Sampling on the device, the rule of engine/sampler.h: temperature 0 -> argmax (lowest index on ties); otherwise
 // softmax(logits / T), top-k (0 = off), top-p, and one uniform number u in [0, 1). Writes the id to *d_out, or
