@@ -36,7 +36,9 @@
 //   pinned ring (no copy in the stream) and, as the next step's {pos, token}, into d_step_. The decode loop runs ahead
 //   (Backend::runs_ahead): sample_async and decode_sampled queue step t + 1 before wait_sampled waits for step t's
 //   event, so the device never waits for the host. NaN or Inf logits come back as kSampleNonFinite in those same 4
-//   bytes and stop the run with an error naming the step.
+//   bytes and stop the run with an error naming the step. On the persistent path greedy sampling happens inside the
+//   step's kernel (its last block writes the id into the ring slot the next sample_async takes, and into d_step_):
+//   that sample_async then launches nothing.
 // - Prefill. The prompt in batched passes of up to max_prefill_chunk() tokens (activations sized for that at
 //   construction): cuBLAS GEMMs (BF16 A/B, FP32 C, FP32 compute) for the projections, residual adds through beta=1,
 //   the batched attention op; only the last token's row goes through the final norm and the head (current mapping).
@@ -338,6 +340,9 @@ class CudaEngine final : public CudaBackend {
   bool sample_timed_[kSampleRing] = {};
   bool time_next_sample_ = false;  // the last decode step was profiled
   int ring_head_ = 0, ring_count_ = 0;       // the oldest slot in flight; how many are
+  // The persistent step last queued also sampled greedily into this ring slot and d_step_ (-1: it did not); valid for
+  // a greedy sample_async of its logits (fused_pos_ == logits_pos_) that takes that slot.
+  int fused_slot_ = -1, fused_pos_ = -1;
   CublasHolder blas_;           // prefill GEMMs
   GemvContextHolder gctx_;
   std::unique_ptr<StepProbe> probe_;
@@ -968,6 +973,7 @@ void CudaEngine::decode_sampled(int pos) {
 void CudaEngine::enqueue_step(int pos) {
   logits_pos_ = pos;
   step_sampled_ = false;
+  fused_slot_ = -1;
   time_next_sample_ = profiling_;
   MappingState& ms = *cur_;
   if (persistent_) {
@@ -1099,6 +1105,13 @@ void CudaEngine::decode_persistent(MappingState& ms) {
   a.fault = persistent_fault_;
   a.all_forms = persistent_all_forms_;
   if (persistent_timeout_ns_ > 0) a.timeout_ns = persistent_timeout_ns_;
+  if (ring_count_ < kSampleRing) {  // a free slot: the greedy sample of these logits, in the kernel
+    fused_slot_ = (ring_head_ + ring_count_) % kSampleRing;
+    fused_pos_ = logits_pos_;
+    a.sample_vocab = sample_vocab_;
+    a.argmax_out = static_cast<int*>(sampled_ring_.dev) + fused_slot_;
+    a.next_step = d_step_;
+  }
   cudaStream_t s = stream_.s;
   if (profiling_) {
     a.prof = d_pprof_;
@@ -1148,6 +1161,7 @@ void CudaEngine::check_persistent_error() {
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
   *err = 0;  // after the sync: no copy is in flight to set it again
   ring_head_ = ring_count_ = 0;
+  fused_slot_ = -1;
   fail(why);
 }
 
@@ -1271,6 +1285,7 @@ void CudaEngine::prefill(const int* tokens, int n, int pos) {
   CUDA_CHECK_LAUNCH("the final norm and head of prefill");
   logits_pos_ = pos + n - 1;
   step_sampled_ = false;
+  fused_slot_ = -1;
 }
 
 // --- sampling and logits -----------------------------------------------------------------------------------------
@@ -1287,16 +1302,22 @@ void CudaEngine::sample_async(const SamplerParams& p, uint64_t step) {
   // The id also goes to d_step_ with the position after the current logits' token: the next step's {pos, token}.
   sampled_pos_ = logits_pos_ + 1;
   const int slot = (ring_head_ + ring_count_) % kSampleRing;
-  sample_timed_[slot] = time_next_sample_;
+  // Greedy (engine/sampler.h's rule) of logits whose persistent step sampled them into this slot: nothing to launch.
+  const bool greedy = !(p.temperature > 0.0f) || p.top_k == 1;
+  const bool in_kernel = greedy && fused_slot_ == slot && fused_pos_ == logits_pos_;
+  fused_slot_ = -1;
+  sample_timed_[slot] = time_next_sample_ && !in_kernel;  // in the kernel: timed with it
   time_next_sample_ = false;
-  if (sample_timed_[slot]) {
-    spin_device(kLaunchCoverNs, stream_.s);  // the launch below falls inside it, not between the events
-    CUDA_CHECK(cudaEventRecord(sample_t0_[slot].e, stream_.s));
+  if (!in_kernel) {
+    if (sample_timed_[slot]) {
+      spin_device(kLaunchCoverNs, stream_.s);  // the launch below falls inside it, not between the events
+      CUDA_CHECK(cudaEventRecord(sample_t0_[slot].e, stream_.s));
+    }
+    sample_device(logits_, sample_vocab_, p.temperature, p.top_k, p.top_p, u,
+                  static_cast<int*>(sampled_ring_.dev) + slot, sample_scratch_, stream_.s, d_step_, sampled_pos_);
+    CUDA_CHECK_LAUNCH("sample_device");
+    if (sample_timed_[slot]) CUDA_CHECK(cudaEventRecord(sample_t1_[slot].e, stream_.s));
   }
-  sample_device(logits_, sample_vocab_, p.temperature, p.top_k, p.top_p, u, static_cast<int*>(sampled_ring_.dev) + slot,
-                sample_scratch_, stream_.s, d_step_, sampled_pos_);
-  CUDA_CHECK_LAUNCH("sample_device");
-  if (sample_timed_[slot]) CUDA_CHECK(cudaEventRecord(sample_t1_[slot].e, stream_.s));
   step_sampled_ = true;
   CUDA_CHECK(cudaEventRecord(sampled_ev_[slot].e, stream_.s));
   sampled_step_[slot] = step;
@@ -1332,6 +1353,7 @@ void CudaEngine::drop_sampled() {
   if (ring_count_ == 0) return;
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
   ring_head_ = ring_count_ = 0;
+  fused_slot_ = -1;
   check_persistent_error();
 }
 

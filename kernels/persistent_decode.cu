@@ -2,11 +2,13 @@
 //
 // Synchronisation. Counters live in args.sync, one per 128-byte line: word 0 is the error code; then per layer
 // kCounters counters (q|k|v done, attention done, o done, gate|up done, down done); then one per (kv head, pass of
-// query heads) (the attention ranges finished so far; n_heads lines are reserved); then the exit counter. A producer
-// block arrives with "__syncthreads; thread 0: red.release.gpu" (the barrier orders the block's writes before thread
-// 0's release); a consumer's thread 0 spins with ld.acquire.gpu and the block passes a barrier. Data written inside the
-// kernel is read with ld.global.cg (L2), never through the non-coherent paths. The last block to leave resets every
-// counter, so each step starts from zero; the targets are fixed per step (grid blocks, or the attention groups).
+// query heads) (the attention ranges finished so far; n_heads lines are reserved); then the exit counter; then the
+// in-kernel greedy sample's line (its best key and non-finite flag, reset by the last block out after it emits). A
+// producer block arrives with "__syncthreads; thread 0: red.release.gpu" (the barrier orders the block's writes before
+// thread 0's release); a consumer's thread 0 spins with ld.acquire.gpu and the block passes a barrier. Data written
+// inside the kernel is read with ld.global.cg (L2), never through the non-coherent paths. The last block to leave
+// resets every counter, so each step starts from zero; the targets are fixed per step (grid blocks, or the attention
+// groups).
 //
 // Why each wait is safe (no block overwrites what another may still read):
 // - x: read whole by every block's norms (q|k|v of layer l, gate|up of layer l), written row by row (each row by the
@@ -30,6 +32,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/gemv_device.cuh"  // dot8, load_weights_streaming (weights never change during the kernel)
 #include "kernels/gemv_internal.h"  // gemv_sm_count
+#include "kernels/ops.h"  // kSampleNonFinite
 #include "kernels/gemv_quant_device.cuh"  // quant_chunk_fma, quant_load_scale_raw, quant_packed_args: the quantized "warp" lane code
 #include "kernels/rope_device.cuh"  // rotate_pair: the same bits as rope_kv_store
 
@@ -68,6 +71,18 @@ __device__ __forceinline__ unsigned* group_counter(unsigned* sync, int n_layers,
 __device__ __forceinline__ unsigned* exit_counter(unsigned* sync, int n_layers, int n_heads) {
   return sync + size_t(kLine) * size_t(1 + n_layers * kCounters + n_heads);  // after the n_heads group counters
 }
+// The in-kernel greedy sample's line (after the exit counter): words 0-1 the best key (u64), word 2 the non-finite flag.
+__device__ __forceinline__ unsigned* argmax_line(unsigned* sync, int n_layers, int n_heads) {
+  return sync + size_t(kLine) * size_t(2 + n_layers * kCounters + n_heads);
+}
+// The greedy sample's order as one u64 (larger wins): the value's bits made monotonic (-0 as +0, so equal values tie
+// as sampling.cu's comparison does), then the complemented index (lower index wins a tie). Every finite value's key is
+// non-zero, so 0 means "none".
+__device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
+  const unsigned b = __float_as_uint(v == 0.0f ? 0.0f : v);
+  const unsigned ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return (static_cast<unsigned long long>(ord) << 32) | (0xffffffffu - static_cast<unsigned>(i));
+}
 
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   unsigned v;
@@ -96,6 +111,7 @@ struct Clock {
 };
 
 struct Shared {
+  unsigned long long best[kWarps];  // the in-kernel greedy sample's block reduction
   float red[32];
   int ok;
   int flag;
@@ -1075,6 +1091,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 
   // Final norm and the head.
   const GemvDesc dhead{&a.head, a.vocab, dim, (a.vocab + 1) / 2, 2, 1};
+  unsigned long long best = 0;  // this thread's greedy key over the head rows it finished
+  int bad = 0;                  // ... and whether one of them was NaN or Inf
+  auto consider = [&](int r, float v) {
+    if (r >= a.sample_vocab) return;
+    bad |= !isfinite(v);
+    best = max(best, argmax_key(v, r));
+  };
   if (!gemv_block<kPair, kForms>(dhead, xs, x8, part, clk, [&](const QuantXq8* q8) {
         const XLayout lay = x_layout<kForms>(a.head, dim);
         stage_norm_weights(a.final_norm, dim, gs, lay);
@@ -1086,9 +1109,25 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
       }, [&](int u, float ya, float yb) {
         const int r = 2 * u;
         a.logits[r] = ya;
-        if (r + 1 < a.vocab) a.logits[r + 1] = yb;
+        consider(r, ya);
+        if (r + 1 < a.vocab) {
+          a.logits[r + 1] = yb;
+          consider(r + 1, yb);
+        }
       }))
     return;
+  unsigned* amax = argmax_line(a.sync, a.n_layers, a.n_heads);
+  if (a.sample_vocab > 0) {  // the block's key and flag, then one atomic each (ordered before the exit's increment)
+    for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+    bad = __syncthreads_or(bad);
+    if ((threadIdx.x & 31) == 0) sh.best[threadIdx.x >> 5] = best;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < kWarps; ++w) best = max(best, sh.best[w]);
+      if (best != 0) atomicMax(reinterpret_cast<unsigned long long*>(amax), best);
+      if (bad) atomicOr(amax + 2, 1u);
+    }
+  }
   clk.mark(kPHead);
 
   // The last block out resets every counter for the next step.
@@ -1102,6 +1141,17 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   if (sh.flag) {
     const int n = a.n_layers * kCounters + a.n_heads + 1;
     for (int i = threadIdx.x; i < n; i += kThreads) a.sync[size_t(kLine) * size_t(1 + i)] = 0u;
+    if (a.sample_vocab > 0 && threadIdx.x == 0) {  // every block's atomics came before its increment: emit, reset
+      __threadfence();
+      const unsigned long long key = atomicExch(reinterpret_cast<unsigned long long*>(amax), 0ull);
+      const bool nonfinite = atomicExch(amax + 2, 0u) != 0;
+      const int id = nonfinite ? kSampleNonFinite : key != 0 ? int(0xffffffffu - unsigned(key & 0xffffffffu)) : 0;
+      if (a.next_step) {
+        a.next_step[0] = pos + 1;
+        a.next_step[1] = id >= 0 ? id : 0;  // a valid row for a step queued behind this one (the host stops the run)
+      }
+      if (a.argmax_out) *reinterpret_cast<volatile int*>(a.argmax_out) = id;
+    }
   }
   if (clk.on) {
     clk.mark(kPOther);
@@ -1198,7 +1248,7 @@ PersistentMatrix persistent_matrix(const QuantGemvWeight& w) {
 }
 
 size_t persistent_decode_sync_words(int n_layers, int n_heads) {
-  return size_t(kLine) * size_t(1 + n_layers * kCounters + n_heads + 1);
+  return size_t(kLine) * size_t(1 + n_layers * kCounters + n_heads + 2);  // ... the exit counter, the argmax line
 }
 int persistent_decode_max_splits(int grid) { return grid; }
 size_t persistent_decode_scratch_floats(int n_heads, int head_dim, int grid) {

@@ -128,6 +128,13 @@ struct PersistentDecodeArgs {
   unsigned* sync = nullptr;                // persistent_decode_sync_words(n_layers, n_heads), zeroed once
   unsigned* err_host = nullptr;            // optional, mapped host memory: the block that sets the error word
                                            // (sync[0]) writes the code here too, so the host needs no copy
+  // Greedy sampling in the kernel (sample_vocab > 0): the argmax of logits[0, sample_vocab) (lowest index on ties,
+  // kernels/sampling.cu's rule), or kSampleNonFinite when any of them is NaN or Inf, goes to *argmax_out (e.g. a mapped
+  // host word), and {pos + 1, id} (id 0 when non-finite) to next_step, the next step's {pos, token}. Each block folds
+  // its head rows into one key, the blocks meet in an atomicMax on the sync area's last line, the last block out emits.
+  int sample_vocab = 0;
+  int* argmax_out = nullptr;
+  int* next_step = nullptr;                // [2]; may be `step` (written after every block has read it)
   unsigned long long* prof = nullptr;      // optional: [grid][kPersistentParts] cycles, accumulated
   unsigned long long timeout_ns = 2000000000ull;
   int fault = 0;                           // tests: 1 = one block never arrives (the others must time out)

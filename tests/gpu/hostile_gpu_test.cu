@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -147,6 +148,25 @@ TEST_F(HostileEngine, NonFiniteLogitsStopTheRunNamingTheStep) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("step 3: the logits hold NaN or Inf"), std::string::npos) << e.what();
   }
+  // The persistent path: greedy samples inside the step's kernel, a temperature through the sample kernel.
+  bo.persistent = true;
+  auto pe = make_cuda_engine(m, bo);
+  ASSERT_TRUE(pe->persistent());
+  pe->prefill(toks, 2, 0);
+  for (int pos = 2; pos < 4; ++pos)
+    for (float temp : {0.0f, 1.0f}) {
+      SamplerParams p;
+      p.temperature = temp;
+      pe->decode(7, pos);
+      try {
+        pe->sample(p, uint64_t(pos + 10));
+        ADD_FAILURE() << "sampled from NaN logits (persistent, temperature " << temp << ")";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("step " + std::to_string(pos + 10) + ": the logits hold NaN or Inf"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
 }
 
 TEST_F(HostileEngine, PaddedEmbeddingIsNeverSampledPast) {
@@ -176,6 +196,19 @@ TEST_F(HostileEngine, PaddedEmbeddingIsNeverSampledPast) {
       ASSERT_GE(tok, 0);
       ASSERT_LT(tok, 512) << "pos " << pos;
     }
+  }
+  // The persistent path's in-kernel greedy sample: the first of the real rows' tied maxima (rows i % 7 == 6 are
+  // identical, so their logits are too), never a padding row.
+  bo.persistent = true;
+  auto pe = make_cuda_engine(m, bo);
+  ASSERT_TRUE(pe->persistent());
+  pe->prefill(&first, 1, 0);
+  for (int pos = 1; pos < 8; ++pos) {
+    pe->decode(first, pos);
+    const std::vector<float> l = pe->logits();
+    const int want = int(std::max_element(l.begin(), l.begin() + 512) - l.begin());
+    EXPECT_EQ(want % 7, 6);
+    EXPECT_EQ(pe->sample(SamplerParams{0.0f, 0, 1.0f, 1}, uint64_t(pos)), want) << "pos " << pos;
   }
 }
 

@@ -5,6 +5,7 @@
 // usable); refusals by name; the profile adds up; a chat reply interrupted like Ctrl-C leaves the engine usable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "chat/template.h"
 #include "core/error.h"
 #include "engine/cuda_backend.h"
+#include "engine/decode_loop.h"
 #include "engine/gemv_choice.h"  // quant_summary, gemv_refusal
 #include "engine/generate.h"
 #include "engine/kernel_trace.h"  // KernelTrace::built_with_cupti
@@ -199,6 +201,51 @@ TEST(PersistentDecode, MatchesGraphPathOnStories260K) {
     SCOPED_TRACE(gemv);
     const double d = worst_distance(m, gemv, 256, 0, 100);
     std::printf("stories260K %s: worst rel L2 %.3g over 200 positions\n", gemv, d);
+  }
+}
+
+// Greedy sampling runs inside the persistent step (its last block emits the argmax): at every teacher-forced position
+// the id is the host's argmax of the same logits (lowest index on ties), a sampled temperature still runs the sample
+// kernel on them, and a greedy decode loop gives the graph path's tokens. stories260K (vocab 512), tiny-odd (1,001:
+// a head unit with one row), smollm2-135m (49,152).
+TEST(PersistentDecode, GreedySampleInTheKernelIsTheArgmaxOfItsLogits) {
+  REQUIRE_GPU();
+  std::vector<Model> models;
+  models.push_back(stories260k());
+  models.push_back(load_synthetic("tiny-odd", 9));
+  models.push_back(load_synthetic("smollm2-135m", 9));
+  for (const Model& m : models) {
+    SCOPED_TRACE(m.source);
+    auto pers = make_cuda_engine(m, cuda_options("warp-r2", 128, true));
+    auto graph = make_cuda_engine(m, cuda_options("warp-r2", 128, false));
+    ASSERT_TRUE(pers->persistent());
+    const std::vector<int> t = test_tokens(m.config, 40);
+    SamplerParams greedy;
+    greedy.temperature = 0.0f;
+    SamplerParams warm;
+    warm.temperature = 1.5f;
+    warm.top_k = 0;
+    warm.top_p = 1.0f;
+    int differ = 0;
+    for (int pos = 0; pos < 40; ++pos) {
+      pers->decode(t[size_t(pos)], pos);
+      const std::vector<float> l = pers->logits();
+      const int want = int(std::max_element(l.begin(), l.end()) - l.begin());  // the first maximum
+      ASSERT_EQ(pers->sample(greedy, uint64_t(pos)), want) << "position " << pos;
+      const int drawn = pers->sample(warm, uint64_t(pos));  // the sample kernel on the same logits
+      ASSERT_GE(drawn, 0);
+      ASSERT_LT(drawn, m.config.vocab_size);
+      differ += drawn != want;
+    }
+    EXPECT_GT(differ, 0) << "temperature 1.5 drew the argmax at all 40 positions";
+    DecodeLoopOptions o;
+    o.sampler = greedy;
+    o.max_new = 50;
+    const std::vector<int> prompt(t.begin(), t.begin() + 3);
+    const DecodeLoopResult rp = decode_loop(*pers, prompt, o, [](int) { return true; });
+    const DecodeLoopResult rg = decode_loop(*graph, prompt, o, [](int) { return true; });
+    EXPECT_EQ(rp.tokens, rg.tokens);
+    EXPECT_EQ(rp.tokens.size(), 50u);
   }
 }
 
