@@ -334,7 +334,8 @@ class CudaEngine final : public CudaBackend {
   PinnedBuffer sampled_ring_;                // [kSampleRing] ids, mapped: the sample kernel writes its slot
   EventHolder sampled_ev_[kSampleRing];      // recorded behind the sample kernel
   uint64_t sampled_step_[kSampleRing] = {};  // each slot's sampler step (for the error message)
-  // Profiling: the sample after a profiled decode step is timed by events around its kernel, and its time joins the
+  // Profiling: the sample after a profiled decode step is timed (by the kernel timeline where the graph path uses it,
+  // else by events around its kernel; inside the persistent kernel when it samples there), and its time joins the
   // step's (DecodeProfile kOther), so the budget holds everything the device runs per token.
   EventHolder sample_t0_[kSampleRing], sample_t1_[kSampleRing];
   bool sample_timed_[kSampleRing] = {};
@@ -1308,7 +1309,26 @@ void CudaEngine::sample_async(const SamplerParams& p, uint64_t step) {
   fused_slot_ = -1;
   sample_timed_[slot] = time_next_sample_ && !in_kernel;  // in the kernel: timed with it
   time_next_sample_ = false;
-  if (!in_kernel) {
+  if (!in_kernel && sample_timed_[slot] && timeline_ && !persistent_) {
+    // The graph path profiled by the kernel timeline: the sample kernel timed the same way (its GPU start to end),
+    // not by events around it (which add their own microseconds: 2026-12-04, stories260K's budget read 120%).
+    sample_timed_[slot] = false;
+    KernelTrace& trace = KernelTrace::instance();
+    CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+    trace.take(nullptr);  // the step before: its own pass took its records
+    sample_device(logits_, sample_vocab_, p.temperature, p.top_k, p.top_p, u,
+                  static_cast<int*>(sampled_ring_.dev) + slot, sample_scratch_, stream_.s, d_step_, sampled_pos_);
+    CUDA_CHECK_LAUNCH("sample_device");
+    CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+    uint64_t dropped = 0;
+    const std::vector<TraceKernel> records = trace.take(&dropped);
+    if (dropped || records.size() != 1 || records[0].end_ns <= records[0].start_ns)
+      fail("cuda backend: the kernel timeline of one sample holds ", records.size(), " kernel records (", dropped,
+           " dropped), not 1 timed");
+    const double ms = double(records[0].end_ns - records[0].start_ns) * 1e-6;
+    profile_.ms[DecodeProfile::kOther] += ms;
+    profile_.total_ms += ms;
+  } else if (!in_kernel) {
     if (sample_timed_[slot]) {
       spin_device(kLaunchCoverNs, stream_.s);  // the launch below falls inside it, not between the events
       CUDA_CHECK(cudaEventRecord(sample_t0_[slot].e, stream_.s));
