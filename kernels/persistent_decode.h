@@ -28,14 +28,16 @@
 //   lanes per key, one 16-byte load each, the next key's rows loading while this one's are used), keep an online
 //   softmax per query head, and combine in shared memory; with one range per kv head the result is written directly,
 //   otherwise the block that finishes the last range merges them.
+// - Greedy sampling (sample_vocab > 0): each block folds the head rows it finished into one key, one atomicMax per
+//   block, and the last block out emits the id (see PersistentDecodeArgs::sample_vocab).
 // - Profiling (prof != null): block by block, SM clock cycles spent in each PersistentPart (waiting included), so the
 //   parts of a step add up to the time the block ran.
 // - Residuals: the block that owns rows of x (the o/down partition) keeps them in shared memory too, so the residual
 //   epilogues add to them there instead of re-reading x from L2.
 // - Measured and dropped (docs/results/persistent-decode.md): weight loads issued before the wait (a register ring,
 //   cp.async into shared memory, or a whole layer's share of the weights loaded into shared memory a layer ahead), L2
-//   prefetch before or after the wait, a dynamically handed-out tail of rows, and a cp.async ring for attention: none
-//   was faster.
+//   prefetch before or after the wait, a dynamically handed-out tail of rows, a cp.async ring for attention, and the
+//   residual stream as tagged words polled by its readers instead of counters: none was faster.
 
 #pragma once
 #include <cstddef>
