@@ -220,12 +220,7 @@ TEST(PersistentDecode, GreedySampleInTheKernelIsTheArgmaxOfItsLogits) {
     auto graph = make_cuda_engine(m, cuda_options("warp-r2", 128, false));
     ASSERT_TRUE(pers->persistent());
     const std::vector<int> t = test_tokens(m.config, 40);
-    SamplerParams greedy;
-    greedy.temperature = 0.0f;
-    SamplerParams warm;
-    warm.temperature = 1.5f;
-    warm.top_k = 0;
-    warm.top_p = 1.0f;
+    const SamplerParams greedy{0.0f, 0, 1.0f, 1}, warm{1.5f, 0, 1.0f, 3};  // temperature, top_k, top_p, seed
     int differ = 0;
     for (int pos = 0; pos < 40; ++pos) {
       pers->decode(t[size_t(pos)], pos);
