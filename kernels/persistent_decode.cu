@@ -97,13 +97,30 @@ __device__ __forceinline__ unsigned long long global_ns() {
 // Written inside this kernel by other blocks (KV rows): through L2.
 __device__ __forceinline__ uint4 ld_cg16(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 
-// Thread 0 of each block keeps the cycle accounting (PersistentPart): the running sums in shared memory.
+// Thread 0 of each block keeps the cycle accounting (PersistentPart): the running sums in shared memory. Only the
+// profiling kernels (kProf) carry it: in the others it is empty and every mark compiles to nothing, so the timed
+// kernel holds no registers for it (warp-r2's kernel then spills nothing at its 128-register limit).
+template <bool kProf>
 struct Clock {
-  bool on = false;
+  __device__ __forceinline__ void start(bool, unsigned long long*) {}
+  __device__ __forceinline__ bool on() const { return false; }
+  __device__ __forceinline__ void mark(int) {}
+};
+template <>
+struct Clock<true> {
+  bool on_ = false;
   long long t = 0;
   unsigned long long* acc = nullptr;  // [kPersistentParts], shared
+  __device__ __forceinline__ void start(bool on, unsigned long long* shared_acc) {
+    on_ = on;
+    acc = shared_acc;
+    if (!on_) return;
+    for (int p = 0; p < kPersistentParts; ++p) acc[p] = 0;
+    t = clock64();
+  }
+  __device__ __forceinline__ bool on() const { return on_; }
   __device__ __forceinline__ void mark(int part) {
-    if (!on) return;
+    if (!on_) return;
     const long long now = clock64();
     acc[part] += static_cast<unsigned long long>(now - t);
     t = now;
@@ -119,8 +136,9 @@ struct Shared {
 
 // Thread 0 spins until *c >= target (or the timeout / another block's error); the whole block then passes a barrier.
 // Returns false when the step failed (every thread of the block then leaves the kernel).
+template <class Clk>
 __device__ bool block_wait(const PersistentDecodeArgs& a, unsigned* c, unsigned target, unsigned code, Shared& sh,
-                           Clock& clk) {
+                           Clk& clk) {
   __syncthreads();  // nobody still reads sh.ok from the previous wait
   if (threadIdx.x == 0) {
     clk.mark(kPOther);
@@ -584,8 +602,8 @@ __device__ void stage_q8(const float* xs, int K, const QuantXq8& x8) {
 // in the same pass where it can), then this block's units: a contiguous, even share. S (K slices per unit, so that
 // small stages give every warp a task) depends on the stage only, not on the block.
 // (Handing the last quarter of the units out from a counter to whichever block is free was measured no faster.)
-template <bool kPair, unsigned kForms, class Stage, class Epi>
-__device__ bool gemv_block(const GemvDesc& d, float* xs, const QuantXq8& x8, float2* part, Clock& clk, Stage stage,
+template <bool kPair, unsigned kForms, class Clk, class Stage, class Epi>
+__device__ bool gemv_block(const GemvDesc& d, float* xs, const QuantXq8& x8, float2* part, Clk& clk, Stage stage,
                            Epi epi) {
   constexpr bool kQuant = kForms != 0;
   const int G = gridDim.x;
@@ -922,8 +940,8 @@ __host__ __device__ inline PersistentSmem smem_layout(const PersistentDecodeArgs
 }
 
 // kForms: 0 for BF16 weights, else the quantized forms the kernel has code for (bit f: form f; BF16 matrices always),
-// with kDp4aBit for the dp4a lane code.
-template <bool kPair, unsigned kForms>
+// with kDp4aBit for the dp4a lane code. kProf: the profiling build (args.prof read; Clock).
+template <bool kPair, unsigned kForms, bool kProf>
 __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(PersistentDecodeArgs a) {
   extern __shared__ __align__(16) float dyn[];
   __shared__ Shared sh;
@@ -940,13 +958,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     x8.s16 = reinterpret_cast<const int*>(q8 + mem.x8_k + mem.x8_k / 32 * 4);
   }
   __shared__ unsigned long long clk_acc[kPersistentParts];
-  Clock clk;
-  clk.on = a.prof != nullptr && threadIdx.x == 0;
-  clk.acc = clk_acc;
-  if (clk.on) {
-    for (int p = 0; p < kPersistentParts; ++p) clk_acc[p] = 0;
-    clk.t = clock64();
-  }
+  Clock<kProf> clk;
+  clk.start(a.prof != nullptr && threadIdx.x == 0, clk_acc);
   if (a.fault == 1 && blockIdx.x == G - 1) return;  // tests: a block that never arrives
   const int pos = a.step[0], tok = a.step[1];
   const int dim = a.dim, hd = a.head_dim, q_dim = a.n_heads * hd, kv_dim = a.n_kv_heads * hd;
@@ -1153,7 +1166,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
       if (a.argmax_out) *reinterpret_cast<volatile int*>(a.argmax_out) = id;
     }
   }
-  if (clk.on) {
+  if (clk.on()) {
     clk.mark(kPOther);
     unsigned long long* row = a.prof + size_t(blockIdx.x) * kPersistentParts;
     for (int p = 0; p < kPersistentParts; ++p) row[p] += clk_acc[p];
@@ -1164,22 +1177,30 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 constexpr unsigned kAllForms = (1u << kPFQ4_0) | (1u << kPFQ4_1) | (1u << kPFQ4_K) | (1u << kPFInt8) |
                                (1u << kPFInt8Min) | (1u << kPFQ6_K);
 using KernelFn = void (*)(PersistentDecodeArgs);
+struct KernelPair {
+  KernelFn timed, prof;  // without and with the cycle accounting (args.prof)
+  KernelFn pick(const PersistentDecodeArgs& a) const { return a.prof ? prof : timed; }
+};
+template <bool kPair, unsigned kForms>
+constexpr KernelPair kernels() {
+  return {persistent_decode_kernel<kPair, kForms, false>, persistent_decode_kernel<kPair, kForms, true>};
+}
 struct QuantKernel {
   unsigned forms;
-  KernelFn fn;
+  KernelPair fn;
 };
 constexpr QuantKernel kQuantKernels[] = {
-    {1u << kPFQ4_0, persistent_decode_kernel<false, 1u << kPFQ4_0>},
-    {1u << kPFQ4_1, persistent_decode_kernel<false, 1u << kPFQ4_1>},
-    {(1u << kPFQ4_K) | (1u << kPFQ6_K), persistent_decode_kernel<false, (1u << kPFQ4_K) | (1u << kPFQ6_K)>},
-    {1u << kPFInt8, persistent_decode_kernel<false, 1u << kPFInt8>},
-    {kAllForms, persistent_decode_kernel<false, kAllForms>},
-    {kDp4aBit | 1u << kPFQ4_0, persistent_decode_kernel<false, kDp4aBit | 1u << kPFQ4_0>},
-    {kDp4aBit | 1u << kPFQ4_1, persistent_decode_kernel<false, kDp4aBit | 1u << kPFQ4_1>},
+    {1u << kPFQ4_0, kernels<false, 1u << kPFQ4_0>()},
+    {1u << kPFQ4_1, kernels<false, 1u << kPFQ4_1>()},
+    {(1u << kPFQ4_K) | (1u << kPFQ6_K), kernels<false, (1u << kPFQ4_K) | (1u << kPFQ6_K)>()},
+    {1u << kPFInt8, kernels<false, 1u << kPFInt8>()},
+    {kAllForms, kernels<false, kAllForms>()},
+    {kDp4aBit | 1u << kPFQ4_0, kernels<false, kDp4aBit | 1u << kPFQ4_0>()},
+    {kDp4aBit | 1u << kPFQ4_1, kernels<false, kDp4aBit | 1u << kPFQ4_1>()},
     {kDp4aBit | (1u << kPFQ4_K) | (1u << kPFQ6_K),
-     persistent_decode_kernel<false, kDp4aBit | (1u << kPFQ4_K) | (1u << kPFQ6_K)>},
-    {kDp4aBit | 1u << kPFInt8, persistent_decode_kernel<false, kDp4aBit | 1u << kPFInt8>},
-    {kDp4aBit | kAllForms, persistent_decode_kernel<false, kDp4aBit | kAllForms>},
+     kernels<false, kDp4aBit | (1u << kPFQ4_K) | (1u << kPFQ6_K)>()},
+    {kDp4aBit | 1u << kPFInt8, kernels<false, kDp4aBit | 1u << kPFInt8>()},
+    {kDp4aBit | kAllForms, kernels<false, kDp4aBit | kAllForms>()},
 };
 
 KernelFn pick_kernel(const PersistentDecodeArgs& a) {
@@ -1188,10 +1209,10 @@ KernelFn pick_kernel(const PersistentDecodeArgs& a) {
     for (const QuantKernel& k : kQuantKernels)
       if ((want & ~k.forms) == 0 && (k.forms & kDp4aBit) == (want & kDp4aBit) &&
           (!a.all_forms || (k.forms & ~kDp4aBit) == kAllForms))
-        return k.fn;
+        return k.fn.pick(a);
     fail("persistent decode: no kernel for quantized form mask ", a.quant_forms);
   }
-  return a.pair_rows ? persistent_decode_kernel<true, 0> : persistent_decode_kernel<false, 0>;
+  return (a.pair_rows ? kernels<true, 0>() : kernels<false, 0>()).pick(a);
 }
 
 size_t smem_bytes(const PersistentDecodeArgs& a) { return size_t(smem_layout(a).bytes); }
@@ -1266,9 +1287,11 @@ PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blo
   p.smem = smem_bytes(a);
   // Both forms get the shared-memory opt-in (a later step may switch mapping); the grid fits the hungrier one.
   int per_sm = 1 << 30;
-  std::vector<KernelFn> kernels = {persistent_decode_kernel<true, 0>, persistent_decode_kernel<false, 0>};
-  for (const QuantKernel& k : kQuantKernels) kernels.push_back(k.fn);
-  for (KernelFn fn : kernels) {
+  std::vector<KernelPair> all = {kernels<true, 0>(), kernels<false, 0>()};
+  for (const QuantKernel& k : kQuantKernels) all.push_back(k.fn);
+  std::vector<KernelFn> fns;
+  for (const KernelPair& k : all) fns.insert(fns.end(), {k.timed, k.prof});
+  for (KernelFn fn : fns) {
     const void* k = reinterpret_cast<const void*>(fn);
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(p.smem)));
     int n = 0;

@@ -31,7 +31,8 @@
 // - Greedy sampling (sample_vocab > 0): each block folds the head rows it finished into one key, one atomicMax per
 //   block, and the last block out emits the id (see PersistentDecodeArgs::sample_vocab).
 // - Profiling (prof != null): block by block, SM clock cycles spent in each PersistentPart (waiting included), so the
-//   parts of a step add up to the time the block ran.
+//   parts of a step add up to the time the block ran. It runs a second build of each kernel: the one launched without
+//   prof has no cycle accounting at all (no registers held for it: the BF16 warp-r2 kernel then spills nothing).
 // - Residuals: the block that owns rows of x (the o/down partition) keeps them in shared memory too, so the residual
 //   epilogues add to them there instead of re-reading x from L2.
 // - Measured and dropped (docs/results/persistent-decode.md): weight loads issued before the wait (a register ring,
