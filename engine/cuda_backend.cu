@@ -1311,7 +1311,8 @@ void CudaEngine::sample_async(const SamplerParams& p, uint64_t step) {
   // The id also goes to d_step_ with the position after the current logits' token: the next step's {pos, token}.
   sampled_pos_ = logits_pos_ + 1;
   const int slot = (ring_head_ + ring_count_) % kSampleRing;
-  // Greedy (engine/sampler.h's rule) of logits whose persistent step sampled them into this slot: nothing to launch.
+  // Greedy by the sample kernel's rule (kernels/sampling.cu: T not > 0, or top_k 1), of logits whose persistent step
+  // sampled them into this slot: nothing to launch.
   const bool greedy = !(p.temperature > 0.0f) || p.top_k == 1;
   const bool in_kernel = greedy && fused_slot_ == slot && fused_pos_ == logits_pos_;
   fused_slot_ = -1;

@@ -32,8 +32,8 @@
 #include "kernels/cuda_check.h"
 #include "kernels/gemv_device.cuh"  // dot8, load_weights_streaming (weights never change during the kernel)
 #include "kernels/gemv_internal.h"  // gemv_sm_count
-#include "kernels/ops.h"  // kSampleNonFinite
 #include "kernels/gemv_quant_device.cuh"  // quant_chunk_fma, quant_load_scale_raw, quant_packed_args: the quantized "warp" lane code
+#include "kernels/ops.h"  // kSampleNonFinite
 #include "kernels/rope_device.cuh"  // rotate_pair: the same bits as rope_kv_store
 
 namespace llm {
