@@ -1,6 +1,6 @@
 // Sector model of the quantized GEMV forms: replays the launch warp by warp and counts every global load request.
 //
-// Where each address comes from (kernels/gemv_quant_device.cuh unless named):
+// Where each address comes from (kernels/quant/gemv_quant_device.cuh unless named):
 //   warp, warp-dp4a  quant_gemv_warp_kernel: warp lane j = block * (8 / splits) + warp / splits walks row groups
 //                    [j * groups / lanes, (j + 1) * groups / lanes) of R = 4 rows over its K slice; per batch b and
 //                    slot u, lane l takes chunk c = c_begin + 64 b + 32 u + l (U = 2). Per row of the group: one
@@ -111,7 +111,7 @@ bool quant_warp_stages_x(int64_t k) { return quant_x_smem_bytes_f32(k) <= kQuant
 namespace {
 
 // Address spaces: every plane is its own allocation starting at 0 (the device planes start 256-byte aligned,
-// kernels/gemv_quant.cu, so sector and line counts are the same).
+// kernels/quant/gemv_quant.cu, so sector and line counts are the same).
 enum Plane : int { kCodes, kScales, kMins, kSubScales, kSubMins, kSuperD, kSuperDmin, kBlocks, kX, kPlaneCount };
 
 // Counts requests per class and the distinct bytes every plane has had read (one bit per byte, 32 per sector).

@@ -1,6 +1,6 @@
-// Sector model of the QUANTIZED GEMV forms (kernels/gemv_quant_*.cu): replays every global load instruction the
-// launch issues, warp by warp, with the launch plan the kernels use (kernels/gemv_quant_plan.h's quant_gemv_plan) and
-// the addresses of kernels/gemv_quant_device.cuh's lane bodies over the prepacked planes (models/quant.h PackedQuant)
+// Sector model of the QUANTIZED GEMV forms (kernels/quant/gemv_quant_*.cu): replays every global load instruction the
+// launch issues, warp by warp, with the launch plan the kernels use (kernels/quant/gemv_quant_plan.h's quant_gemv_plan) and
+// the addresses of kernels/quant/gemv_quant_device.cuh's lane bodies over the prepacked planes (models/quant.h PackedQuant)
 // or GGUF's blocks as stored, and counts, per load instruction class (codes, each scale plane, x, ...), requests and
 // distinct 32-byte sectors per request: what Nsight Compute's l1tex__t_{requests,sectors}_pipe_lsu_mem_global_op_ld
 // report for the whole kernel. Host code; no GPU.
@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "analysis/sector_model.h"    // RequestStats, kSectorBytes
-#include "kernels/gemv_quant_plan.h"  // QuantGemvKind, QuantGemvWeight, QuantGemvPlan (CUDA-free)
+#include "kernels/quant/gemv_quant_plan.h"  // QuantGemvKind, QuantGemvWeight, QuantGemvPlan (CUDA-free)
 
 namespace llm {
 
-// Where "warp" reads x from. Kernel: as kernels/gemv_quant_warp.cu decides (since commit 0f00c51: staged once per block
+// Where "warp" reads x from. Kernel: as kernels/quant/gemv_quant_warp.cu decides (since commit 0f00c51: staged once per block
 // in shared memory while 4 K bytes fit two blocks per SM, k <= 29,056; from global memory past that). Global: every
 // chunk's x from global memory (the kernel before 0f00c51, e.g. commit bacc727's, which ncu measured, and today's for
 // long rows). Shared: staged whatever k.

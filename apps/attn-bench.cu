@@ -1,4 +1,4 @@
-// attn-bench: the attention kernels of kernels/ops.h at long contexts, Llama 3.1 8B's shape by default. Decode
+// attn-bench: the attention kernels of kernels/ops/ops.h at long contexts, Llama 3.1 8B's shape by default. Decode
 // attention as GB/s of the KV-cache bytes it must read, beside the streaming-read roofline measured in the same run
 // (measure/roofline.h); causal prefill attention as TFLOP/s. Caches hold random BF16 and every call takes the next of
 // several caches whose bytes together exceed 4x L2, so each decode call streams its cache from HBM.
@@ -20,8 +20,8 @@
 #include "core/error.h"           // llm::fail
 #include "engine/backend.h"       // require_cuda_device
 #include "kernels/cuda_check.h"   // CUDA_CHECK
-#include "kernels/gemv.h"         // gemv_fill_random_bf16, gemv_fill_random_f32: random caches and queries
-#include "kernels/ops.h"          // attention_decode, attention_decode_scratch_bytes, attention_prefill
+#include "kernels/gemv/gemv.h"         // gemv_fill_random_bf16, gemv_fill_random_f32: random caches and queries
+#include "kernels/ops/ops.h"          // attention_decode, attention_decode_scratch_bytes, attention_prefill
 #include "measure/cuda_timing.h"  // time_ms, graph_ms_per_call, current_device, median
 #include "measure/roofline.h"     // Roofline: the one streaming-read measurement
 #include "models/config.h"        // kMaxHeads, kMaxHeadDim, kMaxPositions: the ranges the engine supports
@@ -41,7 +41,7 @@ struct Options {
 
 const char* kUsage =
     "usage: attn-bench [options]\n"
-    "  The attention kernels (kernels/ops.h) on random BF16 caches. Decode: one query token at position L - 1 over L\n"
+    "  The attention kernels (kernels/ops/ops.h) on random BF16 caches. Decode: one query token at position L - 1 over L\n"
     "  cache rows; GB/s of the K and V bytes read (2 x L x kv_heads x head_dim x 2 B) beside a streaming-read\n"
     "  roofline measured in the same run. Prefill: N query tokens at positions 0 .. N - 1 over a fresh cache;\n"
     "  TFLOP/s of the causal FLOPs (4 x heads x head_dim x N (N + 1) / 2). Every call takes the next of several\n"

@@ -1,4 +1,4 @@
-// dep-probe: what one dependency between the resident blocks of a persistent kernel costs (kernels/dep_probe.h), by
+// dep-probe: what one dependency between the resident blocks of a persistent kernel costs (kernels/probes/dep_probe.h), by
 // way of synchronisation, grid size, the vector staged after it and the weights streamed per stage; CUDA-event timed,
 // median of the repeats (the first run excluded), weights rotated over 2 GiB, beside the streaming-read roofline
 // measured in the same run. Exits 1 when any block read a stale vector element (the barrier is then broken).
@@ -16,7 +16,7 @@
 #include "core/error.h"          // llm::fail
 #include "engine/backend.h"      // require_cuda_device
 #include "kernels/cuda_check.h"  // CUDA_CHECK
-#include "kernels/dep_probe.h"   // the probe kernel
+#include "kernels/probes/dep_probe.h"   // the probe kernel
 #include "measure/cuda_timing.h" // current_device
 #include "measure/roofline.h"    // Roofline
 

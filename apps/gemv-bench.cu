@@ -20,9 +20,9 @@
 #include "core/error.h"          // llm::Error, llm::fail
 #include "kernels/cuda_check.h"  // CUDA_CHECK
 #include "core/counter_rng.h"    // rng_value: the quantized benchmark's weights
-#include "kernels/gemv.h"        // the mappings, random fills
+#include "kernels/gemv/gemv.h"        // the mappings, random fills
 #include "engine/cuda_quant.h"   // quant_host_view
-#include "kernels/gemv_quant.h"  // the quantized forms
+#include "kernels/quant/gemv_quant.h"  // the quantized forms
 #include "models/quant.h"        // quantize_matrix, pack_quant
 #include "measure/cuda_timing.h"  // time_ms, graph_ms_per_call, current_device, median
 #include "measure/roofline.h"     // Roofline: the one streaming-read measurement

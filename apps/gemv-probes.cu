@@ -1,7 +1,7 @@
 // gemv-probes: two kernel-level probes beside the decode mappings, graph-timed with weights rotated beyond L2 and a
 // streaming-read roofline measured in the same run.
 //   batch:  Y[B, N] = X[B, K] W^T for B = 1, 2, 4, 8 with each weight chunk reused from registers
-//           (kernels/gemv_batched.h), against B separate "warp" GEMVs on the same weight.
+//           (kernels/gemv/gemv_batched.h), against B separate "warp" GEMVs on the same weight.
 //   tiny K: "warp" vs "colmajor" vs several rows per warp for K of a few dozen, and the K where "warp" overtakes.
 //
 //   gemv-probes [--section batch|tiny|all] [--batch-shapes NxK,...] [--tiny-n N] [--tiny-k k1,k2,...]
@@ -21,8 +21,8 @@
 #include "engine/backend.h"        // require_cuda_device
 #include "core/error.h"            // llm::fail
 #include "kernels/cuda_check.h"    // CUDA_CHECK
-#include "kernels/gemv.h"          // the mappings, random fills
-#include "kernels/gemv_batched.h"  // gemv_batched_launch, gemv_rows_per_warp_launch
+#include "kernels/gemv/gemv.h"          // the mappings, random fills
+#include "kernels/gemv/gemv_batched.h"  // gemv_batched_launch, gemv_rows_per_warp_launch
 #include "measure/cuda_timing.h"   // graph_ms_per_call, current_device
 #include "measure/roofline.h"      // Roofline: the one streaming-read measurement
 
@@ -260,7 +260,7 @@ const char* winner(const TinyResult& r) {
 void print_tiny(const Bench& b, const Options& o, const std::vector<TinyResult>& rs) {
   std::cout << "## Tiny K: N = " << o.tiny_n << ", GB/s of weight bytes (N x K x 2)\n\n"
             << "rows-per-warp: a row of ceil(K / 8) 16-byte chunks takes the next power-of-two number of lanes, so "
-               "one warp covers 32 / that rows (kernels/gemv_batched.cu)\n\n"
+               "one warp covers 32 / that rows (kernels/gemv/gemv_batched.cu)\n\n"
             << "| K | row bytes | warp GB/s | colmajor GB/s | rows-per-warp GB/s (rows/warp) | best | best % roofline |\n"
             << "| ---: | ---: | ---: | ---: | ---: | --- | ---: |\n";
   for (const TinyResult& r : rs) {

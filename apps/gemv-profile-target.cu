@@ -21,8 +21,8 @@
 #include "core/error.h"           // llm::fail
 #include "core/gemv_names.h"      // gemv_mapping_list, gemv_mapping_lines, check_gemv_mapping
 #include "kernels/cuda_check.h"   // CUDA_CHECK
-#include "kernels/gemv.h"         // the mappings, random fills
-#include "kernels/gemv_batched.h" // gemv_profile_marker
+#include "kernels/gemv/gemv.h"         // the mappings, random fills
+#include "kernels/gemv/gemv_batched.h" // gemv_profile_marker
 
 namespace llm {
 namespace {

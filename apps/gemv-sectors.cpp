@@ -33,7 +33,7 @@ const char* kUsage =
     "                   types, one element otherwise; cublas is always 16)\n"
     "  --ld-bytes B     padded row stride of the stored matrix in bytes (default: packed)\n"
     "  --json           one JSON object per mapping per line instead of the table (for tools/ncu_table.py)\n"
-    "  --quant T        the quantized GEMV forms (kernels/gemv_quant_*.cu) on GGML type T instead of --dtype: replays\n"
+    "  --quant T        the quantized GEMV forms (kernels/quant/gemv_quant_*.cu) on GGML type T instead of --dtype: replays\n"
     "                   every global load of one launch (its plan, the prepacked planes or GGUF's blocks, x)\n"
     "                   and gives per load class (codes, scales, x, ...) requests, sectors and bytes per\n"
     "                   request, the kernel-wide sectors/request over all loads (what ncu's l1tex__t_sectors\n"

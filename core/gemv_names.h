@@ -1,6 +1,6 @@
 // The names of the CUDA engine's GEMV mappings (what --gemv, --ab and the chat's /gemv take), listed ONCE, in a
 // header that builds without CUDA: the CPU build needs them to check --gemv and to print --help. The CUDA registry
-// (kernels/gemv_registry.cu) expands the same list to its kernels and checks that each kernel file names itself as
+// (kernels/gemv/gemv_registry.cu) expands the same list to its kernels and checks that each kernel file names itself as
 // listed here; tests/cpu/gemv_names_test.cpp checks the two agree. The first entry is the default.
 #pragma once
 #include <string>
@@ -8,7 +8,7 @@
 #include "core/error.h"
 
 // X(identifier, "name", "one line: what it is and why it exists"). The identifier names the kernel's GemvMapping
-// object, gemv_mapping_<identifier>, defined in kernels/gemv_<identifier>.cu. warp-r2 is first (the default):
+// object, gemv_mapping_<identifier>, defined in kernels/gemv/gemv_<identifier>.cu. warp-r2 is first (the default):
 // synthetic llama3.1-8b decode on the H200 ran at 223 tokens/s with it, 199.5 with warp and 199.4 with cuBLAS.
 #define LLM_GEMV_MAPPINGS(X)                                                                                      \
   X(warp_r2, "warp-r2", "lanes along K, 16-byte loads, two rows per warp share each x chunk: fastest end to end") \
@@ -32,7 +32,7 @@ inline constexpr GemvMappingName kGemvMappingNames[] = {LLM_GEMV_MAPPINGS(LLM_GE
 inline constexpr int kGemvMappingCount = int(sizeof(kGemvMappingNames) / sizeof(kGemvMappingNames[0]));
 inline constexpr const char* kGemvDefaultMapping = kGemvMappingNames[0].name;
 
-// The quantized forms (kernels/gemv_quant_<name>.cu; which form runs which weight type: engine/gemv_choice.h). "warp"
+// The quantized forms (kernels/quant/gemv_quant_<name>.cu; which form runs which weight type: engine/gemv_choice.h). "warp"
 // and "thread" name a form of each kind; "as-stored" and "warp-dp4a" exist only for quantized weights. The first is
 // the default for quantized weights.
 inline constexpr GemvMappingName kQuantGemvNames[] = {

@@ -1,6 +1,6 @@
 // The KV cache's element types (--kv-dtype, BackendOptions::kv_dtype): their names, and the FP8 form's block of
 // positions. Standard library only: the apps parse the option through apps/cli.h, the engine stores the cache
-// (engine/kv_cache.h on the CPU, kernels/kv_fp8.h on the CUDA engine).
+// (engine/kv_cache.h on the CPU, kernels/attention/kv_fp8.h on the CUDA engine).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,7 +15,7 @@ enum class KvDtype : uint8_t {
 };
 
 // Positions per FP8 scale. 32: it divides every KV split of the CUDA decode attention (64 * 2^j rows,
-// kernels/ops.h attention_decode_chunk) and its 16-key tiles lie inside one block; the scales cost 4 bytes per 32 x head_dim
+// kernels/ops/ops.h attention_decode_chunk) and its 16-key tiles lie inside one block; the scales cost 4 bytes per 32 x head_dim
 // codes (0.2% at head_dim 64, 0.1% at 128); and a decode step re-encodes at most the 31 earlier rows of the block it
 // writes (engine/kv_cache.h). E4M3's error relative to each element does not depend on the block (only the
 // subnormal floor, 2^-10 of the scale, does), so a smaller block buys little.

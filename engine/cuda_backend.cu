@@ -1,5 +1,5 @@
 // CUDA engine: BF16 weights resident on the GPU, decode through the selected GEMV mapping replayed as a CUDA
-// graph, prefill through cuBLAS GEMMs. Built only on kernels/gemv.h and kernels/ops.h.
+// graph, prefill through cuBLAS GEMMs. Built only on kernels/gemv/gemv.h and kernels/ops/ops.h.
 //
 // Design
 // - Weights. Every projection matrix (wq, wk, wv, wo, w_gate, w_up, w_down per layer, and the head) is built once as
@@ -30,7 +30,7 @@
 //   from there, so one graph captured per mapping replays at every position. No allocation, no host sync. The first
 //   decode with a mapping runs eagerly (it creates any lazy cuBLAS handle and loads the kernels) and then captures.
 //   The "cublas" mapping is capture-safe because its handle (in the GemvContext) gets an explicit workspace
-//   (kernels/gemv_cublas.cu); the prefill handle here gets one too (cublasSetWorkspace after cublasSetStream).
+//   (kernels/gemv/gemv_cublas.cu); the prefill handle here gets one too (cublasSetWorkspace after cublasSetStream).
 //   Every mapping switched to keeps its prepacked copy (one more model-sized copy each) until release_other_gemvs().
 // - Sample. sample_device on the device logits (ids below sample_vocab_ only) writes the id into a slot of a mapped
 //   pinned ring (no copy in the stream) and, as the next step's {pos, token}, into d_step_. The decode loop runs ahead
@@ -66,12 +66,12 @@
 #include "engine/gemv_choice.h"     // resolve_gemv_choice, default_gemv_name, gemv_refusal
 #include "engine/kernel_trace.h"     // KernelTrace: CUPTI's kernel timeline of a graph replay
 #include "engine/timeline_budget.h"  // split_replays, attribute_timeline
-#include "kernels/gemv.h"
-#include "kernels/gemv_quant.h"
-#include "kernels/kv_fp8.h"
-#include "kernels/persistent_decode.h"
+#include "kernels/gemv/gemv.h"
+#include "kernels/quant/gemv_quant.h"
+#include "kernels/attention/kv_fp8.h"
+#include "kernels/persistent/persistent_decode.h"
 #include "models/quant.h"            // ggml_quant_name
-#include "kernels/ops.h"
+#include "kernels/ops/ops.h"
 
 namespace llm {
 
@@ -172,7 +172,7 @@ struct DevLayer {
   DevMatrix gate_up;                 // [2 hidden, dim]: w_gate, w_up rows (w[kGate], w[kUp] are its slices)
   uint16_t* k_cache = nullptr;       // [ctx, kv_dim] BF16 (--kv-dtype bf16, the default)
   uint16_t* v_cache = nullptr;       // [ctx, kv_dim] BF16
-  Fp8KvLayer fp8;                    // --kv-dtype fp8: codes, scales and the open block's rows (kernels/kv_fp8.h)
+  Fp8KvLayer fp8;                    // --kv-dtype fp8: codes, scales and the open block's rows (kernels/attention/kv_fp8.h)
 };
 
 // Kernel nodes of the graph being captured on s so far.
@@ -282,7 +282,7 @@ class CudaEngine final : public CudaBackend {
   void allocate_state();
   MappingState& prepare_mapping(const std::string& name);
   void enqueue_decode_step(const MappingState& ms, StepProbe* probe);
-  // The persistent path (kernels/persistent_decode.h): the model's shape as its arguments, mapping ms's arguments
+  // The persistent path (kernels/persistent/persistent_decode.h): the model's shape as its arguments, mapping ms's arguments
   // (built once per mapping), one step, and the error check.
   std::string persistent_refusal(const MappingState& ms) const;
   PersistentDecodeArgs persistent_shape() const;
@@ -407,7 +407,7 @@ MemoryPlan CudaEngine::plan_memory(int ctx, int chunk) const {
                   4.0 * chunk * (dim + 2 * qd + 2 * kvd + 2 * hid) + 2.0 * chunk * wide + 4.0 * (4 + chunk);
   // The scratch query runs only for plausible contexts (an absurd ctx fails on the KV cache alone).
   const double attn = (p.kv < 1e12) ? double(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx)) : 0.0;
-  // The GEMV context (kernels/gemv.h) holds its own cuBLAS workspace and split-K partial sums; counted as ours.
+  // The GEMV context (kernels/gemv/gemv.h) holds its own cuBLAS workspace and split-K partial sums; counted as ours.
   p.scratch = attn + double(sample_scratch_bytes(c.vocab_size)) + 2.0 * kCublasWorkspaceBytes +
               4.0 * kGemvPartialFloats + 2.0 * wide;
   return p;
@@ -1311,7 +1311,7 @@ void CudaEngine::sample_async(const SamplerParams& p, uint64_t step) {
   // The id also goes to d_step_ with the position after the current logits' token: the next step's {pos, token}.
   sampled_pos_ = logits_pos_ + 1;
   const int slot = (ring_head_ + ring_count_) % kSampleRing;
-  // Greedy by the sample kernel's rule (kernels/sampling.cu: T not > 0, or top_k 1), of logits whose persistent step
+  // Greedy by the sample kernel's rule (kernels/ops/sampling.cu: T not > 0, or top_k 1), of logits whose persistent step
   // sampled them into this slot: nothing to launch.
   const bool greedy = !(p.temperature > 0.0f) || p.top_k == 1;
   const bool in_kernel = greedy && fused_slot_ == slot && fused_pos_ == logits_pos_;

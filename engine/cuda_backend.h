@@ -51,7 +51,7 @@ class CudaBackend : public Backend {
   virtual bool use_graph() const = 0;
 
   // Persistent decode on: every decode step is ONE kernel whose resident blocks walk the whole forward pass
-  // (kernels/persistent_decode.h); off: the CUDA graph above. Throws llm::Error naming what it cannot run (the
+  // (kernels/persistent/persistent_decode.h); off: the CUDA graph above. Throws llm::Error naming what it cannot run (the
   // current mapping, quantized weights, FP8 KV, unfused projections: engine/gemv_choice.h decode_path_refusal).
   // Profiling a persistent step splits the kernel's measured time by each block's clock cycles per part, waits
   // included (DecodeProfile::kWait). Each call with on = true reads the test and tuning hooks LLM_PERSISTENT_FAULT,

@@ -55,7 +55,7 @@ QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts,
     host.blocks = blocks.data();
     return quant_gemv_upload(host, stream);
   }
-  // Shape comments: models/quant.h (PackedQuant) and kernels/gemv_quant_plan.h (QuantGemvWeight) describe the same
+  // Shape comments: models/quant.h (PackedQuant) and kernels/quant/gemv_quant_plan.h (QuantGemvWeight) describe the same
   // planes; the upload checks the layout.
   const PackedQuant p = pack_quant(blocks.data(), qt, rows, cols, first.name);
   const QuantGemvWeight host = quant_host_view(p);

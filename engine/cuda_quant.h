@@ -1,13 +1,13 @@
 // Quantized decode matrices for the CUDA engine: GGUF blocks (HostTensor::quant) -> the prepacked planes of
 // models/quant.h (and, for the "as-stored" mapping, the blocks unchanged) -> one device allocation the quantized
-// GEMVs (kernels/gemv_quant.h) read. Which mapping runs which weight type is decided in engine/gemv_choice.h.
+// GEMVs (kernels/quant/gemv_quant.h) read. Which mapping runs which weight type is decided in engine/gemv_choice.h.
 #pragma once
 #include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
 
-#include "kernels/gemv_quant.h"
+#include "kernels/quant/gemv_quant.h"
 #include "models/model.h"
 
 namespace llm {

@@ -1,5 +1,5 @@
 // The CUDA engine's resource holders: one RAII owner per kind of CUDA resource it allocates (device memory, pinned
-// host memory, a stream, an event, a CUDA graph and its instance, a cuBLAS handle, the GEMV context of kernels/gemv.h), so that a constructor that
+// host memory, a stream, an event, a CUDA graph and its instance, a cuBLAS handle, the GEMV context of kernels/gemv/gemv.h), so that a constructor that
 // throws half-way frees what it had allocated. CUDA code only (engine/cuda_backend.cu); apps and the chat see the
 // engine through engine/cuda_backend.h, which includes no CUDA header.
 #pragma once
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda_check.h"
-#include "kernels/gemv.h"
+#include "kernels/gemv/gemv.h"
 
 namespace llm {
 
@@ -99,7 +99,7 @@ struct GraphHolder {
   }
 };
 
-// A GemvContext (kernels/gemv.h) once `live` (set after gemv_context_init succeeded); destroying it never throws.
+// A GemvContext (kernels/gemv/gemv.h) once `live` (set after gemv_context_init succeeded); destroying it never throws.
 struct GemvContextHolder {
   GemvContext c;
   bool live = false;

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "kernels/persistent_decode_smem.h"  // CUDA-free
+#include "kernels/persistent/persistent_decode_smem.h"  // CUDA-free
 #include "models/quant.h"
 
 namespace llm {

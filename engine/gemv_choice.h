@@ -27,7 +27,7 @@ std::string default_gemv_name(const Model& model, bool dequantize);
 std::string gemv_refusal(const std::string& name, const Model& model, bool dequantize);
 
 // How decode runs a step (--decode): the CUDA graph of one kernel per op (the default), or one persistent kernel per
-// token (kernels/persistent_decode.h).
+// token (kernels/persistent/persistent_decode.h).
 enum class DecodePath { Graph, Persistent };
 const char* decode_path_name(DecodePath p);  // "graph", "persistent"
 // "graph" / "persistent"; anything else throws llm::Error "unknown --decode 'NAME' (graph or persistent)".

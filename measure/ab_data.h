@@ -19,7 +19,7 @@ struct AbProjection {
   int64_t bf16_bytes_per_token() const { return N * K * 2 * int64_t(count); }
 };
 
-// How one mapping launches its kernel for one projection kind (kernels/gemv.h GemvLaunchShape), and what it reads.
+// How one mapping launches its kernel for one projection kind (kernels/gemv/gemv.h GemvLaunchShape), and what it reads.
 struct AbLaunch {
   std::string projection;            // AbProjection::name
   int64_t N = 0, K = 0;

@@ -247,7 +247,7 @@ void attention_section(std::ostringstream& os, const AbReportData& d, const AbSu
 }
 
 void launch_table(std::ostringstream& os, const AbSummary& s) {
-  os << "### Launch shapes (kernels/gemv.h; warps/SM = launched warps / SMs, capped at the resident limit)\n\n";
+  os << "### Launch shapes (kernels/gemv/gemv.h; warps/SM = launched warps / SMs, capped at the resident limit)\n\n";
   os << "| mapping | projections | N x K | grid x block | threads | warps/SM | bytes in flight/thread "
         "| bytes in flight/SM |\n";
   os << "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |\n";

@@ -12,15 +12,15 @@
 #include "engine/decode_loop.h"  // the one decode loop
 #include "engine/gemv_choice.h"  // gemv_refusal, resolve_gemv_choice: which form runs which weight type
 #include "engine/kv_cache.h"     // CpuKvCache::bytes: the KV cache's bytes in each element type
-#include "kernels/gemv_quant_plan.h"  // quant_gemv_bytes_read, quant_gemv_describe (CUDA-free)
+#include "kernels/quant/gemv_quant_plan.h"  // quant_gemv_bytes_read, quant_gemv_describe (CUDA-free)
 
 #ifdef LLM_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "engine/cuda_backend.h"  // CudaBackend: set_gemv, set_use_graph, set_profiling, gemv_bytes_per_token
 #include "kernels/cuda_check.h"   // CUDA_CHECK
-#include "kernels/gemv.h"         // gemv_find(...).shape
-#include "kernels/gemv_quant.h"   // quant_gemv_shape: launch shapes of the quantized forms
+#include "kernels/gemv/gemv.h"         // gemv_find(...).shape
+#include "kernels/quant/gemv_quant.h"   // quant_gemv_shape: launch shapes of the quantized forms
 #include "measure/roofline.h"     // Roofline: the one streaming-read measurement
 #endif
 

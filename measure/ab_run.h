@@ -106,7 +106,7 @@ std::vector<std::string> ab_runnable_entries(const std::vector<std::string>& map
 // Weight bytes one decode step reads through projection kind `projection` (a ProfileParts GEMV part name: every
 // layer's matrices, or the head; fused kinds their members') under GEMV mapping `mapping`, as the CUDA engine counts
 // them for CudaBackend::gemv_bytes_per_token: a weight decode keeps quantized (quantized in the file, `dequantize`
-// off) is read by the mapping's quantized form (kernels/gemv_quant_plan.h quant_gemv_bytes_read: codes + scales, or
+// off) is read by the mapping's quantized form (kernels/quant/gemv_quant_plan.h quant_gemv_bytes_read: codes + scales, or
 // GGUF's blocks for as-stored), any other as BF16 (N x K x 2). Layers may differ in type (Q4_K_M). Throws llm::Error
 // for an unknown mapping or projection, or a quantized weight the mapping has no form for. `mapping` is a GEMV name
 // (an entry's AbEntry::gemv), not an A/B entry.

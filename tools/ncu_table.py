@@ -20,7 +20,7 @@ GRID = "launch__grid_size"
 L2_FROM_L1 = "lts__t_sectors_srcunit_tex_op_read.sum"
 MARKER = "gemv_profile_marker"
 
-# x loads each kernel issues per weight load instruction, and the sectors each touches (read off kernels/gemv_*.cu):
+# x loads each kernel issues per weight load instruction, and the sectors each touches (read off kernels/gemv/gemv_*.cu):
 # warp-like: two float4 loads of x per 16-byte weight chunk, lanes 32 B apart -> 32 sectors each;
 # thread, thread-splitk, colmajor: one x[k] per weight load, the same address in every lane -> 1 sector.
 # cuBLAS's loads are not public: no x model.

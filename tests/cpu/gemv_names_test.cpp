@@ -13,7 +13,7 @@
 #include "models_test_util.h"
 
 #if LLM_HAVE_CUDA
-#include "kernels/gemv.h"
+#include "kernels/gemv/gemv.h"
 #endif
 
 namespace llm {

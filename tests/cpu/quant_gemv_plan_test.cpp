@@ -1,4 +1,4 @@
-// The CUDA-free half of the quantized GEMV (kernels/gemv_quant_plan.h): per-type traits and leading dimensions agree
+// The CUDA-free half of the quantized GEMV (kernels/quant/gemv_quant_plan.h): per-type traits and leading dimensions agree
 // with models/quant.h's pack_quant, bytes read agree with packed_bytes_read, plane sizes with the PackedQuant vectors,
 // the launch plans cover every row and every K unit, layout checks refuse bad fields by name. Runs on any machine.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/gemv_quant_plan.h"
+#include "kernels/quant/gemv_quant_plan.h"
 #include "models/quant.h"
 
 namespace llm {

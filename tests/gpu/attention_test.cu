@@ -1,4 +1,4 @@
-// Attention kernels of kernels/ops.h (attention_decode, attention_prefill) against a double-precision reference
+// Attention kernels of kernels/ops/ops.h (attention_decode, attention_prefill) against a double-precision reference
 // written here, on random BF16 caches. Outputs and decode scratch are poisoned with all-ones bits (NaN as FP32) before
 // each launch, and cache rows past the valid length hold NaN bits (BF16), so an element a kernel forgets to write, or a
 // row it wrongly reads, shows up as a non-finite output (rel_l2 = infinity).
@@ -34,7 +34,7 @@
 #include "core/counter_rng.h"
 #include "core/dtype.h"
 #include "kernels/cuda_check.h"
-#include "kernels/ops.h"
+#include "kernels/ops/ops.h"
 #include "device_test_util.h"  // SKIP_WITHOUT_CUDA, DeviceBuffer, sync_and_check, rel_l2
 #include "random_util.h"       // parallel_for
 

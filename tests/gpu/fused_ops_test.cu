@@ -1,4 +1,4 @@
-// The fused decode ops of kernels/ops.h (rope_kv_store, swiglu_fused) against the separate ops they replace (rope +
+// The fused decode ops of kernels/ops/ops.h (rope_kv_store, swiglu_fused) against the separate ops they replace (rope +
 // kv_store, swiglu; those are checked against CPU references in ops_test.cu): bit-identical results, and cache rows
 // outside the written range left untouched. Skips with "no CUDA device" where there is none.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 
 #include "engine/backend.h"  // cuda_device_available
 #include "kernels/cuda_check.h"
-#include "kernels/ops.h"
+#include "kernels/ops/ops.h"
 
 namespace llm {
 namespace {

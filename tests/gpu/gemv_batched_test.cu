@@ -1,4 +1,4 @@
-// The probe kernels of kernels/gemv_batched.h (batched GEMV, several rows per warp) against an FP64 CPU reference on
+// The probe kernels of kernels/gemv/gemv_batched.h (batched GEMV, several rows per warp) against an FP64 CPU reference on
 // random BF16 weights, with NaN-poisoned outputs and guards, on awkward shapes; plus a negative control.
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include "engine/backend.h"  // cuda_device_available
 #include "core/dtype.h"  // f32_to_bf16 / bf16_to_f32
 #include "kernels/cuda_check.h"
-#include "kernels/gemv_batched.h"
+#include "kernels/gemv/gemv_batched.h"
 
 namespace llm {
 namespace {

@@ -1,8 +1,8 @@
-// Quantized GEMV mappings (kernels/gemv_quant.h: warp, thread, as-stored, warp-dp4a) x GGML types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// Quantized GEMV mappings (kernels/quant/gemv_quant.h: warp, thread, as-stored, warp-dp4a) x GGML types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
 // Q4_K, Q6_K) against models/quant.h's FP64 reference packed_gemv_ref: fresh random inputs (seed printed), poisoned
 // outputs, awkward shapes, accumulate, misaligned x/y, chained launches in a CUDA graph, negative controls.
 // warp-dp4a rounds x to int8 per 32 (q8_1): it is judged against the reference on the same rounded activations.
-// The QuantGemvEmulation tests need no device: they run the kernels' own per-lane code (kernels/gemv_quant_device.cuh,
+// The QuantGemvEmulation tests need no device: they run the kernels' own per-lane code (kernels/quant/gemv_quant_device.cuh,
 // __host__ __device__) on the CPU with the launch plan's block/warp/lane coordinates.
 #include <gtest/gtest.h>
 
@@ -24,8 +24,8 @@
 #include "engine/backend.h"  // cuda_device_available
 #include "engine/cuda_quant.h"  // quant_host_view
 #include "kernels/cuda_check.h"
-#include "kernels/gemv_quant.h"
-#include "kernels/gemv_quant_device.cuh"  // the per-lane code, run on the host by the emulation tests
+#include "kernels/quant/gemv_quant.h"
+#include "kernels/quant/gemv_quant_device.cuh"  // the per-lane code, run on the host by the emulation tests
 #include "models/quant.h"
 
 namespace llm {

@@ -21,7 +21,7 @@
 #include "random_util.h"       // test_seed, parallel_for
 #include "core/dtype.h"        // f32_to_bf16 / bf16_to_f32
 #include "kernels/cuda_check.h"
-#include "kernels/gemv.h"
+#include "kernels/gemv/gemv.h"
 
 namespace llm {
 namespace {

@@ -21,7 +21,7 @@
 #include "core/error.h"
 #include "engine/backend.h"
 #include "engine/cuda_backend.h"
-#include "kernels/ops.h"
+#include "kernels/ops/ops.h"
 #include "models/model.h"
 
 namespace fs = std::filesystem;

@@ -1,5 +1,5 @@
 // The CUDA engine with --kv-dtype fp8 against the CPU reference with the same FP8 cache form (engine/kv_cache.h;
-// the GPU stores the same bytes, kernels/kv_fp8.h), teacher-forced at every position across several FP8 blocks;
+// the GPU stores the same bytes, kernels/attention/kv_fp8.h), teacher-forced at every position across several FP8 blocks;
 // prefill (one call, chunked, two calls) against decode; and the refusal of a head_dim the FP8 attention lacks.
 // synthetic:tiny-long: 4 heads of 64 over 2 KV heads (the tensor-core path). Tolerance: CudaModel's 2e-2 relative L2
 // of the logits (the GPU's BF16 weights and activations against the CPU's FP32 math on the same BF16 weights).

@@ -1,4 +1,4 @@
-// The FP8 KV cache store on the device (kernels/kv_fp8.h) against the CPU reference's (engine/kv_cache.h, CpuKvCache
+// The FP8 KV cache store on the device (kernels/attention/kv_fp8.h) against the CPU reference's (engine/kv_cache.h, CpuKvCache
 // in FP8): the same rows written the same way must give the same codes and scales, byte for byte, after every write:
 // decode steps across blocks, prefill chunks that start and end mid-block, decode after prefill, rewinds within the
 // open block and into earlier blocks (rows re-rounded from their codes), jumps forward over unwritten positions, the
@@ -36,8 +36,8 @@
 #include "core/kv_dtype.h"     // kKvFp8Block
 #include "engine/kv_cache.h"
 #include "kernels/cuda_check.h"
-#include "kernels/kv_fp8.h"
-#include "kernels/ops.h"  // rope (the reference of rope_kv_store_fp8)
+#include "kernels/attention/kv_fp8.h"
+#include "kernels/ops/ops.h"  // rope (the reference of rope_kv_store_fp8)
 #include "device_test_util.h"  // SKIP_WITHOUT_CUDA, DeviceBuffer, sync_and_check
 
 namespace llm {

@@ -20,7 +20,7 @@
 #include "engine/kernel_trace.h"  // KernelTrace::built_with_cupti
 #include "engine_gpu_test_util.h"  // REQUIRE_GPU, test_tokens, rel_l2
 #include "engine/sampler.h"
-#include "kernels/gemv.h"
+#include "kernels/gemv/gemv.h"
 #include "models/model.h"
 
 namespace fs = std::filesystem;

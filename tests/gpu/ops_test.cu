@@ -1,4 +1,4 @@
-// Device ops of kernels/ops.h against plain CPU references written here (double accumulation), on random inputs.
+// Device ops of kernels/ops/ops.h against plain CPU references written here (double accumulation), on random inputs.
 // Outputs (and scratch, and cache rows past the attended range) are poisoned with all-ones bits (NaN as FP32 and as
 // BF16) before each launch, so an element a kernel forgets to write, or a row it wrongly reads, shows up.
 // Every test skips with "no CUDA device" where there is none.
@@ -19,7 +19,7 @@
 #include "core/dtype.h"
 #include "engine/sampler.h"
 #include "kernels/cuda_check.h"
-#include "kernels/ops.h"
+#include "kernels/ops/ops.h"
 #include "models/config.h"
 #include "models/tensor.h"
 #include "device_test_util.h"  // SKIP_WITHOUT_CUDA, DeviceBuffer, random inputs, rel_l2
@@ -249,7 +249,7 @@ KeptSet cpu_kept_set(const std::vector<float>& logits, float temperature, int to
   return ks;
 }
 
-// The token the device picks for u: kept tokens laid out in INDEX order (see kernels/sampling.cu); -1 when u lies
+// The token the device picks for u: kept tokens laid out in INDEX order (see kernels/ops/sampling.cu); -1 when u lies
 // within `guard` of an interval boundary (FP32 probabilities may move it).
 int index_order_pick(const KeptSet& ks, double u, double guard) {
   std::vector<std::pair<int, double>> v;

@@ -1,4 +1,4 @@
-// The persistent decode path (--decode persistent, kernels/persistent_decode.h) against the graph path with the same
+// The persistent decode path (--decode persistent, kernels/persistent/persistent_decode.h) against the graph path with the same
 // GEMV mapping: teacher-forced logits within relative L2 1e-5 (2e-5 asserted: kFp32AttentionBar) at every position
 // (stories260K, the synthetic shapes, awkward shapes, a context long enough for split-KV attention and its merge);
 // bitwise repeatability over 20 runs of 1,000 steps; a wait that never ends becomes an error (and the engine stays

@@ -1,0 +1,55 @@
+// Between kernels/attention/attention.cu (the public attention ops, their checks and the split merge) and
+// kernels/attention/attention_tc.cu (the tensor-core kernels it chooses where they apply). Host code only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"  // LLM_HD
+
+namespace llm {
+
+// The decode split rule, on the host and in the kernels (which apply it to the length they read on the device, so a
+// captured graph stays right at every position): rows per split = the smallest 64 * 2^j that leaves at most
+// 2 * sms split blocks (n_kv_heads of them per split) over `len` rows. Long contexts get long splits that stream, short
+// ones many small splits that fill the GPU.
+constexpr int kAttnMinSplitRows = 64;
+constexpr int kAttnSplitsPerSm = 2;
+LLM_HD int attention_split_rows(int n_kv_heads, int len, int sms) {
+  int64_t rows = kAttnMinSplitRows;
+  while (rows < len && int64_t(n_kv_heads) * ((len + rows - 1) / rows) > int64_t(kAttnSplitsPerSm) * sms) rows *= 2;
+  return int(rows);
+}
+// The most splits any length up to max_ctx gets: the decode grid's x.
+LLM_HD int attention_max_splits(int n_kv_heads, int max_ctx, int sms) {
+  const int64_t by_rows = (int64_t(max_ctx) + kAttnMinSplitRows - 1) / kAttnMinSplitRows;
+  int64_t by_sms = int64_t(kAttnSplitsPerSm) * sms / n_kv_heads;
+  if (by_sms < 1) by_sms = 1;
+  return int(by_rows < by_sms ? by_rows : by_sms);
+}
+
+// head_dim 64 or 128, grouped-query ratio 1..8, q/out 8-byte and K/V caches 16-byte aligned.
+bool attention_tc_supported(int head_dim, int group, const void* q, const void* k_cache, const void* v_cache,
+                            const void* out);
+
+// Same contract as attention_prefill, with the query scale (log2(e) / sqrt(head_dim)) given.
+void attention_prefill_tc(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int pos0, int n_tokens,
+                          int n_heads, int n_kv_heads, int head_dim, float qscale, float* out, cudaStream_t s);
+
+// Split pass of decode attention: grid (attention_max_splits(), n_kv_heads), split rows attention_split_rows() of the
+// length on the device. Writes part_o [splits, n_heads, head_dim] and part_ml [splits, n_heads] (max in the log2
+// domain, weight sum).
+void attention_decode_tc(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos,
+                         int n_heads, int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale,
+                         float* part_o, float2* part_ml, cudaStream_t s);
+
+// The same passes over the FP8 cache (E4M3 codes, one FP32 scale per kKvFp8Block positions and KV head: scales
+// [n_blocks, n_kv_heads]).
+void attention_prefill_tc_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
+                              const float* v_scale, int pos0, int n_tokens, int n_heads, int n_kv_heads,
+                              int head_dim, float qscale, float* out, cudaStream_t s);
+void attention_decode_tc_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
+                             const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
+                             int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s);
+
+}  // namespace llm

@@ -1,0 +1,73 @@
+// GEMV mappings for batch-1 decode: y[N] (FP32) = W[N, K] (BF16) * x[K] (FP32), FP32 accumulation.
+// Each mapping lives in its own kernels/gemv_<name>.cu with a one-line "what and why", and is listed ONCE in
+// kernels/gemv/gemv_registry.cu. The engine never branches on a mapping's name: it asks the registry.
+// Device code only: nothing here knows of files, text or models.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+namespace llm {
+
+// A matrix in the layout one mapping reads (prepacked once at load).
+struct GemvWeight {
+  int N = 0, K = 0;          // logical shape: y[N] = W[N, K] x[K]
+  uint16_t* data = nullptr;  // device BF16 bits, layout chosen by the mapping (owned; free with gemv_free)
+  int64_t ld = 0;            // leading dimension in elements (row stride for row-major, column stride for [K, N])
+  size_t bytes = 0;          // bytes allocated (padding included)
+  size_t useful_bytes() const { return size_t(N) * size_t(K) * 2; }
+};
+
+// Per-stream resources some mappings need (cuBLAS handle, a BF16 copy of x). Created once, reused per token.
+struct GemvContext {
+  void* cublas = nullptr;         // cublasHandle_t, created lazily by mappings that need it
+  uint16_t* x_bf16 = nullptr;     // scratch for a BF16 copy of x
+  size_t x_bf16_capacity = 0;     // elements
+  cudaStream_t stream = nullptr;
+  // Added for the split-K mappings (thread-splitk, colmajor): per-slice partial sums [splits, N], summed in a fixed
+  // order by a second pass so results are deterministic (no atomics). Allocated by gemv_context_init with
+  // kGemvPartialFloats elements; a mapping picks splits <= kGemvPartialFloats / N, so a launch never allocates.
+  float* partial = nullptr;
+  size_t partial_capacity = 0;     // elements
+  void* cublas_workspace = nullptr;  // explicit cuBLAS workspace, so a captured graph never allocates inside cuBLAS
+  size_t cublas_workspace_bytes = 0;
+};
+constexpr size_t kGemvPartialFloats = size_t(1) << 21;  // 8 MiB: 16 slices of a 128,256-row lm_head
+void gemv_context_init(GemvContext* ctx, cudaStream_t stream, int max_k);
+void gemv_context_destroy(GemvContext* ctx);
+
+// How a launch is shaped (for the A/B report: threads, warps per SM, bytes in flight per SM).
+struct GemvLaunchShape {
+  int grid = 0, block = 0;
+  int bytes_in_flight_per_thread = 0;  // weight bytes each thread has requested before first use
+};
+
+struct GemvMapping {
+  const char* name;  // as typed after --gemv
+  const char* why;   // one line: what it is and why it exists
+  // Builds this mapping's layout from a row-major BF16 [N, K] matrix already on the device (w_rowmajor may be freed
+  // afterwards). Allocates out->data.
+  void (*prepack)(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStream_t stream);
+  // y = W x (accumulate: y += W x). x and y are device FP32. No allocation, no sync.
+  void (*launch)(const GemvWeight& w, const float* x, float* y, bool accumulate, GemvContext* ctx);
+  GemvLaunchShape (*shape)(int N, int K);
+};
+
+const std::vector<const GemvMapping*>& gemv_mappings();
+// Throws llm::Error naming the known mappings when `name` is unknown. "" gives the default (fastest correct).
+const GemvMapping& gemv_find(const std::string& name);
+const char* gemv_default_name();
+void gemv_free(GemvWeight* w);
+
+// Measurement helpers for apps/gemv-bench (device code lives in kernels/, never in apps/).
+// Reads `bytes` (a multiple of 16) of `buf` with 16-byte loads in a grid-stride loop of grid x block threads and
+// writes one word per block into sink[grid] so the reads cannot be optimised away.
+void gemv_stream_read(const void* buf, size_t bytes, int grid, int block, uint32_t* sink, cudaStream_t stream);
+// Fills n BF16 values with rng_value(seed, 0, i, 0, 1) (uniform in [-1, 1)), on the device.
+void gemv_fill_random_bf16(uint16_t* out, size_t n, uint64_t seed, cudaStream_t stream);
+void gemv_fill_random_f32(float* out, size_t n, uint64_t seed, cudaStream_t stream);
+
+}  // namespace llm

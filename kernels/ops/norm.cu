@@ -1,0 +1,56 @@
+// RMSNorm over rows: one block per row, FP32 sum of squares reduced by warp shuffles then shared memory.
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/ops/block_reduce.cuh"
+#include "kernels/cuda_check.h"
+#include "kernels/ops/ops.h"
+#include "kernels/ops/pdl.cuh"
+
+namespace llm {
+namespace {
+
+__device__ __forceinline__ void store_out(float* out, size_t i, float v) { out[i] = v; }
+__device__ __forceinline__ void store_out(uint16_t* out, size_t i, float v) { out[i] = f32_to_bf16(v); }
+
+// x, out [rows, dim]; w [dim]. No __restrict__: out may alias x (each element is read and written by one thread).
+template <typename Out>
+__global__ void rmsnorm_kernel(const float* x, const float* __restrict__ w, Out* out, int dim, float eps) {
+  pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
+  __shared__ float red[32];
+  const size_t row = size_t(blockIdx.x) * size_t(dim);
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = x[row + i];
+    ss += v * v;
+  }
+  ss = block_sum(ss, red);
+  // Same expression as the CPU reference: 1 / sqrt(mean + eps), not the approximate rsqrtf.
+  const float inv = 1.0f / sqrtf(ss / float(dim) + eps);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) store_out(out, row + i, x[row + i] * inv * w[i]);
+}
+
+// One row is latency-bound on one SM: give each thread about four elements, up to 1024 threads.
+int norm_threads(int dim) {
+  int t = ((dim + 3) / 4 + 31) / 32 * 32;
+  return t < 32 ? 32 : (t > 1024 ? 1024 : t);
+}
+
+template <typename Out>
+void launch_rmsnorm(const float* x, const float* w, Out* out, int rows, int dim, float eps, cudaStream_t s) {
+  if (rows < 0 || dim <= 0) fail("rmsnorm: invalid shape rows ", rows, ", dim ", dim);
+  if (rows == 0) return;
+  rmsnorm_kernel<Out><<<rows, norm_threads(dim), 0, s>>>(x, w, out, dim, eps);
+  CUDA_CHECK_LAUNCH("rmsnorm_kernel");
+}
+
+}  // namespace
+
+void rmsnorm(const float* x, const float* w, float* out, int rows, int dim, float eps, cudaStream_t s) {
+  launch_rmsnorm(x, w, out, rows, dim, eps, s);
+}
+
+void rmsnorm_bf16(const float* x, const float* w, uint16_t* out, int rows, int dim, float eps, cudaStream_t s) {
+  launch_rmsnorm(x, w, out, rows, dim, eps, s);
+}
+
+}  // namespace llm

@@ -1,0 +1,291 @@
+// Token sampling on the device (engine/sampler.h's rule) in one block of 1024 threads: greedy argmax, or
+// softmax(logits / T) -> top-k -> top-p -> one draw with a uniform u, leaving the id in device memory.
+//
+// Probabilities are kept unnormalised, e_i = exp((l_i - max) / T) in (0, 1], and summed in 2^-39 fixed point
+// (integer adds: the result does not depend on the order threads add in, so a draw is reproducible run to run).
+// top-k and top-p thresholds are exact radix selects over the FP32 bit patterns of e (positive floats order like
+// their bits): four passes of 8-bit digits, counting elements (top-k) or their mass (top-p). Ties at a threshold
+// are kept by lowest index, exactly as the CPU's stable sort does, so the kept set is the CPU's (up to FP32 vs FP64
+// rounding of probabilities that sit exactly on the top-p boundary).
+// Logits holding NaN or Inf anywhere in [0, vocab) give no token: *d_out = kSampleNonFinite (kernels/ops/ops.h), in the
+// same 4-byte value the host copies back anyway, so detecting them costs no extra transfer.
+// The draw walks the kept tokens in INDEX order, not in descending probability as engine/sampler.cpp does: each
+// token is still chosen with probability p_i / sum(kept), i.e. the same distribution, but the same u generally
+// picks a different token than the CPU sampler.
+#include <climits>
+
+#include "core/error.h"
+#include "kernels/ops/block_reduce.cuh"
+#include "kernels/cuda_check.h"
+#include "kernels/ops/ops.h"
+
+namespace llm {
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kMaxVocab = 1 << 24;               // keeps vocab * 2^39 below 2^63
+constexpr float kMassScale = 549755813888.0f;  // 2^39
+
+using u64 = unsigned long long;
+
+struct SampleShared {
+  u64 hist[256];  // radix histogram of one digit: counts or masses
+  u64 scan[32];   // block scan scratch
+  float red_v[32];
+  int red_i[32];
+  u64 above;      // weight strictly above the digits chosen so far
+  uint32_t digit;
+  int index;
+};
+
+__device__ __forceinline__ u64 mass_of(float e) { return u64(e * kMassScale); }
+__device__ __forceinline__ uint32_t bits_of(float e) { return __float_as_uint(e); }
+
+// Larger value wins; equal values: lower index (NaN never wins).
+__device__ __forceinline__ bool better(float v, int i, float bv, int bi) { return v > bv || (v == bv && i < bi); }
+
+// Argmax of x[0..n), lowest index on ties; INT_MAX if every value is NaN. Every thread gets the result, and the
+// return value: whether any of x[0..n) is NaN or Inf.
+__device__ bool block_argmax(const float* __restrict__ x, int n, SampleShared& sh, float* out_v, int* out_i) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float bv = -INFINITY;
+  int bi = INT_MAX;
+  int bad = 0;
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const float v = x[i];
+    bad |= !isfinite(v);
+    if (better(v, i, bv, bi)) bv = v, bi = i;
+  }
+  const bool any_bad = __syncthreads_or(bad) != 0;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(kFullWarp, bv, o);
+    const int oi = __shfl_xor_sync(kFullWarp, bi, o);
+    if (better(ov, oi, bv, bi)) bv = ov, bi = oi;
+  }
+  if (lane == 0) sh.red_v[warp] = bv, sh.red_i[warp] = bi;
+  __syncthreads();
+  bv = sh.red_v[lane];
+  bi = sh.red_i[lane];
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(kFullWarp, bv, o);
+    const int oi = __shfl_xor_sync(kFullWarp, bi, o);
+    if (better(ov, oi, bv, bi)) bv = ov, bi = oi;
+  }
+  *out_v = bv;
+  *out_i = bi;
+  return any_bad;
+}
+
+// Warp 0: the digit d (bins 255 -> 0) where the weight at or above it first reaches target.
+__device__ void find_digit(SampleShared& sh, u64 above, u64 target) {
+  const int lane = threadIdx.x & 31;
+  const int hi = 255 - 8 * lane;  // lane 0 holds the highest bins
+  u64 s = 0;
+  for (int j = 0; j < 8; ++j) s += sh.hist[hi - j];
+  u64 incl = s;
+  for (int o = 1; o < 32; o <<= 1) {
+    const u64 n = __shfl_up_sync(kFullWarp, incl, o);
+    if (lane >= o) incl += n;
+  }
+  const unsigned ball = __ballot_sync(kFullWarp, above + incl >= target);
+  const int first = ball ? __ffs(ball) - 1 : 31;  // none: the caller broke its promise; take the lowest bin
+  if (lane == first) {
+    u64 run = above + incl - s;
+    for (int j = 0; j < 8; ++j) {
+      const int b = hi - j;
+      if (run + sh.hist[b] >= target || j == 7) {
+        sh.digit = uint32_t(b);
+        sh.above = run;
+        break;
+      }
+      run += sh.hist[b];
+    }
+  }
+}
+
+// The largest bit pattern b such that the weight (count, or mass if kMass) of elements with pred and bits >= b is
+// >= target (0 < target <= total weight). *above gets the weight of elements with bits > b.
+template <bool kMass, typename Pred>
+__device__ uint32_t radix_select(const float* e, int n, Pred pred, u64 target, u64* above_out, SampleShared& sh) {
+  uint32_t prefix = 0, mask = 0;
+  u64 above = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    __syncthreads();  // previous readers of hist / digit are done
+    if (threadIdx.x < 256) sh.hist[threadIdx.x] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += kThreads) {
+      const float v = e[i];
+      const uint32_t b = bits_of(v);
+      if ((b & mask) == prefix && pred(i, b)) atomicAdd(&sh.hist[(b >> shift) & 255u], kMass ? mass_of(v) : 1ull);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) find_digit(sh, above, target);
+    __syncthreads();
+    prefix |= sh.digit << shift;
+    mask |= 255u << shift;
+    above = sh.above;
+  }
+  *above_out = above;
+  return prefix;
+}
+
+// Contiguous index range of this thread (index-order walks need contiguous ranges per thread).
+struct Range {
+  int lo, hi;
+};
+__device__ __forceinline__ Range my_range(int n) {
+  const int per = (n + kThreads - 1) / kThreads;
+  const int lo = min(n, int(threadIdx.x) * per);
+  return Range{lo, min(n, lo + per)};
+}
+
+// Index of the need-th (1-based, index order) element with pred; n - 1 (keep all) if there are at most need.
+template <typename Pred>
+__device__ int nth_index(const float* e, int n, Pred pred, u64 need, SampleShared& sh) {
+  const Range r = my_range(n);
+  u64 own = 0;
+  for (int i = r.lo; i < r.hi; ++i) own += pred(i, bits_of(e[i])) ? 1 : 0;
+  u64 total;
+  const u64 pre = block_exclusive_scan(own, sh.scan, &total);
+  if (threadIdx.x == 0) sh.index = n - 1;
+  __syncthreads();
+  if (total > need && pre < need && need <= pre + own) {
+    u64 c = pre;
+    for (int i = r.lo; i < r.hi; ++i)
+      if (pred(i, bits_of(e[i])) && ++c == need) {
+        sh.index = i;
+        break;
+      }
+  }
+  __syncthreads();
+  return sh.index;
+}
+
+// Token whose interval of the kept mass, laid out in index order, contains u * total; -1 if nothing is kept.
+template <typename Pred>
+__device__ int draw(const float* e, int n, Pred kept, float u, SampleShared& sh) {
+  const Range r = my_range(n);
+  u64 own = 0;
+  for (int i = r.lo; i < r.hi; ++i) {
+    const float v = e[i];
+    if (kept(i, bits_of(v))) own += mass_of(v);
+  }
+  u64 total;
+  const u64 pre = block_exclusive_scan(own, sh.scan, &total);
+  if (threadIdx.x == 0) sh.index = -1;
+  __syncthreads();
+  if (total > 0) {
+    const double uu = u > 0.0f ? double(u) : 0.0;  // NaN and negatives -> 0
+    u64 target = u64(uu * double(total));
+    if (target >= total) target = total - 1;
+    if (pre <= target && target < pre + own) {
+      u64 c = pre;
+      for (int i = r.lo; i < r.hi; ++i) {
+        const float v = e[i];
+        if (!kept(i, bits_of(v))) continue;
+        c += mass_of(v);
+        if (target < c) {
+          sh.index = i;
+          break;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  return sh.index;
+}
+
+// logits [vocab]; e [vocab] scratch for the unnormalised probabilities.
+__global__ __launch_bounds__(kThreads) void sample_kernel(const float* __restrict__ logits, int vocab,
+                                                          float temperature, int top_k, float top_p, float u,
+                                                          int* __restrict__ d_out, float* __restrict__ e,
+                                                          int* __restrict__ d_step, int next_pos) {
+  __shared__ SampleShared sh;
+  // The id for the host (*d_out) and, with d_step, the next decode step's {pos, token} (a non-finite draw leaves
+  // token 0 there: the step that may already be queued behind this one reads a valid row, and the host stops the run).
+  auto emit = [&](int id) {
+    if (threadIdx.x != 0) return;
+    *d_out = id;
+    if (d_step) {
+      d_step[0] = next_pos;
+      d_step[1] = id >= 0 ? id : 0;
+    }
+  };
+  float mx;
+  int im;
+  if (block_argmax(logits, vocab, sh, &mx, &im)) {  // NaN or Inf: no token, the host stops the run
+    emit(kSampleNonFinite);
+    return;
+  }
+  if (im == INT_MAX) im = 0;  // unreachable now (NaN is flagged above); kept as the CPU argmax's rule
+  // Greedy as the CPU sampler (T <= 0 or top_k == 1); a +inf maximum has no softmax either.
+  if (!(temperature > 0.0f) || top_k == 1 || !isfinite(mx)) {
+    emit(im);
+    return;
+  }
+
+  u64 z_part = 0;
+  for (int i = threadIdx.x; i < vocab; i += kThreads) {
+    const float v = expf((logits[i] - mx) / temperature);
+    e[i] = v;
+    z_part += mass_of(v);
+  }
+  u64 z;
+  block_exclusive_scan(z_part, sh.scan, &z);  // its barriers also publish e[] to the whole block
+
+  // top-k: the k-th largest value, ties at it kept by lowest index so exactly k survive.
+  uint32_t kbits = 0;  // 0 with kcut = vocab - 1 keeps everything
+  int kcut = vocab - 1;
+  if (top_k > 0 && top_k < vocab) {
+    u64 above;
+    kbits = radix_select<false>(e, vocab, [](int, uint32_t) { return true; }, u64(top_k), &above, sh);
+    const uint32_t kb = kbits;
+    kcut = nth_index(e, vocab, [kb](int, uint32_t b) { return b == kb; }, u64(top_k) - above, sh);
+  }
+  auto in_k = [kbits, kcut](int i, uint32_t b) { return b > kbits || (b == kbits && i <= kcut); };
+
+  // top-p over the top-k set: the smallest most-likely prefix whose mass reaches top_p of the full softmax.
+  uint32_t pbits = 0;
+  int pcut = vocab - 1;
+  if (top_p < 1.0f) {
+    const double t = double(top_p) * double(z);
+    const u64 target = t > 1.0 ? u64(ceil(t)) : 1ull;  // at least the most likely token
+    u64 part = 0;
+    for (int i = threadIdx.x; i < vocab; i += kThreads) {
+      const float v = e[i];
+      if (in_k(i, bits_of(v))) part += mass_of(v);
+    }
+    u64 mass_k;
+    block_exclusive_scan(part, sh.scan, &mass_k);
+    if (mass_k >= target) {  // otherwise the whole top-k set is kept
+      u64 above;
+      pbits = radix_select<true>(e, vocab, in_k, target, &above, sh);
+      const u64 fv = mass_of(__uint_as_float(pbits));
+      u64 need = (fv > 0 && above < target) ? (target - above + fv - 1) / fv : 1;
+      if (need < 1) need = 1;
+      const uint32_t pb = pbits;
+      pcut = nth_index(e, vocab, [pb, in_k](int i, uint32_t b) { return b == pb && in_k(i, b); }, need,
+                       sh);
+    }
+  }
+  auto kept = [in_k, pbits, pcut](int i, uint32_t b) {
+    return in_k(i, b) && (b > pbits || (b == pbits && i <= pcut));
+  };
+  const int tok = draw(e, vocab, kept, u, sh);
+  emit(tok >= 0 ? tok : im);
+}
+
+}  // namespace
+
+size_t sample_scratch_bytes(int vocab) { return (size_t(vocab > 0 ? vocab : 0) * sizeof(float) + 255) / 256 * 256; }
+
+void sample_device(const float* logits, int vocab, float temperature, int top_k, float top_p, float u, int* d_out,
+                   void* scratch, cudaStream_t s, int* d_step, int next_pos) {
+  if (vocab <= 0 || vocab > kMaxVocab) fail("sample_device: vocab ", vocab, " outside 1..", kMaxVocab);
+  if (scratch == nullptr) fail("sample_device: scratch is null (size it with sample_scratch_bytes)");
+  sample_kernel<<<1, kThreads, 0, s>>>(logits, vocab, temperature, top_k, top_p, u, d_out,
+                                       static_cast<float*>(scratch), d_step, next_pos);
+  CUDA_CHECK_LAUNCH("sample_kernel");
+}
+
+}  // namespace llm

@@ -1,0 +1,127 @@
+// Quantized GEMV: upload and free of the device planes, the checks every launch makes, dispatch to the mappings
+// (kernels/gemv_quant_{warp,thread,as_stored}.cu), launch shapes.
+#include "kernels/quant/gemv_quant.h"
+
+
+#include "kernels/cuda_check.h"
+#include "kernels/gemv/gemv_internal.h"  // gemv_sm_count
+#include "kernels/quant/gemv_quant_internal.h"
+
+namespace llm {
+
+namespace {
+
+constexpr size_t kPlaneAlign = 256;
+
+size_t align_up(size_t v) { return (v + kPlaneAlign - 1) / kPlaneAlign * kPlaneAlign; }
+
+}  // namespace
+
+QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stream) {
+  quant_gemv_check_layout(host, "quant_gemv_upload");
+  const QuantGemvPlaneBytes sizes = quant_gemv_plane_bytes(host);
+  QuantGemvWeight out = host;
+  out.allocation = nullptr;
+  out.allocated_bytes = 0;
+  size_t total = 0;
+  auto reserve = [&](const void* src, size_t bytes) {
+    if (src && bytes > 0) total += align_up(bytes);
+  };
+  reserve(host.codes, sizes.codes);
+  reserve(host.scales, sizes.scales);
+  reserve(host.mins, sizes.mins);
+  reserve(host.sub_scales, sizes.sub_scales);
+  reserve(host.sub_mins, sizes.sub_mins);
+  reserve(host.super_d, sizes.super_d);
+  reserve(host.super_dmin, sizes.super_dmin);
+  reserve(host.blocks, sizes.blocks);
+  if (total == 0) {  // n == 0, or nothing given: a description without planes (a launch then does nothing / refuses)
+    out.codes = nullptr;
+    out.scales = out.mins = out.super_d = out.super_dmin = nullptr;
+    out.sub_scales = nullptr;
+    out.sub_mins = nullptr;
+    out.blocks = nullptr;
+    return out;
+  }
+  uint8_t* base = nullptr;
+  CUDA_CHECK(cudaMalloc(&base, total));
+  CUDA_CHECK(cudaMemsetAsync(base, 0, total, stream));
+  size_t at = 0;
+  // The device copy of one host plane (null when absent), each plane starting kPlaneAlign-aligned.
+  auto put = [&](auto src, size_t bytes) -> decltype(src) {
+    if (!src || bytes == 0) return nullptr;
+    CUDA_CHECK(cudaMemcpyAsync(base + at, src, bytes, cudaMemcpyHostToDevice, stream));
+    auto dst = reinterpret_cast<decltype(src)>(base + at);
+    at += align_up(bytes);
+    return dst;
+  };
+  out.codes = put(host.codes, sizes.codes);
+  out.scales = put(host.scales, sizes.scales);
+  out.mins = put(host.mins, sizes.mins);
+  out.sub_scales = put(host.sub_scales, sizes.sub_scales);
+  out.sub_mins = put(host.sub_mins, sizes.sub_mins);
+  out.super_d = put(host.super_d, sizes.super_d);
+  out.super_dmin = put(host.super_dmin, sizes.super_dmin);
+  out.blocks = put(host.blocks, sizes.blocks);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  out.allocation = base;
+  out.allocated_bytes = total;
+  return out;
+}
+
+void quant_gemv_free(QuantGemvWeight* w) {
+  if (w->allocation) cudaFree(w->allocation);
+  w->allocation = nullptr;
+  w->allocated_bytes = 0;
+  w->codes = nullptr;
+  w->scales = w->mins = w->super_d = w->super_dmin = nullptr;
+  w->sub_scales = nullptr;
+  w->sub_mins = nullptr;
+  w->blocks = nullptr;
+}
+
+bool quant_gemv_has_planes(QuantGemvKind kind, const QuantGemvWeight& w) {
+  if (kind == QuantGemvKind::AsStored) return w.blocks != nullptr;
+  if (!w.codes) return false;
+  if (w.two_level) return w.sub_scales && w.super_d && (!w.has_min || (w.sub_mins && w.super_dmin));
+  return w.scales && (!w.has_min || w.mins);
+}
+
+void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float* x, float* y, bool accumulate,
+                       cudaStream_t stream) {
+  const char* name = quant_gemv_kind_name(kind);
+  quant_gemv_check_layout(w, "quantized gemv");
+  if (w.n == 0) return;
+  if (!quant_gemv_has_planes(kind, w))
+    fail("quantized gemv '", name, "': ", quant_type_traits(w.type_id).name, " [", w.n, ", ", w.k,
+         "]: the planes this mapping reads were not uploaded (",
+         kind == QuantGemvKind::AsStored ? "blocks as stored" : "prepacked codes and scales", ")");
+  if (!x || !y) fail("quantized gemv '", name, "': null x or y");
+  if ((reinterpret_cast<uintptr_t>(x) & 3) != 0 || (reinterpret_cast<uintptr_t>(y) & 3) != 0)
+    fail("quantized gemv '", name, "': x and y must be 4-byte aligned");
+  const QuantGemvPlan plan = quant_gemv_plan(kind, w, gemv_sm_count());
+  switch (kind) {
+    case QuantGemvKind::Warp: return quant_gemv_warp_launch(w, plan, x, y, accumulate, stream);
+    case QuantGemvKind::Thread: return quant_gemv_thread_launch(w, plan, x, y, accumulate, stream);
+    case QuantGemvKind::AsStored: return quant_gemv_as_stored_launch(w, plan, x, y, accumulate, stream);
+    case QuantGemvKind::WarpDp4a: return quant_gemv_warp_dp4a_launch(w, plan, x, y, accumulate, stream);
+  }
+  fail("quantized gemv: unknown mapping id ", int(kind));
+}
+
+void quant_gemv_launch(const std::string& mapping, const QuantGemvWeight& w, const float* x, float* y,
+                       bool accumulate, cudaStream_t stream) {
+  quant_gemv_launch(quant_gemv_kind_from_name(mapping), w, x, y, accumulate, stream);
+}
+
+GemvLaunchShape quant_gemv_shape(QuantGemvKind kind, const QuantGemvWeight& w) {
+  const QuantGemvPlan plan = quant_gemv_plan(kind, w, gemv_sm_count());
+  GemvLaunchShape s;
+  s.grid = plan.grid;
+  s.block = plan.block;
+  s.bytes_in_flight_per_thread =
+      kind == QuantGemvKind::AsStored ? w.block_bytes : plan.loads_in_flight * plan.bytes_per_load;
+  return s;
+}
+
+}  // namespace llm

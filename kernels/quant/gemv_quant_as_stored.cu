@@ -1,0 +1,92 @@
+// "as-stored" (quantized): lanes along K over GGUF's blocks exactly as stored (lane j takes block j of the row, one warp
+// per row), 4-byte loads where the block size allows (20/24/144 bytes), 2-byte loads otherwise (18/22/34/210): the
+// baseline that says what prepacking is worth.
+//
+// Per lane: a block's loads (Q4_0: 9 x 2 B; Q4_1: 5 x 4 B; Q5_0: 11 x 2 B; Q5_1: 6 x 4 B; Q8_0: 17 x 2 B; Q4_K:
+// 36 x 4 B; Q6_K: 105 x 2 B), the 32 lanes block_bytes apart, so one warp request of 2 (4) bytes spans 32 * block_bytes
+// bytes: e.g. Q4_0 18 or 19 sectors for 64 useful bytes, Q4_K 32 sectors (144 > 32) for 128; the rest of each sector
+// is read again by the block's later loads (from L1 when it stayed there). The K-quants have K / 256 blocks per row:
+// at K = 4096 only 16 lanes of 32 have a block. Same code -> float conversion and FP32 accumulation as "warp"; scales
+// computed exactly as models/quant.cpp's dequantizers (two-level: f16(d) * float(sc) and -(f16(dmin) * float(m))).
+#include "kernels/cuda_check.h"
+#include "kernels/quant/gemv_quant_device.cuh"
+#include "kernels/quant/gemv_quant_internal.h"
+#include "kernels/ops/pdl.cuh"
+
+namespace llm {
+namespace {
+
+constexpr int kWarps = kQuantWarpsPerBlock;
+
+// Warp w of block b: row b * (8 / splits) + w / splits, K slice w % splits (blocks [slice * slice_units, +
+// slice_units) clipped); lane l takes blocks b_begin + l + 32 i. Plain launch; pdl_wait is a no-op without PDL.
+template <int kType, bool kVecX>
+__global__ void __launch_bounds__(kQuantGemvThreads, kQuantAsStoredMinBlocks)
+    quant_gemv_as_stored_kernel(AsStoredArgs a) {
+  __shared__ float slice_sums[kWarps];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int splits = a.splits;
+  const QuantWarpCoords at = quant_warp_coords(int(blockIdx.x), warp, splits, a.slice_units, a.units, 1);
+  const int64_t row = at.row0;
+  pdl_launch_dependents();
+  pdl_wait();
+  const float acc = row < a.n ? quant_as_stored_lane<kType, kVecX>(a, row, at.begin, at.end, lane) : 0.0f;
+  const float s = warp_sum(acc);
+  if (splits == 1) {
+    if (lane == 0 && row < a.n) a.y[row] = a.accumulate ? a.y[row] + s : s;
+  } else {  // block-uniform branch: every thread reaches the barrier
+    if (lane == 0) slice_sums[warp] = s;
+    __syncthreads();
+    if (at.slice == 0 && lane == 0 && row < a.n) {
+      float t = 0.0f;
+      for (int i = 0; i < splits; ++i) t += slice_sums[warp + i];
+      a.y[row] = a.accumulate ? a.y[row] + t : t;
+    }
+  }
+}
+
+using Kernel = void (*)(AsStoredArgs);
+
+template <bool kVecX>
+Kernel pick(int type_id) {
+  using namespace quant_type_id;
+  switch (type_id) {
+    case kQ4_0: return quant_gemv_as_stored_kernel<kQ4_0, kVecX>;
+    case kQ4_1: return quant_gemv_as_stored_kernel<kQ4_1, kVecX>;
+    case kQ5_0: return quant_gemv_as_stored_kernel<kQ5_0, kVecX>;
+    case kQ5_1: return quant_gemv_as_stored_kernel<kQ5_1, kVecX>;
+    case kQ8_0: return quant_gemv_as_stored_kernel<kQ8_0, kVecX>;
+    case kQ4_K: return quant_gemv_as_stored_kernel<kQ4_K, kVecX>;
+    case kQ6_K: return quant_gemv_as_stored_kernel<kQ6_K, kVecX>;
+  }
+  fail("quantized gemv 'as-stored': no kernel for GGML type id ", type_id);
+}
+
+}  // namespace
+
+void quant_gemv_as_stored_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
+                                 bool accumulate, cudaStream_t stream) {
+  if (plan.grid <= 0 || plan.splits < 1 || plan.splits > kWarps || kWarps % plan.splits != 0 ||
+      int64_t(plan.grid) * (kWarps / plan.splits) < plan.row_groups ||
+      int64_t(plan.slice_units) * plan.splits < plan.units)
+    fail("quantized gemv 'as-stored': bad plan (grid ", plan.grid, ", splits ", plan.splits, ", rows ",
+         plan.row_groups, ")");
+  if ((reinterpret_cast<uintptr_t>(w.blocks) & 3) != 0)
+    fail("quantized gemv 'as-stored': the blocks must be 4-byte aligned");
+  AsStoredArgs a;
+  a.blocks = w.blocks;
+  a.row_bytes = w.row_bytes;
+  a.n = int(w.n);
+  a.units = plan.units;
+  a.splits = plan.splits;
+  a.slice_units = plan.slice_units;
+  a.x = x;
+  a.y = y;
+  a.accumulate = accumulate ? 1 : 0;
+  const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  const Kernel kernel = vec_x ? pick<true>(w.type_id) : pick<false>(w.type_id);
+  kernel<<<plan.grid, kQuantGemvThreads, 0, stream>>>(a);
+  CUDA_CHECK_LAUNCH("quant_gemv_as_stored_kernel");
+}
+
+}  // namespace llm

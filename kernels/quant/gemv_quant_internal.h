@@ -1,0 +1,30 @@
+// Shared by the quantized GEMV implementation files (kernels/gemv_quant*.cu only; the engine uses kernels/quant/gemv_quant.h).
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kernels/quant/gemv_quant_plan.h"
+
+namespace llm {
+
+// The "warp" / "warp-dp4a" plan is one the kernel can run (splits divide the block's warps, the grid holds every warp
+// lane, every lane owns a row group, the slices cover K); fails naming the mapping otherwise.
+inline void quant_gemv_check_warp_plan(const char* mapping, const QuantGemvPlan& plan) {
+  constexpr int kWarps = kQuantWarpsPerBlock;
+  if (plan.grid <= 0 || plan.splits < 1 || plan.splits > kWarps || kWarps % plan.splits != 0 ||
+      int64_t(plan.grid) * (kWarps / plan.splits) < plan.lanes || plan.lanes > plan.row_groups ||
+      int64_t(plan.slice_units) * plan.splits < plan.units)
+    fail("quantized gemv '", mapping, "': bad plan (grid ", plan.grid, ", splits ", plan.splits, ", row groups ",
+         plan.row_groups, ")");
+}
+
+// Per-mapping launchers, called by quant_gemv_launch (kernels/quant/gemv_quant.cu) after the layout and plane checks.
+void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
+                            bool accumulate, cudaStream_t stream);
+void quant_gemv_thread_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
+                              bool accumulate, cudaStream_t stream);
+void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
+                                 bool accumulate, cudaStream_t stream);
+void quant_gemv_as_stored_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
+                                 bool accumulate, cudaStream_t stream);
+
+}  // namespace llm

@@ -1,0 +1,57 @@
+// "thread" (quantized): one thread per output row walking its own row of the prepacked codes with 16-byte loads, so
+// the 32 lanes of a warp are ld_codes bytes apart: the background's uncoalesced case, now with 4-bit codes.
+//
+// Per lane and chunk: one LDG.128 of its own row's codes, so a warp request covers 32 rows: 32 sectors (32 lines)
+// fetched for 512 useful bytes, the other 16 bytes of each sector being the lane's next chunk, which must survive in
+// L2 until its own request (2x the L2 -> SM traffic of "warp"); one scale load per plane (32 rows: 32 sectors for 64
+// useful bytes); x as float4 loads at one address across the warp (broadcast). kQuantThreadUnroll = 4 chunks in
+// flight per thread. Same per-weight arithmetic as "warp".
+#include "kernels/cuda_check.h"
+#include "kernels/quant/gemv_quant_device.cuh"
+#include "kernels/quant/gemv_quant_internal.h"
+#include "kernels/ops/pdl.cuh"
+
+namespace llm {
+namespace {
+
+template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX>
+__global__ void __launch_bounds__(kQuantGemvThreads) quant_gemv_thread_kernel(QuantPackedArgs a) {
+  const int64_t row = int64_t(blockIdx.x) * kQuantGemvThreads + threadIdx.x;
+  pdl_launch_dependents();
+  pdl_wait();  // launched without the PDL attribute: a no-op, kept so a PDL launch would stay correct
+  if (row >= a.n) return;
+  const float acc = quant_thread_row<kInt4, kTwoLevel, kHasMin, kVecX>(a, row);
+  a.y[row] = a.accumulate ? a.y[row] + acc : acc;
+}
+
+using Kernel = void (*)(QuantPackedArgs);
+
+template <bool kVecX>
+Kernel pick(int type_id) {
+  using namespace quant_type_id;
+  switch (type_id) {
+    case kQ4_0: return quant_gemv_thread_kernel<true, false, false, kVecX>;
+    case kQ4_1: return quant_gemv_thread_kernel<true, false, true, kVecX>;
+    case kQ4_K: return quant_gemv_thread_kernel<true, true, true, kVecX>;
+    case kQ8_0:
+    case kQ5_0: return quant_gemv_thread_kernel<false, false, false, kVecX>;
+    case kQ5_1: return quant_gemv_thread_kernel<false, false, true, kVecX>;
+    case kQ6_K: return quant_gemv_thread_kernel<false, true, false, kVecX>;
+  }
+  fail("quantized gemv 'thread': no kernel for GGML type id ", type_id);
+}
+
+}  // namespace
+
+void quant_gemv_thread_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
+                              bool accumulate, cudaStream_t stream) {
+  if (plan.grid <= 0 || int64_t(plan.grid) * kQuantGemvThreads < w.n)
+    fail("quantized gemv 'thread': bad plan (grid ", plan.grid, " for ", w.n, " rows)");
+  const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate);
+  const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  const Kernel kernel = vec_x ? pick<true>(w.type_id) : pick<false>(w.type_id);
+  kernel<<<plan.grid, kQuantGemvThreads, 0, stream>>>(args);
+  CUDA_CHECK_LAUNCH("quant_gemv_thread_kernel");
+}
+
+}  // namespace llm

@@ -1,0 +1,58 @@
+// "warp" (quantized): lanes along K over the prepacked planes, one 16-byte load = 32 INT4 / 16 INT8 codes, 4 rows per
+// warp sharing each x load, a ring of 8 loads in flight per lane across batches and row groups, split-K for small n,
+// x staged in shared memory (transposed so lanes read it conflict-free), PDL: the coalesced mapping for INT4/INT8.
+//
+// Per lane and chunk (16 bytes of one row's codes): one LDG.128 of codes (a warp request = 512 contiguous bytes =
+// 16 sectors, all useful), one LDG.16 (or .8 + .16 for two-level) per scale plane (a warp request = 64 contiguous
+// bytes = 2 sectors for fp16 scales), then x: 8 float4 (Int4) or 4 float4 (Int8), shared by the R = 4 rows of the
+// warp (from shared memory, staged once per block; from L1/L2 for k past ~29,000). Per weight: 1 PRMT + 1 FADD (code -> float, exact) + 1 FFMA;
+// per group and row one FFMA with the scale (and one with the min times the group's x sum). FP32 accumulation,
+// shuffle reduction, split-K partials summed in slice order through shared memory (deterministic, no atomics).
+#include "kernels/cuda_check.h"
+#include "kernels/gemv/gemv_internal.h"  // gemv_sm_count
+#include "kernels/quant/gemv_quant_device.cuh"
+#include "kernels/quant/gemv_quant_internal.h"
+#include "kernels/ops/pdl.cuh"
+
+namespace llm {
+namespace {
+
+using Kernel = void (*)(QuantPackedArgs);
+
+template <bool kVecX, bool kSmemX>
+Kernel pick(int type_id) {
+  using namespace quant_type_id;
+  switch (type_id) {
+    case kQ4_0: return quant_gemv_warp_kernel<true, false, false, kVecX, false, kSmemX>;
+    case kQ4_1: return quant_gemv_warp_kernel<true, false, true, kVecX, false, kSmemX>;
+    case kQ4_K: return quant_gemv_warp_kernel<true, true, true, kVecX, false, kSmemX>;
+    case kQ8_0:
+    case kQ5_0: return quant_gemv_warp_kernel<false, false, false, kVecX, false, kSmemX>;
+    case kQ5_1: return quant_gemv_warp_kernel<false, false, true, kVecX, false, kSmemX>;
+    case kQ6_K: return quant_gemv_warp_kernel<false, true, false, kVecX, false, kSmemX>;
+  }
+  fail("quantized gemv 'warp': no kernel for GGML type id ", type_id);
+}
+
+}  // namespace
+
+void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
+                            bool accumulate, cudaStream_t stream) {
+  quant_gemv_check_warp_plan("warp", plan);
+  const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate);
+  const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  // x staged in shared memory (4 bytes per x) while two blocks per SM still fit; past that (k > ~29,000) x is read
+  // from global memory through L1 as before.
+  const int64_t smem = quant_x_smem_bytes_f32(w.k);
+  const bool smem_x = smem <= kQuantMaxSmemBytes / kQuantWarpMinBlocks;
+  const Kernel kernel = smem_x ? (vec_x ? pick<true, true>(w.type_id) : pick<false, true>(w.type_id))
+                               : (vec_x ? pick<true, false>(w.type_id) : pick<false, false>(w.type_id));
+  if (smem_x && smem > 48 * 1024)  // beyond the default limit: opt in (not a stream operation; allowed while capturing)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t config = pdl_launch_config(unsigned(plan.grid), kQuantGemvThreads, stream, true, &attr);
+  config.dynamicSmemBytes = smem_x ? size_t(smem) : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
+}
+
+}  // namespace llm

@@ -1,0 +1,54 @@
+// "warp-dp4a" (quantized): "warp"'s coalesced 16-byte code loads, ring and plan, with x quantized to int8 per 32 (as
+// llama.cpp's q8_1) and dp4a dot products: about 0.6 integer instructions per INT4 weight instead of 3 FP32 ones.
+//
+// One launch per call (PDL): each block first issues its ring of weight loads, waits for the predecessor, then
+// quantizes x into its shared memory (quant_x_q8_block: d = amax / 127, q = round(x / d), sums of q per 16; one thread
+// per block of 32; 1.375 bytes per x value) while those loads are in flight. Then per chunk and row 8 (Int4) or 4
+// (Int8) dp4a on the codes and the int8 x (two or one 16-byte shared loads per chunk, shared by the R rows), then
+// (s * d_x) * float(dot + offset * sum q) (+ (m * d_x) * float(sum q)). The integer dot is exact; the result differs
+// from "warp" by the rounding of x. (A separate quantizing kernel, measured before on the H200, left a bubble of a few
+// microseconds between every two GEMVs: the quantizer waits for the previous GEMV's last block, the GEMV for it.)
+#include "kernels/cuda_check.h"
+#include "kernels/quant/gemv_quant_device.cuh"
+#include "kernels/quant/gemv_quant_internal.h"
+#include "kernels/ops/pdl.cuh"
+
+namespace llm {
+namespace {
+
+using Kernel = void (*)(QuantPackedArgs);
+
+Kernel pick(int type_id) {
+  using namespace quant_type_id;
+  switch (type_id) {  // kVecX is unused by the dp4a chunk (x is read once, by quant_x_q8_block)
+    case kQ4_0: return quant_gemv_warp_kernel<true, false, false, true, true>;
+    case kQ4_1: return quant_gemv_warp_kernel<true, false, true, true, true>;
+    case kQ4_K: return quant_gemv_warp_kernel<true, true, true, true, true>;
+    case kQ8_0:
+    case kQ5_0: return quant_gemv_warp_kernel<false, false, false, true, true>;
+    case kQ5_1: return quant_gemv_warp_kernel<false, false, true, true, true>;
+    case kQ6_K: return quant_gemv_warp_kernel<false, true, false, true, true>;
+  }
+  fail("quantized gemv 'warp-dp4a': no kernel for GGML type id ", type_id);
+}
+
+}  // namespace
+
+void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
+                                 bool accumulate, cudaStream_t stream) {
+  quant_gemv_check_warp_plan("warp-dp4a", plan);
+  const int64_t smem = quant_x_smem_bytes(w.k);
+  if (smem > kQuantMaxSmemBytes)
+    fail("quantized gemv 'warp-dp4a': k = ", w.k, " needs ", smem, " bytes of shared memory for the int8 x, more than ",
+         kQuantMaxSmemBytes, " (use --gemv warp)");
+  const Kernel kernel = pick(w.type_id);
+  if (smem > 48 * 1024)  // beyond the default limit: opt in (not a stream operation; allowed while capturing)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate);
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t config = pdl_launch_config(unsigned(plan.grid), kQuantGemvThreads, stream, true, &attr);
+  config.dynamicSmemBytes = size_t(smem);
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
+}
+
+}  // namespace llm
