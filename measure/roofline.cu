@@ -5,7 +5,7 @@
 
 #include "core/error.h"           // llm::fail
 #include "kernels/cuda_check.h"   // CUDA_CHECK
-#include "kernels/gemv/gemv.h"         // gemv_stream_read
+#include "measure/probes/bench_kernels.h"  // gemv_stream_read
 #include "measure/ab_stats.h"     // median
 #include "measure/cuda_timing.h"  // time_ms
 

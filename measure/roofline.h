@@ -1,8 +1,8 @@
 // The streaming-read roofline: the one measurement of what the GPU's memory can stream, used by llama-ab (through
-// measure/ab_run.cpp, once per round) and by gemv-bench and gemv-probes (once per run), so "% of roofline" means the
-// same thing everywhere.
+// measure/ab_run.cpp, once per round) and by the sections of bench (measure/bench/, once per run), so "% of roofline"
+// means the same thing everywhere.
 //
-// Method: gemv_stream_read (kernels/probes/gemv_roofline.cu: grid-stride 16-byte __ldcs loads, 4 in flight per thread,
+// Method: gemv_stream_read (measure/probes/bench_kernels.cu: grid-stride 16-byte __ldcs loads, 4 in flight per thread,
 // XOR-folded so no load is dead) over a 2 GiB buffer, far beyond any L2 (50 MB on the H200), so every byte comes from
 // HBM; at each of 5 grid shapes (blocks per SM x threads per block: 2 x 1024, 4 x 512, 8 x 256, 16 x 128, 32 x 256,
 // full occupancy from several directions) one untimed launch, then `reps` launches each timed with CUDA events; the

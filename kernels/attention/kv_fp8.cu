@@ -1,18 +1,19 @@
-// The FP8 KV cache store (kernels/attention/kv_fp8.h): CpuKvCache::store's FP8 form (engine/kv_cache.cpp) on the device.
+// The FP8 KV cache's layout and the engine's store into it, rope_kv_store_fp8 (kernels/attention/kv_fp8.h):
+// CpuKvCache::store's FP8 form (engine/kv_cache.cpp) with RoPE fused in, on the device.
 //
 // One CUDA block per (touched cache block j, KV head, K or V). Each stages its block's rows so far for its head
-// ([rows, head_dim] FP32 in shared memory: new rows from k or v; for the first touched block, the rows before *d_pos0
-// from the open rows or, when that block is not the open one, decoded from its codes at its old scale), takes their
-// amax, writes the scale and re-encodes the codes, all with core/fp8.h's functions, as the CPU does.
+// (new rows from k, rotated as they are read, or v; for the first touched block, the rows before *d_pos0 from the
+// open rows or, when that block is not the open one, decoded from its codes at its old scale), takes their amax,
+// writes the scale and re-encodes the codes, all with core/fp8.h's functions, as the CPU does. The K rows are rotated
+// by rotate_pair of kernels/ops/rope_device.cuh, the one rope() uses, so the bits are rope()'s; extra CUDA blocks,
+// after the store's, rotate q in place.
 // The CUDA block of the FIRST touched block (j = 0) of each (head, plane) also owns that head's open rows and its
 // open_blocks entry: it is the only one that reads them (kept rows, the reload decision), and after its reads it
 // writes them to what CpuKvCache leaves there (the composition of the rows each touched block would have written to
 // its one open buffer in turn). No other block touches them, so one launch has no cross-block race.
-//
-// rope_kv_store_fp8 is the same store with RoPE fused in (kernels/attention/kv_fp8.h): the K rows are rotated as they are read
-// (rotate_pair of kernels/ops/rope_device.cuh, the one rope() uses, so the bits are rope()'s); extra CUDA blocks, after
-// the store's, rotate q in place. Its decode form (one row) keeps the block's rows in registers and issues every load
-// whose address does not depend on the position at once (see store_decode).
+// Two forms: the decode form (one row) keeps the block's rows in registers and issues every load whose address does
+// not depend on the position at once (store_decode); the general form stages them in shared memory (store_general).
+// The same store without RoPE, element by element, is the tests' oracle (tests/gpu/kv_store_fp8_oracle.cu).
 #include <algorithm>
 #include <cstdint>
 
@@ -45,82 +46,6 @@ void check_shape(const char* what, int ctx, int n_kv_heads, int head_dim, int bl
   if (ctx < 1 || n_kv_heads < 1 || head_dim < 1 || block < 1)
     fail(what, ": bad shape: ", ctx, " positions, ", n_kv_heads, " KV heads of ", head_dim, ", FP8 block of ", block);
   if (n_kv_heads > 65535) fail(what, ": ", n_kv_heads, " KV heads (at most 65535)");
-}
-
-// grid (max touched blocks, n_kv_heads, 2: K then V), kThreads threads, dynamic shared memory block * head_dim floats.
-__global__ void __launch_bounds__(kThreads)
-    kv_store_fp8_kernel(const float* __restrict__ k, const float* __restrict__ v, const int* __restrict__ d_pos0,
-                        int n_tokens, int n_kv_heads, int head_dim, int block, int ctx, Fp8KvLayer L) {
-  extern __shared__ float rows_s[];  // [rows, head_dim]: this block's rows so far for this head
-  __shared__ float red[32];
-
-  const int pos0 = *d_pos0;
-  if (pos0 < 0 || pos0 > ctx - n_tokens) return;  // rows outside the cache: nothing written (see kv_fp8.h)
-  const int end = pos0 + n_tokens;                  // <= ctx
-  const int j = int(blockIdx.x), h = int(blockIdx.y);
-  const bool is_v = blockIdx.z != 0;
-  const int b_first = pos0 / block;
-  const int64_t base64 = (int64_t(b_first) + j) * block;
-  if (base64 >= end) return;  // fewer blocks touched than the grid allows for
-  const int b = b_first + j, base = int(base64);
-  const int r0 = j == 0 ? pos0 - base : 0;        // rows [0, r0) were written before this call
-  const int rows = min(end, base + block) - base;  // rows [0, rows) of block b are encoded
-
-  const int64_t kv_dim = int64_t(n_kv_heads) * head_dim;
-  const float* x = (is_v ? v : k) + int64_t(h) * head_dim;  // row t of this head: x + t * kv_dim
-  uint8_t* codes = (is_v ? L.v : L.k) + int64_t(h) * head_dim;  // row p of this head: codes + p * kv_dim
-  float* scale_p = (is_v ? L.v_scale : L.k_scale) + int64_t(b) * n_kv_heads + h;
-  float* open = (is_v ? L.v_open : L.k_open) + int64_t(h) * head_dim;  // row r of this head: open + r * kv_dim
-  int* open_block = L.open_blocks + (is_v ? n_kv_heads : 0) + h;
-
-  // Only j = 0 can have r0 > 0. Not the open block: its earlier rows come back from their FP8 values.
-  const bool reload = r0 > 0 && *open_block != b;
-  const float old_scale = reload ? *scale_p : 0.0f;
-
-  float m = 0.0f;
-  for (int idx = int(threadIdx.x); idx < rows * head_dim; idx += kThreads) {
-    const int r = idx / head_dim, i = idx - r * head_dim;
-    float val;
-    if (r >= r0)
-      val = x[(int64_t(base) + r - pos0) * kv_dim + i];
-    else if (reload)
-      val = fp8_dequantize(codes[(int64_t(base) + r) * kv_dim + i], old_scale);
-    else
-      val = open[int64_t(r) * kv_dim + i];
-    rows_s[idx] = val;
-    const float a = bits_to_f32(f32_to_bits(val) & 0x7fffffffu);  // as fp8_block_amax: NaN never compares greater
-    if (a > m) m = a;
-  }
-  // Every read of the old codes, scale, open rows and open_blocks entry is before the barriers in here.
-  const float amax = block_max(m, red);  // every thread's m >= 0: the padding never wins
-  const float s = fp8_block_scale(amax);
-  if (threadIdx.x == 0) *scale_p = s;
-  for (int idx = int(threadIdx.x); idx < rows * head_dim; idx += kThreads) {
-    const int r = idx / head_dim, i = idx - r * head_dim;
-    codes[(int64_t(base) + r) * kv_dim + i] = fp8_quantize(rows_s[idx], s);
-  }
-  if (j != 0) return;
-
-  // The open rows of this head as CpuKvCache leaves them: it writes each touched block's rows in turn into its one
-  // open buffer ([0, r0) reloaded if `reload`, then [r0, rows) of block b_first; then [0, block) of every full block
-  // after it; then [0, rows_last) of the last), so row r ends with the last of those writes that covers it.
-  const int last = (end - 1) / block - b_first;  // index of the last touched block
-  const int64_t last_base = (int64_t(b_first) + last) * block;
-  const int rows_last = int(end - last_base);
-  const int r0_last = last == 0 ? r0 : 0;
-  const int r0_prev = last == 1 ? r0 : 0;  // block last - 1 covers [r0_prev, block) (when last >= 1)
-  for (int idx = int(threadIdx.x); idx < block * head_dim; idx += kThreads) {
-    const int r = idx / head_dim, i = idx - r * head_dim;
-    float* dst = open + int64_t(r) * kv_dim + i;
-    if (r >= r0_last && r < rows_last)
-      *dst = last == 0 ? rows_s[idx] : x[(last_base + r - pos0) * kv_dim + i];
-    else if (last >= 1 && r >= r0_prev)
-      *dst = last == 1 ? rows_s[idx] : x[(last_base - block + r - pos0) * kv_dim + i];
-    else if (reload && r < r0)
-      *dst = rows_s[idx];
-    // else: kept as it was (the open rows before r0, or rows past the last write)
-  }
-  if (threadIdx.x == 0) *open_block = b_first + last;
 }
 
 // ---- rope_kv_store_fp8 -----------------------------------------------------------------------------------------
@@ -176,7 +101,7 @@ __device__ __forceinline__ void rotate_q(float* __restrict__ q, const float* __r
 }
 
 // The store of one row (n_tokens = 1, the decode step) for KV head h and one plane (x: that plane's input row, k or
-// v), kv_store_fp8_kernel's j = 0 block specialised: block * head_dim / 2 <= kSlots * kThreads, head_dim / 2 <=
+// v), store_general's j = 0 block specialised: block * head_dim / 2 <= kSlots * kThreads, head_dim / 2 <=
 // kThreads. Thread tid holds pairs u = tid + c * kThreads (row u / half, pair u % half) of the block in registers, and
 // pair tid of the new row.
 // Latency: every global load whose address does not depend on the position is issued first, together: *d_pos0, the
@@ -276,7 +201,7 @@ __device__ __forceinline__ void store_decode(const float* __restrict__ x, const 
   const float s = fp8_block_scale(amax);
 
   // 4. Stores: the scale, rows [0, r0] re-encoded, the open rows (the new row; rows [0, r0) too when reloaded, as
-  // kv_store_fp8_kernel leaves them), the open_blocks entry.
+  // store_general leaves them), the open_blocks entry.
   if (tid == 0) *scale_p = s;
 #pragma unroll
   for (int c = 0; c < kSlots; ++c)
@@ -298,9 +223,8 @@ __device__ __forceinline__ void store_decode(const float* __restrict__ x, const 
   if (tid == 0) *open_block_p = b;
 }
 
-// Any number of rows: kv_store_fp8_kernel's block (touched block j, KV head h, one plane), walking pairs instead of
-// elements so that K rows are rotated as they are read (row t of x at position *d_pos0 + t). rows_s: dynamic shared
-// memory of block * head_dim floats.
+// Any number of rows: the block of touched block j, KV head h and one plane, walking pairs so that K rows are rotated
+// as they are read (row t of x at position *d_pos0 + t). rows_s: dynamic shared memory of block * head_dim floats.
 __device__ __forceinline__ void store_general(const float* __restrict__ x, const float* __restrict__ inv_freq,
                                               const int* __restrict__ d_pos0, int n_tokens, int n_kv_heads,
                                               int head_dim, int block, int ctx, const Fp8KvLayer& L, int j, int h,
@@ -357,8 +281,10 @@ __device__ __forceinline__ void store_general(const float* __restrict__ x, const
   }
   if (j != 0) return;
 
-  // The open rows as kv_store_fp8_kernel leaves them (see there); rows of later blocks re-read from x and rotated
-  // again (the same bits).
+  // The open rows of this head as CpuKvCache leaves them: it writes each touched block's rows in turn into its one
+  // open buffer ([0, r0) reloaded if `reload`, then [r0, rows) of block b_first; then [0, block) of every full block
+  // after it; then [0, rows_last) of the last), so row r ends with the last of those writes that covers it. Rows of
+  // later blocks are re-read from x and rotated again (the same bits).
   const int last = (end - 1) / block - b_first;  // index of the last touched block
   const int64_t last_base = (int64_t(b_first) + last) * block;
   const int rows_last = int(end - last_base);
@@ -468,22 +394,6 @@ void fp8_kv_layer_init(const Fp8KvLayer& L, int ctx, int n_kv_heads, int head_di
   CUDA_CHECK(cudaMemsetAsync(L.k_open, 0, sizes[4], s));
   CUDA_CHECK(cudaMemsetAsync(L.v_open, 0, sizes[5], s));
   CUDA_CHECK(cudaMemsetAsync(L.open_blocks, 0xFF, sizes[6], s));  // all-ones int32: -1
-}
-
-void kv_store_fp8(const float* k, const float* v, const int* d_pos0, int n_tokens, int n_kv_heads, int head_dim,
-                  int block, int ctx, const Fp8KvLayer& L, cudaStream_t s) {
-  check_shape("kv_store_fp8", ctx, n_kv_heads, head_dim, block);
-  if (n_tokens < 1 || n_tokens > ctx) fail("kv_store_fp8: ", n_tokens, " rows for a cache of ", ctx, " positions");
-  if (!k || !v || !d_pos0 || !L.k || !L.v || !L.k_scale || !L.v_scale || !L.k_open || !L.v_open || !L.open_blocks)
-    fail("kv_store_fp8: a null pointer");
-  const int64_t n_blocks = (int64_t(ctx) + block - 1) / block;
-  const int64_t touched = std::min<int64_t>((int64_t(n_tokens) - 1 + block - 1) / block + 1, n_blocks);
-  const size_t smem = size_t(block) * size_t(head_dim) * sizeof(float);
-  if (smem > 48 * 1024)  // beyond the default (block 32 needs it only past head_dim 384): opt in
-    CUDA_CHECK(cudaFuncSetAttribute(kv_store_fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid(unsigned(touched), unsigned(n_kv_heads), 2u);
-  kv_store_fp8_kernel<<<grid, kThreads, smem, s>>>(k, v, d_pos0, n_tokens, n_kv_heads, head_dim, block, ctx, L);
-  CUDA_CHECK_LAUNCH("kv_store_fp8_kernel");
 }
 
 void rope_kv_store_fp8(float* q, const float* k, const float* v, const float* inv_freq, const int* d_pos0,

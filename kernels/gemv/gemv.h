@@ -62,12 +62,4 @@ const GemvMapping& gemv_find(const std::string& name);
 const char* gemv_default_name();
 void gemv_free(GemvWeight* w);
 
-// Measurement helpers for apps/gemv-bench (device code lives in kernels/, never in apps/).
-// Reads `bytes` (a multiple of 16) of `buf` with 16-byte loads in a grid-stride loop of grid x block threads and
-// writes one word per block into sink[grid] so the reads cannot be optimised away.
-void gemv_stream_read(const void* buf, size_t bytes, int grid, int block, uint32_t* sink, cudaStream_t stream);
-// Fills n BF16 values with rng_value(seed, 0, i, 0, 1) (uniform in [-1, 1)), on the device.
-void gemv_fill_random_bf16(uint16_t* out, size_t n, uint64_t seed, cudaStream_t stream);
-void gemv_fill_random_f32(float* out, size_t n, uint64_t seed, cudaStream_t stream);
-
 }  // namespace llm

@@ -1,4 +1,4 @@
-// The dependency probe (kernels/probes/dep_probe.h): its barriers must order every block's vector writes before every
+// The dependency probe (measure/probes/dep_probe.h): its barriers must order every block's vector writes before every
 // block's reads of the next stage (no stale reads), with and without weights, on awkward grids and vector sizes; and it
 // refuses what cannot run by name.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/probes/dep_probe.h"
+#include "measure/probes/dep_probe.h"
 #include "tests/gpu/device_test_util.h"
 
 namespace llm {

@@ -1,5 +1,5 @@
-// The FP8 KV cache store on the device (kernels/attention/kv_fp8.h) against the CPU reference's (engine/kv_cache.h, CpuKvCache
-// in FP8): the same rows written the same way must give the same codes and scales, byte for byte, after every write:
+// The FP8 KV cache store on the device (kv_store_fp8, the oracle of tests/gpu/kv_store_fp8_oracle.h, into
+// kernels/attention/kv_fp8.h's layer) against the CPU reference's (engine/kv_cache.h, CpuKvCache in FP8): the same rows written the same way must give the same codes and scales, byte for byte, after every write:
 // decode steps across blocks, prefill chunks that start and end mid-block, decode after prefill, rewinds within the
 // open block and into earlier blocks (rows re-rounded from their codes), jumps forward over unwritten positions, the
 // last positions of the context, NaN and infinite elements, other block sizes, and a CUDA graph of one decode store
@@ -39,6 +39,7 @@
 #include "kernels/attention/kv_fp8.h"
 #include "kernels/ops/ops.h"  // rope (the reference of rope_kv_store_fp8)
 #include "device_test_util.h"  // SKIP_WITHOUT_CUDA, DeviceBuffer, sync_and_check
+#include "kv_store_fp8_oracle.h"  // kv_store_fp8: the plain store
 
 namespace llm {
 namespace {

@@ -1,7 +1,11 @@
-// Measurement kernels for apps/gemv-bench: a streaming read (the bandwidth roofline) and on-device random fills.
-#include "core/counter_rng.h"
+// The measurement kernels of measure/probes/bench_kernels.h: a streaming read (the bandwidth roofline) and on-device
+// random fills (the benchmark sections' inputs).
+#include "measure/probes/bench_kernels.h"
+
+#include "core/counter_rng.h"  // rng_value
+#include "core/dtype.h"        // f32_to_bf16
+#include "core/error.h"        // llm::fail
 #include "kernels/cuda_check.h"
-#include "kernels/gemv/gemv.h"
 
 namespace llm {
 namespace {

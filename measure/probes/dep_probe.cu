@@ -1,5 +1,5 @@
-// The dependency probe (kernels/probes/dep_probe.h).
-#include "kernels/probes/dep_probe.h"
+// The dependency probe (measure/probes/dep_probe.h): its kernel and launcher, beside the measurements that run it.
+#include "measure/probes/dep_probe.h"
 
 #include <algorithm>
 
