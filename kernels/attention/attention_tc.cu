@@ -215,6 +215,33 @@ __host__ __device__ constexpr int prefill_smem_bytes() {
   return 2 * stage_bytes<HD, kFp8>(kPrefillKeys) + convert_bytes<HD, kFp8>(kPrefillKeys);  // two stages
 }
 
+// The online softmax of one prefill tile for this thread's two rows (fragment rows lane / 4 and lane / 4 + 8): the
+// scores s become exp2(s - new max) in place, the running max m and this thread's part of the sum l are updated
+// (the quad is summed at the end), and the output o is rescaled by exp2(old max - new max).
+template <int NT, int DT>
+__device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&o)[DT][4]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
+    // Finite: a warp's first tile is tile 0, and key 0 is attended by every row.
+    const float m_new = fmaxf(m[i], quad_max(mx));
+    const float alpha = exp2f(m[i] - m_new);  // first tile: exp2(-inf) = 0
+    m[i] = m_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      s[n][2 * i] = exp2f(s[n][2 * i] - m_new);
+      s[n][2 * i + 1] = exp2f(s[n][2 * i + 1] - m_new);
+      sum += s[n][2 * i] + s[n][2 * i + 1];
+    }
+    l[i] = l[i] * alpha + sum;
+#pragma unroll
+    for (int d = 0; d < DT; ++d) o[d][2 * i] *= alpha, o[d][2 * i + 1] *= alpha;
+  }
+}
+
 // Grid (token blocks, n_kv_heads). Block row r (0..63) is token t0 + r / g, head h0 + r % g; rows past the block's
 // tokens (r >= 64 / g * g, or past n_tokens) compute a copy of a real row and are not stored.
 template <int HD, bool kFp8>
@@ -297,26 +324,7 @@ __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __
           for (int e = 0; e < 4; ++e)
             if (key0 + 8 * n + c + (e & 1) > pos[e >> 1]) s[n][e] = -INFINITY;
       }
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
-        // Finite: a warp's first tile is tile 0, and key 0 is attended by every row.
-        const float m_new = fmaxf(m[i], quad_max(mx));
-        const float alpha = exp2f(m[i] - m_new);  // first tile: exp2(-inf) = 0
-        m[i] = m_new;
-        float sum = 0.0f;
-#pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          s[n][2 * i] = exp2f(s[n][2 * i] - m_new);
-          s[n][2 * i + 1] = exp2f(s[n][2 * i + 1] - m_new);
-          sum += s[n][2 * i] + s[n][2 * i + 1];
-        }
-        l[i] = l[i] * alpha + sum;  // this thread's part of the row; the quad is summed at the end
-#pragma unroll
-        for (int d = 0; d < DT; ++d) o[d][2 * i] *= alpha, o[d][2 * i + 1] *= alpha;
-      }
+      online_softmax(s, m, l, o);
 #pragma unroll
       for (int kp = 0; kp < NT / 2; ++kp) {
         const float sv = kFp8 ? sc[2 + kp / (kFp8Block / 16)] : 1.0f;  // V's scale for these 16 keys
@@ -356,6 +364,44 @@ __host__ __device__ constexpr int decode_smem_bytes() {
 // The end-of-block combine reuses the rings: [kWarps, 8, HD] outputs and [kWarps, 8] (max, sum).
 static_assert(kWarps * 8 * (128 + 2) * 4 <= decode_smem_bytes<64, false>(), "combine area exceeds the rings");
 static_assert(kWarps * 8 * (128 + 2) * 4 <= decode_smem_bytes<64, true>(), "combine area exceeds the rings");
+
+// The end of a decode block: its warps' partial results (max m, sum l, output o of fragment rows r < g) combined in
+// shared memory (the rings are free once every warp is here) into the block's one partial per split, rows
+// blockIdx.x * n_heads + h0 .. + g - 1 of part_o [., HD] and part_ml.
+template <int HD>
+__device__ __forceinline__ void combine_warps(uint8_t* smem, const float (&o)[HD / 8][4], float m, float l, int g,
+                                              int h0, int n_heads, float* __restrict__ part_o,
+                                              float2* __restrict__ part_ml) {
+  constexpr int DT = HD / 8;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 2, c = (lane & 3) * 2;
+  __syncthreads();
+  float* w_o = reinterpret_cast<float*>(smem);                      // [kWarps, 8, HD]
+  float2* w_ml = reinterpret_cast<float2*>(w_o + kWarps * 8 * HD);  // [kWarps, 8]
+  if (r < g) {
+#pragma unroll
+    for (int d = 0; d < DT; ++d)
+      *reinterpret_cast<float2*>(w_o + (warp * 8 + r) * HD + 8 * d + c) = make_float2(o[d][0], o[d][1]);
+    if ((lane & 3) == 0) w_ml[warp * 8 + r] = make_float2(m, l);
+  }
+  __syncthreads();
+  for (int it = threadIdx.x; it < g * HD; it += kThreads) {
+    const int h = it / HD, d = it - h * HD;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, w_ml[w * 8 + h].x);  // finite: warp 0 has a tile
+    float ow = 0.0f, lw = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float2 ml = w_ml[w * 8 + h];
+      const float f = exp2f(ml.x - mx);  // a warp without tiles: exp2(-inf) = 0
+      ow = fmaf(f, w_o[(w * 8 + h) * HD + d], ow);
+      lw = fmaf(f, ml.y, lw);
+    }
+    const int64_t row = int64_t(blockIdx.x) * n_heads + h0 + h;
+    part_o[row * HD + d] = ow;
+    if (d == 0) part_ml[row] = make_float2(mx, lw);
+  }
+}
 
 // Grid (n_splits, n_kv_heads). Split s covers keys [s * chunk, (s + 1) * chunk) of the current length; warp w of it
 // takes the 16-key tiles w, w + 4, w + 8, ... (m = -inf, l = 0, o = 0 when it has none); the block combines its
@@ -458,35 +504,7 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
     __syncwarp();  // the whole warp is done with this stage before a later load refills it
   }
   l = quad_sum(l);
-
-  // Combine the warps' partial results (the rings are free once every warp is here): one partial per split.
-  __syncthreads();
-  float* w_o = reinterpret_cast<float*>(smem);                      // [kWarps, 8, HD]
-  float2* w_ml = reinterpret_cast<float2*>(w_o + kWarps * 8 * HD);  // [kWarps, 8]
-  if (r < g) {
-#pragma unroll
-    for (int d = 0; d < DT; ++d)
-      *reinterpret_cast<float2*>(w_o + (warp * 8 + r) * HD + 8 * d + c) = make_float2(o[d][0], o[d][1]);
-    if ((lane & 3) == 0) w_ml[warp * 8 + r] = make_float2(m, l);
-  }
-  __syncthreads();
-  for (int it = threadIdx.x; it < g * HD; it += kThreads) {
-    const int h = it / HD, d = it - h * HD;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, w_ml[w * 8 + h].x);  // finite: warp 0 has a tile
-    float ow = 0.0f, lw = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float2 ml = w_ml[w * 8 + h];
-      const float f = exp2f(ml.x - mx);  // a warp without tiles: exp2(-inf) = 0
-      ow = fmaf(f, w_o[(w * 8 + h) * HD + d], ow);
-      lw = fmaf(f, ml.y, lw);
-    }
-    const int64_t row = int64_t(blockIdx.x) * n_heads + h0 + h;
-    part_o[row * HD + d] = ow;
-    if (d == 0) part_ml[row] = make_float2(mx, lw);
-  }
+  combine_warps<HD>(smem, o, m, l, g, h0, n_heads, part_o, part_ml);
 }
 
 // Raises a kernel's dynamic shared-memory limit (above the default 48 KB); once per kernel, from its launcher.
