@@ -22,8 +22,8 @@ for sec in $sections; do
         timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 9 $S/bin/gpu_tests --gtest_brief=1 \
           --gtest_filter="$F" > $OUT/san_$tool.log 2>&1; echo "$tool rc=$? (0 = clean; 9 = errors; 124 = timed out)"; grep -E "ERROR SUMMARY|PASSED|FAILED" $OUT/san_$tool.log | tail -3
       done ;;
-    bench) step gemv-bench; $S/bin/gemv-bench --json $OUT/gemv_bench.json 2>&1 > $OUT/gemv_bench.md; grep -A100 "^| mapping" $OUT/gemv_bench.md ;;
-    probes) step "gemv probes: batch and tiny K"; $S/bin/gemv-probes --json $OUT/probes.json 2>&1 | tee $OUT/probes.md | tail -45 ;;
+    bench) step "bench gemv"; $S/bin/bench gemv --json $OUT/gemv_bench.json 2>&1 > $OUT/gemv_bench.md; grep -A100 "^| mapping" $OUT/gemv_bench.md ;;
+    probes) step "gemv probes: batch and tiny K"; $S/bin/bench probes --json $OUT/probes.json 2>&1 | tee $OUT/probes.md | tail -45 ;;
     ncu) step "ncu: sectors per request and DRAM bytes"; OUT=$OUT bash tools/ncu-gemv.sh --bin $S/bin 2>&1 | tail -40 ;;
     golden) step "HF golden logits (tiny models)"
       G=/tmp/golden; rm -rf $G; mkdir -p $G
@@ -50,7 +50,7 @@ for sec in $sections; do
       $S/bin/llama-ab --model synthetic:llama3.1-8b --prompt-ids "$(seq -s, 1000 1511)" --ab warp-r2 -n 4 --repeats 3 \
         2>&1 >/dev/null | grep -E "^ab: (repeat|warm)" | tee -a $OUT/prefill.txt ;;
     longctx) step "long contexts (issue 14), synthetic llama3.1-8b: attention kernels alone"
-      $S/bin/attn-bench --json $OUT/attn_bench.json 2>&1 | tee $OUT/attn_bench.md | tail -24
+      $S/bin/bench attn --json $OUT/attn_bench.json 2>&1 | tee $OUT/attn_bench.md | tail -24
       step "prefill of 512 and 8192 tokens, warm, in-process (every repeat prefills the whole prompt)"
       for n in 512 8192; do
         seq -s, 1000 $((999 + n)) > /tmp/ids$n.txt

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
 S=.stage/h200
 rm -rf "$S"; mkdir -p "$S/bin"
-for exe in run-llama llama-ab attn-bench write-gguf gemv-bench gemv-sectors gemv-probes dep-probe gemv-profile-target make-hf-model tests/gpu_tests tests/cpu_tests; do
+for exe in run-llama llama-ab bench write-gguf gemv-sectors make-hf-model tests/gpu_tests tests/cpu_tests; do
   if [ -x "$B/$exe" ]; then cp "$B/$exe" "$S/bin/"; fi
 done
 mkdir -p "$S/tools" && cp tools/*.py "$S/tools/"

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # tools/ncu-gemv.sh: Nsight Compute over one GEMV launch per mapping and Llama 3.1 8B projection shape (the workload is
-# apps/gemv-profile-target), printed beside the sector model's prediction (apps/gemv-sectors) by tools/ncu_table.py:
+# `bench profile-target`, measure/bench/profile_section.cu), printed beside the sector model's prediction (apps/gemv-sectors) by tools/ncu_table.py:
 # sectors per request, DRAM bytes read, L2 sectors read by L1 (when the metric exists), kernel time.
 # Runs on the H200 machine, as root (hardware counters); clocks are never touched (--clock-control none) and caches
 # are flushed before every replay pass (--cache-control all), so DRAM bytes are those of a cold launch.
 #
 #   tools/ncu-gemv.sh [--bin DIR] [--out DIR] [--mappings a,b,...] [--shapes NxK,...]
-#     --bin DIR   where gemv-profile-target and gemv-sectors are (default: build)
+#     --bin DIR   where bench and gemv-sectors are (default: build)
 #     --out DIR   report, CSVs and the table go here (default: $OUT/ncu-gemv where $OUT is set, else ncu-gemv-out)
-#     --mappings  default: gemv-profile-target's, every mapping of the registry (core/gemv_names.h) in its order
+#     --mappings  default: bench profile-target's, every mapping of the registry (core/gemv_names.h) in its order
 set -euo pipefail
 
 BIN=build
 OUT="${OUT:+$OUT/ncu-gemv}"  # the device machine's $OUT comes back to the caller
 OUT="${OUT:-ncu-gemv-out}"
-MAPPINGS=""  # "" = gemv-profile-target's default: every registered mapping
+MAPPINGS=""  # "" = bench profile-target's default: every registered mapping
 SHAPES=4096x4096,1024x4096,14336x4096,4096x14336,128256x4096
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-for exe in gemv-profile-target gemv-sectors; do
+for exe in bench gemv-sectors; do
   [ -x "$BIN/$exe" ] || die "$BIN/$exe not found or not executable (build it, or pass --bin DIR)"
 done
 command -v ncu >/dev/null || die "ncu (Nsight Compute) is not on the PATH"
@@ -54,7 +54,7 @@ start=$(date +%s)
 echo "ncu-gemv: profiling ${MAPPINGS:-every mapping} over $SHAPES (log: $OUT/ncu.log)" >&2
 if ! ncu --clock-control none --cache-control all --replay-mode kernel --profile-from-start off \
     --metrics "$METRICS" -f -o "$OUT/gemv" \
-    "$BIN/gemv-profile-target" ${MAPPINGS:+--mappings "$MAPPINGS"} --shapes "$SHAPES" --manifest "$OUT/manifest.csv" \
+    "$BIN/bench" profile-target ${MAPPINGS:+--mappings "$MAPPINGS"} --shapes "$SHAPES" --manifest "$OUT/manifest.csv" \
     >"$OUT/ncu.log" 2>&1; then
   tail -n 30 "$OUT/ncu.log" >&2
   die "ncu failed (full log: $OUT/ncu.log)"

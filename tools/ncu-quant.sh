@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/ncu-quant.sh: Nsight Compute over the quantized GEMV forms (gemv-bench --quant), one cold launch per form,
+# tools/ncu-quant.sh: Nsight Compute over the quantized GEMV forms (bench gemv --quant), one cold launch per form,
 # format and shape: DRAM bytes read against the bytes the form should read, global load sectors per request (what the
 # lanes' addresses cost), warp instructions per weight and issue-slot use (why an INT4 kernel that loads coalesced can
 # still miss the bandwidth). Runs on the H200 machine as root; clocks untouched, caches flushed before each replay.
@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
-[ -x "$BIN/gemv-bench" ] || die "$BIN/gemv-bench not found (build it, or pass --bin DIR)"
+[ -x "$BIN/bench" ] || die "$BIN/bench not found (build it, or pass --bin DIR)"
 command -v ncu >/dev/null || die "ncu (Nsight Compute) is not on the PATH"
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$OUT"
@@ -45,7 +45,7 @@ for q in "${qs[@]}"; do for s in "${ss[@]}"; do for m in "${ms[@]}"; do
   # The bench prints the bytes each form reads (its JSON); skip the first launches (warm-up), profile one.
   if ncu --clock-control none --cache-control all --kernel-name "$kn" --launch-skip 4 --launch-count 1 \
        --metrics "$METRICS" --csv --page raw --print-units base \
-       "$BIN/gemv-bench" --quant "$q" --mappings "$m" --shapes "$s" --repeats 1 --json "$OUT/$q-$m-$s.json" \
+       "$BIN/bench" gemv --quant "$q" --mappings "$m" --shapes "$s" --repeats 1 --json "$OUT/$q-$m-$s.json" \
        >"$f.raw" 2>"$OUT/$q-$m-$s.log"; then
     grep -E '^"' "$f.raw" >"$f" || true
     echo "$q,$m,$s,$f,$OUT/$q-$m-$s.json" >>"$OUT/runs.csv"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Joins tools/ncu-quant.sh's runs (one ncu CSV and one gemv-bench JSON per format, form and shape) into one table:
+"""Joins tools/ncu-quant.sh's runs (one ncu CSV and one `bench gemv` JSON per format, form and shape) into one table:
 DRAM bytes against the bytes the form reads, global-load sectors per request, warp instructions per weight, issue-slot
 use and occupancy of one cold launch. Standard library only."""
 import csv

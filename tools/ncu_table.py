@@ -2,7 +2,7 @@
 """Table for tools/ncu-gemv.sh: Nsight Compute counters of one GEMV launch per mapping and shape beside the sector
 model's prediction, plus a few lines of interpretation computed from the numbers.
 
-Inputs: `ncu --import R --csv --page raw --print-units base` output; the manifest of apps/gemv-profile-target
+Inputs: `ncu --import R --csv --page raw --print-units base` output; the manifest of `bench profile-target`
 (id,mapping,N,K,matrix_bytes,alloc_bytes,ld; id = grid size of the marker kernel launched before each GEMV); JSON
 lines of `gemv-sectors --json`. Standard library only.
 """

@@ -39,12 +39,16 @@ using Outcome = llm_test::ProgramRun;
 using llm_test::lines;
 
 // Runs kBin/program with `args` (no shell), stdin from `stdin_path` (or /dev/null), capturing stdout and stderr.
-Outcome run(const std::string& program, const std::vector<std::string>& args, const TempDir& tmp,
+// `program` may name a section of a program ("bench gemv"): the first word is the executable, the second its first
+// argument.
+Outcome run(const std::string& program, std::vector<std::string> args, const TempDir& tmp,
             const std::string& stdin_path = "/dev/null") {
-  return llm_test::run_program(kBin + "/" + program, args, tmp, stdin_path);
+  const size_t space = program.find(' ');
+  if (space != std::string::npos) args.insert(args.begin(), program.substr(space + 1));
+  return llm_test::run_program(kBin + "/" + program.substr(0, space), args, tmp, stdin_path);
 }
 
-bool built(const std::string& program) { return fs::exists(kBin + "/" + program); }
+bool built(const std::string& program) { return fs::exists(kBin + "/" + program.substr(0, program.find(' '))); }
 
 // About `bytes` of ordinary words.
 std::string words(size_t bytes) {
@@ -114,9 +118,9 @@ TEST_F(UserErrors, DecodePathRefusalsAreBadUsage) {
 }
 
 TEST_F(UserErrors, HelpListsEveryMappingAndTheDefault) {
-  for (const char* program : {"run-llama", "gemv-sectors", "llama-ab", "gemv-bench", "gemv-profile-target"}) {
+  for (const char* program : {"run-llama", "gemv-sectors", "llama-ab", "bench gemv", "bench profile-target"}) {
     SCOPED_TRACE(program);
-    if (!built(program)) continue;  // the gemv-* CUDA programs exist only in a CUDA build
+    if (!built(program)) continue;  // bench, a CUDA program, exists only in a CUDA build
     const Outcome r = run(program, {"--help"}, tmp_);
     ASSERT_TRUE(r.exited && r.code == 0) << r.err;
     EXPECT_TRUE(has(r.out, std::string(llm::kGemvDefaultMapping) + " (default)")) << r.out;
@@ -162,10 +166,10 @@ TEST_F(UserErrors, AbDecodePathsAreDocumentedAndChecked) {
                                                                   false, true));
 }
 
-// The default lists of llama-ab --ab and gemv-profile-target --mappings are the registry: every mapping, in order.
+// The default lists of llama-ab --ab and bench profile-target --mappings are the registry: every mapping, in order.
 TEST_F(UserErrors, DefaultMappingListsAreTheRegistry) {
   EXPECT_EQ(llm::gemv_mapping_list(), "warp-r2,warp,thread,colmajor,cublas,thread-splitk,warp-few");
-  for (const char* program : {"llama-ab", "gemv-profile-target"}) {
+  for (const char* program : {"llama-ab", "bench profile-target"}) {
     SCOPED_TRACE(program);
     if (!built(program)) continue;
     const Outcome r = run(program, {"--help"}, tmp_);
@@ -201,22 +205,27 @@ TEST_F(UserErrors, EveryAppSaysBadUsageTheSameWay) {
       {"gemv-sectors", {"--nope"}, "unknown option '--nope'"},
       {"gemv-sectors", {"--shape"}, "--shape needs a value"},
       {"gemv-sectors", {"--shape", "8x8"}, "--dtype is required: one of bf16, f16, q8_0, q4_0, int4"},
-      {"gemv-bench", {"--nope"}, "unknown option '--nope'"},
-      {"gemv-bench", {"--repeats", "0"}, "--repeats: invalid value '0' (allowed: 1 to 1000)"},
-      {"gemv-bench", {"--mappings", "warp,nope"},
+      {"bench gemv", {"--nope"}, "unknown option '--nope'"},
+      {"bench gemv", {"--repeats", "0"}, "--repeats: invalid value '0' (allowed: 1 to 1000)"},
+      {"bench gemv", {"--mappings", "warp,nope"},
        "--mappings: unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")"},
-      {"gemv-probes", {"--tiny-k", "8,x"}, "--tiny-k: invalid value 'x' (allowed: 1 to 65536)"},
-      {"attn-bench", {"--nope"}, "unknown option '--nope'"},
-      {"attn-bench", {"--reps", "0"}, "--reps: invalid value '0' (allowed: 1 to 1000)"},
-      {"attn-bench", {"--contexts", "8,x"}, "--contexts: invalid value 'x' (allowed: 1 to 16777216)"},
-      {"gemv-probes", {"--repeats"}, "--repeats needs a value"},
-      {"gemv-profile-target", {"--warmup", "5x"}, "--warmup: invalid value '5x' (allowed: 1 to 100)"},
-      {"gemv-profile-target", {"--mappings", "nope"},
+      {"bench probes", {"--tiny-k", "8,x"}, "--tiny-k: invalid value 'x' (allowed: 1 to 65536)"},
+      {"bench attn", {"--nope"}, "unknown option '--nope'"},
+      {"bench attn", {"--reps", "0"}, "--reps: invalid value '0' (allowed: 1 to 1000)"},
+      {"bench attn", {"--contexts", "8,x"}, "--contexts: invalid value 'x' (allowed: 1 to 16777216)"},
+      {"bench probes", {"--repeats"}, "--repeats needs a value"},
+      {"bench dep", {"--blocks", ""}, "--blocks: no value given"},
+      {"bench profile-target", {"--warmup", "5x"}, "--warmup: invalid value '5x' (allowed: 1 to 100)"},
+      {"bench profile-target", {"--mappings", "nope"},
        "--mappings: unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")"},
+      {"bench all", {"--json"}, "unknown option '--json'"},
+      {"bench", {}, "no section given (gemv, probes, attn, dep, profile-target or all)"},
+      {"bench", {"gemv-bench"},
+       "unknown section 'gemv-bench' (allowed: gemv, probes, attn, dep, profile-target, all)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.program) + " " + c.message);
-    if (!built(c.program)) continue;  // the gemv-* CUDA programs exist only in a CUDA build
+    if (!built(c.program)) continue;  // bench, a CUDA program, exists only in a CUDA build
     const Outcome r = run(c.program, c.args, tmp_);
     ASSERT_TRUE(r.exited) << r.err;
     EXPECT_EQ(r.code, 2) << r.err;
@@ -238,10 +247,12 @@ TEST_F(UserErrors, WithoutAGpuEveryCudaProgramSaysTheSameLine) {
   const std::vector<Program> programs = {
       {"run-llama", {"--model", "synthetic:tiny-gqa", "--prompt-ids", "1,2", "--device", "cuda"}},
       {"llama-ab", {"--model", "synthetic:tiny-gqa", "-n", "2"}},
-      {"gemv-bench", {}},
-      {"gemv-probes", {}},
-      {"gemv-profile-target", {}},
-      {"attn-bench", {}},
+      {"bench gemv", {}},
+      {"bench probes", {}},
+      {"bench profile-target", {}},
+      {"bench attn", {}},
+      {"bench dep", {}},
+      {"bench all", {}},
   };
 #if LLM_HAVE_CUDA
   const std::string want = "error: " + llm::cuda_no_device_message();
@@ -253,7 +264,7 @@ TEST_F(UserErrors, WithoutAGpuEveryCudaProgramSaysTheSameLine) {
   int ran = 0;
   for (const Program& p : programs) {
     SCOPED_TRACE(p.name);
-    if (!built(p.name)) continue;  // the gemv-* programs exist only in a CUDA build
+    if (!built(p.name)) continue;  // bench exists only in a CUDA build
     ++ran;
     const Outcome r = run(p.name, p.args, tmp_);
     ASSERT_TRUE(r.exited) << "killed by signal " << -r.code << "\n" << r.err;

@@ -1,110 +1,28 @@
-// attn-bench: the attention kernels of kernels/ops/ops.h at long contexts, Llama 3.1 8B's shape by default. Decode
-// attention as GB/s of the KV-cache bytes it must read, beside the streaming-read roofline measured in the same run
-// (measure/roofline.h); causal prefill attention as TFLOP/s. Caches hold random BF16 and every call takes the next of
-// several caches whose bytes together exceed 4x L2, so each decode call streams its cache from HBM.
-//
-//   attn-bench [--heads 32] [--kv-heads 8] [--head-dim 128] [--layers N] [--contexts 8192,32768,131072]
-//              [--prefill 512,8192] [--reps R] [--model-layers 32] [--json FILE]
+// bench attn: the attention kernels of kernels/ops/ops.h at long contexts, Llama 3.1 8B's shape by default
+// (attn-bench's tables and JSON keys, as docs/results read them). Decode attention as GB/s of the KV-cache bytes it
+// must read, beside the streaming-read roofline measured in the same run (measure/roofline.h); causal prefill
+// attention as TFLOP/s. Caches hold random BF16 and every call takes the next of several caches whose bytes together
+// exceed 4x L2, so each decode call streams its cache from HBM.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "apps/bench_util.h"      // split_commas, fmt, rounded
-#include "apps/cli.h"             // value, parse_int, usage_error, run_main
-#include "core/error.h"           // llm::fail
-#include "engine/backend.h"       // require_cuda_device
-#include "kernels/cuda_check.h"   // CUDA_CHECK
-#include "kernels/gemv/gemv.h"         // gemv_fill_random_bf16, gemv_fill_random_f32: random caches and queries
-#include "kernels/ops/ops.h"          // attention_decode, attention_decode_scratch_bytes, attention_prefill
-#include "measure/cuda_timing.h"  // time_ms, graph_ms_per_call, current_device, median
-#include "measure/roofline.h"     // Roofline: the one streaming-read measurement
-#include "models/config.h"        // kMaxHeads, kMaxHeadDim, kMaxPositions: the ranges the engine supports
+#include "engine/backend.h"                // require_cuda_device
+#include "kernels/cuda_check.h"            // CUDA_CHECK
+#include "kernels/ops/ops.h"               // attention_decode, attention_decode_scratch_bytes, attention_prefill
+#include "measure/bench/harness.h"         // StreamEvents, measure_roofline, fmt, rounded, write_file
+#include "measure/bench/sections.h"        // AttnOptions
+#include "measure/cuda_timing.h"           // time_ms, graph_ms_per_call, current_device, median
+#include "measure/probes/bench_kernels.h"  // gemv_fill_random_bf16, gemv_fill_random_f32: random caches and queries
 
-namespace llm {
+namespace llm::bench {
 namespace {
 
-struct Options {
-  int heads = 32, kv_heads = 8, head_dim = 128;  // Llama 3.1 8B
-  int layers = 0;  // caches rotated through; 0 = per length, enough to exceed 4x L2 (as many as memory allows)
-  std::vector<int> contexts = {8192, 32768, 131072};  // decode: cache rows read (position + 1)
-  std::vector<int> prefill = {512, 8192};             // prefill: prompt tokens over a fresh cache
-  int reps = 10;
-  int model_layers = 32;  // the "x layers" columns: per-token cost of the whole model's attention
-  std::string json_path;
-};
-
-const char* kUsage =
-    "usage: attn-bench [options]\n"
-    "  The attention kernels (kernels/ops/ops.h) on random BF16 caches. Decode: one query token at position L - 1 over L\n"
-    "  cache rows; GB/s of the K and V bytes read (2 x L x kv_heads x head_dim x 2 B) beside a streaming-read\n"
-    "  roofline measured in the same run. Prefill: N query tokens at positions 0 .. N - 1 over a fresh cache;\n"
-    "  TFLOP/s of the causal FLOPs (4 x heads x head_dim x N (N + 1) / 2). Every call takes the next of several\n"
-    "  caches whose bytes together exceed 4x L2.\n"
-    "\n"
-    "  --heads N          query heads (default 32)\n"
-    "  --kv-heads N       KV heads, dividing --heads (default 8)\n"
-    "  --head-dim N       even (default 128)\n"
-    "  --contexts L,...   decode context lengths (default 8192,32768,131072; '' = no decode); each is timed with\n"
-    "                     max_ctx = L and, below the largest, with max_ctx = the largest (the engine passes its cache\n"
-    "                     size; the KV split follows the length on the device, so both rows should agree)\n"
-    "  --prefill N,...    prefill token counts (default 512,8192; '' = no prefill)\n"
-    "  --layers N         caches rotated through (default: per length, enough that their bytes exceed 4x L2, at\n"
-    "                     least 2, fewer if memory is short)\n"
-    "  --reps R           timed repeats, median reported (default 10)\n"
-    "  --model-layers N   layers of the model the 'x layers' columns scale to (default 32, Llama 3.1 8B)\n"
-    "  --json FILE        write every figure as JSON\n";
-
-// "" -> none; otherwise each item an integer in [1, hi].
-std::vector<int> parse_lengths(const std::string& flag, const std::string& text, int hi) {
-  std::vector<int> out;
-  for (const std::string& s : split_commas(text)) out.push_back(int(cli::parse_int(flag, s, 1, hi)));
-  return out;
-}
-
-Options parse_args(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&] { return cli::value(argc, argv, i, a); };
-    if (a == "--heads") {
-      o.heads = int(cli::parse_int(a, value(), 1, kMaxHeads));
-    } else if (a == "--kv-heads") {
-      o.kv_heads = int(cli::parse_int(a, value(), 1, kMaxHeads));
-    } else if (a == "--head-dim") {
-      o.head_dim = int(cli::parse_int(a, value(), 2, kMaxHeadDim));
-      if (o.head_dim % 2 != 0)
-        cli::usage_error("--head-dim: invalid value '", o.head_dim, "' (allowed: an even number)");
-    } else if (a == "--layers") {
-      o.layers = int(cli::parse_int(a, value(), 1, 4096));
-    } else if (a == "--contexts") {
-      o.contexts = parse_lengths(a, value(), kMaxPositions);
-    } else if (a == "--prefill") {
-      o.prefill = parse_lengths(a, value(), kMaxPositions);
-    } else if (a == "--reps") {
-      o.reps = int(cli::parse_int(a, value(), 1, 1000));
-    } else if (a == "--model-layers") {
-      o.model_layers = int(cli::parse_int(a, value(), 1, 4096));
-    } else if (a == "--json") {
-      o.json_path = value();
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else {
-      cli::usage_error("unknown option '", a, "'");
-    }
-  }
-  if (o.heads % o.kv_heads != 0)
-    cli::usage_error("--kv-heads ", o.kv_heads, " must divide --heads ", o.heads);
-  if (o.contexts.empty() && o.prefill.empty())
-    cli::usage_error("--contexts and --prefill are both empty: nothing to time");
-  return o;
-}
+using Options = AttnOptions;
 
 constexpr size_t kReserveBytes = size_t(256) << 20;  // left free for the CUDA context, kernels, fragmentation
 constexpr int kMinDecodeCallsPerRep = 64;            // graph replays of at least this many calls: far above event noise
@@ -117,8 +35,9 @@ struct Bench {
   Options o;
   Device dev;
   RooflineResult roof;
-  cudaStream_t stream = nullptr;
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  StreamEvents se;
+  cudaStream_t stream = se.stream;
+  cudaEvent_t e0 = se.e0, e1 = se.e1;
   int kv_dim() const { return o.kv_heads * o.head_dim; }
   int q_dim() const { return o.heads * o.head_dim; }
 };
@@ -368,24 +287,17 @@ void write_json(const std::string& path, const Bench& b, const std::vector<Decod
                             {"model_tokens_per_s", rounded(r.model_tokens_per_s, 1)}});
   j["skipped"] = json::array();
   for (const Skip& s : skipped) j["skipped"].push_back({{"part", s.part}, {"length", s.length}});
-  std::ofstream f(path);
-  if (!f) fail("--json: cannot write '", path, "'");
-  f << j.dump(2) << "\n";
-  if (!f) fail("--json: error writing '", path, "'");
+  write_file("--json", path, j.dump(2) + "\n");
 }
 
-int run(const Options& o) {
+}  // namespace
+
+int run_attn(const Options& o) {
   require_cuda_device();  // the one line every CUDA program prints without a GPU
   Bench b;
   b.o = o;
   b.dev = current_device();
-  CUDA_CHECK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaEventCreate(&b.e0));
-  CUDA_CHECK(cudaEventCreate(&b.e1));
-  {
-    Roofline roofline(o.reps);  // its 2 GiB buffer is freed before the caches are allocated
-    b.roof = roofline.measure();
-  }
+  b.roof = measure_roofline(o.reps);  // its 2 GiB buffer is freed before the caches are allocated
   std::cout << "attn-bench: " << b.dev.name << ", " << b.dev.sms << " SMs, " << (b.dev.l2_bytes >> 20)
             << " MiB L2; " << o.heads << " heads, " << o.kv_heads << " KV heads, head_dim " << o.head_dim
             << ", BF16 K and V\n";
@@ -409,14 +321,7 @@ int run(const Options& o) {
   bench_prefill(b, &prefill, &skipped);
   print_tables(b, decode, prefill);
   if (!o.json_path.empty()) write_json(o.json_path, b, decode, prefill, skipped);
-
-  CUDA_CHECK(cudaEventDestroy(b.e0));
-  CUDA_CHECK(cudaEventDestroy(b.e1));
-  CUDA_CHECK(cudaStreamDestroy(b.stream));
   return 0;
 }
 
-}  // namespace
-}  // namespace llm
-
-int main(int argc, char** argv) { return llm::cli::run_main("attn-bench", argc, argv, llm::parse_args, llm::run); }
+}  // namespace llm::bench

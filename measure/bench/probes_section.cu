@@ -1,14 +1,9 @@
-// gemv-probes: two kernel-level probes beside the decode mappings, graph-timed with weights rotated beyond L2 and a
-// streaming-read roofline measured in the same run.
+// bench probes: two kernel-level probes beside the decode mappings, graph-timed with weights rotated beyond L2 and a
+// streaming-read roofline measured in the same run (gemv-probes' tables and JSON keys, as docs/results read them).
 //   batch:  Y[B, N] = X[B, K] W^T for B = 1, 2, 4, 8 with each weight chunk reused from registers
-//           (kernels/gemv/gemv_batched.h), against B separate "warp" GEMVs on the same weight.
+//           (kernels/gemv/gemv_batched.h), against B separate "warp" GEMVs on the same weight (the reference).
 //   tiny K: "warp" vs "colmajor" vs several rows per warp for K of a few dozen, and the K where "warp" overtakes.
-//
-//   gemv-probes [--section batch|tiny|all] [--batch-shapes NxK,...] [--tiny-n N] [--tiny-k k1,k2,...]
-//               [--repeats R] [--json FILE]
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -16,68 +11,19 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/bench_util.h"       // parsing, formatting
-#include "apps/cli.h"              // value, parse_int, run_main
-#include "engine/backend.h"        // require_cuda_device
-#include "core/error.h"            // llm::fail
-#include "kernels/cuda_check.h"    // CUDA_CHECK
-#include "kernels/gemv/gemv.h"          // the mappings, random fills
-#include "kernels/gemv/gemv_batched.h"  // gemv_batched_launch, gemv_rows_per_warp_launch
-#include "measure/cuda_timing.h"   // graph_ms_per_call, current_device
-#include "measure/roofline.h"      // Roofline: the one streaming-read measurement
+#include "engine/backend.h"                // require_cuda_device
+#include "kernels/cuda_check.h"            // CUDA_CHECK
+#include "kernels/gemv/gemv.h"             // the mappings
+#include "kernels/gemv/gemv_batched.h"     // gemv_batched_launch, gemv_rows_per_warp_launch
+#include "measure/bench/harness.h"         // StreamEvents, measure_roofline, rotation_bytes, fmt, rounded, write_file
+#include "measure/bench/sections.h"        // ProbesOptions
+#include "measure/cuda_timing.h"           // graph_ms_per_call, current_device
+#include "measure/probes/bench_kernels.h"  // random fills
 
-namespace llm {
+namespace llm::bench {
 namespace {
 
-struct Options {
-  std::string section = "all";
-  std::vector<std::pair<int, int>> batch_shapes = {{4096, 4096}, {14336, 4096}};
-  std::vector<int> batches = {1, 2, 4, 8};
-  int tiny_n = 65536;
-  std::vector<int> tiny_k = {8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
-  int repeats = 7;
-  std::string json_path;
-};
-
-const char* kUsage =
-    "usage: gemv-probes [--section batch|tiny|all] [--batch-shapes NxK,...] [--tiny-n N] [--tiny-k k1,k2,...]\n"
-    "                   [--repeats R] [--json FILE]\n"
-    "  batch: batched GEMV (B = 1, 2, 4, 8 vectors, weights read once) vs B separate warp GEMVs.\n"
-    "  tiny:  warp vs colmajor vs several-rows-per-warp for small K; where warp overtakes.\n";
-
-Options parse_args(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&] { return cli::value(argc, argv, i, a); };
-    if (a == "--section") {
-      o.section = value();
-      if (o.section != "batch" && o.section != "tiny" && o.section != "all")
-        fail("--section: invalid value '", o.section, "' (allowed: batch, tiny, all)");
-    } else if (a == "--batch-shapes") {
-      o.batch_shapes.clear();
-      for (const std::string& s : split_commas(value())) o.batch_shapes.push_back(parse_shape(s));
-      if (o.batch_shapes.empty()) fail("--batch-shapes: no shape given");
-    } else if (a == "--tiny-n") {
-      o.tiny_n = int(cli::parse_int(a, value(), 1, 1 << 24));
-    } else if (a == "--tiny-k") {
-      o.tiny_k.clear();
-      for (const std::string& s : split_commas(value())) o.tiny_k.push_back(int(cli::parse_int(a, s, 1, 1 << 16)));
-      if (o.tiny_k.empty()) fail("--tiny-k: no K given");
-      std::sort(o.tiny_k.begin(), o.tiny_k.end());
-    } else if (a == "--repeats") {
-      o.repeats = int(cli::parse_int(a, value(), 1, 1000));
-    } else if (a == "--json") {
-      o.json_path = value();
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else {
-      fail("unknown option '", a, "'");
-    }
-  }
-  return o;
-}
+using Options = ProbesOptions;
 
 // Everything a probe needs from the run: stream, events, the rotation size, the context for registry mappings.
 struct Bench {
@@ -85,13 +31,15 @@ struct Bench {
   RooflineResult roof;
   int repeats = 7;
   size_t rotation_bytes = 0;  // weights rotated over at least this many bytes of copies: no call hits L2
-  cudaStream_t stream = nullptr;
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  StreamEvents se;
+  cudaStream_t stream = se.stream;
+  cudaEvent_t e0 = se.e0, e1 = se.e1;
   GemvContext ctx;
 };
 
 // Copies of one random [N, K] weight in a layout, enough to exceed bench.rotation_bytes (at least 2).
-std::vector<GemvWeight> make_copies(const Bench& b, int N, int K, const std::function<void(const uint16_t*, GemvWeight*)>& prepack) {
+std::vector<GemvWeight> make_copies(const Bench& b, int N, int K,
+                                    const std::function<void(const uint16_t*, GemvWeight*)>& prepack) {
   const size_t useful = size_t(N) * size_t(K) * 2;
   const size_t n = std::max<size_t>(2, (b.rotation_bytes + useful - 1) / useful);
   uint16_t* src = nullptr;
@@ -261,7 +209,8 @@ void print_tiny(const Bench& b, const Options& o, const std::vector<TinyResult>&
   std::cout << "## Tiny K: N = " << o.tiny_n << ", GB/s of weight bytes (N x K x 2)\n\n"
             << "rows-per-warp: a row of ceil(K / 8) 16-byte chunks takes the next power-of-two number of lanes, so "
                "one warp covers 32 / that rows (kernels/gemv/gemv_batched.cu)\n\n"
-            << "| K | row bytes | warp GB/s | colmajor GB/s | rows-per-warp GB/s (rows/warp) | best | best % roofline |\n"
+            << "| K | row bytes | warp GB/s | colmajor GB/s | rows-per-warp GB/s (rows/warp) | best | "
+               "best % roofline |\n"
             << "| ---: | ---: | ---: | ---: | ---: | --- | ---: |\n";
   for (const TinyResult& r : rs) {
     const double best = std::max({r.gbps_warp, r.gbps_colmajor, r.gbps_rows});
@@ -308,33 +257,26 @@ void write_json(const std::string& path, const Bench& b, const Options& o, const
                          {"best", winner(r)}});
   j["crossover_k_vs_colmajor"] = tiny.empty() ? -1 : crossover_k(tiny, &TinyResult::gbps_colmajor);
   j["crossover_k_vs_rows_per_warp"] = tiny.empty() ? -1 : crossover_k(tiny, &TinyResult::gbps_rows);
-  std::ofstream f(path);
-  if (!f) fail("--json: cannot write '", path, "'");
-  f << j.dump(2) << "\n";
-  if (!f) fail("--json: error writing '", path, "'");
+  write_file("--json", path, j.dump(2) + "\n");
 }
 
-int run(const Options& o) {
+}  // namespace
+
+int run_probes(const Options& o) {
   require_cuda_device();  // the one line every CUDA program prints without a GPU
   Bench b;
   b.dev = current_device();
   b.repeats = o.repeats;
-  b.rotation_bytes = std::max<size_t>(4 * b.dev.l2_bytes, size_t(256) << 20);
-  CUDA_CHECK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaEventCreate(&b.e0));
-  CUDA_CHECK(cudaEventCreate(&b.e1));
-  {
-    Roofline roofline(o.repeats);  // its 2 GiB buffer is freed before the weights are allocated
-    b.roof = roofline.measure();
-  }
+  b.rotation_bytes = rotation_bytes(b.dev);
+  b.roof = measure_roofline(o.repeats);  // its 2 GiB buffer is freed before the weights are allocated
   int max_k = o.tiny_k.back();
   for (const auto& s : o.batch_shapes) max_k = std::max(max_k, s.second);
   gemv_context_init(&b.ctx, b.stream, max_k);
 
   std::vector<BatchResult> batch;
   std::vector<TinyResult> tiny;
-  if (o.section != "tiny") batch = probe_batch(b, o);
-  if (o.section != "batch") tiny = probe_tiny(b, o);
+  if (o.part != "tiny") batch = probe_batch(b, o);
+  if (o.part != "batch") tiny = probe_tiny(b, o);
 
   std::cout << "roofline: " << fmt(b.roof.gbps, 0) << " GB/s (streaming read, best of " << b.roof.shapes_tried
             << " grid shapes); device: " << b.dev.name << "; weights rotated over >= " << (b.rotation_bytes >> 20)
@@ -342,15 +284,8 @@ int run(const Options& o) {
   if (!batch.empty()) print_batch(b, batch);
   if (!tiny.empty()) print_tiny(b, o, tiny);
   if (!o.json_path.empty()) write_json(o.json_path, b, o, batch, tiny);
-
   gemv_context_destroy(&b.ctx);
-  CUDA_CHECK(cudaEventDestroy(b.e0));
-  CUDA_CHECK(cudaEventDestroy(b.e1));
-  CUDA_CHECK(cudaStreamDestroy(b.stream));
   return 0;
 }
 
-}  // namespace
-}  // namespace llm
-
-int main(int argc, char** argv) { return llm::cli::run_main("gemv-probes", argc, argv, llm::parse_args, llm::run); }
+}  // namespace llm::bench

@@ -1,84 +1,29 @@
-// gemv-bench: GB/s of each GEMV mapping on the Llama 3.1 8B decode shapes, beside a streaming-read roofline measured
-// in the same run; weights rotated over copies >= 4x L2 so every call streams from HBM.
-//
-//   gemv-bench [--mappings warp,thread,...] [--shapes 4096x4096,...] [--repeats R] [--csv] [--json FILE]
+// bench gemv: GB/s of each GEMV mapping on the Llama 3.1 8B decode shapes, beside a streaming-read roofline measured
+// in the same run; weights rotated over copies >= 4x L2 so every call streams from HBM. With --quant, random weights
+// quantized on the host run through the quantized forms instead, GB/s of the bytes each form reads. The table and
+// the JSON keys are gemv-bench's, as docs/results and scripts/h200-check.sh read them.
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "apps/bench_util.h"      // parsing, formatting
-#include "apps/cli.h"             // value, parse_int, run_main
-#include "core/gemv_names.h"       // check_gemv_mapping
-#include "engine/backend.h"        // require_cuda_device
-#include "core/error.h"          // llm::Error, llm::fail
-#include "kernels/cuda_check.h"  // CUDA_CHECK
-#include "core/counter_rng.h"    // rng_value: the quantized benchmark's weights
-#include "kernels/gemv/gemv.h"        // the mappings, random fills
-#include "engine/cuda_quant.h"   // quant_host_view
-#include "kernels/quant/gemv_quant.h"  // the quantized forms
-#include "models/quant.h"        // quantize_matrix, pack_quant
-#include "measure/cuda_timing.h"  // time_ms, graph_ms_per_call, current_device, median
-#include "measure/roofline.h"     // Roofline: the one streaming-read measurement
+#include "core/counter_rng.h"             // rng_value: the quantized benchmark's weights
+#include "core/gemv_names.h"              // kQuantGemvNames
+#include "engine/backend.h"               // require_cuda_device
+#include "engine/cuda_quant.h"            // quant_host_view
+#include "kernels/cuda_check.h"           // CUDA_CHECK
+#include "kernels/gemv/gemv.h"            // the mappings
+#include "kernels/quant/gemv_quant.h"     // the quantized forms
+#include "measure/bench/harness.h"        // StreamEvents, measure_roofline, rotation_bytes, fmt, rounded, write_file
+#include "measure/bench/sections.h"       // GemvOptions
+#include "measure/cuda_timing.h"          // time_ms, graph_ms_per_call, current_device, median
+#include "measure/probes/bench_kernels.h" // random fills
+#include "models/quant.h"                 // quantize_matrix, pack_quant
 
-namespace llm {
+namespace llm::bench {
 namespace {
-
-struct Options {
-  std::vector<std::string> mappings;  // empty: all registered
-  std::vector<std::pair<int, int>> shapes = {{4096, 4096}, {1024, 4096}, {14336, 4096}, {4096, 14336},
-                                             {128256, 4096}};
-  int repeats = 7;
-  bool csv = false;
-  std::string json_path;
-  std::vector<std::string> quant;  // --quant q4_0,q8_0,q4_k: quantized weights through the quantized forms instead
-};
-
-const char* kUsage =
-    "usage: gemv-bench [--mappings a,b,c] [--shapes NxK,...] [--repeats R] [--csv] [--json FILE]\n"
-    "  GB/s of weight bytes per GEMV mapping and shape, beside a streaming-read roofline measured in the same run.\n"
-    "  --mappings defaults to every mapping of the first list below, in its order.\n"
-    "  --quant q4_0,q8_0,q4_k: random weights quantized (models/quant.h) and run through the quantized forms instead\n"
-    "  (--mappings then names those: warp, thread, as-stored, warp-dp4a); GB/s of the bytes each form reads\n"
-    "  (codes + scales; GGUF's blocks for as-stored).\n";
-
-Options parse_args(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&] { return cli::value(argc, argv, i, a); };
-    if (a == "--mappings") {
-      o.mappings = split_commas(value());
-      for (const std::string& m : o.mappings) check_gemv_mapping("--mappings", m, /*on_cpu=*/false);
-    } else if (a == "--shapes") {
-      o.shapes.clear();
-      for (const std::string& s : split_commas(value())) o.shapes.push_back(parse_shape(s));
-      if (o.shapes.empty()) fail("--shapes: no shape given");
-    } else if (a == "--quant") {
-      o.quant = split_commas(value());
-      for (const std::string& q : o.quant)
-        if (q != "q4_0" && q != "q8_0" && q != "q4_k") fail("--quant: invalid value '", q, "' (allowed: q4_0, q8_0, q4_k)");
-    } else if (a == "--repeats") {
-      o.repeats = int(cli::parse_int(a, value(), 1, 1000));
-    } else if (a == "--csv") {
-      o.csv = true;
-    } else if (a == "--json") {
-      o.json_path = value();
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage << gemv_mapping_lines("  ");
-      std::exit(0);
-    } else {
-      fail("unknown option '", a, "'");
-    }
-  }
-  return o;
-}
 
 struct Result {
   std::string mapping;
@@ -138,7 +83,8 @@ Result bench_one(const GemvMapping& m, int N, int K, const uint16_t* d_src, cons
   return r;
 }
 
-// The same protocol for a quantized form: `copies` uploads of one quantized matrix rotated, bytes = what the form reads.
+// The same protocol for a quantized form: `copies` uploads of one quantized matrix rotated, bytes = what the form
+// reads.
 Result bench_quant_one(QuantGemvKind kind, const std::string& label, const std::vector<uint8_t>& blocks, int type_id,
                        int N, int K, const float* d_x, float* d_y, size_t rotation_bytes, int repeats,
                        cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1) {
@@ -225,79 +171,23 @@ void write_json(const std::string& path, const Device& dev, const RooflineResult
                             {"block", r.shape.block},
                             {"bytes_in_flight_per_thread", r.shape.bytes_in_flight_per_thread},
                             {"flag", flag_of(r)}});
-  std::ofstream f(path);
-  if (!f) fail("--json: cannot write '", path, "'");
-  f << j.dump(2) << "\n";
-  if (!f) fail("--json: error writing '", path, "'");
+  write_file("--json", path, j.dump(2) + "\n");
 }
 
-int run(const Options& opt) {
-  require_cuda_device();  // the one line every CUDA program prints without a GPU
-  std::vector<const GemvMapping*> mappings;
-  if (!opt.quant.empty())
-    ;  // the quantized forms, below
-  else if (opt.mappings.empty())
-    mappings = gemv_mappings();
-  else
-    for (const std::string& name : opt.mappings) mappings.push_back(&gemv_find(name));
-
-  const Device dev = current_device();
-  // Rotation set: at least 4x L2 and at least 256 MiB, so a call finds none of its weights in L2.
-  const size_t rotation_bytes = std::max<size_t>(4 * dev.l2_bytes, size_t(256) << 20);
-
-  cudaStream_t stream = nullptr;
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
-
+// Everything the rows of one run share.
+struct Run {
+  int repeats = 7;
+  size_t rotation_bytes = 0;
   RooflineResult roof;
-  {
-    Roofline roofline(opt.repeats);  // its 2 GiB buffer is freed before the weights are allocated
-    roof = roofline.measure();
-  }
-  std::cerr << "roofline " << fmt(roof.gbps, 0) << " GB/s\n";
-
-  int max_k = 1;
-  for (const auto& s : opt.shapes) max_k = std::max(max_k, s.second);
+  StreamEvents se;
   GemvContext ctx;
-  gemv_context_init(&ctx, stream, max_k);
+};
 
-  std::vector<Result> results;
-  if (!opt.quant.empty()) {
-    std::vector<std::string> names = opt.mappings;
-    if (names.empty())
-      for (const GemvMappingName& m : kQuantGemvNames) names.push_back(m.name);
-    float* d_x = nullptr;
-    float* d_y = nullptr;
-    CUDA_CHECK(cudaMalloc(&d_x, size_t(max_k) * 4));
-    int max_n = 1;
-    for (const auto& sh : opt.shapes) max_n = std::max(max_n, sh.first);
-    CUDA_CHECK(cudaMalloc(&d_y, size_t(max_n) * 4));
-    gemv_fill_random_f32(d_x, size_t(max_k), 0x5eedull, stream);
-    for (const std::string& q : opt.quant) {
-      const GgmlQuantType t = q == "q4_0" ? GgmlQuantType::Q4_0 : q == "q8_0" ? GgmlQuantType::Q8_0 : GgmlQuantType::Q4_K;
-      for (const auto& [N, K] : opt.shapes) {
-        // Random weights in [-1, 1) from the counter-based generator, quantized on the host (what llama-quantize does).
-        std::vector<float> w(size_t(N) * size_t(K));
-        for (size_t i = 0; i < w.size(); ++i) w[i] = rng_value(0x5eedull + uint64_t(N), uint64_t(K), i, 0.0f, 1.0f);
-        const std::vector<uint8_t> blocks = quantize_matrix(t, w.data(), N, K);
-        w = std::vector<float>();
-        for (const std::string& name : names) {
-          Result r = bench_quant_one(quant_gemv_kind_from_name(name), q + "/" + name, blocks, int(t), N, K, d_x, d_y,
-                                     rotation_bytes, opt.repeats, stream, e0, e1);
-          r.pct_graph = 100.0 * r.gbps_graph / roof.gbps;
-          std::cerr << r.mapping << " " << N << "x" << K << ": " << fmt(r.gbps_graph, 0) << " GB/s graph ("
-                    << fmt(r.pct_graph, 1) << "%), " << fmt(r.us_graph, 2) << " us\n";
-          results.push_back(r);
-        }
-      }
-    }
-    CUDA_CHECK(cudaFree(d_x));
-    CUDA_CHECK(cudaFree(d_y));
-  }
-  for (const auto& [N, K] : opt.shapes) {
-    if (!opt.quant.empty()) break;
+// Every BF16 mapping at every shape: random weights, vector and output per shape.
+void bench_bf16(Run& run, const std::vector<const GemvMapping*>& mappings, const Shapes& shapes,
+                std::vector<Result>* results) {
+  const cudaStream_t stream = run.se.stream;
+  for (const auto& [N, K] : shapes) {
     uint16_t* d_src = nullptr;
     float* d_x = nullptr;
     float* d_y = nullptr;
@@ -307,30 +197,90 @@ int run(const Options& opt) {
     gemv_fill_random_bf16(d_src, size_t(N) * size_t(K), 0x5eedull + uint64_t(N) * 131 + uint64_t(K), stream);
     gemv_fill_random_f32(d_x, size_t(K), 0x5eedull ^ uint64_t(K), stream);
     for (const GemvMapping* m : mappings) {
-      Result r = bench_one(*m, N, K, d_src, d_x, d_y, rotation_bytes, opt.repeats, &ctx, e0, e1);
-      r.pct_graph = 100.0 * r.gbps_graph / roof.gbps;
+      Result r = bench_one(*m, N, K, d_src, d_x, d_y, run.rotation_bytes, run.repeats, &run.ctx, run.se.e0,
+                           run.se.e1);
+      r.pct_graph = 100.0 * r.gbps_graph / run.roof.gbps;
       std::cerr << r.mapping << " " << N << "x" << K << ": " << fmt(r.gbps_graph, 0) << " GB/s graph ("
                 << fmt(r.pct_graph, 1) << "%), " << fmt(r.gbps_b2b, 0) << " back-to-back\n";
-      results.push_back(r);
+      results->push_back(r);
     }
     CUDA_CHECK(cudaFree(d_src));
     CUDA_CHECK(cudaFree(d_x));
     CUDA_CHECK(cudaFree(d_y));
   }
-  gemv_context_destroy(&ctx);
-  CUDA_CHECK(cudaEventDestroy(e0));
-  CUDA_CHECK(cudaEventDestroy(e1));
-  CUDA_CHECK(cudaStreamDestroy(stream));
+}
 
-  if (opt.csv)
-    print_csv(roof, results);
-  else
-    print_markdown(dev, roof, opt.repeats, rotation_bytes, results);
-  if (!opt.json_path.empty()) write_json(opt.json_path, dev, roof, opt.repeats, rotation_bytes, results);
-  return 0;
+// Every quantized form `names` at every format and shape: random weights quantized on the host (what
+// llama-quantize does), one vector and output sized for the largest shape.
+void bench_quant(Run& run, const GemvOptions& opt, std::vector<Result>* results) {
+  const cudaStream_t stream = run.se.stream;
+  std::vector<std::string> names = opt.mappings;
+  if (names.empty())
+    for (const GemvMappingName& m : kQuantGemvNames) names.push_back(m.name);
+  int max_k = 1, max_n = 1;
+  for (const auto& sh : opt.shapes) max_k = std::max(max_k, sh.second), max_n = std::max(max_n, sh.first);
+  float* d_x = nullptr;
+  float* d_y = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_x, size_t(max_k) * 4));
+  CUDA_CHECK(cudaMalloc(&d_y, size_t(max_n) * 4));
+  gemv_fill_random_f32(d_x, size_t(max_k), 0x5eedull, stream);
+  for (const std::string& q : opt.quant) {
+    const GgmlQuantType t = q == "q4_0" ? GgmlQuantType::Q4_0 : q == "q8_0" ? GgmlQuantType::Q8_0 : GgmlQuantType::Q4_K;
+    for (const auto& [N, K] : opt.shapes) {
+      // Random weights in [-1, 1) from the counter-based generator, quantized on the host.
+      std::vector<float> w(size_t(N) * size_t(K));
+      for (size_t i = 0; i < w.size(); ++i) w[i] = rng_value(0x5eedull + uint64_t(N), uint64_t(K), i, 0.0f, 1.0f);
+      const std::vector<uint8_t> blocks = quantize_matrix(t, w.data(), N, K);
+      w = std::vector<float>();
+      for (const std::string& name : names) {
+        Result r = bench_quant_one(quant_gemv_kind_from_name(name), q + "/" + name, blocks, int(t), N, K, d_x, d_y,
+                                   run.rotation_bytes, run.repeats, stream, run.se.e0, run.se.e1);
+        r.pct_graph = 100.0 * r.gbps_graph / run.roof.gbps;
+        std::cerr << r.mapping << " " << N << "x" << K << ": " << fmt(r.gbps_graph, 0) << " GB/s graph ("
+                  << fmt(r.pct_graph, 1) << "%), " << fmt(r.us_graph, 2) << " us\n";
+        results->push_back(r);
+      }
+    }
+  }
+  CUDA_CHECK(cudaFree(d_x));
+  CUDA_CHECK(cudaFree(d_y));
 }
 
 }  // namespace
-}  // namespace llm
 
-int main(int argc, char** argv) { return llm::cli::run_main("gemv-bench", argc, argv, llm::parse_args, llm::run); }
+int run_gemv(const GemvOptions& opt) {
+  require_cuda_device();  // the one line every CUDA program prints without a GPU
+  std::vector<const GemvMapping*> mappings;
+  if (!opt.quant.empty())
+    ;  // the quantized forms, bench_quant
+  else if (opt.mappings.empty())
+    mappings = gemv_mappings();
+  else
+    for (const std::string& name : opt.mappings) mappings.push_back(&gemv_find(name));
+
+  const Device dev = current_device();
+  Run run;
+  run.repeats = opt.repeats;
+  run.rotation_bytes = rotation_bytes(dev);
+  run.roof = measure_roofline(opt.repeats);
+  std::cerr << "roofline " << fmt(run.roof.gbps, 0) << " GB/s\n";
+
+  int max_k = 1;
+  for (const auto& s : opt.shapes) max_k = std::max(max_k, s.second);
+  gemv_context_init(&run.ctx, run.se.stream, max_k);
+  std::vector<Result> results;
+  if (!opt.quant.empty())
+    bench_quant(run, opt, &results);
+  else
+    bench_bf16(run, mappings, opt.shapes, &results);
+  gemv_context_destroy(&run.ctx);
+
+  if (opt.csv)
+    print_csv(run.roof, results);
+  else
+    print_markdown(dev, run.roof, opt.repeats, run.rotation_bytes, results);
+  if (!opt.json_path.empty()) write_json(opt.json_path, dev, run.roof, opt.repeats, run.rotation_bytes, results);
+  return 0;
+}
+
+}  // namespace llm::bench
