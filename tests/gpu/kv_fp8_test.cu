@@ -1,6 +1,7 @@
 // The FP8 KV cache store on the device (kv_store_fp8, the oracle of tests/gpu/kv_store_fp8_oracle.h, into
-// kernels/attention/kv_fp8.h's layer) against the CPU reference's (engine/kv_cache.h, CpuKvCache in FP8): the same rows written the same way must give the same codes and scales, byte for byte, after every write:
-// decode steps across blocks, prefill chunks that start and end mid-block, decode after prefill, rewinds within the
+// kernels/attention/kv_fp8.h's layer) against the CPU reference's (engine/kv_cache.h, CpuKvCache in FP8): the same
+// rows written the same way must give the same codes and scales, byte for byte, after every write: decode steps
+// across blocks, prefill chunks that start and end mid-block, decode after prefill, rewinds within the
 // open block and into earlier blocks (rows re-rounded from their codes), jumps forward over unwritten positions, the
 // last positions of the context, NaN and infinite elements, other block sizes, and a CUDA graph of one decode store
 // replayed at different positions. The whole layer (every position, every scale) is compared, so the device cache is
