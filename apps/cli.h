@@ -169,15 +169,14 @@ class Option {
   std::vector<std::string> names_;  // as declared, e.g. {"-n", "--n-decode", "--n-predict"}
   std::string value_name_;          // "N"; "" = a flag, which takes no value
   std::string help_, default_, allowed_;
-  std::function<void(const std::string& flag, const std::string& text)> apply_;  // flag as spelled on the line
+  // Parses `text`, the value given to `flag` (as spelled on the line), into the option's field.
+  std::function<void(const Option& self, const std::string& flag, const std::string& text)> apply_;
 };
 
 class Options {
  public:
   // `usage`: the synopsis and a description, printed first by --help.
   explicit Options(std::string usage) : usage_(std::move(usage)) {}
-  Options(const Options&) = delete;  // the options' parsers refer to this table
-  Options& operator=(const Options&) = delete;
 
   // A heading above the options declared after it: "----- TITLE -----".
   void section(const std::string& title) { entries_.push_back({title, {}}); }
@@ -188,11 +187,14 @@ class Options {
   // that are not about one spelling, and further long ones are aliases). `value`: the value's name in --help.
 
   Option& flag(const char* names, bool* target, std::string help) {
-    return add(names, "", std::move(help), [target](const std::string&, const std::string&) { *target = true; });
+    return add(names, "", std::move(help), [target](const Option&, const std::string&, const std::string&) {
+      *target = true;
+    });
   }
 
   Option& text(const char* names, const char* value, std::string* target, std::string help) {
-    Option& o = add(names, value, std::move(help), [target](const std::string&, const std::string& t) { *target = t; });
+    Option& o = add(names, value, std::move(help),
+                    [target](const Option&, const std::string&, const std::string& t) { *target = t; });
     o.default_ = *target;
     return o;
   }
@@ -201,10 +203,10 @@ class Options {
   template <typename T>
   Option& integer(const char* names, const char* value, T* target, long long lo, long long hi, std::string help) {
     static_assert(std::is_integral_v<T>);
-    Option& o = add(names, value, std::move(help), [this, target, lo, hi, at = entries_.size()](
-                                                       const std::string& flag, const std::string& t) {
-      *target = T(parse_int(flag, t, lo, hi, entries_[at].option.allowed_));
-    });
+    Option& o = add(names, value, std::move(help),
+                    [target, lo, hi](const Option& self, const std::string& flag, const std::string& t) {
+                      *target = T(parse_int(flag, t, lo, hi, self.allowed_));
+                    });
     o.default_ = std::to_string(*target);
     o.allowed_ = std::to_string(lo) + " to " + std::to_string(hi);
     return o;
@@ -215,10 +217,10 @@ class Options {
   Option& real(const char* names, const char* value, T* target, double lo, double hi, std::string help,
                Lower lower = Lower::closed) {
     static_assert(std::is_floating_point_v<T>);
-    Option& o = add(names, value, std::move(help), [this, target, lo, hi, lower, at = entries_.size()](
-                                                       const std::string& flag, const std::string& t) {
-      *target = T(parse_float(flag, t, lo, hi, entries_[at].option.allowed_, lower));
-    });
+    Option& o = add(names, value, std::move(help),
+                    [target, lo, hi, lower](const Option& self, const std::string& flag, const std::string& t) {
+                      *target = T(parse_float(flag, t, lo, hi, self.allowed_, lower));
+                    });
     o.default_ = number(double(*target));
     o.allowed_ = lower == Lower::open ? "greater than " + number(lo) + ", at most " + number(hi)
                                       : number(lo) + " to " + number(hi);
@@ -237,7 +239,7 @@ class Options {
   template <typename E, typename Convert>
   Option& choice(const char* names, const char* value, E* target, std::vector<std::string> allowed, Convert convert,
                  std::string help) {
-    Option& o = add(names, value, std::move(help), [target, allowed, convert](const std::string& flag,
+    Option& o = add(names, value, std::move(help), [target, allowed, convert](const Option&, const std::string& flag,
                                                                                const std::string& t) {
       for (const std::string& a : allowed)
         if (t == a) {
@@ -255,13 +257,13 @@ class Options {
   template <typename T>
   Option& integers(const char* names, const char* value, std::vector<T>* target, long long lo, long long hi,
                    std::string help) {
-    Option& o = add(names, value, std::move(help), [this, target, lo, hi, at = entries_.size()](
-                                                       const std::string& flag, const std::string& t) {
-      target->clear();
-      std::stringstream ss(t);
-      for (std::string item; std::getline(ss, item, ',');)
-        if (!item.empty()) target->push_back(T(parse_int(flag, item, lo, hi, entries_[at].option.allowed_)));
-    });
+    Option& o = add(names, value, std::move(help),
+                    [target, lo, hi](const Option& self, const std::string& flag, const std::string& t) {
+                      target->clear();
+                      std::stringstream ss(t);
+                      for (std::string item; std::getline(ss, item, ',');)
+                        if (!item.empty()) target->push_back(T(parse_int(flag, item, lo, hi, self.allowed_)));
+                    });
     for (const T& v : *target) o.default_ += (o.default_.empty() ? "" : ",") + std::to_string(v);
     o.allowed_ = std::to_string(lo) + " to " + std::to_string(hi);
     return o;
@@ -271,7 +273,10 @@ class Options {
   // stores. Set what --help shows with default_is and allowed.
   Option& custom(const char* names, const char* value,
                  std::function<void(const std::string& flag, const std::string& text)> apply, std::string help) {
-    return add(names, value, std::move(help), std::move(apply));
+    return add(names, value, std::move(help),
+               [apply = std::move(apply)](const Option&, const std::string& flag, const std::string& t) {
+                 apply(flag, t);
+               });
   }
 
   // Walks argv: -h/--help prints help() to stdout and exits 0; an unknown option, a missing value or a bad one is
@@ -285,7 +290,7 @@ class Options {
       }
       Option* o = find(flag);
       if (!o) usage_error("unknown option '", flag, "'");
-      o->apply_(flag, o->value_name_.empty() ? std::string() : value(argc, argv, i, flag));
+      o->apply_(*o, flag, o->value_name_.empty() ? std::string() : value(argc, argv, i, flag));
       const std::string name = canonical(*o);
       bool seen = false;
       for (const std::string& g : given_) seen = seen || g == name;
@@ -347,7 +352,7 @@ class Options {
   static constexpr size_t kWidth = 118;  // the tree's line width, less two
 
   Option& add(const char* names, const char* value, std::string help,
-              std::function<void(const std::string&, const std::string&)> apply) {
+              std::function<void(const Option&, const std::string&, const std::string&)> apply) {
     Option o;
     std::stringstream ss(names);
     for (std::string n; std::getline(ss, n, ',');) {

@@ -121,7 +121,8 @@ Options parse_args(int argc, char** argv) {
       llm::fail("--load-bytes and --ld-bytes do not apply to --quant: the forms' loads and strides are the kernels'");
     return o;
   }
-  if (t.given("--sms") || t.given("--warp-x")) llm::fail(t.given("--sms") ? "--sms" : "--warp-x", " applies to --quant only");
+  if (t.given("--sms") || t.given("--warp-x"))
+    llm::fail(t.given("--sms") ? "--sms" : "--warp-x", " applies to --quant only");
   if (o.dtype.empty()) llm::fail("--dtype is required: one of bf16, f16, q8_0, q4_0, int4");
   return o;
 }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "apps/cli.h"             // Options, usage_error, as_usage, run_main
-#include "apps/prompt_options.h"  // --prompt, --file, --prompt-ids
+#include "apps/shared_options.h"  // --prompt, --file, --prompt-ids, --quantize, --kv-dtype
 #include "core/error.h"           // llm::fail
 #include "core/gemv_names.h"      // gemv_mapping_lines, gemv_mapping_list
 #include "engine/backend.h"       // require_cuda_device
@@ -84,16 +84,11 @@ void run_options(llm::cli::Options& o, Args& a) {
       .default_is("graph")
       .allowed("graph, persistent");
   o.flag("--dequantize", &a.dequantize, "run a GGUF file's quantized weights as BF16 (then the first list applies)");
-  o.custom("--quantize", "TYPE", [&a](const std::string&, const std::string& t) {
-    llm::parse_quantize_type(t);  // names the value and the allowed ones
-    a.quantize = t;
-  }, "quantize a float or synthetic model's weights at load (as write-gguf --quantize)")
-      .allowed("q8_0, q4_0, q4_k, q6_k, q4_k_m");
-  o.custom("--kv-dtype", "T", [&a](const std::string& flag, const std::string& t) {
-    a.kv_dtype = llm::cli::parse_kv_dtype(flag, t);
-  }, "KV-cache precision: bf16 (the default) or fp8 (E4M3, one FP32 scale per KV head and block of 32 positions; "
-     "head_dim 64 and 128); f32 is CPU-only")
-      .allowed(llm::kKvDtypeNames);
+  llm::cli::add_quantize_option(o, &a.quantize,
+                                "quantize a float or synthetic model's weights at load (as write-gguf --quantize)");
+  llm::cli::add_kv_dtype_option(o, &a.kv_dtype,
+                                "KV-cache precision: bf16 (the default) or fp8 (E4M3, one FP32 scale per KV head and "
+                                "block of 32 positions; head_dim 64 and 128); f32 is CPU-only");
 }
 
 void measure_and_output_options(llm::cli::Options& o, Args& a) {

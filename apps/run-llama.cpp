@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "apps/cli.h"
-#include "apps/prompt_options.h"  // --prompt, --file, --prompt-ids
+#include "apps/shared_options.h"  // --prompt, --file, --prompt-ids, --quantize, --kv-dtype
 #include "chat/repl.h"
 #include "core/error.h"
 #include "core/gemv_names.h"
@@ -126,22 +126,19 @@ void device_options(llm::cli::Options& o, Args& a) {
   o.flag("--dequantize", &a.dequantize,
          "run a GGUF file's quantized weights as BF16 (the comparison path) instead of keeping them quantized for the "
          "quantized GEMVs");
-  o.custom("--quantize", "TYPE", [&a](const std::string&, const std::string& t) {
-    llm::parse_quantize_type(t);  // names the value and the allowed ones
-    a.quantize = t;
-  }, "quantize a float checkpoint's (or a synthetic model's) projection and head weights at load, as llama-quantize "
-     "would (q4_k_m: llama.cpp's Q4_K_M mix); rows a type cannot hold fall back as llama-quantize does (named on "
-     "stderr); refused for a file that is already quantized")
-      .allowed("q8_0, q4_0, q4_k, q6_k, q4_k_m");
+  llm::cli::add_quantize_option(
+      o, &a.quantize,
+      "quantize a float checkpoint's (or a synthetic model's) projection and head weights at load, as llama-quantize "
+      "would (q4_k_m: llama.cpp's Q4_K_M mix); rows a type cannot hold fall back as llama-quantize does (named on "
+      "stderr); refused for a file that is already quantized");
   o.choice("--dtype", "T", &a.dtype, {"f32", "bf16"},
            "CPU weight precision: bf16 rounds the weights as the CUDA engine stores them")
       .default_is("f32 on cpu, bf16 on cuda");
-  o.custom("--kv-dtype", "T", [&a](const std::string& flag, const std::string& t) {
-    a.kv_dtype = llm::cli::parse_kv_dtype(flag, t);
-  }, "KV-cache precision: f32 (CPU only), bf16 (as the CUDA engine stores it) or fp8 (E4M3, one FP32 scale per KV "
-     "head and block of 32 positions: half of bf16's bytes; on the CUDA engine for head_dim 64 and 128)")
-      .default_is("f32 on cpu, bf16 on cuda")
-      .allowed(llm::kKvDtypeNames);
+  llm::cli::add_kv_dtype_option(
+      o, &a.kv_dtype,
+      "KV-cache precision: f32 (CPU only), bf16 (as the CUDA engine stores it) or fp8 (E4M3, one FP32 scale per KV "
+      "head and block of 32 positions: half of bf16's bytes; on the CUDA engine for head_dim 64 and 128)")
+      .default_is("f32 on cpu, bf16 on cuda");
 }
 
 // The checks that need the device: --gemv on every path (an unknown name, or on the CPU path any mapping but the
@@ -237,9 +234,27 @@ int run_chat_mode(const Args& a, const llm::Model& model, llm::Backend& backend,
   return llm::run_chat(backend, *tok, model.config, tmpl, co);
 }
 
+// --dump-logits FILE: the logits after each prompt token (float32 [tokens, vocab]) to FILE, the ids to FILE.ids.
+int dump_logits(const Args& a, llm::Backend& backend, const std::vector<int>& prompt, int vocab_size) {
+  std::vector<float> logits = llm::teacher_forced_logits(backend, prompt);
+  std::FILE* f = std::fopen(a.dump_logits.c_str(), "wb");
+  bool ok = f && std::fwrite(logits.data(), sizeof(float), logits.size(), f) == logits.size();
+  if (f) ok = (std::fclose(f) == 0) && ok;
+  if (!ok) llm::fail("cannot write ", a.dump_logits, ": ", std::strerror(errno));
+  // The ids beside them (FILE.ids, comma-separated), so a reference can run exactly these tokens.
+  std::ofstream ids_out(a.dump_logits + ".ids");
+  for (size_t i = 0; i < prompt.size(); ++i) ids_out << (i ? "," : "") << prompt[i];
+  ids_out << "\n";
+  if (!ids_out) llm::fail("cannot write ", a.dump_logits, ".ids");
+  std::fprintf(stderr, "run-llama: wrote %zu x %d logits to %s (ids in %s.ids)\n", prompt.size(), vocab_size,
+               a.dump_logits.c_str(), a.dump_logits.c_str());
+  return 0;
+}
+
 int run(const Args& a) {
   using Clock = std::chrono::steady_clock;
-  if (a.device.device == "cuda") llm::require_cuda_device();  // before the model loads: the one line every CUDA program prints
+  // Before the model loads: the one line every CUDA program prints without a device.
+  if (a.device.device == "cuda") llm::require_cuda_device();
   // The prompt's files before the model: a mistyped name costs no model load. Ids are checked once the vocabulary is
   // known.
   const std::string prompt_text = a.prompt.file.empty() ? a.prompt.text : llm::read_prompt_file(a.prompt.file);
@@ -265,8 +280,8 @@ int run(const Args& a) {
     // Every --gemv and weight-type pair runs or is refused by name (bad usage, exit 2), before any GPU work.
     if (const std::string why = llm::gemv_refusal(a.gemv, model, a.dequantize); !why.empty()) usage_error(why);
     // --decode persistent runs what its kernel takes, or is refused by name (exit 2), before any GPU work.
-    if (const std::string why = llm::decode_path_refusal(a.decode, a.gemv, model,
-                                                         a.dequantize, a.kv_dtype == llm::KvDtype::FP8, true);
+    if (const std::string why = llm::decode_path_refusal(a.decode, a.gemv, model, a.dequantize,
+                                                         a.kv_dtype == llm::KvDtype::FP8, true);
         !why.empty())
       usage_error(why);
     if (const std::string q = llm::quant_summary(model); !q.empty())
@@ -295,21 +310,7 @@ int run(const Args& a) {
   std::vector<int> prompt = !a.prompt.ids.empty() ? llm::parse_token_ids(ids_arg.text, ids_arg.source, c.vocab_size)
                             : tok                    ? encode_prompt(*tok, prompt_text)
                                                      : ids_from_text(prompt_text, c);
-  if (!a.dump_logits.empty()) {
-    std::vector<float> logits = llm::teacher_forced_logits(*backend, prompt);
-    std::FILE* f = std::fopen(a.dump_logits.c_str(), "wb");
-    bool ok = f && std::fwrite(logits.data(), sizeof(float), logits.size(), f) == logits.size();
-    if (f) ok = (std::fclose(f) == 0) && ok;
-    if (!ok) llm::fail("cannot write ", a.dump_logits, ": ", std::strerror(errno));
-    // The ids beside them (FILE.ids, comma-separated), so a reference can run exactly these tokens.
-    std::ofstream ids_out(a.dump_logits + ".ids");
-    for (size_t i = 0; i < prompt.size(); ++i) ids_out << (i ? "," : "") << prompt[i];
-    ids_out << "\n";
-    if (!ids_out) llm::fail("cannot write ", a.dump_logits, ".ids");
-    std::fprintf(stderr, "run-llama: wrote %zu x %d logits to %s (ids in %s.ids)\n", prompt.size(), c.vocab_size,
-                 a.dump_logits.c_str(), a.dump_logits.c_str());
-    return 0;
-  }
+  if (!a.dump_logits.empty()) return dump_logits(a, *backend, prompt, c.vocab_size);
 
   llm::GenerateOptions go;
   go.n_predict = a.n_predict;

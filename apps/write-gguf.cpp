@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "apps/cli.h"                  // Options, usage_error, run_main
+#include "apps/shared_options.h"       // --quantize
 #include "core/error.h"                // llm::fail
 #include "models/gguf_writer.h"        // write_gguf, GgufWriteOptions
 #include "models/model.h"              // load_model, load_synthetic
@@ -38,13 +39,11 @@ Args parse(int argc, char** argv) {
   o.text("--tokenizer", "PATH", &a.tokenizer, "tokenizer.model or tokenizer.json to write")
       .default_is("the one beside the model, or the GGUF's own vocabulary; synthetic models get a stand-in "
                   "sentencepiece vocabulary");
-  o.custom("--quantize", "TYPE", [&a](const std::string&, const std::string& t) {
-    llm::parse_quantize_type(t);  // names the value and the allowed ones
-    a.quantize = t;
-  }, "projections and head in that type; q4_k_m: llama.cpp's Q4_K_M mix. Rows a type cannot hold fall back as "
-     "llama.cpp does (Q4_K -> Q5_0, Q6_K -> Q8_0, else F16) and are listed. Refused on a model whose weights are "
-     "already quantized. Without it every tensor keeps its type (norms are written as F32).")
-      .allowed("q8_0, q4_0, q4_k, q6_k, q4_k_m");
+  llm::cli::add_quantize_option(
+      o, &a.quantize,
+      "projections and head in that type; q4_k_m: llama.cpp's Q4_K_M mix. Rows a type cannot hold fall back as "
+      "llama.cpp does (Q4_K -> Q5_0, Q6_K -> Q8_0, else F16) and are listed. Refused on a model whose weights are "
+      "already quantized. Without it every tensor keeps its type (norms are written as F32).");
   o.integer("--seed", "N", &a.seed, 0, 1LL << 62, "seed of a synthetic model's weights").allowed("0 to 2^62");
   o.integer("--threads", "N", &a.threads, 1, 1024, "quantization threads").default_is("all cores");
   o.text("-o, --out", "FILE.gguf", &a.out, "the file to write (replaced if it exists; required)");

@@ -28,7 +28,7 @@ Args parse(int argc, char** argv) {
       "usage: make-hf-model --synthetic NAME --out DIR [--dtype bf16|f16|f32] [--shards N] [--seed S]\n"
       "                     [--rope-parameters] [--tokenizer PATH] [--force]\n"
       "\n");
-  o.choice("--synthetic", "NAME", &a.name, llm::synthetic_model_names(), "the synthetic model to write (required)");
+  o.choice("--synthetic", "NAME", &a.name, llm::synthetic_model_names(), "the synthetic model to write; required");
   o.text("--out", "DIR", &a.out, "the directory to write (required)");
   o.choice("--dtype", "T", &a.opt.dtype, {"bf16", "f16", "f32"}, parse_dtype, "on-disk element type")
       .default_is("bf16");
