@@ -15,14 +15,16 @@
 //     o.integers("--sizes", "A,B", &a.sizes, 1, 4096, "comma-separated sizes");
 //     o.flag("--json", &a.json, "JSON lines instead of the table");
 //     o.parse(argc, argv);                                 // --help prints o.help() and exits 0
-//     if (o.given("--seed") && ...) usage_error(...);      // cross-option rules stay in the app
+//     o.exclusive({"--prompt", "--file"}, "give the prompt once");  // "--file and --prompt exclude each other: ..."
+//     if (o.given("--seed") && ...) usage_error(...);      // other cross-option rules stay in the app
 //     return a;
 //   }
 //   int main(int argc, char** argv) { return llm::cli::run_main("prog", argc, argv, parse_args, run); }
 //
-// --help prints the usage text, each option as "  -n, --n-predict N   HELP (default: D; allowed: A)" (sections,
-// wrapped to the terminal width of the tree's text, 118 columns) and the epilogue. `section` starts a group,
-// `epilogue` adds text after the options (a list of mappings, ...), `custom` takes any other value form.
+// (Lower is llm::cli::Lower.) --help prints the usage text, each option as "  -n, --n-predict N   HELP (default: D;
+// allowed: A)" under its section, wrapped at 118 columns, then the epilogue. `section` starts a group, `epilogue` adds
+// text after the options (a list of mappings, ...), `custom` takes any other value form, `default_is` and `allowed`
+// say in words what a field's initial value or the range do not.
 //
 // One vocabulary of bad usage, the same for the table and the single functions below that it is built on (the CUDA
 // benchmark programs call those directly):

@@ -1,6 +1,6 @@
-// Options several apps share, declared once: the prompt (-p/--prompt, -f/--file and --prompt-ids, of which a run takes
-// one; engine/prompt_input.h reads the file and the ids) and --kv-dtype for run-llama and llama-ab, --quantize for those
-// and write-gguf. Each app words the help for what it does with the value.
+// Options several apps share, declared once: the prompt (-p/--prompt, -f/--file and --prompt-ids, of which a run
+// takes one; engine/prompt_input.h reads the file and the ids) and --kv-dtype for run-llama and llama-ab, --quantize
+// for those and write-gguf. Each app words the help for what it does with the value.
 #pragma once
 #include <string>
 

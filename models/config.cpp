@@ -73,7 +73,8 @@ void ModelConfig::validate(const std::string& where, const ConfigKeys& keys) con
   for (float x : rope_freq_factors)
     if (!(x > 0.0f) || !std::isfinite(x)) fail(where, ": rope frequency factor ", x, " must be positive");
   for (int id : eos_ids)
-    if (id < 0 || id >= vocab_size) fail(where, ": ", keys.eos_id, " ", id, " is outside the vocabulary of ", vocab_size);
+    if (id < 0 || id >= vocab_size)
+      fail(where, ": ", keys.eos_id, " ", id, " is outside the vocabulary of ", vocab_size);
   if (bos_id >= vocab_size) fail(where, ": ", keys.bos_id, " ", bos_id, " is outside the vocabulary of ", vocab_size);
 }
 

@@ -11,7 +11,8 @@ struct pcre2_real_code_8;  // PCRE2's compiled pattern (pcre2_code with PCRE2_CO
 namespace llm {
 
 // ByteLevel's own split (GPT-2), and Llama 3's Split pattern (also llama.cpp's "llama-bpe").
-inline constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+inline constexpr const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 inline constexpr const char* kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
     R"(\s*[\r\n]+|\s+(?!\S)|\s+)";
