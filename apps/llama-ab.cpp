@@ -112,7 +112,7 @@ Args parse_args(int argc, char** argv) {
   o.epilogue("GEMV mappings (the default --ab runs every one of the first list, in its order):\n" +
              llm::gemv_mapping_lines("  "));
   o.parse(argc, argv);
-  a.prompt_given = o.given("--prompt") || o.given("--file");
+  a.prompt_given = o.given("--prompt") || !a.prompt.file.empty();
   llm::cli::check_one_prompt(o);
   // With --ctx-size the positions a run at depth needs are known now (the model's maximum is checked by run_ab).
   if (a.depth > 0 && a.ctx_size > 0)
