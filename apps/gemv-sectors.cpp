@@ -9,7 +9,7 @@
 
 #include "analysis/quant_sector_model.h"  // predict_quant: the quantized forms
 #include "analysis/sector_model.h"        // predict, sector_mappings, sector_table_markdown
-#include "apps/cli.h"               // value, run_main: bad usage exits 2 with the --help hint
+#include "apps/cli.h"               // Options, run_main: bad usage exits 2 with the --help hint
 #include "core/error.h"             // llm::Error, llm::fail
 #include "core/gemv_names.h"        // gemv_mapping_lines: the engine's mappings, the default named
 
@@ -25,29 +25,7 @@ const char* kUsage =
     "sectors and 128 B lines per request, useful bytes, efficiency, requests per stored row and for the matrix, and\n"
     "DRAM traffic with no L1 reuse (sectors x 32 B) and with perfect reuse (matrix bytes). One row per mapping unless\n"
     "--mapping names one.\n"
-    "\n"
-    "  --mapping NAME   one of the GEMV mappings below (default: all of them)\n"
-    "  --shape NxK      output rows x input columns, e.g. 4096x4096\n"
-    "  --dtype T        bf16, f16 (2 B); q8_0 (34 B / 32 weights); q4_0 (18 B / 32); int4 (nibble plane, 16 B / 32)\n"
-    "  --load-bytes B   bytes per lane per load: 1, 2, 4, 8 or 16 (default: 16 for warp-like mappings and quantized\n"
-    "                   types, one element otherwise; cublas is always 16)\n"
-    "  --ld-bytes B     padded row stride of the stored matrix in bytes (default: packed)\n"
-    "  --json           one JSON object per mapping per line instead of the table (for tools/ncu_table.py)\n"
-    "  --quant T        the quantized GEMV forms (kernels/quant/gemv_quant_*.cu) on GGML type T instead of --dtype: replays\n"
-    "                   every global load of one launch (its plan, the prepacked planes or GGUF's blocks, x)\n"
-    "                   and gives per load class (codes, scales, x, ...) requests, sectors and bytes per\n"
-    "                   request, the kernel-wide sectors/request over all loads (what ncu's l1tex__t_sectors\n"
-    "                   and _requests_pipe_lsu_mem_global_op_ld count) and DRAM bytes (distinct weight sectors);\n"
-    "                   --mapping: warp, warp-dp4a, thread or as-stored (default: all four); --json adds the\n"
-    "                   classes to each line\n"
-    "  --sms N          with --quant: SMs of the GPU the launch plan is made for (default 132, the H200)\n"
-    "  --warp-x S       with --quant, where warp reads x: kernel (default: as gemv_quant_warp.cu decides, staged in\n"
-    "                   shared memory up to k = 29,056, from global memory past it), global (every chunk's x from\n"
-    "                   global memory, as the kernel did before x staging, e.g. at commit bacc727), shared\n"
-    "                   (staged whatever k)\n"
-    "  --help           this text\n"
-    "\n"
-    "GEMV mappings (run-llama --gemv NAME picks one on --device cuda):\n";
+    "\n";
 
 struct Options {
   std::string mapping;  // "" = every mapping
@@ -55,9 +33,7 @@ struct Options {
   std::string dtype;
   std::string quant;  // --quant: the quantized forms instead of --dtype
   int sms = llm::kQuantSectorDefaultSms;
-  bool have_sms = false;
   llm::QuantWarpX warp_x = llm::QuantWarpX::Kernel;
-  bool have_warp_x = false;
   int load_bytes = 0;  // 0 = per-mapping default
   int64_t ld_bytes = 0;
   bool json = false;
@@ -76,65 +52,77 @@ void parse_shape(const std::string& s, Options* o) {
     llm::fail("--shape '", s, "' is malformed: expected NxK with positive integers, e.g. 4096x4096");
 }
 
+// The options shared by both models. This program's value messages predate apps/cli.h's vocabulary and tests and
+// scripts read them ("malformed", "expected one of ..."): its number options parse themselves (custom), the table
+// states their ranges.
+void declare_options(llm::cli::Options& t, Options& o) {
+  t.text("--mapping", "NAME", &o.mapping, "one of the GEMV mappings below").default_is("all of them");
+  t.custom("--shape", "NxK", [&o](const std::string&, const std::string& v) { parse_shape(v, &o); },
+           "output rows x input columns, e.g. 4096x4096 (required)");
+  t.custom("--dtype", "T", [&o](const std::string&, const std::string& v) {
+    llm::parse_weight_format(v);
+    o.dtype = v;
+  }, "bf16, f16 (2 B); q8_0 (34 B / 32 weights); q4_0 (18 B / 32); int4 (nibble plane, 16 B / 32)");
+  t.custom("--load-bytes", "B", [&o](const std::string&, const std::string& v) {
+    int64_t n = 0;
+    if (!parse_positive(v, &n) || (n != 1 && n != 2 && n != 4 && n != 8 && n != 16))
+      llm::fail("--load-bytes '", v, "' is not supported: expected one of 1, 2, 4, 8, 16");
+    o.load_bytes = int(n);
+  }, "bytes per lane per load; cublas is always 16")
+      .default_is("16 for warp-like mappings and quantized types, one element otherwise")
+      .allowed("1, 2, 4, 8, 16");
+  t.custom("--ld-bytes", "B", [&o](const std::string&, const std::string& v) {
+    if (!parse_positive(v, &o.ld_bytes)) llm::fail("--ld-bytes '", v, "' is malformed: expected a positive integer");
+  }, "padded row stride of the stored matrix in bytes")
+      .default_is("packed")
+      .allowed("a positive integer");
+  t.flag("--json", &o.json, "one JSON object per mapping per line instead of the table (for tools/ncu_table.py)");
+  t.custom("--quant", "T", [&o](const std::string&, const std::string& v) {
+    llm::parse_quant_sector_type(v);
+    o.quant = v;
+  }, "the quantized GEMV forms (kernels/quant/gemv_quant_*.cu) on GGML type T instead of --dtype: replays every "
+     "global load of one launch (its plan, the prepacked planes or GGUF's blocks, x) and gives per load class (codes, "
+     "scales, x, ...) requests, sectors and bytes per request, the kernel-wide sectors/request over all loads (what "
+     "ncu's l1tex__t_sectors and _requests_pipe_lsu_mem_global_op_ld count) and DRAM bytes (distinct weight "
+     "sectors); --mapping: warp, warp-dp4a, thread or as-stored (default: all four); --json adds the classes to each "
+     "line")
+      .allowed("q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k");
+  t.custom("--sms", "N", [&o](const std::string&, const std::string& v) {
+    int64_t n = 0;
+    if (!parse_positive(v, &n) || n > 100000) llm::fail("--sms '", v, "' is malformed: expected a positive integer");
+    o.sms = int(n);
+  }, "with --quant: SMs of the GPU the launch plan is made for")
+      .default_is(std::to_string(llm::kQuantSectorDefaultSms) + ", the H200")
+      .allowed("1 to 100000");
+  t.custom("--warp-x", "S", [&o](const std::string&, const std::string& v) { o.warp_x = llm::parse_quant_warp_x(v); },
+           "with --quant, where warp reads x: kernel (as gemv_quant_warp.cu decides, staged in shared memory up to "
+           "k = 29,056, from global memory past it), global (every chunk's x from global memory, as the kernel did "
+           "before x staging, e.g. at commit bacc727), shared (staged whatever k)")
+      .default_is("kernel")
+      .allowed("kernel, global, shared");
+}
+
 Options parse_args(int argc, char** argv) {
   Options o;
-  bool have_shape = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage << llm::gemv_mapping_lines("  ");
-      std::exit(0);
-    }
-    if (a == "--json") {
-      o.json = true;
-      continue;
-    }
-    if (a != "--mapping" && a != "--shape" && a != "--dtype" && a != "--load-bytes" && a != "--ld-bytes" &&
-        a != "--quant" && a != "--sms" && a != "--warp-x")
-      llm::fail("unknown option '", a, "'");
-    const std::string v = llm::cli::value(argc, argv, i, a);
-    int64_t n = 0;
-    if (a == "--mapping") {
-      o.mapping = v;  // checked below, against the quantized forms with --quant
-    } else if (a == "--quant") {
-      llm::parse_quant_sector_type(v);
-      o.quant = v;
-    } else if (a == "--sms") {
-      if (!parse_positive(v, &n) || n > 100000) llm::fail("--sms '", v, "' is malformed: expected a positive integer");
-      o.sms = int(n);
-      o.have_sms = true;
-    } else if (a == "--warp-x") {
-      o.warp_x = llm::parse_quant_warp_x(v);
-      o.have_warp_x = true;
-    } else if (a == "--shape") {
-      parse_shape(v, &o);
-      have_shape = true;
-    } else if (a == "--dtype") {
-      llm::parse_weight_format(v);
-      o.dtype = v;
-    } else if (a == "--load-bytes") {
-      if (!parse_positive(v, &n) || (n != 1 && n != 2 && n != 4 && n != 8 && n != 16))
-        llm::fail("--load-bytes '", v, "' is not supported: expected one of 1, 2, 4, 8, 16");
-      o.load_bytes = int(n);
-    } else {
-      if (!parse_positive(v, &n)) llm::fail("--ld-bytes '", v, "' is malformed: expected a positive integer");
-      o.ld_bytes = n;
-    }
-  }
+  llm::cli::Options t(kUsage);
+  declare_options(t, o);
+  t.epilogue("GEMV mappings (run-llama --gemv NAME picks one on --device cuda):\n" + llm::gemv_mapping_lines("  "));
+  t.parse(argc, argv);
   if (!o.mapping.empty()) {  // fails listing the known mappings
     if (o.quant.empty())
       llm::find_sector_mapping(o.mapping);
     else
       llm::parse_quant_sector_mapping(o.mapping);
   }
-  if (!have_shape) llm::fail("--shape NxK is required");
+  if (!t.given("--shape")) llm::fail("--shape NxK is required");
   if (!o.quant.empty()) {
     if (!o.dtype.empty()) llm::fail("--quant and --dtype exclude each other: --quant T models the quantized forms");
     if (o.load_bytes || o.ld_bytes)
       llm::fail("--load-bytes and --ld-bytes do not apply to --quant: the forms' loads and strides are the kernels'");
     return o;
   }
-  if (o.have_sms || o.have_warp_x) llm::fail(o.have_sms ? "--sms" : "--warp-x", " applies to --quant only");
+  if (t.given("--sms") || t.given("--warp-x"))
+    llm::fail(t.given("--sms") ? "--sms" : "--warp-x", " applies to --quant only");
   if (o.dtype.empty()) llm::fail("--dtype is required: one of bf16, f16, q8_0, q4_0, int4");
   return o;
 }

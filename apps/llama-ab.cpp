@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/cli.h"             // value, parse_int, usage_error, as_usage, run_main
+#include "apps/cli.h"             // Options, usage_error, as_usage, run_main
+#include "apps/shared_options.h"  // --prompt, --file, --prompt-ids, --quantize, --kv-dtype
 #include "core/error.h"           // llm::fail
 #include "core/gemv_names.h"      // gemv_mapping_lines, gemv_mapping_list
 #include "engine/backend.h"       // require_cuda_device
@@ -28,10 +29,9 @@
 namespace {
 
 struct Args {
-  std::string model, tokenizer, prompt = "Once upon a time, there was a little robot who", prompt_ids;
-  std::string prompt_file;                  // -f/--file (engine/prompt_input.h)
-  std::vector<std::string> prompt_sources;  // the prompt options given (--prompt, --file, --prompt-ids): one at most
-  bool have_prompt = false;
+  std::string model, tokenizer;
+  llm::cli::PromptOptions prompt{"Once upon a time, there was a little robot who", "", ""};  // one at most
+  bool prompt_given = false;                // --prompt or --file was given (else synthetic models get fixed ids)
   int depth = 0;                            // --depth N: context depth before the timed steps (llama-bench -d)
   std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
   std::vector<llm::DecodePath> decode{llm::DecodePath::Graph};  // --decode: the paths every plain --ab entry runs on
@@ -55,115 +55,65 @@ const char* kUsage =
     "the read roofline measured in the same run, per-projection times, launch shapes, the sector model's prediction,\n"
     "each token's time budget (measured vs profiled device time), and whether the change in total time matches the\n"
     "change in GEMV time.\n"
-    "\n"
-    "  -m, --model PATH        GGUF, Hugging Face directory, llama2.c .bin, or synthetic:NAME (default: SmolLM2)\n"
-    "      --tokenizer PATH    tokenizer.model or tokenizer.json (default: beside the model, or inside a GGUF)\n"
-    "  -p, --prompt TEXT       prompt (encoded with BOS first; default: a short story opening)\n"
-    "  -f, --file FILE         the prompt text from FILE (one trailing newline removed, as llama.cpp)\n"
-    "      --prompt-ids LIST   prompt as token ids, e.g. 1,450,3303, separated by commas and/or whitespace; @FILE\n"
-    "                          reads them from FILE (no tokenizer needed; synthetic models without a tokenizer\n"
-    "                          default to a fixed 16-token prompt)\n"
-    "  -n, --n-decode N        decode steps per pass (default: 128)\n"
-    "  -d, --depth N           context depth, as llama-bench -d: the prompt's ids repeated to N tokens are\n"
-    "                          prefilled once (timed), then every pass runs its -n steps from position N\n"
-    "                          (default: 0 = every pass prefills the prompt itself)\n"
-    "      --ab LIST           GEMV mappings (listed below), comma-separated (default: every mapping of the first\n"
-    "                          list, in its order; for a model with quantized weights, every quantized form);\n"
-    "                          thread-splitk and warp-few split thread's gap into coalescing and parallelism;\n"
-    "                          NAME@graph or NAME@persistent runs NAME on that decode path alone\n"
-    "      --decode LIST       decode paths every --ab mapping runs on, comma-separated (default: graph):\n"
-    "                          graph (one CUDA graph of kernels per token) and/or persistent (one kernel per token;\n"
-    "                          BF16 weights on warp-r2/warp/warp-few, quantized ones on warp or warp-dp4a,\n"
-    "                          BF16 KV); in mapping-major order (warp-r2, warp-r2@persistent, warp, ...). A\n"
-    "                          listed mapping the persistent path cannot run is refused; the default --ab list\n"
-    "                          runs there the mappings it can\n"
-    "      --dequantize        run a GGUF file's quantized weights as BF16 (then the first list applies)\n"
-    "      --quantize TYPE     q8_0, q4_0, q4_k, q6_k or q4_k_m: quantize a float or synthetic model's weights\n"
-    "                          at load (as write-gguf --quantize)\n"
-    "      --kv-dtype T        KV-cache precision: bf16 (the default) or fp8 (E4M3, one FP32 scale per KV head\n"
-    "                          and block of 32 positions; head_dim 64 and 128); f32 is CPU-only\n"
-    "  -r, --repeats R         timed repeats per mapping (default: 5)\n"
-    "      --warmup W          untimed rounds first (default: 1)\n"
-    "  -c, --ctx-size N        KV cache positions (default: prompt, or depth, + N)\n"
-    "  -s, --seed S            sampler seed, recorded (decoding is greedy) (default: 42)\n"
-    "      --json FILE         write every measurement and the derived figures as JSON\n"
-    "      --csv FILE          write one CSV row per mapping\n"
-    "      --chart FILE.png    draw tokens/s and GB/s per mapping against the roofline (python3-matplotlib)\n"
-    "      --chart-script PY   tools/ab_chart.py to use (default: found beside the build tree)\n"
-    "  -h, --help              this text\n"
-    "\n"
-    "GEMV mappings (the default --ab runs every one of the first list, in its order):\n";
+    "\n";
 
-using llm::cli::parse_int;
 using llm::cli::usage_error;
 
-// The prompt options given, each once, in the order first given (a repeated option keeps its last value).
-void add_source(std::vector<std::string>& sources, const char* option) {
-  for (const std::string& s : sources)
-    if (s == option) return;
-  sources.emplace_back(option);
+void run_options(llm::cli::Options& o, Args& a) {
+  o.text("-m, --model", "PATH", &a.model, "GGUF, Hugging Face directory, llama2.c .bin, or synthetic:NAME")
+      .default_is("SmolLM2");
+  o.text("--tokenizer", "PATH", &a.tokenizer, "tokenizer.model or tokenizer.json")
+      .default_is("beside the model, or inside a GGUF");
+  llm::cli::add_prompt_options(o, &a.prompt, "prompt (encoded with BOS first)",
+                               "; no tokenizer needed (synthetic models without a tokenizer default to a fixed "
+                               "16-token prompt)");
+  o.integer("-n, --n-decode, --n-predict", "N", &a.n_decode, 1, 1000000, "decode steps per pass");
+  o.integer("-d, --depth", "N", &a.depth, 0, 1 << 24,
+            "context depth, as llama-bench -d: the prompt's ids repeated to N tokens are prefilled once (timed), "
+            "then every pass runs its -n steps from position N (0 = every pass prefills the prompt itself)");
+  o.text("--ab", "LIST", &a.ab,
+         "GEMV mappings (listed below), comma-separated; thread-splitk and warp-few split thread's gap into "
+         "coalescing and parallelism; NAME@graph or NAME@persistent runs NAME on that decode path alone")
+      .default_is("every mapping of the first list, in its order; for a model with quantized weights, every "
+                  "quantized form");
+  o.custom("--decode", "LIST", [&a](const std::string&, const std::string& t) { a.decode = llm::parse_ab_decode(t); },
+           "decode paths every --ab mapping runs on, comma-separated: graph (one CUDA graph of kernels per token) "
+           "and/or persistent (one kernel per token; BF16 weights on warp-r2/warp/warp-few, quantized ones on warp or "
+           "warp-dp4a, BF16 KV); in mapping-major order (warp-r2, warp-r2@persistent, warp, ...). A listed mapping "
+           "the persistent path cannot run is refused; the default --ab list runs there the mappings it can")
+      .default_is("graph")
+      .allowed("graph, persistent");
+  o.flag("--dequantize", &a.dequantize, "run a GGUF file's quantized weights as BF16 (then the first list applies)");
+  llm::cli::add_quantize_option(o, &a.quantize,
+                                "quantize a float or synthetic model's weights at load (as write-gguf --quantize)");
+  llm::cli::add_kv_dtype_option(o, &a.kv_dtype,
+                                "KV-cache precision: bf16 (the default) or fp8 (E4M3, one FP32 scale per KV head and "
+                                "block of 32 positions; head_dim 64 and 128); f32 is CPU-only");
+}
+
+void measure_and_output_options(llm::cli::Options& o, Args& a) {
+  o.integer("-r, --repeats", "R", &a.repeats, 1, 1000, "timed repeats per mapping");
+  o.integer("--warmup", "W", &a.warmup, 0, 100, "untimed rounds first");
+  o.integer("-c, --ctx-size", "N", &a.ctx_size, 1, 1 << 24, "KV cache positions").default_is("prompt, or depth, + N");
+  o.integer("-s, --seed", "S", &a.seed, 0, 1LL << 62, "sampler seed, recorded (decoding is greedy)")
+      .allowed("0 to 2^62");
+  o.text("--json", "FILE", &a.json, "write every measurement and the derived figures as JSON");
+  o.text("--csv", "FILE", &a.csv, "write one CSV row per mapping");
+  o.text("--chart", "FILE.png", &a.chart,
+         "draw tokens/s and GB/s per mapping against the roofline (python3-matplotlib)");
+  o.text("--chart-script", "PY", &a.chart_script, "tools/ab_chart.py to use").default_is("found beside the build tree");
 }
 
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string o = argv[i];
-    auto value = [&] { return llm::cli::value(argc, argv, i, o); };
-    if (o == "-h" || o == "--help") {
-      std::fputs(kUsage, stdout);
-      std::fputs(llm::gemv_mapping_lines("  ").c_str(), stdout);
-      std::exit(0);
-    } else if (o == "-m" || o == "--model") {
-      a.model = value();
-    } else if (o == "--tokenizer") {
-      a.tokenizer = value();
-    } else if (o == "-p" || o == "--prompt") {
-      a.prompt = value();
-      a.have_prompt = true;
-      add_source(a.prompt_sources, "--prompt");
-    } else if (o == "-f" || o == "--file") {
-      a.prompt_file = value();
-      add_source(a.prompt_sources, "--file");
-    } else if (o == "--prompt-ids") {
-      a.prompt_ids = value();
-      add_source(a.prompt_sources, "--prompt-ids");
-    } else if (o == "-d" || o == "--depth") {
-      a.depth = int(parse_int(o, value(), 0, 1 << 24));
-    } else if (o == "-n" || o == "--n-decode" || o == "--n-predict") {
-      a.n_decode = int(parse_int(o, value(), 1, 1000000));
-    } else if (o == "--ab") {
-      a.ab = value();
-    } else if (o == "--decode") {
-      a.decode = llm::parse_ab_decode(value());
-    } else if (o == "--dequantize") {
-      a.dequantize = true;
-    } else if (o == "--quantize") {
-      a.quantize = value();
-      llm::parse_quantize_type(a.quantize);
-    } else if (o == "--kv-dtype") {
-      a.kv_dtype = llm::cli::parse_kv_dtype(o, value());
-    } else if (o == "-r" || o == "--repeats") {
-      a.repeats = int(parse_int(o, value(), 1, 1000));
-    } else if (o == "--warmup") {
-      a.warmup = int(parse_int(o, value(), 0, 100));
-    } else if (o == "-c" || o == "--ctx-size") {
-      a.ctx_size = int(parse_int(o, value(), 1, 1 << 24));
-    } else if (o == "-s" || o == "--seed") {
-      a.seed = (unsigned long long)parse_int(o, value(), 0, 1LL << 62);
-    } else if (o == "--json") {
-      a.json = value();
-    } else if (o == "--csv") {
-      a.csv = value();
-    } else if (o == "--chart") {
-      a.chart = value();
-    } else if (o == "--chart-script") {
-      a.chart_script = value();
-    } else {
-      usage_error("unknown option '" + o + "'");
-    }
-  }
-  if (a.prompt_sources.size() > 1)
-    usage_error(a.prompt_sources[0], " and ", a.prompt_sources[1], " exclude each other: give the prompt once");
+  llm::cli::Options o(kUsage);
+  run_options(o, a);
+  measure_and_output_options(o, a);
+  o.epilogue("GEMV mappings (the default --ab runs every one of the first list, in its order):\n" +
+             llm::gemv_mapping_lines("  "));
+  o.parse(argc, argv);
+  a.prompt_given = o.given("--prompt") || !a.prompt.file.empty();
+  llm::cli::check_one_prompt(o);
   // With --ctx-size the positions a run at depth needs are known now (the model's maximum is checked by run_ab).
   if (a.depth > 0 && a.ctx_size > 0)
     if (const std::string why = llm::ab_context_refusal(0, a.depth, a.n_decode, a.ctx_size, true); !why.empty())
@@ -193,10 +143,10 @@ struct PromptInput {
 
 PromptInput read_prompt_input(const Args& a) {
   PromptInput p;
-  p.given = a.have_prompt || !a.prompt_file.empty();
-  p.text = a.prompt_file.empty() ? a.prompt : llm::read_prompt_file(a.prompt_file);
-  if (!a.prompt_ids.empty()) {
-    const llm::PromptIdsArg arg = llm::read_prompt_ids_arg(a.prompt_ids);
+  p.given = a.prompt_given;
+  p.text = a.prompt.file.empty() ? a.prompt.text : llm::read_prompt_file(a.prompt.file);
+  if (!a.prompt.ids.empty()) {
+    const llm::PromptIdsArg arg = llm::read_prompt_ids_arg(a.prompt.ids);
     p.ids = llm::parse_token_ids(arg.text, arg.source, 0);
     p.ids_source = arg.source;
   }

@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
 #include <string>
 #include <thread>
 
-#include "apps/cli.h"                  // value, parse_int, usage_error, run_main
+#include "apps/cli.h"                  // Options, usage_error, run_main
+#include "apps/shared_options.h"       // --quantize
 #include "core/error.h"                // llm::fail
 #include "models/gguf_writer.h"        // write_gguf, GgufWriteOptions
 #include "models/model.h"              // load_model, load_synthetic
@@ -22,22 +22,10 @@ const char* kUsage =
     "                  --out FILE.gguf\n"
     "\n"
     "Writes the model as a GGUF v3 llama file with its vocabulary, which llama.cpp and run-llama both load.\n"
-    "\n"
-    "  --model PATH       a GGUF file, a Hugging Face directory, a llama2.c .bin, or synthetic:NAME\n"
-    "  --tokenizer PATH   tokenizer.model or tokenizer.json to write (default: the one beside the model, or the\n"
-    "                     GGUF's own vocabulary; synthetic models get a stand-in sentencepiece vocabulary)\n"
-    "  --quantize TYPE    q8_0, q4_0, q4_k, q6_k: projections and head in that type; q4_k_m: llama.cpp's Q4_K_M mix.\n"
-    "                     Rows a type cannot hold fall back as llama.cpp does (Q4_K -> Q5_0, Q6_K -> Q8_0, else F16)\n"
-    "                     and are listed. Refused on a model whose weights are already quantized.\n"
-    "                     Without it every tensor keeps its type (norms are written as F32).\n"
-    "  --seed N           seed of a synthetic model's weights (default 0)\n"
-    "  --threads N        quantization threads (default: all cores)\n"
-    "  --out FILE.gguf    the file to write (replaced if it exists)\n"
-    "  --help             this text\n";
+    "\n";
 
 struct Args {
   std::string model, tokenizer, quantize, out;
-  bool have_seed = false;
   unsigned long long seed = 0;
   int threads = 0;
 };
@@ -45,34 +33,25 @@ struct Args {
 Args parse(int argc, char** argv) {
   using llm::cli::usage_error;
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string o = argv[i];
-    auto value = [&] { return llm::cli::value(argc, argv, i, o); };
-    if (o == "-h" || o == "--help") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (o == "--model" || o == "-m") {
-      a.model = value();
-    } else if (o == "--tokenizer") {
-      a.tokenizer = value();
-    } else if (o == "--quantize") {
-      a.quantize = value();
-      llm::parse_quantize_type(a.quantize);  // names the value and the allowed ones
-    } else if (o == "--seed") {
-      a.seed = (unsigned long long)llm::cli::parse_int(o, value(), 0, (1LL << 62), "0 to 2^62");
-      a.have_seed = true;
-    } else if (o == "--threads") {
-      a.threads = int(llm::cli::parse_int(o, value(), 1, 1024));
-    } else if (o == "--out" || o == "-o") {
-      a.out = value();
-    } else {
-      usage_error("unknown option '", o, "'");
-    }
-  }
+  llm::cli::Options o(kUsage);
+  o.text("-m, --model", "PATH", &a.model,
+         "a GGUF file, a Hugging Face directory, a llama2.c .bin, or synthetic:NAME (required)");
+  o.text("--tokenizer", "PATH", &a.tokenizer, "tokenizer.model or tokenizer.json to write")
+      .default_is("the one beside the model, or the GGUF's own vocabulary; synthetic models get a stand-in "
+                  "sentencepiece vocabulary");
+  llm::cli::add_quantize_option(
+      o, &a.quantize,
+      "projections and head in that type; q4_k_m: llama.cpp's Q4_K_M mix. Rows a type cannot hold fall back as "
+      "llama.cpp does (Q4_K -> Q5_0, Q6_K -> Q8_0, else F16) and are listed. Refused on a model whose weights are "
+      "already quantized. Without it every tensor keeps its type (norms are written as F32).");
+  o.integer("--seed", "N", &a.seed, 0, 1LL << 62, "seed of a synthetic model's weights").allowed("0 to 2^62");
+  o.integer("--threads", "N", &a.threads, 1, 1024, "quantization threads").default_is("all cores");
+  o.text("-o, --out", "FILE.gguf", &a.out, "the file to write (replaced if it exists; required)");
+  o.parse(argc, argv);
   if (a.model.empty()) usage_error("--model is required (a model path or synthetic:NAME)");
   if (a.out.empty()) usage_error("--out is required (the .gguf file to write)");
   const std::string synthetic = "synthetic:";
-  if (a.have_seed && a.model.compare(0, synthetic.size(), synthetic) != 0)
+  if (o.given("--seed") && a.model.compare(0, synthetic.size(), synthetic) != 0)
     usage_error("--seed applies to synthetic:NAME models only, not '", a.model, "'");
   return a;
 }

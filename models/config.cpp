@@ -39,23 +39,25 @@ float checked_norm_eps(double v, const std::string& where, const std::string& ke
   return float(v);
 }
 
-void ModelConfig::validate(const std::string& where) const {
+void ModelConfig::validate(const std::string& where) const { validate(where, ConfigKeys{}); }
+
+void ModelConfig::validate(const std::string& where, const ConfigKeys& keys) const {
   auto in_range = [&](const char* key, long v, long max) {
     if (v <= 0 || v > max) fail(where, ": ", key, " must be between 1 and ", max, ", found ", v);
   };
-  in_range("hidden_size", dim, kMaxDim);
-  in_range("intermediate_size", hidden_dim, kMaxHiddenDim);
-  in_range("num_hidden_layers", n_layers, kMaxLayers);
-  in_range("num_attention_heads", n_heads, kMaxHeads);
-  in_range("num_key_value_heads", n_kv_heads, kMaxHeads);
-  in_range("head_dim", head_dim, kMaxHeadDim);
-  in_range("vocab_size", vocab_size, kMaxVocabSize);
-  in_range("max_position_embeddings", max_seq_len, kMaxPositions);
+  in_range(keys.dim, dim, kMaxDim);
+  in_range(keys.hidden_dim, hidden_dim, kMaxHiddenDim);
+  in_range(keys.n_layers, n_layers, kMaxLayers);
+  in_range(keys.n_heads, n_heads, kMaxHeads);
+  in_range(keys.n_kv_heads, n_kv_heads, kMaxHeads);
+  in_range(keys.head_dim, head_dim, kMaxHeadDim);
+  in_range(keys.vocab_size, vocab_size, kMaxVocabSize);
+  in_range(keys.max_seq_len, max_seq_len, kMaxPositions);
   if (n_heads % n_kv_heads != 0)
-    fail(where, ": num_attention_heads (", n_heads, ") is not a multiple of num_key_value_heads (", n_kv_heads, ")");
-  if (head_dim % 2 != 0) fail(where, ": head_dim must be even for RoPE, found ", head_dim);
-  checked_norm_eps(norm_eps, where, "rms_norm_eps");
-  checked_rope_theta(rope_theta, where, "rope_theta");
+    fail(where, ": ", keys.n_heads, " (", n_heads, ") is not a multiple of ", keys.n_kv_heads, " (", n_kv_heads, ")");
+  if (head_dim % 2 != 0) fail(where, ": ", keys.head_dim, " must be even for RoPE, found ", head_dim);
+  checked_norm_eps(norm_eps, where, keys.norm_eps);
+  checked_rope_theta(rope_theta, where, keys.rope_theta);
   if (rope_scaling.type != "none" && rope_scaling.type != "llama3")
     fail(where, ": unsupported rope scaling type '", rope_scaling.type, "' (supported: llama3)");
   if (rope_scaling.type == "llama3") {
@@ -71,8 +73,9 @@ void ModelConfig::validate(const std::string& where) const {
   for (float x : rope_freq_factors)
     if (!(x > 0.0f) || !std::isfinite(x)) fail(where, ": rope frequency factor ", x, " must be positive");
   for (int id : eos_ids)
-    if (id < 0 || id >= vocab_size) fail(where, ": eos_token_id ", id, " is outside the vocabulary of ", vocab_size);
-  if (bos_id >= vocab_size) fail(where, ": bos_token_id ", bos_id, " is outside the vocabulary of ", vocab_size);
+    if (id < 0 || id >= vocab_size)
+      fail(where, ": ", keys.eos_id, " ", id, " is outside the vocabulary of ", vocab_size);
+  if (bos_id >= vocab_size) fail(where, ": ", keys.bos_id, " ", bos_id, " is outside the vocabulary of ", vocab_size);
 }
 
 std::vector<float> rope_inv_freq(const ModelConfig& c) {

@@ -13,6 +13,25 @@ struct RopeScaling {
   int original_max_position_embeddings = 8192;
 };
 
+// What a file format calls each checked field of ModelConfig, so that a refusal names the file's own key beside the
+// file's own value (a GGUF llama.block_count of 2^30 is reported as llama.block_count, not num_hidden_layers). The
+// defaults are Hugging Face's config.json names; loaders of other formats pass theirs (models/gguf.cpp,
+// models/llama2c.cpp).
+struct ConfigKeys {
+  const char* dim = "hidden_size";
+  const char* hidden_dim = "intermediate_size";
+  const char* n_layers = "num_hidden_layers";
+  const char* n_heads = "num_attention_heads";
+  const char* n_kv_heads = "num_key_value_heads";
+  const char* head_dim = "head_dim";
+  const char* vocab_size = "vocab_size";
+  const char* max_seq_len = "max_position_embeddings";
+  const char* norm_eps = "rms_norm_eps";
+  const char* rope_theta = "rope_theta";
+  const char* bos_id = "bos_token_id";
+  const char* eos_id = "eos_token_id";
+};
+
 struct ModelConfig {
   std::string architecture = "llama";  // for messages
   int dim = 0;           // hidden_size
@@ -35,9 +54,12 @@ struct ModelConfig {
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
-  // Checks internal consistency (positive sizes, heads divisible by kv heads, even head_dim); throws llm::Error.
-  void validate(const std::string& where) const;
+  // Checks the sizes against the engine's ranges and internal consistency (heads divisible by kv heads, even
+  // head_dim); throws llm::Error naming each field by `keys`, the names of the file the config came from.
+  void validate(const std::string& where, const ConfigKeys& keys) const;
+  void validate(const std::string& where) const;  // with Hugging Face's names (config.json)
 };
+
 
 // The ranges the engine supports, stated once (validate() and the loaders' messages use them).
 constexpr double kMinRopeTheta = 1.0, kMaxRopeTheta = 1e12;

@@ -190,7 +190,8 @@ int64_t GgufFile::get_int(const std::string& key) const {
   if (!v) fail(path, ": GGUF metadata key '", key, "' is missing");
   if (v->type == F32 || v->type == F64 || v->type == STRING || v->type == ARRAY || v->type == BOOL)
     fail(path, ": GGUF metadata key '", key, "' must be an integer, found value type ", v->type);
-  if ((v->type == U64 && v->u > uint64_t(INT64_MAX))) fail(path, ": GGUF metadata key '", key, "' is out of range");
+  if ((v->type == U64 && v->u > uint64_t(INT64_MAX)))
+    fail(path, ": GGUF metadata key '", key, "' = ", v->u, " is out of range");
   return v->i;
 }
 
@@ -247,6 +248,28 @@ GgufFile open_gguf(const std::string& path) {
 
 namespace {
 
+// What this file calls each field ModelConfig::validate checks, so that a refusal names the GGUF key and its value.
+ConfigKeys gguf_config_keys(const GgufFile& f) {
+  ConfigKeys k;
+  k.dim = "llama.embedding_length";
+  k.hidden_dim = "llama.feed_forward_length";
+  k.n_layers = "llama.block_count";
+  k.n_heads = "llama.attention.head_count";
+  // Absent, head_count_kv is head_count, and head_dim is derived: named by what the value came from.
+  k.n_kv_heads = f.find_kv("llama.attention.head_count_kv") ? "llama.attention.head_count_kv"
+                                                            : "llama.attention.head_count";
+  k.head_dim = f.find_kv("llama.attention.key_length")
+                   ? "llama.attention.key_length"
+                   : "the head size (llama.embedding_length / llama.attention.head_count)";
+  k.vocab_size = "the vocabulary (the rows of token_embd.weight)";
+  k.max_seq_len = "llama.context_length";
+  k.norm_eps = "llama.attention.layer_norm_rms_epsilon";
+  k.rope_theta = "llama.rope.freq_base";
+  k.bos_id = "tokenizer.ggml.bos_token_id";
+  k.eos_id = "tokenizer.ggml.eos_token_id";
+  return k;
+}
+
 // llama.* metadata -> ModelConfig; shapes the config implies are checked against the tensors later.
 ModelConfig config_from(const GgufFile& f) {
   const std::string arch = f.find_kv("general.architecture") ? f.find_kv("general.architecture")->s : "";
@@ -285,7 +308,11 @@ ModelConfig config_from(const GgufFile& f) {
   const GgufTensor* embd = f.find("token_embd.weight");
   if (!embd) fail(f.path, ": tensor token_embd.weight not found");
   if (embd->dims.size() != 2) fail(f.path, ": tensor token_embd.weight must be 2-D");
-  c.vocab_size = int(embd->dims[1] > (1u << 30) ? 0 : embd->dims[1]);
+  // Checked here on the file's 64-bit count: narrowed to int first, a huge one would be reported as another number.
+  if (embd->dims[1] > uint64_t(kMaxVocabSize))
+    fail(f.path, ": ", gguf_config_keys(f).vocab_size, " must be between 1 and ", kMaxVocabSize, ", found ",
+         embd->dims[1]);
+  c.vocab_size = int(embd->dims[1]);
   auto token_id = [&](const std::string& key) {
     const int64_t v = f.get_int(key);
     if (v < 0 || v >= c.vocab_size) fail(f.path, ": ", key, " ", v, " is outside the vocabulary of ", c.vocab_size);
@@ -392,7 +419,13 @@ std::shared_ptr<const EmbeddedVocab> vocab_from(const GgufFile& f, const ModelCo
   if (const GgufValue* t = array_of("tokenizer.ggml.token_type", I32, "integers")) {
     if (t->ints.size() != n)
       fail(f.path, ": GGUF tokenizer.ggml.token_type has ", t->ints.size(), " entries for ", n, " tokens");
-    for (int64_t x : t->ints) v.token_types.push_back(int32_t(x < INT32_MIN || x > INT32_MAX ? -1 : x));
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t x = t->ints[i];
+      // Narrowed only when it fits: a clamped value would be reported as a number the file does not hold.
+      if (x < INT32_MIN || x > INT32_MAX)
+        fail(f.path, ": GGUF tokenizer.ggml.token_type of token ", i, " is ", x, ", expected 1..6");
+      v.token_types.push_back(int32_t(x));
+    }
   }
   if (const GgufValue* m = array_of("tokenizer.ggml.merges", STRING, "strings")) v.merges = m->strings;
   auto id_of = [&](const std::string& key) {
@@ -432,9 +465,9 @@ Model load_gguf(const std::string& path) {
   m.source = path;
   m.format = "gguf";
   m.config = config_from(f);
-  m.config.validate(path);
+  m.config.validate(path, gguf_config_keys(f));
   m.config.rope_freq_factors = rope_factors(f, m.config);
-  m.config.validate(path);
+  m.config.validate(path, gguf_config_keys(f));
   check_no_extra_layers(f, m.config);
 
   const ModelConfig& c = m.config;

@@ -42,6 +42,20 @@ void check_header(const std::string& path, const Header& h) {
     fail(path, ": llama2.c header: n_heads (", h.n_heads, ") is not a multiple of n_kv_heads (", h.n_kv_heads, ")");
 }
 
+// The header's own field names, for ModelConfig::validate's messages (head_dim and the rest are not in the file).
+const ConfigKeys kLlama2cConfigKeys = [] {
+  ConfigKeys k;
+  k.dim = "dim";
+  k.hidden_dim = "hidden_dim";
+  k.n_layers = "n_layers";
+  k.n_heads = "n_heads";
+  k.n_kv_heads = "n_kv_heads";
+  k.head_dim = "the head size (dim / n_heads)";
+  k.vocab_size = "vocab_size";
+  k.max_seq_len = "seq_len";
+  return k;
+}();
+
 ModelConfig config_from(const Header& h) {
   ModelConfig c;
   c.architecture = "llama (llama2.c)";
@@ -122,7 +136,7 @@ Model load_llama2c(const std::string& path) {
   m.source = path;
   m.format = "llama2c";
   m.config = config_from(h);
-  m.config.validate(path);
+  m.config.validate(path, kLlama2cConfigKeys);
   const ModelConfig& c = m.config;
 
   const int64_t want = expected_file_bytes(c);

@@ -1,9 +1,7 @@
-// Byte-level BPE tokenizer (GPT-2 style) from a Hugging Face tokenizer.json or a GGUF "gpt2" vocabulary: PCRE2
-// pre-tokenizer splits, the GPT-2 bytes-to-unicode map, merges by rank with a per-word cache, lossy UTF-8 decode.
+// Byte-level BPE tokenizer (GPT-2 style) from a Hugging Face tokenizer.json or a GGUF "gpt2" vocabulary: the
+// pre-tokenizer splits (tokenizer/bpe_split.h), the GPT-2 bytes-to-unicode map, merges by rank with a per-word cache,
+// lossy UTF-8 decode.
 #include "tokenizer/bpe.h"
-
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -21,20 +19,13 @@
 
 #include "core/error.h"  // llm::fail, llm::printable
 #include "core/json_parse.h"
+#include "tokenizer/bpe_split.h"  // the split patterns and SplitRegex
 
 namespace llm {
 
 namespace {
 
 const std::string kReplacement = "\xEF\xBF\xBD";  // U+FFFD
-
-// ByteLevel's own split (GPT-2), and Llama 3's Split pattern (also llama.cpp's "llama-bpe").
-const char* const kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-const char* const kLlama3Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
-    R"(\s*[\r\n]+|\s+(?!\S)|\s+)";
-const char* const kDigitPattern = R"(\p{N})";  // Digits(individual_digits=true): each digit alone
-const char* const kDigitsPattern = R"(\p{N}+)";
 
 // from_utf8_lossy of a whole byte string.
 std::string utf8_lossy(const std::string& bytes) {
@@ -100,68 +91,6 @@ std::string piece_bytes(const std::string& piece) {
   return out;
 }
 
-// A compiled pre-tokenizer split pattern; pieces are HF's "Isolated" split: every match and every gap between them.
-class SplitRegex {
- public:
-  SplitRegex(const std::string& pattern, const std::string& where) : where_(where) {
-    int err = 0;
-    PCRE2_SIZE at = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
-                          &at, nullptr);
-    if (!code_) {
-      PCRE2_UCHAR msg[256];
-      pcre2_get_error_message(err, msg, sizeof msg);
-      fail("tokenizer ", where, ": cannot compile the pre-tokenizer regex at offset ", at, " (",
-           reinterpret_cast<char*>(msg), ")");
-    }
-    pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // a speed-up only: matching falls back to the interpreter
-  }
-  ~SplitRegex() { pcre2_code_free(code_); }
-  SplitRegex(const SplitRegex&) = delete;
-  SplitRegex& operator=(const SplitRegex&) = delete;
-
-  // s must be well-formed UTF-8 (checked by the caller: PCRE2_NO_UTF_CHECK on anything else is undefined).
-  // An empty match produces no piece but ends the gap before it, as the onig find_iter HF uses does.
-  void split(std::string_view s, std::vector<std::string_view>* out) const {
-    std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(
-        pcre2_match_data_create_from_pattern(code_, nullptr), &pcre2_match_data_free);
-    // One match of a real pattern may scan a whole whitespace run twice (Llama 3's \s*[\r\n]+ backtracks through
-    // it), so the step limit grows with the text; it is there so that a pathological pattern from a bad file fails
-    // instead of hanging.
-    std::unique_ptr<pcre2_match_context, decltype(&pcre2_match_context_free)> context(
-        pcre2_match_context_create(nullptr), &pcre2_match_context_free);
-    pcre2_set_match_limit(context.get(), uint32_t(std::min<size_t>(10000000 + 16 * s.size(), UINT32_MAX)));
-    size_t prev = 0, start = 0;
-    while (start <= s.size()) {
-      const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), start, PCRE2_NO_UTF_CHECK,
-                                 md.get(), context.get());
-      if (rc == PCRE2_ERROR_NOMATCH) break;
-      if (rc < 0) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(rc, msg, sizeof msg);
-        fail("tokenizer ", where_, ": the pre-tokenizer regex failed on the text (", reinterpret_cast<char*>(msg), ")");
-      }
-      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
-      const size_t b = ov[0], e = ov[1];
-      if (b > prev) out->push_back(s.substr(prev, b - prev));
-      if (e > b) out->push_back(s.substr(b, e - b));
-      prev = std::max(prev, e);
-      if (e > b) {
-        start = e;
-      } else {  // step over one character after an empty match
-        if (e >= s.size()) break;
-        size_t len = 1;
-        while (e + len < s.size() && (static_cast<unsigned char>(s[e + len]) & 0xC0) == 0x80) ++len;
-        start = e + len;
-      }
-    }
-    if (prev < s.size()) out->push_back(s.substr(prev));
-  }
-
- private:
-  std::string where_;
-  pcre2_code* code_ = nullptr;
-};
 
 // Everything a BpeTokenizer is made of, from either source.
 struct BpeSpec {
@@ -395,12 +324,15 @@ std::string one_line(const std::string& s, size_t max = 200) { return printable(
 
 constexpr int kMaxId = 1 << 21;  // real vocabularies stay below 300k ids; a larger id is a broken file
 
-// An id field: an integer in [0, kMaxId) (get<int>() of a float or of a huge integer would not be checkable).
+// An id field: an integer in [0, kMaxId) (get<int>() of a float or of a huge integer would not be checkable). The
+// range is checked on the integer as the file wrote it (signed or unsigned, up to 64 bits), and a refusal quotes the
+// file's own text: narrowing first would report the bound instead of the value.
 int json_id(const json& j, const std::string& path, const std::string& what) {
   if (!j.is_number_integer()) fail("tokenizer ", path, ": ", what, " id ", one_line(j.dump()), " is not an integer");
-  const int64_t v = j.is_number_unsigned() ? int64_t(std::min<uint64_t>(j.get<uint64_t>(), kMaxId)) : j.get<int64_t>();
-  if (v < 0 || v >= kMaxId) fail("tokenizer ", path, ": ", what, " id ", v, " out of range [0, ", kMaxId, ")");
-  return int(v);
+  const bool in_range = j.is_number_unsigned() ? j.get<uint64_t>() < uint64_t(kMaxId)
+                                               : j.get<int64_t>() >= 0 && j.get<int64_t>() < kMaxId;
+  if (!in_range) fail("tokenizer ", path, ": ", what, " id ", j.dump(), " out of range [0, ", kMaxId, ")");
+  return int(j.get<int64_t>());
 }
 
 // The "type" of a component, escaped and cut for messages (known names come through unchanged).

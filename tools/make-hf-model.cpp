@@ -2,68 +2,51 @@
 // Face directory that transformers and this engine can both load.
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
+#include <vector>
 
+#include "apps/cli.h"  // Options, usage_error, run_main
 #include "core/error.h"
 #include "models/hf_writer.h"
 #include "models/model.h"
 
 namespace {
 
-void usage(FILE* f) {
-  std::string names;
-  for (const auto& n : llm::synthetic_model_names()) names += (names.empty() ? "" : ", ") + n;
-  std::fprintf(f,
-               "usage: make-hf-model --synthetic NAME --out DIR [--dtype bf16|f16|f32] [--shards N] [--seed S]\n"
-               "                     [--rope-parameters] [--tokenizer PATH] [--force]\n"
-               "  NAME: %s\n"
-               "  --rope-parameters  write transformers-5 rope_parameters instead of rope_theta + rope_scaling\n"
-               "  --force            write into a non-empty DIR (its old weight files are removed)\n",
-               names.c_str());
-}
+struct Args {
+  std::string name, out;
+  unsigned long long seed = 0;
+  llm::HfWriteOptions opt;
+};
 
 llm::DType parse_dtype(const std::string& s) {
-  if (s == "bf16") return llm::DType::BF16;
-  if (s == "f16") return llm::DType::F16;
-  if (s == "f32") return llm::DType::F32;
-  llm::fail("--dtype must be bf16, f16 or f32, found '", s, "'");
+  return s == "f16" ? llm::DType::F16 : s == "f32" ? llm::DType::F32 : llm::DType::BF16;  // checked by the table
 }
 
-long long parse_int(const std::string& flag, const std::string& s) {
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end || v < 0) llm::fail(flag, " needs a non-negative integer, found '", s, "'");
-  return v;
+Args parse(int argc, char** argv) {
+  Args a;
+  llm::cli::Options o(
+      "usage: make-hf-model --synthetic NAME --out DIR [--dtype bf16|f16|f32] [--shards N] [--seed S]\n"
+      "                     [--rope-parameters] [--tokenizer PATH] [--force]\n"
+      "\n");
+  o.choice("--synthetic", "NAME", &a.name, llm::synthetic_model_names(), "the synthetic model to write; required");
+  o.text("--out", "DIR", &a.out, "the directory to write (required)");
+  o.choice("--dtype", "T", &a.opt.dtype, {"bf16", "f16", "f32"}, parse_dtype, "on-disk element type")
+      .default_is("bf16");
+  o.integer("--shards", "N", &a.opt.shards, 1, 1000000,
+            "1: model.safetensors; N > 1: N shards and model.safetensors.index.json (at most one per tensor)");
+  o.integer("--seed", "S", &a.seed, 0, 1LL << 62, "seed of the counter-based weights").allowed("0 to 2^62");
+  o.flag("--rope-parameters", &a.opt.rope_parameters,
+         "write transformers-5 rope_parameters instead of rope_theta + rope_scaling");
+  o.text("--tokenizer", "PATH", &a.opt.tokenizer, "tokenizer.model to copy beside the weights");
+  o.flag("--force", &a.opt.overwrite, "write into a non-empty DIR (its old weight files are removed)");
+  o.parse(argc, argv);
+  if (a.name.empty() || a.out.empty()) llm::cli::usage_error("--synthetic NAME and --out DIR are required");
+  return a;
 }
 
-int run(int argc, char** argv) {
-  std::string name, out;
-  uint64_t seed = 0;
-  llm::HfWriteOptions opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) llm::fail(a, " needs a value");
-      return argv[++i];
-    };
-    if (a == "--synthetic") name = value();
-    else if (a == "--out") out = value();
-    else if (a == "--dtype") opt.dtype = parse_dtype(value());
-    else if (a == "--shards") opt.shards = int(parse_int(a, value()));
-    else if (a == "--seed") seed = uint64_t(parse_int(a, value()));
-    else if (a == "--rope-parameters") opt.rope_parameters = true;
-    else if (a == "--tokenizer") opt.tokenizer = value();
-    else if (a == "--force") opt.overwrite = true;
-    else if (a == "-h" || a == "--help") return usage(stdout), 0;
-    else llm::fail("unknown argument '", a, "' (see --help)");
-  }
-  if (name.empty() || out.empty()) {
-    usage(stderr);
-    return 2;
-  }
-  llm::Model m = llm::load_synthetic(name, seed);
+int run(const Args& a) {
+  llm::Model m = llm::load_synthetic(a.name, a.seed);
+  llm::HfWriteOptions opt = a.opt;
   const auto start = std::chrono::steady_clock::now();
   int last_pct = -1;
   opt.progress = [&](const std::string& tensor, uint64_t done, uint64_t total) {
@@ -76,19 +59,12 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "make-hf-model: %3d%%  %.2f / %.2f GB  %.0f s  (%s)\n", pct, double(done) / 1e9,
                  double(total) / 1e9, s, tensor.c_str());
   };
-  llm::write_hf_model(m, out, opt);
-  std::fprintf(stderr, "make-hf-model: wrote synthetic:%s (seed %llu) to %s\n", name.c_str(),
-               (unsigned long long)seed, out.c_str());
+  llm::write_hf_model(m, a.out, opt);
+  std::fprintf(stderr, "make-hf-model: wrote synthetic:%s (seed %llu) to %s\n", a.name.c_str(), a.seed,
+               a.out.c_str());
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return llm::cli::run_main("make-hf-model", argc, argv, parse, run); }

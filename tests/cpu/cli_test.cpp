@@ -2,6 +2,7 @@
 // failures are bad usage (exit 2, with the --help hint). The apps' own runs are in user_errors_test.cpp.
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,127 @@ TEST(Cli, ErrorsWhileParsingAreBadUsageAndOthersAreNot) {
   EXPECT_EQ(run_main("prog", 1, argv.data(), parse_ok, [](int) -> int { fail("model\x1b[31m gone"); }), 1);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "error: model\\x1b[31m gone\n");
   EXPECT_EQ(run_main("prog", 1, argv.data(), parse_ok, [](int v) { return v; }), 3);
+}
+
+// ---- the option table ----
+
+enum class Path { A, B };
+Path parse_path(const std::string& s) { return s == "b" ? Path::B : Path::A; }
+
+struct Parsed {
+  std::string model = "m0";
+  int n = 256;
+  unsigned long long seed = 42;
+  float top_p = 0.95f;
+  std::string device = "auto";
+  Path path = Path::A;
+  std::vector<int> ks{8};
+  bool json = false;
+  std::string prompt, file;
+};
+
+// Declares the test table over `p`; parse(args) runs it over "prog ARGS".
+struct Table {
+  Parsed p;
+  Options o{"usage: prog [options]\n"};
+  Table() {
+    o.section("general");
+    o.text("-m, --model", "PATH", &p.model, "the model");
+    o.integer("-n, --n-predict, --n-decode", "N", &p.n, 1, 1000000, "tokens to generate");
+    o.integer("-s, --seed", "S", &p.seed, 0, 1LL << 62, "seed").allowed("0 to 2^62");
+    o.real("--top-p", "P", &p.top_p, 0.0, 1.0, "nucleus", Lower::open);
+    o.choice("--device", "DEV", &p.device, {"cpu", "cuda", "auto"}, "where");
+    o.choice("--path", "PATH", &p.path, {"a", "b"}, parse_path, "which path").default_is("a");
+    o.integers("--ks", "A,B", &p.ks, 1, 65536, "sizes");
+    o.flag("--json", &p.json, "JSON lines");
+    o.text("-p, --prompt", "TEXT", &p.prompt, "prompt");
+    o.text("-f, --file", "FILE", &p.file, "prompt file");
+  }
+  void parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "prog");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    o.parse(int(argv.size()), argv.data());
+  }
+};
+
+TEST(CliTable, ParsesEveryKindIntoItsField) {
+  Table t;
+  t.parse({"-m", "x.gguf", "--n-decode", "7", "--seed", "4611686018427387904", "--top-p", "1", "--device", "cpu",
+           "--path", "b", "--ks", "1,,64", "--json", "-n", "9"});
+  EXPECT_EQ(t.p.model, "x.gguf");
+  EXPECT_EQ(t.p.n, 9);  // a repeated option (under any of its names) keeps its last value
+  EXPECT_EQ(t.p.seed, 1ULL << 62);
+  EXPECT_FLOAT_EQ(t.p.top_p, 1.0f);
+  EXPECT_EQ(t.p.device, "cpu");
+  EXPECT_EQ(t.p.path, Path::B);
+  EXPECT_EQ(t.p.ks, (std::vector<int>{1, 64}));
+  EXPECT_TRUE(t.p.json);
+  EXPECT_TRUE(t.o.given("--n-predict") && t.o.given("-n") && t.o.given("--json"));
+  EXPECT_FALSE(t.o.given("--prompt"));
+  Table d;
+  d.parse({});
+  EXPECT_EQ(d.p.n, 256);  // defaults are the fields' initial values
+  EXPECT_EQ(d.p.ks, (std::vector<int>{8}));
+}
+
+TEST(CliTable, BadUsageMessagesAreTheSharedVocabulary) {
+  auto message = [](std::vector<std::string> args) {
+    return usage_message([&] {
+      Table t;
+      t.parse(args);
+    });
+  };
+  EXPECT_EQ(message({"--nope"}), "unknown option '--nope'");
+  EXPECT_EQ(message({"-n"}), "-n needs a value");
+  EXPECT_EQ(message({"-n", "0"}), "-n: invalid value '0' (allowed: 1 to 1000000)");  // the flag as spelled
+  EXPECT_EQ(message({"--n-decode", "5x"}), "--n-decode: invalid value '5x' (allowed: 1 to 1000000)");
+  EXPECT_EQ(message({"-s", "-1"}), "-s: invalid value '-1' (allowed: 0 to 2^62)");
+  EXPECT_EQ(message({"--top-p", "0"}), "--top-p: invalid value '0' (allowed: greater than 0, at most 1)");
+  EXPECT_EQ(message({"--device", "gpu"}), "--device: invalid value 'gpu' (allowed: cpu, cuda, auto)");
+  EXPECT_EQ(message({"--path", "c"}), "--path: invalid value 'c' (allowed: a, b)");
+  EXPECT_EQ(message({"--ks", "8,x"}), "--ks: invalid value 'x' (allowed: 1 to 65536)");
+}
+
+TEST(CliTable, ExclusiveNamesTheFirstTwoGivenInOrder) {
+  Table t;
+  t.parse({"-f", "p.txt", "-p", "hi"});
+  EXPECT_EQ(usage_message([&] { t.o.exclusive({"--prompt", "--file"}, "give the prompt once"); }),
+            "--file and --prompt exclude each other: give the prompt once");
+  Table one;
+  one.parse({"--prompt", "a", "--prompt", "b"});
+  EXPECT_NO_THROW(one.o.exclusive({"--prompt", "--file"}, "give the prompt once"));
+}
+
+TEST(CliTable, HelpStatesDefaultsAndRangesFromTheTable) {
+  Table t;
+  const std::string h = t.o.help();
+  EXPECT_EQ(h.rfind("usage: prog [options]\n\n----- general -----\n", 0), 0u) << h;
+  for (const char* line :
+       {"  -m, --model PATH        the model (default: m0)\n",
+        "  -n, --n-predict N       tokens to generate (also --n-decode) (default: 256; allowed: 1 to 1000000)\n",
+        "  -s, --seed S            seed (default: 42; allowed: 0 to 2^62)\n",
+        "      --top-p P           nucleus (default: 0.95; allowed: greater than 0, at most 1)\n",
+        "      --device DEV        where (default: auto; allowed: cpu, cuda, auto)\n",
+        "      --path PATH         which path (default: a; allowed: a, b)\n",
+        "      --ks A,B            sizes (default: 8; allowed: 1 to 65536)\n", "      --json              JSON lines\n",
+        "  -h, --help              print this help and exit\n"})
+    EXPECT_NE(h.find(line), std::string::npos) << line << "not in\n" << h;
+  // Long help wraps under its first line (the column: 20 or the longest label and two spaces), within the width.
+  Options w("usage: w\n");
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "word" + std::to_string(i) + " ";
+  bool b = false;
+  w.flag("--long", &b, text);
+  const std::string wh = w.help();
+  EXPECT_NE(wh.find("\n                          word"), std::string::npos) << wh;
+  for (const std::string& l : [&] {
+         std::vector<std::string> v;
+         std::istringstream in(wh);
+         for (std::string s; std::getline(in, s);) v.push_back(s);
+         return v;
+       }())
+    EXPECT_LE(l.size(), 118u) << l;
 }
 
 }  // namespace

@@ -231,6 +231,44 @@ TEST_F(Hostile, UnknownSplitRegexRefusedByName) {
                      {"is not a known pre-tokenizer regex"});
 }
 
+// ---- ids out of range: the file's own value in the message ----
+
+// A token id past the tokenizer's bound is reported as the file wrote it, with the bound it broke: an added-token id of
+// 2^30 was once shown clamped to the bound ("id 2097152 out of range [0, 2097152)"). Every id field (vocab, added
+// tokens, post-processor) goes through the same check, signed or unsigned, up to 64 bits.
+TEST_F(Hostile, OutOfRangeTokenIdsShowTheFilesValue) {
+  const json good = json::parse(llm_test::read_file(kData + "bpe_smollm_style.json"));
+  ASSERT_FALSE(good["added_tokens"].empty());
+  struct Case {
+    const char* id_text;  // as written into the file
+    const char* shown;
+  };
+  for (const Case& c : {Case{"1073741824", "id 1073741824 out of range [0, 2097152)"},
+                        Case{"2097152", "id 2097152 out of range [0, 2097152)"},
+                        Case{"18446744073709551615", "id 18446744073709551615 out of range [0, 2097152)"},
+                        Case{"-1", "id -1 out of range [0, 2097152)"},
+                        Case{"-9223372036854775808", "id -9223372036854775808 out of range [0, 2097152)"}}) {
+    SCOPED_TRACE(c.id_text);
+    json doc = good;
+    const std::string content = doc["added_tokens"][0]["content"];
+    doc["added_tokens"][0]["id"] = 123456789;  // a placeholder, replaced by the exact text below
+    std::string text = doc.dump();
+    const size_t at = text.find("123456789");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 9, c.id_text);
+    write_file(tmp_.path() / "ids.json", text);
+    expect_clean_error([&] { llm::load_bpe_json(tmp_.str("ids.json")); },
+                       {tmp_.str("ids.json"), "added token \"" + llm::printable(content) + "\" " + c.shown});
+  }
+  // The model's vocab goes through the same check.
+  json doc = good;
+  const std::string piece = doc["model"]["vocab"].begin().key();
+  doc["model"]["vocab"][piece] = uint64_t(1) << 30;
+  write_file(tmp_.path() / "vocab.json", doc.dump());
+  expect_clean_error([&] { llm::load_bpe_json(tmp_.str("vocab.json")); },
+                     {"vocab \"" + llm::printable(piece) + "\" id 1073741824 out of range [0, 2097152)"});
+}
+
 // ---- control bytes and long values in messages ----
 
 TEST_F(Hostile, TensorNameWithTerminalEscape) {

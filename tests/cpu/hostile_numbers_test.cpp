@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -48,6 +49,9 @@ struct GgufSpec {
   double theta = 10000.0;
   bool eps_f64 = false;
   double eps = 1e-5;
+  // Metadata written with another value than the tensors are made for (e.g. llama.block_count = 2^30 over one
+  // layer's tensors): key -> value.
+  std::map<std::string, uint32_t> claimed;
 };
 
 std::string f32_tensor(uint64_t n, float scale) {
@@ -68,14 +72,18 @@ void put_number(GgufWriter& w, const std::string& key, double v, bool f64) {
 std::string tiny_gguf(const GgufSpec& s) {
   GgufWriter w;
   w.str("general.architecture", "llama");
-  w.u32("llama.embedding_length", s.dim);
-  w.u32("llama.block_count", s.layers);
-  w.u32("llama.attention.head_count", s.heads);
-  w.u32("llama.attention.head_count_kv", s.kv_heads);
-  w.u32("llama.feed_forward_length", s.hidden);
-  w.u32("llama.context_length", s.ctx);
+  const auto u32 = [&](const std::string& key, uint32_t v) {
+    const auto it = s.claimed.find(key);
+    w.u32(key, it == s.claimed.end() ? v : it->second);
+  };
+  u32("llama.embedding_length", s.dim);
+  u32("llama.block_count", s.layers);
+  u32("llama.attention.head_count", s.heads);
+  u32("llama.attention.head_count_kv", s.kv_heads);
+  u32("llama.feed_forward_length", s.hidden);
+  u32("llama.context_length", s.ctx);
   const uint32_t hd = s.key_length ? 16 : s.dim / s.heads;
-  if (s.key_length) w.u32("llama.attention.key_length", hd);
+  if (s.key_length) u32("llama.attention.key_length", hd);
   put_number(w, "llama.rope.freq_base", s.theta, s.theta_f64);
   put_number(w, "llama.attention.layer_norm_rms_epsilon", s.eps, s.eps_f64);
   auto add = [&](const std::string& name, uint64_t rows, uint64_t cols, float scale) {
@@ -273,6 +281,44 @@ TEST(HostileNumbers, SizesOutsideTheEngineLimitsAreNamed) {
   expect_error([&] { theta.validate("cfg"); }, {"rope_theta must be between 1 and 1e+12, found 1e-40"});
 }
 
+// A GGUF size past the engine's range is refused under the file's own key and value, never under the Hugging Face
+// name the config field has (a llama.block_count of 2^30 was once reported as num_hidden_layers). Every size key
+// goes through the same check; a value past 2^30 stops at the read, also naming the key and value.
+TEST(HostileNumbers, GgufSizesAreRefusedUnderTheFilesOwnKeys) {
+  TempDir tmp;
+  struct Case {
+    const char* key;
+    uint32_t value;
+    const char* want;
+  };
+  const uint32_t big = 1u << 30;
+  for (const Case& c :
+       {Case{"llama.block_count", big, "llama.block_count must be between 1 and 4096, found 1073741824"},
+        Case{"llama.embedding_length", big, "llama.embedding_length must be between 1 and 1048576, found 1073741824"},
+        Case{"llama.feed_forward_length", big,
+             "llama.feed_forward_length must be between 1 and 4194304, found 1073741824"},
+        Case{"llama.attention.head_count", 8192, "llama.attention.head_count must be between 1 and 4096, found 8192"},
+        Case{"llama.attention.head_count_kv", 8192,
+             "llama.attention.head_count_kv must be between 1 and 4096, found 8192"},
+        Case{"llama.attention.key_length", 8192, "llama.attention.key_length must be between 1 and 4096, found 8192"},
+        Case{"llama.context_length", big, "llama.context_length must be between 1 and 16777216, found 1073741824"},
+        Case{"llama.attention.key_length", 15, "llama.attention.key_length must be even for RoPE, found 15"},
+        Case{"llama.attention.head_count_kv", 3,
+             "llama.attention.head_count (4) is not a multiple of llama.attention.head_count_kv (3)"},
+        Case{"llama.block_count", big + 1, "GGUF metadata key 'llama.block_count' = 1073741825 is implausible"}}) {
+    SCOPED_TRACE(c.want);
+    GgufSpec s;
+    s.claimed[c.key] = c.value;
+    const std::string path = write_gguf(tmp, s);
+    try {
+      llm::load_gguf(path);
+      ADD_FAILURE() << "accepted";
+    } catch (const llm::Error& e) {
+      EXPECT_EQ(std::string(e.what()), path + ": " + c.want);
+    }
+  }
+}
+
 // ---- the default context ----
 
 TEST(HostileNumbers, DefaultContextIsCappedAndRaisable) {
@@ -319,8 +365,7 @@ TEST(HostileNumbers, HelpStatesTheDefaultContext) {
   TempDir tmp;
   const Outcome r = run_llama({"--help"}, tmp);
   EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("the smaller of\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("the model's maximum and 8192"), std::string::npos) << r.out;
+  EXPECT_NE(llm_test::unwrapped(r.out).find("the smaller of the model's maximum and 8192"), std::string::npos) << r.out;
 }
 
 // ---- non-finite logits ----

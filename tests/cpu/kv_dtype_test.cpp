@@ -328,7 +328,8 @@ TEST_F(KvDtypeCli, CudaEngineRefusesF32ByNameAndFp8ForOtherHeadDims) {
 TEST_F(KvDtypeCli, HelpNamesTheTypesAndTheCudaRefusal) {
   const llm_test::ProgramRun a = run("run-llama", {"--help"});
   EXPECT_NE(a.out.find("--kv-dtype T          KV-cache precision: f32 (CPU only), bf16"), std::string::npos) << a.out;
-  EXPECT_NE(a.out.find("bytes; on the CUDA engine for head_dim 64 and 128)"), std::string::npos) << a.out;
+  EXPECT_NE(llm_test::unwrapped(a.out).find("bytes; on the CUDA engine for head_dim 64 and 128)"), std::string::npos)
+      << a.out;
   const llm_test::ProgramRun b = run("llama-ab", {"--help"});
   EXPECT_NE(b.out.find("--kv-dtype T        KV-cache precision: bf16 (the default) or fp8"), std::string::npos)
       << b.out;

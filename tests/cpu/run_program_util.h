@@ -53,6 +53,21 @@ inline ProgramRun run_program(const std::string& exe, const std::vector<std::str
   return r;
 }
 
+// --help text with each wrapped line joined to the one before (a line break and the indentation after it read as one
+// space): --help wraps its options' help where apps/cli.h's table says, so tests look for wording, not line breaks.
+inline std::string unwrapped(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\n' && i + 1 < s.size() && s[i + 1] == ' ') {
+      out += ' ';
+      while (i + 1 < s.size() && s[i + 1] == ' ') ++i;
+      continue;
+    }
+    out += s[i];
+  }
+  return out;
+}
+
 inline std::vector<std::string> lines(const std::string& s) {
   std::vector<std::string> v;
   std::istringstream in(s);

@@ -148,7 +148,8 @@ TEST_F(UserErrors, AbDecodePathsAreDocumentedAndChecked) {
   const Outcome h = run("llama-ab", {"--help"}, tmp_);
   ASSERT_TRUE(h.exited && h.code == 0) << h.err;
   EXPECT_TRUE(has(h.out, "      --decode LIST       decode paths every --ab mapping runs on")) << h.out;
-  EXPECT_TRUE(has(h.out, "NAME@graph or NAME@persistent runs NAME on that decode path alone")) << h.out;
+  EXPECT_TRUE(has(llm_test::unwrapped(h.out), "NAME@graph or NAME@persistent runs NAME on that decode path alone"))
+      << h.out;
   const Outcome r = run("llama-ab", {"--model", "synthetic:tiny-gqa", "-n", "2", "--ab", "warp-r2,cublas", "--decode",
                                      "graph,persistent"},
                         tmp_);

@@ -1,0 +1,47 @@
+// Options several apps share, declared once: the prompt (-p/--prompt, -f/--file and --prompt-ids, of which a run
+// takes one; engine/prompt_input.h reads the file and the ids) and --kv-dtype for run-llama and llama-ab, --quantize
+// for those and write-gguf. Each app words the help for what it does with the value.
+#pragma once
+#include <string>
+
+#include "apps/cli.h"
+#include "models/quantize_model.h"  // parse_quantize_type
+
+namespace llm::cli {
+
+struct PromptOptions {
+  std::string text;  // -p/--prompt
+  std::string file;  // -f/--file: the prompt text from a file
+  std::string ids;   // --prompt-ids A,B,C or @FILE
+};
+
+inline void add_prompt_options(Options& o, PromptOptions* p, const char* prompt_help, const char* ids_note) {
+  o.text("-p, --prompt", "TEXT", &p->text, prompt_help);
+  o.text("-f, --file", "FILE", &p->file, "read the prompt text from FILE (as llama.cpp: one trailing newline removed)");
+  o.text("--prompt-ids", "A,B,C", &p->ids,
+         std::string("the prompt as token ids, used as given (no BOS added); separated by commas and/or whitespace; "
+                     "--prompt-ids @FILE reads them from FILE (any length)") +
+             ids_note);
+}
+
+// Two prompt options given: bad usage naming the first two in the order given.
+inline void check_one_prompt(const Options& o) {
+  o.exclusive({"--prompt", "--file", "--prompt-ids"}, "give the prompt once");
+}
+
+// --quantize TYPE, checked when given (parse_quantize_type names the value and the allowed types) and kept by name.
+inline Option& add_quantize_option(Options& o, std::string* type, const std::string& help) {
+  const auto check_and_keep = [type](const std::string&, const std::string& t) {
+    parse_quantize_type(t);
+    *type = t;
+  };
+  return o.custom("--quantize", "TYPE", check_and_keep, help).allowed("q8_0, q4_0, q4_k, q6_k, q4_k_m");
+}
+
+// --kv-dtype T: f32, bf16 or fp8 (parse_kv_dtype); which device takes which type is the app's check.
+inline Option& add_kv_dtype_option(Options& o, KvDtype* kv, const std::string& help) {
+  const auto parse = [kv](const std::string& flag, const std::string& t) { *kv = parse_kv_dtype(flag, t); };
+  return o.custom("--kv-dtype", "T", parse, help).allowed(kKvDtypeNames);
+}
+
+}  // namespace llm::cli
