@@ -236,7 +236,8 @@ void CudaEngine::decode(int token, int pos) {
 
 void CudaEngine::decode_sampled(int pos) {
   if (pos < 0 || pos >= ctx_) fail("cuda backend: position ", pos, " outside the context of ", ctx_);
-  if (!step_sampled_) fail("cuda backend: decode_sampled at position ", pos, " with no sample started since the last step");
+  if (!step_sampled_)
+    fail("cuda backend: decode_sampled at position ", pos, " with no sample started since the last step");
   if (pos != sampled_pos_)
     fail("cuda backend: decode_sampled at position ", pos, ", but the sample started last goes to ", sampled_pos_);
   enqueue_step(pos);  // {pos, token} are on the device already: the sample kernel wrote them

@@ -392,9 +392,9 @@ TEST(PersistentDecode, MatchesGraphPathWithSplitKeysAndMerge) {
 }
 
 // Each block keeps the rows of x it owns in shared memory for the residual epilogues, up to 512 rows; a block owning
-// more (few blocks, a wide dim) reads them from L2 instead. EngineTuning::persistent_max_blocks caps the grid: on one block the
-// SmolLM2 shape's 576 rows take the L2 path, on two blocks (288 rows each) the shared-memory one with a second block
-// starting at row 288. Both must match the graph path.
+// more (few blocks, a wide dim) reads them from L2 instead. EngineTuning::persistent_max_blocks caps the grid: on one
+// block the SmolLM2 shape's 576 rows take the L2 path, on two blocks (288 rows each) the shared-memory one with a
+// second block starting at row 288. Both must match the graph path.
 TEST(PersistentDecode, MatchesGraphPathOnFewBlocks) {
   REQUIRE_GPU();
   const Model m = load_synthetic("smollm2-135m", 13);
@@ -453,8 +453,8 @@ TEST(PersistentDecode, ThousandStepsTwentyTimesAreBitwiseIdentical) {
   }
 }
 
-// A block that never arrives (EngineTuning::persistent_fault, set by set_tuning): the others time out, the step fails with an error naming the
-// wait, and the next step (fault gone) runs and matches the graph path.
+// A block that never arrives (EngineTuning::persistent_fault, set by set_tuning): the others time out, the step fails
+// with an error naming the wait, and the next step (fault gone) runs and matches the graph path.
 TEST(PersistentDecode, AWaitThatNeverEndsIsAnErrorNotAHang) {
   REQUIRE_GPU();
   const Model m = load_synthetic("tiny-gqa", 3);
