@@ -369,8 +369,10 @@ int CudaEngine::sample(const SamplerParams& p, uint64_t step) {
 void CudaEngine::sample_async(const SamplerParams& p, uint64_t step) {
   // The sample after a profiled step is timed too, so the budget holds everything the device runs per token: by the
   // kernel timeline after a graph step, by events after a persistent one (inside its kernel when it sampled there).
+  // Profiling turned off since that step: not timed (nothing would read the time).
   using Timing = SampleRing::Timing;
-  const Timing timing = !time_next_sample_ ? Timing::None : persistent_ ? Timing::Events : Timing::Timeline;
+  const Timing timing =
+      !(time_next_sample_ && profiling_) ? Timing::None : persistent_ ? Timing::Events : Timing::Timeline;
   ring_.start(p, step, logits_pos_, timing, profiler_.get(), &profile_);
   time_next_sample_ = false;
   sampled_pos_ = logits_pos_ + 1;
