@@ -16,8 +16,8 @@ struct ProfileParts {
   // kOther: RoPE + KV store, SwiGLU, sampling, launch gaps. kQKV / kGateUp: the fused q|k|v and gate|up GEMVs. kQ,
   // kK, kV, kGate and kUp are the parts of the unfused decode the engine no longer has: always zero, kept so the file
   // format's indices hold. kAttention: the decode attention (split pass and merge), which reads the KV cache.
-  // kWait: the persistent path's blocks waiting for a stage's producers (zero on the graph path, whose waits are the
-  // gaps between kernels, inside the parts they fall in). kNorm: RMSNorm (on the persistent path, staging each GEMV's
+  // kWait: the persistent path's blocks waiting for a stage's producers; on the graph path the holes between the
+  // kernels of a replay's timeline (launch latency, dependency bubbles). kNorm: RMSNorm (on the persistent path, staging each GEMV's
   // input vector in shared memory too). Every part but kOther, kAttention, kWait and kNorm is GEMV time.
   enum Part { kQ, kK, kV, kO, kGate, kUp, kDown, kHead, kOther, kQKV, kGateUp, kAttention, kWait, kNorm, kParts };
 
