@@ -20,6 +20,7 @@
 
 #if LLM_HAVE_CUDA
 #include "engine/cuda_backend.h"  // CudaBackend: the mapping switch and the profile (names: core/gemv_names.h)
+#include "measure/step_profiler.h"  // install_step_profiler: the profiled pass of /stats
 #endif
 
 namespace llm {
@@ -259,6 +260,7 @@ void profile_gemv(CudaBackend& cuda, const ChatSession& session, const std::func
     return;
   }
   const int token = session.ids().empty() ? 0 : session.ids().back();
+  install_step_profiler(cuda);
   cuda.reset_profile();
   cuda.set_profiling(true);
   for (int i = 0; i < steps; ++i) cuda.decode(token, pos0 + i);
@@ -267,7 +269,7 @@ void profile_gemv(CudaBackend& cuda, const ChatSession& session, const std::func
   const double per = p.steps > 0 ? 1.0 / double(p.steps) : 0.0;
   say("GEMV share of decode: " + fmt("%.1f%%", p.total_ms > 0 ? 100.0 * p.gemv_ms() / p.total_ms : 0.0) + " (" +
       fmt("%.3f of %.3f ms per token", p.gemv_ms() * per, p.total_ms * per) + ", mapping " + cuda.gemv() +
-      ", profiled over " + std::to_string(p.steps) + (cuda.persistent() ? " persistent steps)" : " un-graphed steps)"));
+      ", profiled over " + std::to_string(p.steps) + (cuda.persistent() ? " persistent steps)" : " graph replays)"));
 }
 #endif
 

@@ -11,7 +11,7 @@ namespace {
 const char* kNoCudaBuild = "this build has no CUDA engine (built without a CUDA toolkit)";
 }  // namespace
 
-// With CUDA these are defined in engine/cuda_backend.cu.
+// With CUDA these are defined in engine/cuda/cuda_engine.cu.
 bool cuda_device_available() { return false; }
 std::string cuda_unavailable_reason() { return kNoCudaBuild; }
 #endif

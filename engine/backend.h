@@ -1,5 +1,5 @@
 // Backend: the operations the decode loop needs, implemented by the CPU reference (engine/cpu_backend.cpp) and the
-// CUDA engine (engine/cuda_backend.cu). Both keep their own KV cache and logits; the loop reads like the algorithm:
+// CUDA engine (engine/cuda/cuda_engine.cu). Both keep their own KV cache and logits; the loop reads like the algorithm:
 //   prefill(prompt) -> sample -> decode(tok) -> sample -> ...
 #pragma once
 #include <cstdint>
@@ -16,6 +16,18 @@
 
 namespace llm {
 
+// The CUDA engine's tuning and test knobs, set by callers (tests, developer options); nothing in engine/ reads the
+// environment, so a run is described by its options alone.
+struct EngineTuning {
+  bool run_ahead = true;           // the decode loop queues step t + 1 before it waits for step t's id
+                                   // (Backend::runs_ahead); off: one host round trip per token (for comparison)
+  int persistent_max_blocks = 0;   // > 0: caps the persistent kernel's grid (tuning); read when that path is first used
+  int persistent_fault = 0;        // tests: 1 = one block of the persistent kernel never arrives (the step must fail)
+  unsigned long long persistent_timeout_ms = 0;  // a persistent wait longer than this fails the step; 0: the
+                                                 // kernel's default (kernels/persistent/persistent_decode.h)
+  bool persistent_all_forms = false;  // tests: the quantized persistent kernel with code for every form
+};
+
 struct BackendOptions {
   std::string device = "cpu";   // "cpu", "cuda" or "auto" (make_backend resolves it with resolve_device)
   int ctx_size = 0;             // KV cache length; 0 = default_ctx_size() (then capped to memory)
@@ -29,10 +41,7 @@ struct BackendOptions {
                                 // keeping them quantized for the quantized GEMVs
   bool persistent = false;      // CUDA decode: one persistent kernel per token (--decode persistent) instead of the
                                 // CUDA graph (engine/gemv_choice.h decode_path_refusal says what it runs)
-  bool run_ahead = true;        // CUDA: the decode loop queues step t + 1 before it waits for step t's id
-                                // (Backend::runs_ahead); off (or LLM_RUN_AHEAD=0): one host round trip per token
-  bool fuse_projections = true; // CUDA decode: one GEMV for q|k|v and one for gate|up per layer (fewer, larger
-                                // launches); off: one GEMV per matrix (for A/B and tests)
+  EngineTuning tuning;          // CUDA: run-ahead and the persistent path's knobs (above)
 };
 
 // The context a backend gets when BackendOptions::ctx_size is 0: the model's maximum, at most kDefaultCtxCap

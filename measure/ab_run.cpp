@@ -17,11 +17,12 @@
 #ifdef LLM_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "engine/cuda_backend.h"  // CudaBackend: set_gemv, set_use_graph, set_profiling, gemv_bytes_per_token
+#include "engine/cuda_backend.h"  // CudaBackend: set_gemv, set_persistent, set_profiling, gemv_bytes_per_token
 #include "kernels/cuda_check.h"   // CUDA_CHECK
 #include "kernels/gemv/gemv.h"         // gemv_find(...).shape
 #include "kernels/quant/gemv_quant.h"   // quant_gemv_shape: launch shapes of the quantized forms
 #include "measure/roofline.h"     // Roofline: the one streaming-read measurement
+#include "measure/step_profiler.h"  // install_step_profiler: the profiling passes' hook
 #endif
 
 namespace llm {
@@ -106,12 +107,10 @@ std::vector<std::string> ab_decode_entries(const std::vector<std::string>& mappi
 
 namespace {
 
-// Why run_ab's engine cannot run `entry` on its decode path, or "": the engine fuses projections (BackendOptions'
-// default, which run_ab keeps).
+// Why run_ab's engine cannot run `entry` on its decode path, or "" (the CUDA engine always fuses projections).
 std::string entry_refusal(const std::string& entry, const Model& model, bool dequantize, KvDtype kv_dtype) {
   const AbEntry e = parse_ab_entry(entry);
-  return decode_path_refusal(e.path, e.gemv, model, dequantize, kv_dtype == KvDtype::FP8,
-                             BackendOptions{}.fuse_projections);
+  return decode_path_refusal(e.path, e.gemv, model, dequantize, kv_dtype == KvDtype::FP8, true);
 }
 
 }  // namespace
@@ -357,7 +356,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   res.projections = projections_of(c);
   const bool any_persistent =
       std::any_of(entries.begin(), entries.end(), [](const AbEntry& e) { return e.path == DecodePath::Persistent; });
-  bool graph_timeline = false, graph_events = false;  // how the graph entries' profiles were measured
+  bool graph_timeline = false;  // some graph entry was profiled (by the kernel timeline: the only way)
 
   // The roofline buffer first, so the backend's memory check sees what is left.
   Roofline roofline;
@@ -378,6 +377,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   progress(opt, "ab: uploading %s to %s\n", model.source.c_str(), prop.name);
   std::unique_ptr<CudaBackend> engine = make_cuda_engine(model, bo);
   CudaBackend& cb = *engine;
+  install_step_profiler(cb);
   res.gemv_bytes_per_token = int64_t(cb.gemv_bytes_per_token());
   const AbKvRead kv = ab_kv_read(c, opt.kv_dtype, first_step_pos, opt.n_decode);
   res.kv_dtype = kv_dtype_name(opt.kv_dtype == KvDtype::Default ? KvDtype::BF16 : opt.kv_dtype);
@@ -395,7 +395,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
       return opt.dequantize ? 0u : weights_of(model, proj, 0)[0]->quant;
     };
     std::vector<AbProjection> launched = res.projections;
-    if (cb.fused_projections()) {  // decode launches these instead of q, k, v and gate, up (engine/cuda_backend.cu)
+    {  // decode launches these instead of q, k, v and gate, up (engine/cuda/cuda_engine.cu forward_token)
       using P = ProfileParts;
       launched.push_back({P::part_name(P::kQKV), c.q_dim() + 2 * c.kv_dim(), c.dim, c.n_layers});
       launched.push_back({P::part_name(P::kGateUp), 2 * int64_t(c.hidden_dim), c.dim, c.n_layers});
@@ -433,7 +433,6 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
     cb.set_persistent(false);
     cb.set_gemv(entries[i].gemv);  // first time: prepacks; its first graphed decode captures the graph
     if (entries[i].path == DecodePath::Persistent) cb.set_persistent(true);
-    cb.set_use_graph(true);
   };
   auto round_name = [&](int r) {
     char round[64];
@@ -477,7 +476,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
       const AbPass profiled = ab_decode_pass(cb, pass_prompt, opt.n_decode, opt.seed, pass_pos);
       cb.set_profiling(false);
       const DecodeProfile prof = cb.profile();
-      if (entries[i].path == DecodePath::Graph) (prof.graph_timeline ? graph_timeline : graph_events) = true;
+      if (entries[i].path == DecodePath::Graph) graph_timeline = true;
       if (prof.steps != opt.n_decode)
         fail("A/B run: the profile of '", name, "' counted ", prof.steps, " steps, expected ", opt.n_decode);
       PartMs parts{};
@@ -500,10 +499,6 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
                   "CUPTI's kernel timeline: each kernel's time from the end of the one before (PDL overlap stays "
                   "with the earlier kernel), the holes between kernels as 'wait'; the parts sum to the replay's "
                   "first-start-to-last-end span");
-  if (graph_events)
-    how.push_back(std::string(graph_timeline ? "where CUPTI was unavailable, " : "") +
-                  "a separate un-graphed pass of the same steps per mapping and repeat, CUDA events around every "
-                  "projection (device time, launch gaps included where they fall)");
   if (any_persistent)
     how.push_back("@persistent: the same pass of the persistent kernel, its event-timed time split by its blocks' "
                   "clock cycles per part (waiting for a stage's producers: 'wait')");

@@ -12,7 +12,7 @@ for exe in run-llama llama-ab bench write-gguf gemv-sectors make-hf-model tests/
 done
 mkdir -p "$S/tools" && cp tools/*.py "$S/tools/"
 for lib in libsentencepiece.so.0 libpcre2-8.so.0 libreadline.so.8; do cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$S/bin/"; done
-# CUPTI (the kernel timeline, engine/kernel_trace.cpp), under its soname, where the build links it: the library CMake
+# CUPTI (the kernel timeline, measure/kernel_trace.cpp), under its soname, where the build links it: the library CMake
 # found. The test machine loads it from LD_LIBRARY_PATH=.stage/h200/bin.
 cupti=$(sed -n 's/^CUDA_cupti_LIBRARY:FILEPATH=//p' "$B/CMakeCache.txt" 2>/dev/null || true)
 if [ -n "$cupti" ] && [ -f "$cupti" ]; then

@@ -364,7 +364,8 @@ TEST(AbReport, ProfilePartsAreOneListInFileOrder) {
   EXPECT_EQ(ProfileParts::part_of(std::string("q\0x", 3)), -1);
 }
 
-// A fused run (engine/cuda_backend.cu, fuse_projections): qkv and gate_up carry the time, q, k, v, gate, up none.
+// A run of the CUDA engine (engine/cuda/cuda_engine.cu: q|k|v and gate|up fused): qkv and gate_up carry the time;
+// q, k, v, gate, up none.
 TEST(AbReport, FusedPartsCountAsGemvAndGetTheirOwnColumns) {
   AbReportData d = base_data();
   d.runs.push_back(fake_run("warp", {10, 10, 10}, {0, 0, 0}, {10.5, 10.5, 10.5}));

@@ -1,7 +1,7 @@
-// The kernel-timeline attribution (engine/timeline_budget.h) on hand-made timelines in whole nanoseconds, so every
+// The kernel-timeline attribution (measure/timeline_budget.h) on hand-made timelines in whole nanoseconds, so every
 // expectation is exact: PDL overlap stays with the predecessor, holes go to the gap part, input order does not
 // matter, the parts sum to the span, bad input fails with one line; and the split of a trace into graph replays.
-// Also what KernelTrace (engine/kernel_trace.h) says where the build has no CUPTI.
+// Also what KernelTrace (measure/kernel_trace.h) says where the build has no CUPTI.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/kernel_trace.h"
-#include "engine/timeline_budget.h"
+#include "measure/kernel_trace.h"
+#include "measure/timeline_budget.h"
 #include "models_test_util.h"  // expect_error
 
 namespace {

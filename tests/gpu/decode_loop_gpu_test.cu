@@ -29,7 +29,7 @@ TEST(CudaDecodeLoop, RunLlamaChatAndAbProduceTheSameIds) {
 }
 
 // The CUDA engine runs ahead (Backend::runs_ahead): the loop queues step t + 1 before it waits for step t's id. The
-// same loops with one host round trip per token (BackendOptions::run_ahead = false) must give the same ids, stop
+// same loops with one host round trip per token (EngineTuning::run_ahead = false) must give the same ids, stop
 // reasons, step counts and caches, on the graph and the persistent path: greedy and seeded sampling, a stop id, a
 // callback stop, the context's end, and chat turns that continue after a stop (where the step queued ahead was
 // dropped and its KV row must not matter).
@@ -45,7 +45,7 @@ TEST(CudaDecodeLoop, RunAheadMatchesOneRoundTripPerToken) {
       bo.ctx_size = ctx;
       bo.gemv = "warp-r2";
       bo.persistent = persistent;
-      bo.run_ahead = ahead;
+      bo.tuning.run_ahead = ahead;
       return make_backend(m, bo);
     };
     auto a = make(true, 256), b = make(false, 256);

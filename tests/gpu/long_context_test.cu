@@ -47,7 +47,6 @@ TEST(CudaModelLongContext, PrefillThenDecodeMatchesDecodeSteps) {
   const std::vector<int> toks = test_tokens(m.config, kLong + 1);
   auto eng = make_cuda_engine(m, options("cuda"));
   ASSERT_EQ(eng->ctx_size(), kCtx);
-  eng->set_use_graph(true);
 
   // The reference: every token decoded (graph replays), logits kept at positions N - 1 and N.
   std::map<int, std::vector<float>> by_decode;

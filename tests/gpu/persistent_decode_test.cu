@@ -23,7 +23,8 @@
 #include "engine/decode_loop.h"
 #include "engine/gemv_choice.h"  // quant_summary, gemv_refusal
 #include "engine/generate.h"
-#include "engine/kernel_trace.h"  // KernelTrace::built_with_cupti
+#include "measure/kernel_trace.h"  // KernelTrace::built_with_cupti
+#include "measure/step_profiler.h"  // install_step_profiler
 #include "models/model.h"
 #include "tests/gpu/engine_gpu_test_util.h"
 #include "tokenizer/load.h"
@@ -36,12 +37,13 @@ namespace {
 
 Model stories260k() { return load_model(std::string(LLM_TEST_MODELS) + "/stories260K/stories260K.bin"); }
 
-BackendOptions cuda_options(const std::string& gemv, int ctx, bool persistent) {
+BackendOptions cuda_options(const std::string& gemv, int ctx, bool persistent, const EngineTuning& tuning = {}) {
   BackendOptions bo;
   bo.device = "cuda";
   bo.ctx_size = ctx;
   bo.gemv = gemv;
   bo.persistent = persistent;
+  bo.tuning = tuning;
   return bo;
 }
 
@@ -85,9 +87,11 @@ struct Distances {
 // bar > 0 replaces the per-position bound on persistent vs graph. one_step: before each decode step both paths (and
 // the CPU reference) prefill the tokens before it again (the same prefill kernels on both GPU paths: the same KV cache),
 // so each comparison is one decode step from the same state.
+// tuning: the persistent engine's knobs (EngineTuning).
 Distances distances(const Model& m, const std::string& gemv, int ctx, int n_prefill, int n_steps, bool with_cpu,
-                    bool dequantize = false, double bar = 0.0, bool one_step = false) {
-  BackendOptions go = cuda_options(gemv, ctx, false), po = cuda_options(gemv, ctx, true);
+                    bool dequantize = false, double bar = 0.0, bool one_step = false,
+                    const EngineTuning& tuning = {}) {
+  BackendOptions go = cuda_options(gemv, ctx, false), po = cuda_options(gemv, ctx, true, tuning);
   go.dequantize = po.dequantize = dequantize;
   auto graph = make_cuda_engine(m, go);
   auto pers = make_cuda_engine(m, po);
@@ -160,23 +164,20 @@ double worst_distance(const Model& m, const std::string& gemv, int ctx, int n_pr
   return distances(m, gemv, ctx, n_prefill, n_steps, m.config.dim <= 1024).pers_graph;
 }
 
-// LLM_PERSISTENT_ALL_FORMS=1 runs the quantized kernel with code for every form instead of the one for the model's
-// forms (the one picked by default).
-struct AllForms {
-  AllForms() { setenv("LLM_PERSISTENT_ALL_FORMS", "1", 1); }
-  ~AllForms() { unsetenv("LLM_PERSISTENT_ALL_FORMS"); }
-};
+// EngineTuning::persistent_all_forms runs the quantized kernel with code for every form instead of the one for the
+// model's forms (the one picked by default).
+EngineTuning all_forms() {
+  EngineTuning t;
+  t.persistent_all_forms = true;
+  return t;
+}
 
 // The kernel for the model's quantized forms and the one with every form: the same tasks in the same order, compiled
 // apart (the compiler may fuse a multiply and an add differently in each, so not always the same bits: 2026-12-02 on
 // the H200, Q4_K, Q8_0 and Q5_0 differed), at every decode step within the 1e-5 bar of FP32 attention.
 void expect_forms_kernels_agree(const Model& m, const std::string& gemv, int ctx, int n_prefill, int n_steps) {
   auto picked = make_cuda_engine(m, cuda_options(gemv, ctx, true));
-  std::unique_ptr<Backend> all;
-  {
-    const AllForms on;
-    all = make_cuda_engine(m, cuda_options(gemv, ctx, true));
-  }
+  std::unique_ptr<Backend> all = make_cuda_engine(m, cuda_options(gemv, ctx, true, all_forms()));
   const std::vector<int> t = test_tokens(m.config, n_prefill + n_steps);
   double worst = 0.0;
   picked->prefill(t.data(), n_prefill, 0);
@@ -391,18 +392,18 @@ TEST(PersistentDecode, MatchesGraphPathWithSplitKeysAndMerge) {
 }
 
 // Each block keeps the rows of x it owns in shared memory for the residual epilogues, up to 512 rows; a block owning
-// more (few blocks, a wide dim) reads them from L2 instead. LLM_PERSISTENT_BLOCKS caps the grid: on one block the
-// SmolLM2 shape's 576 rows take the L2 path, on two blocks (288 rows each) the shared-memory one with a second block
-// starting at row 288. Both must match the graph path.
+// more (few blocks, a wide dim) reads them from L2 instead. EngineTuning::persistent_max_blocks caps the grid: on one
+// block the SmolLM2 shape's 576 rows take the L2 path, on two blocks (288 rows each) the shared-memory one with a
+// second block starting at row 288. Both must match the graph path.
 TEST(PersistentDecode, MatchesGraphPathOnFewBlocks) {
   REQUIRE_GPU();
   const Model m = load_synthetic("smollm2-135m", 13);
-  for (const char* blocks : {"1", "2"}) {
+  for (int blocks : {1, 2}) {
     SCOPED_TRACE(blocks);
-    setenv("LLM_PERSISTENT_BLOCKS", blocks, 1);  // read when the engine first switches to the persistent path
-    const double d = distances(m, "warp-r2", 256, 5, 4, false).pers_graph;
-    unsetenv("LLM_PERSISTENT_BLOCKS");
-    std::printf("smollm2-135m on %s block(s): worst rel L2 %.3g\n", blocks, d);
+    EngineTuning few;
+    few.persistent_max_blocks = blocks;  // read when the engine first switches to the persistent path
+    const double d = distances(m, "warp-r2", 256, 5, 4, false, false, 0.0, false, few).pers_graph;
+    std::printf("smollm2-135m on %d block(s): worst rel L2 %.3g\n", blocks, d);
   }
 }
 
@@ -452,17 +453,18 @@ TEST(PersistentDecode, ThousandStepsTwentyTimesAreBitwiseIdentical) {
   }
 }
 
-// A block that never arrives (LLM_PERSISTENT_FAULT=1, read by set_persistent): the others time out, the step fails with an error naming the
-// wait, and the next step (fault gone) runs and matches the graph path.
+// A block that never arrives (EngineTuning::persistent_fault, set by set_tuning): the others time out, the step fails
+// with an error naming the wait, and the next step (fault gone) runs and matches the graph path.
 TEST(PersistentDecode, AWaitThatNeverEndsIsAnErrorNotAHang) {
   REQUIRE_GPU();
   const Model m = load_synthetic("tiny-gqa", 3);
   auto graph = make_cuda_engine(m, cuda_options("warp-r2", 64, false));
   auto pers = make_cuda_engine(m, cuda_options("warp-r2", 64, true));
   ASSERT_GT(pers->persistent_grid(), 1) << "the fault needs a second block";
-  setenv("LLM_PERSISTENT_FAULT", "1", 1);
-  setenv("LLM_PERSISTENT_TIMEOUT_MS", "200", 1);
-  pers->set_persistent(true);  // the engine reads the test hooks here
+  EngineTuning faulty;
+  faulty.persistent_fault = 1;
+  faulty.persistent_timeout_ms = 200;
+  pers->set_tuning(faulty);
   std::string what;
   try {
     pers->decode(5, 0);
@@ -470,9 +472,7 @@ TEST(PersistentDecode, AWaitThatNeverEndsIsAnErrorNotAHang) {
   } catch (const Error& e) {
     what = e.what();
   }
-  unsetenv("LLM_PERSISTENT_FAULT");
-  unsetenv("LLM_PERSISTENT_TIMEOUT_MS");
-  pers->set_persistent(true);
+  pers->set_tuning(EngineTuning{});
   EXPECT_NE(what.find("timed out"), std::string::npos) << what;
   EXPECT_NE(what.find("persistent decode"), std::string::npos) << what;
   for (int pos = 0; pos < 5; ++pos) {
@@ -508,9 +508,6 @@ TEST(PersistentDecode, RefusesWhatItCannotRunByName) {
     }
     EXPECT_NE(what.find("--kv-dtype fp8"), std::string::npos) << what;
   }
-  BackendOptions unfused = cuda_options("warp-r2", 64, true);
-  unfused.fuse_projections = false;
-  expect_refusal(unfused, "fused projections");
   {
     std::string what;
     try {
@@ -532,6 +529,7 @@ TEST(PersistentDecode, RefusesWhatItCannotRunByName) {
 
 DecodeProfile profile_steps(CudaBackend& b, int first, int n) {
   for (int pos = 0; pos < first; ++pos) b.decode(pos + 1, pos);
+  install_step_profiler(b);
   b.reset_profile();
   b.set_profiling(true);
   for (int pos = first; pos < first + n; ++pos) b.decode(pos + 1, pos);
@@ -562,18 +560,18 @@ TEST(PersistentDecode, ProfileAddsUpAndSeesEveryStage) {
       EXPECT_GT(p.ms[part], 0.0) << DecodeProfile::part_name(part);
     print_profile((std::string(name) + " persistent").c_str(), p);
     b.reset();
+    if (!KernelTrace::built_with_cupti()) continue;  // the graph path is profiled by the kernel timeline only
     auto g = make_cuda_engine(m, cuda_options("warp-r2", 256, false));
-    g->set_use_graph(false);
-    print_profile((std::string(name) + " graph (un-graphed)").c_str(), profile_steps(*g, 3, 10));
+    print_profile((std::string(name) + " graph (kernel timeline)").c_str(), profile_steps(*g, 3, 10));
   }
 }
 
 // The graph path's profile: replays of the step's CUDA graph under CUPTI's kernel timeline. Its parts (the holes
 // between kernels in 'wait') sum to the replays' span, every stage is seen, and the span sits inside the measured
-// graphed time per token (which adds the host's share); the un-graphed event profile is printed beside it.
+// graphed time per token (which adds the host's share).
 TEST(PersistentDecode, GraphProfileIsTheKernelTimelineOfReplays) {
   REQUIRE_GPU();
-  if (!KernelTrace::built_with_cupti()) GTEST_SKIP() << "this build has no CUPTI: the graph path profiles by events";
+  if (!KernelTrace::built_with_cupti()) GTEST_SKIP() << "this build has no CUPTI: the graph path cannot be profiled";
   for (const char* name : {"smollm2-135m", "llama3.1-8b"}) {
     SCOPED_TRACE(name);
     const Model m = load_synthetic(name, 2);

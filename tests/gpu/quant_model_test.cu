@@ -1,7 +1,7 @@
 // Whole-model GPU tests of quantized weights kept quantized: tiny llama GGUF models written here
 // (tests/cpu/tiny_quant_gguf_util.h) whose projections are Q8_0, Q4_0, Q4_K, Q4_1, Q5_0, Q5_1, Q6_K, mixed types (a
 // fused q|k|v group whose members differ in type runs as separate launches) or a tied quantized embedding; every
-// quantized GEMV form (warp, thread, as-stored, warp-dp4a), fused and unfused, teacher-forced against the CPU reference
+// quantized GEMV form (warp, thread, as-stored, warp-dp4a), teacher-forced against the CPU reference
 // on the same file (which reads the blocks dequantized exactly, FP32); the BF16 path (--dequantize) against the CPU on
 // BF16-rounded weights; and fewer GEMV bytes per token kept quantized than dequantized.
 // Tolerance: relative L2 per position <= 2e-2 (activations FP32 on both; the GPU's KV cache is BF16), 5e-2 for
@@ -96,12 +96,11 @@ std::vector<float> cpu_logits(const Model& m, const std::vector<int>& ids, bool 
   return teacher_forced_logits(*b, ids);
 }
 
-BackendOptions cuda_options(const std::string& gemv, bool fuse, bool dequantize) {
+BackendOptions cuda_options(const std::string& gemv, bool dequantize) {
   BackendOptions o;
   o.device = "cuda";
   o.ctx_size = kCtx;
   o.gemv = gemv;
-  o.fuse_projections = fuse;
   o.dequantize = dequantize;
   return o;
 }
@@ -149,7 +148,7 @@ llm::Model load(const llm_test::TempDir& tmp, const llm_test::GgufWriter& w, con
 
 }  // namespace
 
-// Every quantized form, fused and unfused, against the CPU reference on the same (quantized) file.
+// Every quantized form against the CPU reference on the same (quantized) file.
 TEST(CudaQuantModel, EveryFormMatchesCpuReference) {
   REQUIRE_GPU();
   llm_test::TempDir tmp;
@@ -162,26 +161,25 @@ TEST(CudaQuantModel, EveryFormMatchesCpuReference) {
     const std::vector<float> ref = cpu_logits(m, ids, false);
     ASSERT_EQ(default_gemv_name(m, false), "warp");
     std::printf("[%s] %s\n", c.name.c_str(), quant_summary(m).c_str());
-    for (bool fuse : {true, false}) {
-      const std::string fname = fuse ? "fused" : "unfused";
+    {  // decode fuses q|k|v and gate|up: one piece each, or one per member where their types differ
+      const std::string fname = "fused";
       testing::internal::CaptureStderr();
       std::unique_ptr<CudaBackend> eng;
       try {
-        eng = make_cuda_engine(m, cuda_options("", fuse, false));
+        eng = make_cuda_engine(m, cuda_options("", false));
       } catch (...) {
         testing::internal::GetCapturedStderr();
         throw;
       }
       const std::string err = testing::internal::GetCapturedStderr();
       // A fused group whose members differ in type is launched piece by piece, and says so (once per group).
-      EXPECT_EQ(err.find("separate GEMV launches") != std::string::npos, fuse && c.splits_fused_group) << err;
-      ASSERT_EQ(eng->fused_projections(), fuse);
+      EXPECT_EQ(err.find("separate GEMV launches") != std::string::npos, c.splits_fused_group) << err;
       EXPECT_EQ(eng->gemv(), "warp");  // the default for quantized weights
       for (const char* form : kForms) {
         const std::string what = c.name + " " + fname + " gemv=" + form;
         if (!gemv_refusal(form, m, false).empty()) {  // e.g. as-stored on a model with an F32 projection
           EXPECT_THROW(eng->set_gemv(form), Error) << what;
-          EXPECT_THROW(make_cuda_engine(m, cuda_options(form, fuse, false)), Error) << what;
+          EXPECT_THROW(make_cuda_engine(m, cuda_options(form, false)), Error) << what;
           std::printf("  %-8s %-9s: refused (%s)\n", fname.c_str(), form, gemv_refusal(form, m, false).c_str());
           continue;
         }
@@ -196,7 +194,7 @@ TEST(CudaQuantModel, EveryFormMatchesCpuReference) {
                     eng->gemv_bytes_per_token());
       }
       // A form made through BackendOptions::gemv gives the same logits as one switched to.
-      auto direct = make_backend(m, cuda_options("thread", fuse, false));
+      auto direct = make_backend(m, cuda_options("thread", false));
       EXPECT_EQ(as_cuda_backend(*direct).gemv(), "thread");
       compare(teacher_forced_logits(*direct, ids), ref, vocab, kTol, 1.0, c.name + " " + fname + " thread direct");
     }
@@ -217,9 +215,9 @@ TEST(CudaQuantModel, DequantizedBf16PathMatchesAndReadsMoreBytes) {
     const std::vector<float> ref_bf16 = cpu_logits(m, ids, true);
     const std::vector<float> ref_exact = cpu_logits(m, ids, false);
     EXPECT_EQ(default_gemv_name(m, true), "warp-r2");
-    for (bool fuse : {true, false}) {
-      const std::string fname = fuse ? "fused" : "unfused";
-      auto deq = make_backend(m, cuda_options("", fuse, true));
+    {  // decode fuses q|k|v and gate|up: one piece each, or one per member where their types differ
+      const std::string fname = "fused";
+      auto deq = make_backend(m, cuda_options("", true));
       CudaBackend& d = as_cuda_backend(*deq);
       EXPECT_EQ(d.gemv(), "warp-r2");
       const std::vector<float> got = teacher_forced_logits(*deq, ids);
@@ -234,10 +232,10 @@ TEST(CudaQuantModel, DequantizedBf16PathMatchesAndReadsMoreBytes) {
       }
       for (const char* qonly : {"as-stored", "warp-dp4a"}) {
         EXPECT_THROW(d.set_gemv(qonly), Error) << qonly;
-        EXPECT_THROW(make_cuda_engine(m, cuda_options(qonly, fuse, true)), Error) << qonly;
+        EXPECT_THROW(make_cuda_engine(m, cuda_options(qonly, true)), Error) << qonly;
       }
 
-      auto q = make_cuda_engine(m, cuda_options("", fuse, false));
+      auto q = make_cuda_engine(m, cuda_options("", false));
       std::printf("[%s] %s dequantized: worst rel L2 %.3e vs CPU-bf16, %.3e vs CPU-exact; GEMV bytes/token: "
                   "dequantized %zu",
                   c.name.c_str(), fname.c_str(), r.worst, rx.worst, deq_bytes);

@@ -1,6 +1,6 @@
-// The CUPTI Activity API behind KernelTrace (engine/kernel_trace.h). Host code; CUPTI only where CMake found it
+// The CUPTI Activity API behind KernelTrace (measure/kernel_trace.h). Host code; CUPTI only where CMake found it
 // (LLM_HAVE_CUPTI), else stubs that say so, so this file compiles in the CPU-only tree without CUDA headers.
-#include "engine/kernel_trace.h"
+#include "measure/kernel_trace.h"
 
 #include <algorithm>
 #include <cstdlib>

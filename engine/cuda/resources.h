@@ -1,7 +1,8 @@
 // The CUDA engine's resource holders: one RAII owner per kind of CUDA resource it allocates (device memory, pinned
-// host memory, a stream, an event, a CUDA graph and its instance, a cuBLAS handle, the GEMV context of kernels/gemv/gemv.h), so that a constructor that
-// throws half-way frees what it had allocated. CUDA code only (engine/cuda_backend.cu); apps and the chat see the
-// engine through engine/cuda_backend.h, which includes no CUDA header.
+// host memory, a stream, an event, a CUDA graph and its instance, a cuBLAS handle, the GEMV context of
+// kernels/gemv/gemv.h), so that a constructor that throws half-way frees what it had allocated. CUDA code only
+// (engine/cuda/, and measure/'s profiler hook); apps and the chat see the engine through engine/cuda_backend.h, which
+// includes no CUDA header.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
-// One kernel execution as a tracer saw it: the record engine/kernel_trace.h collects from CUPTI and
-// engine/timeline_budget.h attributes. Standard library only, so pure code and the CPU tests use it without CUDA.
+// One kernel execution as a tracer saw it: the record measure/kernel_trace.h collects from CUPTI and
+// measure/timeline_budget.h attributes. Standard library only, so pure code and the CPU tests use it without CUDA.
 #pragma once
 #include <cstdint>
 #include <string>

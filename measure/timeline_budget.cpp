@@ -1,5 +1,5 @@
-// Attribution of a replay's kernel timeline to parts, and the split of a trace into replays (engine/timeline_budget.h).
-#include "engine/timeline_budget.h"
+// Attribution of a replay's kernel timeline to parts, and the split of a trace into replays (measure/timeline_budget.h).
+#include "measure/timeline_budget.h"
 
 #include <algorithm>
 #include <map>

@@ -4,14 +4,14 @@
 // compiles in every build; in a build without CUPTI (CMake did not find it, or no CUDA at all) start() says so.
 //
 // Use: start(); replay; cudaStreamSynchronize; take() -> the kernels that ran since the last take; stop().
-// engine/timeline_budget.h splits take()'s records into replays and attributes each replay's time to parts.
+// measure/timeline_budget.h splits take()'s records into replays and attributes each replay's time to parts.
 #pragma once
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include "engine/trace_kernel.h"  // TraceKernel: one traced kernel
+#include "measure/trace_kernel.h"  // TraceKernel: one traced kernel
 
 struct CUgraphExec_st;  // cudaGraphExec_t == CUgraphExec == CUgraphExec_st*, declared without the CUDA headers
 

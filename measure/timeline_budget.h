@@ -1,4 +1,4 @@
-// Where the time of one CUDA-graph replay of a decode step went, from its kernel timeline (engine/kernel_trace.h):
+// Where the time of one CUDA-graph replay of a decode step went, from its kernel timeline (measure/kernel_trace.h):
 // each nanosecond between the replay's first kernel start and its last kernel end goes to exactly one part, so the
 // parts sum to the replay's span. Pure code (no CUDA, no CUPTI): the CPU tests check it on hand-made timelines.
 //
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/trace_kernel.h"  // TraceKernel: one traced kernel
+#include "measure/trace_kernel.h"  // TraceKernel: one traced kernel
 
 namespace llm {
 

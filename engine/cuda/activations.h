@@ -1,0 +1,47 @@
+// The CUDA engine's activations and scratch: every buffer a forward pass writes, allocated once at construction
+// (decode never allocates, so a captured step replays as it was captured). FP32 unless noted. The decode step reads
+// its {pos, token} from `step` on the device, so one captured graph replays at every position.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/cuda/resources.h"  // DeviceArena
+#include "models/config.h"
+
+namespace llm {
+
+struct Activations {
+  int* step = nullptr;         // [2]: pos, token of the decode step (written by a copy or by the sample kernel)
+  int* prefill_ids = nullptr;  // [1 + max_chunk]: pos0, then the pass's tokens
+
+  // Decode, one token.
+  float* x = nullptr;          // [dim] residual stream
+  float* xb = nullptr;         // [dim] normed input of a GEMV
+  float* qkv = nullptr;        // [q_dim + 2 kv_dim]: q, k, v are its slices (the fused GEMV writes all three)
+  float *q = nullptr, *k = nullptr, *v = nullptr;  // [q_dim], [kv_dim], [kv_dim] inside qkv
+  float* att = nullptr;        // [q_dim] attention output
+  float* gate_up = nullptr;    // [2 hidden]: gate, then up (the fused GEMV writes both)
+  float* hb = nullptr;         // [hidden] SwiGLU output
+  float* logits = nullptr;     // [vocab]
+
+  // Prefill, one pass of up to max_chunk tokens.
+  float* px = nullptr;         // [chunk, dim] residual stream
+  float* pq = nullptr;         // [chunk, q_dim]
+  float* pk = nullptr;         // [chunk, kv_dim]
+  float* pv = nullptr;         // [chunk, kv_dim]
+  float* patt = nullptr;       // [chunk, q_dim]
+  float* pgate_up = nullptr;   // [chunk, 2 hidden]: rows [gate_t | up_t]
+  uint16_t* pbf = nullptr;     // [chunk, max(dim, q_dim, hidden)] BF16: the input of the next GEMM
+
+  void* attn_scratch = nullptr;    // attention_decode_scratch_bytes(n_heads, head_dim, ctx)
+  void* sample_scratch = nullptr;  // sample_scratch_bytes(vocab)
+  void* blas_workspace = nullptr;  // [kCublasWorkspaceBytes]: the prefill cuBLAS handle's
+
+  // Allocates everything above from arena (after the KV cache, as the memory plan counts) and zeroes step and
+  // logits on s.
+  void allocate(const ModelConfig& c, int ctx, int max_chunk, DeviceArena& arena, cudaStream_t s);
+};
+
+}  // namespace llm

@@ -1,0 +1,430 @@
+// CudaEngine: the CUDA engine, composed of rooms of one concern each (engine/cuda/):
+//   device_model   the weights on the device (BF16 row-major, norms, RoPE frequencies) and their upload
+//   memory_plan    what must fit before anything is allocated; the context cap
+//   gemv_mappings  each GEMV mapping's prepacked copy of the decode matrices, and one matrix's launch
+//   kv_cache       the KV cache, BF16 or FP8 behind one interface (store with RoPE, decode and prefill attention)
+//   activations    every buffer a forward pass writes, allocated once
+//   graph_path / persistent_path   the two ways a decode step runs (decode_path.h)
+//   sample_ring    sampled ids in flight for the run-ahead decode loop
+//   step_profiler  the hook profiled steps call; measure/step_profiler.cu implements it (CUPTI, events)
+// What stays here: the forward pass of one token (forward_token, read top to bottom like llama2.c's forward()), the
+// batched prefill pass (cuBLAS GEMMs), and the Backend / CudaBackend operations that sequence them.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/cuda/activations.h"
+#include "engine/cuda/device_model.h"
+#include "engine/cuda/gemv_mappings.h"
+#include "engine/cuda/graph_path.h"
+#include "engine/cuda/kv_cache.h"
+#include "engine/cuda/memory_plan.h"
+#include "engine/cuda/persistent_path.h"
+#include "engine/cuda/resources.h"
+#include "engine/cuda/sample_ring.h"
+#include "engine/cuda/step_profiler.h"
+#include "engine/cuda_backend.h"
+#include "engine/gemv_choice.h"  // resolve_gemv_choice, default_gemv_name, gemv_refusal
+#include "kernels/cuda_check.h"
+#include "kernels/ops/ops.h"
+
+namespace llm {
+
+namespace {
+
+class CudaEngine final : public CudaBackend {
+ public:
+  CudaEngine(const Model& model, const BackendOptions& opt);
+  ~CudaEngine() override;
+
+  std::string name() const override { return "cuda"; }
+  int ctx_size() const override { return ctx_; }
+  void prefill(const int* tokens, int n, int pos) override;
+  void decode(int token, int pos) override;
+  int sample(const SamplerParams& p, uint64_t step) override;
+  std::vector<float> logits() override;
+  bool runs_ahead() const override { return tuning_.run_ahead; }
+  void sample_async(const SamplerParams& p, uint64_t step) override;
+  void decode_sampled(int pos) override;
+  int wait_sampled() override;
+  void drop_sampled() override;
+
+  void set_gemv(const std::string& name) override;
+  std::string gemv() const override { return cur_->name; }
+  void release_other_gemvs() override { mappings_->release_others(cur_); }
+  void set_persistent(bool on) override;
+  bool persistent() const override { return persistent_; }
+  int persistent_grid() const override { return persistent_path_->grid(); }
+  void set_tuning(const EngineTuning& t) override;
+  void set_profiler(std::shared_ptr<StepProfiler> profiler) override { profiler_ = std::move(profiler); }
+  void set_profiling(bool on) override;
+  DecodeProfile profile() const override { return profile_; }
+  void reset_profile() override { profile_ = DecodeProfile{}; }
+  size_t gemv_bytes_per_token() const override { return cur_ ? cur_->bytes_read : model_.matrix_bytes(); }
+  void set_prefill_chunk(int n) override;
+  int max_prefill_chunk() const override { return max_chunk_; }
+  size_t device_bytes() const override { return arena_.bytes + mappings_->device_bytes(); }
+
+ private:
+  void forward_token(const MappingState& ms, ProfileMarks* marks);
+  void prefill_chunk(int c, int pos0);
+  void gemm(const DevMatrix& w, const uint16_t* x, int n, float* y, float beta);
+  void enqueue_step(int pos);  // one decode step of the {pos, token} in the device step word
+  void check_persistent_error() { persistent_path_->check_error(); }
+  DecodePathImpl& path() { return persistent_ ? static_cast<DecodePathImpl&>(*persistent_path_) : *graph_; }
+
+  ModelConfig cfg_;
+  std::string source_;    // the model, for messages
+  int ctx_ = 0;
+  int sample_vocab_ = 0;  // sample() picks ids in [0, sample_vocab_): the tokenizer's size when the head is padded
+  int max_chunk_ = 0, chunk_ = 0;
+  bool tied_ = false, dequantize_ = false;
+  std::string default_gemv_;  // default_gemv_name(model): what "" selects
+  EngineTuning tuning_;
+  bool persistent_ = false, profiling_ = false;
+  bool time_next_sample_ = false;  // the last decode step was profiled: so is the sample of its logits
+  int logits_pos_ = -1;            // position of the token whose logits are current (-1: none yet)
+  int sampled_pos_ = -1;           // where the id of the sample started last goes (its kernel wrote the step word)
+  bool step_sampled_ = false;      // a sample started since the last decode or prefill: decode_sampled may run
+
+  // Declared first so they are destroyed last (after everything that uses the stream).
+  StreamHolder stream_;
+  DeviceArena arena_;
+  DeviceModel model_;
+  PinnedBuffer host_io_;        // ints: [0] pos, [1] token (decode); [3] pos0, [4..] tokens (prefill)
+  EventHolder step_copied_;     // the decode {pos, token} copy has read host_io_
+  EventHolder prefill_copied_;  // the prefill token copy has read host_io_
+  SampleRing ring_;
+  CublasHolder blas_;           // prefill GEMMs
+  GemvContextHolder gctx_;
+  std::unique_ptr<DeviceKvCache> kv_;
+  Activations act_;
+  std::shared_ptr<StepProfiler> profiler_;
+  std::unique_ptr<GemvMappings> mappings_;  // declared after gctx_: destroyed before it
+  std::unique_ptr<GraphPath> graph_;
+  std::unique_ptr<PersistentPath> persistent_path_;
+  MappingState* cur_ = nullptr;
+  DecodeProfile profile_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+
+CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(model.config), source_(model.source) {
+  require_cuda_device();
+  cfg_.validate(model.source);
+  tied_ = cfg_.tied_embeddings || model.weights.head.empty();
+  dequantize_ = opt.dequantize;
+  tuning_ = opt.tuning;
+  default_gemv_ = default_gemv_name(model, dequantize_);
+  const std::string gemv_name = opt.gemv.empty() ? default_gemv_ : opt.gemv;
+  // An unknown name, or one without a form for some weight type, fails before any allocation.
+  resolve_gemv_choice(gemv_name);
+  if (const std::string why = gemv_refusal(gemv_name, model, dequantize_); !why.empty()) fail(why);
+  const KvDtype kv = opt.kv_dtype == KvDtype::FP8 ? KvDtype::FP8 : KvDtype::BF16;
+  DeviceKvCache::check(cfg_, kv, model.source);
+
+  // Memory check, before anything is allocated.
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (opt.sample_vocab < 0 || opt.sample_vocab > cfg_.vocab_size)
+    fail("cuda backend: sample_vocab ", opt.sample_vocab, " outside 0..", cfg_.vocab_size);
+  sample_vocab_ = opt.sample_vocab > 0 ? opt.sample_vocab : cfg_.vocab_size;
+  const MemoryPlanner planner(cfg_, tied_, kv);
+  const int ctx_default = opt.ctx_size > 0 ? 0 : default_ctx_size(cfg_, stderr);
+  const int ctx_guess = opt.ctx_size > 0 ? opt.ctx_size : ctx_default;
+  ctx_ = planner.choose_ctx(opt.ctx_size, ctx_default, std::min(kMaxPrefillChunk, ctx_guess), free_b);
+  max_chunk_ = chunk_ = std::min(kMaxPrefillChunk, ctx_);
+  MemoryPlanner::require_fit(planner.plan(ctx_, max_chunk_), free_b, model.source, gemv_name, ctx_, opt.ctx_size > 0);
+  if (ctx_ > cfg_.max_seq_len)
+    fail("cuda backend: ctx_size ", ctx_, " exceeds the model's maximum of ", cfg_.max_seq_len, " positions");
+
+  cudaStream_t s = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_.s, cudaStreamNonBlocking));
+  s = stream_.s;
+  step_copied_.create(cudaEventDisableTiming);
+  prefill_copied_.create(cudaEventDisableTiming);
+  host_io_.alloc(sizeof(int) * size_t(4 + max_chunk_));
+  CUBLAS_CHECK(cublasCreate(&blas_.h));
+
+  model_.upload(model, cfg_, tied_, arena_, s);
+  mappings_ = std::make_unique<GemvMappings>(model, model_, tied_, dequantize_, &gctx_.c, s);
+  kv_ = DeviceKvCache::make(cfg_, kv, ctx_);
+  kv_->allocate(arena_, s);
+  act_.allocate(cfg_, ctx_, max_chunk_, arena_, s);
+  // cublasSetStream resets the workspace to the default pool, so the workspace is set after it.
+  CUBLAS_CHECK(cublasSetStream(blas_.h, s));
+  CUBLAS_CHECK(cublasSetWorkspace(blas_.h, act_.blas_workspace, kCublasWorkspaceBytes));
+  gemv_context_init(&gctx_.c, s, std::max({cfg_.dim, cfg_.q_dim(), cfg_.hidden_dim}));
+  gctx_.live = true;
+  ring_.init({act_.logits, sample_vocab_, act_.sample_scratch, act_.step}, s);
+
+  graph_ = std::make_unique<GraphPath>([this](const MappingState& ms, ProfileMarks* m) { forward_token(ms, m); }, s);
+  persistent_path_ = std::make_unique<PersistentPath>(PersistentPath::Engine{
+      cfg_, source_, ctx_, sample_vocab_, &model_, kv_.get(), &act_, mappings_.get(), &ring_, &arena_, s});
+  persistent_path_->set_tuning(tuning_);
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  cur_ = &mappings_->prepare(gemv_name, gemv_bytes_per_token());
+  if (opt.persistent) set_persistent(true);
+}
+
+CudaEngine::~CudaEngine() {
+  if (stream_.s) cudaStreamSynchronize(stream_.s);
+}
+
+// --- the forward pass of one token ---------------------------------------------------------------------------------
+
+// Embed, then per layer: norm, q|k|v, RoPE + KV store, attention, o + residual, norm, gate|up, SwiGLU, down +
+// residual; then the final norm and the head. Reads {pos, token} from the device step word, so the graph path
+// captures it once and replays it at every position. marks (profiling) ends each region with its DecodeProfile part.
+void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
+  const ModelConfig& c = cfg_;
+  const Activations& a = act_;
+  cudaStream_t s = stream_.s;
+  const int* d_pos = a.step;
+  const int* d_tok = a.step + 1;
+  auto mark = [&](int part) {
+    if (marks) marks->mark(part);
+  };
+  auto gemv = [&](const DecodeWeight& w, const float* x, float* y, bool acc, int part) {
+    mappings_->launch(ms, w, x, y, acc);  // acc: y += W x (the residual rides on the GEMV)
+    mark(part);
+  };
+
+  embed_lookup(model_.embedding, d_tok, 1, c.dim, a.x, s);
+  for (size_t l = 0; l < model_.layers.size(); ++l) {
+    const DevLayer& L = model_.layers[l];
+    rmsnorm(a.x, L.attn_norm, a.xb, 1, c.dim, c.norm_eps, s);
+    mark(DecodeProfile::kNorm);
+    gemv(ms.layer(l, kFQkv), a.xb, a.qkv, false, DecodeProfile::kQKV);  // q, k, v in one GEMV
+    kv_->store(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, 1, s);     // RoPE on q, k; k and v into the cache
+    mark(DecodeProfile::kOther);
+    kv_->attend_decode(int(l), a.q, d_pos, a.att, a.attn_scratch, s);
+    mark(DecodeProfile::kAttention);
+    gemv(ms.layer(l, kFO), a.att, a.x, true, DecodeProfile::kO);  // x += Wo att
+    rmsnorm(a.x, L.ffn_norm, a.xb, 1, c.dim, c.norm_eps, s);
+    mark(DecodeProfile::kNorm);
+    gemv(ms.layer(l, kFGateUp), a.xb, a.gate_up, false, DecodeProfile::kGateUp);  // gate, up in one GEMV
+    swiglu_fused(a.gate_up, a.hb, size_t(c.hidden_dim), s);
+    mark(DecodeProfile::kOther);
+    gemv(ms.layer(l, kFDown), a.hb, a.x, true, DecodeProfile::kDown);  // x += Wdown hb
+  }
+  rmsnorm(a.x, model_.final_norm, a.xb, 1, c.dim, c.norm_eps, s);
+  mark(DecodeProfile::kNorm);
+  gemv(ms.head(), a.xb, a.logits, false, DecodeProfile::kHead);
+  CUDA_CHECK_LAUNCH("the decode step");
+}
+
+// --- decode --------------------------------------------------------------------------------------------------------
+
+void CudaEngine::decode(int token, int pos) {
+  if (token < 0 || token >= cfg_.vocab_size)
+    fail("cuda backend: token ", token, " outside the vocabulary of ", cfg_.vocab_size);
+  if (pos < 0 || pos >= ctx_) fail("cuda backend: position ", pos, " outside the context of ", ctx_);
+  int* io = static_cast<int*>(host_io_.p);
+  CUDA_CHECK(cudaEventSynchronize(step_copied_.e));  // the previous step's copy has read io[0..1]
+  io[0] = pos;
+  io[1] = token;
+  CUDA_CHECK(cudaMemcpyAsync(act_.step, io, 2 * sizeof(int), cudaMemcpyHostToDevice, stream_.s));
+  CUDA_CHECK(cudaEventRecord(step_copied_.e, stream_.s));
+  enqueue_step(pos);
+}
+
+void CudaEngine::decode_sampled(int pos) {
+  if (pos < 0 || pos >= ctx_) fail("cuda backend: position ", pos, " outside the context of ", ctx_);
+  if (!step_sampled_)
+    fail("cuda backend: decode_sampled at position ", pos, " with no sample started since the last step");
+  if (pos != sampled_pos_)
+    fail("cuda backend: decode_sampled at position ", pos, ", but the sample started last goes to ", sampled_pos_);
+  enqueue_step(pos);  // {pos, token} are on the device already: the sample kernel wrote them
+}
+
+void CudaEngine::enqueue_step(int pos) {
+  logits_pos_ = pos;
+  step_sampled_ = false;
+  ring_.forget_in_kernel();
+  time_next_sample_ = profiling_;
+  if (profiling_)
+    path().profile_step(*cur_, pos, *profiler_, &profile_);
+  else
+    path().enqueue_step(*cur_, pos);
+}
+
+void CudaEngine::set_gemv(const std::string& name) {
+  MappingState& ms = mappings_->prepare(name.empty() ? default_gemv_ : name, gemv_bytes_per_token());
+  if (persistent_)
+    if (const std::string why = persistent_path_->refusal(ms); !why.empty()) fail(why);
+  cur_ = &ms;
+}
+
+void CudaEngine::set_persistent(bool on) {
+  if (!on) {
+    persistent_ = false;
+    return;
+  }
+  if (const std::string why = persistent_path_->refusal(*cur_); !why.empty()) fail(why);
+  persistent_path_->prepare(tuning_);
+  persistent_ = true;
+}
+
+void CudaEngine::set_tuning(const EngineTuning& t) {
+  tuning_ = t;
+  persistent_path_->set_tuning(t);
+}
+
+void CudaEngine::set_profiling(bool on) {
+  if (on && !profiler_)
+    fail("cuda backend: profiling needs a profiler hook (measure/step_profiler.h: install_step_profiler)");
+  profiling_ = on;
+  if (!profiler_) return;
+  if (on)
+    profiler_->start();
+  else
+    profiler_->stop();
+}
+
+// --- prefill -------------------------------------------------------------------------------------------------------
+
+// y[n, N] (FP32, row-major) = x[n, K] (BF16, row-major) W[N, K]^T + beta * y. In cuBLAS's column-major terms:
+// y^T [N, n] = op_T(W viewed as [K, N]) * x^T [K, n].
+void CudaEngine::gemm(const DevMatrix& w, const uint16_t* x, int n, float* y, float beta) {
+  const float alpha = 1.0f;
+  CUBLAS_CHECK(cublasGemmEx(blas_.h, CUBLAS_OP_T, CUBLAS_OP_N, w.N, n, w.K, &alpha, w.data, CUDA_R_16BF, w.K, x,
+                            CUDA_R_16BF, w.K, &beta, y, CUDA_R_32F, w.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// One batched pass over c tokens already in prefill_ids[1..c] at positions pos0 .. pos0 + c - 1: the forward pass
+// of forward_token with GEMMs (residuals through beta = 1), every token's K and V into the cache.
+void CudaEngine::prefill_chunk(int c, int pos0) {
+  const ModelConfig& m = cfg_;
+  const Activations& a = act_;
+  cudaStream_t s = stream_.s;
+  const int* d_pos0 = a.prefill_ids;
+  embed_lookup(model_.embedding, a.prefill_ids + 1, c, m.dim, a.px, s);
+  for (size_t l = 0; l < model_.layers.size(); ++l) {
+    const DevLayer& L = model_.layers[l];
+    rmsnorm_bf16(a.px, L.attn_norm, a.pbf, c, m.dim, m.norm_eps, s);
+    gemm(L.w[kWq], a.pbf, c, a.pq, 0.0f);
+    gemm(L.w[kWk], a.pbf, c, a.pk, 0.0f);
+    gemm(L.w[kWv], a.pbf, c, a.pv, 0.0f);
+    kv_->store(int(l), a.pq, a.pk, a.pv, model_.inv_freq, d_pos0, c, s);
+    kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, s);
+    convert_f32_to_bf16(a.patt, a.pbf, size_t(c) * size_t(m.q_dim()), s);
+    gemm(L.w[kWo], a.pbf, c, a.px, 1.0f);  // residual through beta = 1
+    rmsnorm_bf16(a.px, L.ffn_norm, a.pbf, c, m.dim, m.norm_eps, s);
+    gemm(L.gate_up, a.pbf, c, a.pgate_up, 0.0f);  // one GEMM for gate|up: rows [gate_t | up_t]
+    swiglu_rows_bf16(a.pgate_up, a.pbf, c, m.hidden_dim, s);
+    gemm(L.w[kDown], a.pbf, c, a.px, 1.0f);
+  }
+  CUDA_CHECK_LAUNCH("a prefill layer");
+}
+
+void CudaEngine::prefill(const int* tokens, int n, int pos) {
+  if (n <= 0) fail("cuda backend: prefill needs at least one token, found ", n);
+  if (pos < 0 || int64_t(pos) + n > ctx_)
+    fail("cuda backend: prefill of ", n, " tokens at position ", pos, " exceeds the context of ", ctx_);
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size)
+      fail("cuda backend: prompt token ", i, " = ", tokens[i], " outside the vocabulary of ", cfg_.vocab_size);
+  int* io = static_cast<int*>(host_io_.p) + 3;
+  int last = 0;
+  for (int t0 = 0; t0 < n; t0 += chunk_) {
+    const int c = std::min(chunk_, n - t0);
+    // The previous chunk's copy has read io (it ran after the chunk before it: one chunk stays queued ahead).
+    CUDA_CHECK(cudaEventSynchronize(prefill_copied_.e));
+    io[0] = pos + t0;
+    std::copy(tokens + t0, tokens + t0 + c, io + 1);
+    CUDA_CHECK(cudaMemcpyAsync(act_.prefill_ids, io, size_t(1 + c) * sizeof(int), cudaMemcpyHostToDevice, stream_.s));
+    CUDA_CHECK(cudaEventRecord(prefill_copied_.e, stream_.s));
+    prefill_chunk(c, pos + t0);
+    last = c - 1;
+  }
+  // Only the last token's logits are wanted: its row through the final norm and the head (current mapping).
+  rmsnorm(act_.px + size_t(last) * size_t(cfg_.dim), model_.final_norm, act_.xb, 1, cfg_.dim, cfg_.norm_eps,
+          stream_.s);
+  mappings_->launch(*cur_, cur_->head(), act_.xb, act_.logits, false);
+  CUDA_CHECK_LAUNCH("the final norm and head of prefill");
+  logits_pos_ = pos + n - 1;
+  step_sampled_ = false;
+  ring_.forget_in_kernel();
+}
+
+void CudaEngine::set_prefill_chunk(int n) {
+  if (n < 1 || n > max_chunk_) fail("cuda backend: prefill chunk must be in [1, ", max_chunk_, "], found ", n);
+  chunk_ = n;
+}
+
+// --- sampling and logits -------------------------------------------------------------------------------------------
+
+int CudaEngine::sample(const SamplerParams& p, uint64_t step) {
+  drop_sampled();  // anything a stopped loop left in flight
+  sample_async(p, step);
+  return wait_sampled();
+}
+
+void CudaEngine::sample_async(const SamplerParams& p, uint64_t step) {
+  // The sample after a profiled step is timed too, so the budget holds everything the device runs per token: by the
+  // kernel timeline after a graph step, by events after a persistent one (inside its kernel when it sampled there).
+  // Profiling turned off since that step: not timed (nothing would read the time).
+  using Timing = SampleRing::Timing;
+  const Timing timing =
+      !(time_next_sample_ && profiling_) ? Timing::None : persistent_ ? Timing::Events : Timing::Timeline;
+  ring_.start(p, step, logits_pos_, timing, profiler_.get(), &profile_);
+  time_next_sample_ = false;
+  sampled_pos_ = logits_pos_ + 1;
+  step_sampled_ = true;
+}
+
+int CudaEngine::wait_sampled() {
+  return ring_.wait(profiling_ ? profiler_.get() : nullptr, &profile_, [this] { check_persistent_error(); });
+}
+
+void CudaEngine::drop_sampled() {
+  ring_.drop([this] { check_persistent_error(); });
+}
+
+std::vector<float> CudaEngine::logits() {
+  std::vector<float> out(size_t(cfg_.vocab_size));
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), act_.logits, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_.s));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  check_persistent_error();
+  return out;
+}
+
+}  // namespace
+
+// --- public --------------------------------------------------------------------------------------------------------
+
+std::string cuda_unavailable_reason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls do not report it
+    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  }
+  return n > 0 ? "" : "cudaGetDeviceCount found no device";
+}
+
+bool cuda_device_available() { return cuda_unavailable_reason().empty(); }
+
+std::unique_ptr<CudaBackend> make_cuda_engine(const Model& model, const BackendOptions& opt) {
+  // The KV cache is BF16 or FP8 here: F32 is refused by name.
+  if (const std::string why = kv_dtype_refusal(opt.kv_dtype, {"cuda", ""}); !why.empty()) fail(why);
+  return std::make_unique<CudaEngine>(model, opt);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& opt) {
+  return make_cuda_engine(model, opt);
+}
+
+CudaBackend& as_cuda_backend(Backend& backend) {
+  auto* c = dynamic_cast<CudaBackend*>(&backend);
+  if (!c) fail("backend '", backend.name(), "' is not the CUDA engine (no GEMV mapping or graph controls)");
+  return *c;
+}
+
+}  // namespace llm

@@ -1,0 +1,174 @@
+// The CUDA engine's device weights (engine/cuda/device_model.h): shape checks, the pinned-staging upload with its
+// progress bar, and the norms and RoPE frequencies.
+#include "engine/cuda/device_model.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "core/error.h"
+#include "kernels/cuda_check.h"
+#include "kernels/ops/ops.h"  // fill_synthetic_bf16
+
+namespace llm {
+
+namespace {
+
+constexpr size_t kStagingBytes = size_t(32) << 20;  // per pinned staging buffer (two of them)
+
+void check_matrix(const HostTensor& t, int64_t rows, int64_t cols) {
+  if (t.rows != rows || t.cols != cols)
+    fail("cuda backend: tensor ", t.name, ": expected [", rows, ", ", cols, "], found [", t.rows, ", ", t.cols, "]");
+}
+void check_vector(const HostTensor& t, int64_t n) {
+  if (t.numel() != n) fail("cuda backend: tensor ", t.name, ": expected ", n, " elements, found ", t.numel());
+}
+
+}  // namespace
+
+// Progress of converting and uploading a real checkpoint's weights (multi-gigabyte loads take a while): a bar with
+// bytes and rate when stderr is a terminal, a plain line at every quarter otherwise; silent for small models.
+struct LoadProgress {
+  uint64_t total = 0, done = 0;
+  int quarter = 0;
+  bool tty = isatty(2) != 0;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  void add(uint64_t bytes) {
+    if (total < (uint64_t(1) << 28)) return;  // under 256 MiB: nothing worth watching
+    done += bytes;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double gb = double(done) / 1e9, rate = s > 0 ? gb / s : 0.0;
+    if (tty) {
+      const int width = 30, fill = int(double(width) * double(done) / double(total));
+      std::fprintf(stderr, "\rloading weights [%.*s%*s] %.2f / %.2f GB  %.2f GB/s", fill,
+                   "##############################", width - fill, "", gb, double(total) / 1e9, rate);
+      if (done >= total) std::fputc('\n', stderr);
+    } else {
+      for (; quarter < 4 && done * 4 >= total * uint64_t(quarter + 1); ++quarter)
+        std::fprintf(stderr, "loading weights: %d%% (%.2f / %.2f GB, %.2f GB/s)\n", 25 * (quarter + 1), gb,
+                     double(total) / 1e9, rate);
+    }
+  }
+};
+
+uint16_t* DeviceModel::upload_bf16(const HostTensor& t) {
+  uint16_t* d = arena_->alloc<uint16_t>(size_t(t.numel()));
+  upload_bf16_into(t, d);
+  return d;
+}
+
+// Writes t as row-major BF16 [rows, cols] at d (device; may be a row slice of a larger buffer).
+void DeviceModel::upload_bf16_into(const HostTensor& t, uint16_t* d) {
+  if (t.synthetic) {
+    fill_synthetic_bf16(d, t.rows, t.cols, t.fill.seed, t.fill.tensor_id, t.fill.offset, t.fill.scale,
+                        t.rope_head_dim, stream_);
+    CUDA_CHECK_LAUNCH("fill_synthetic_bf16");
+    return;
+  }
+  if (!t.data) fail("cuda backend: tensor ", t.name, " has no data (neither mapped nor synthetic)");
+  const size_t row_bytes = size_t(t.cols) * 2;
+  if (!staging_[0].p) {
+    const size_t bytes = std::max(kStagingBytes, row_bytes);
+    for (auto& s : staging_) s.alloc(bytes);
+  }
+  if (row_bytes > staging_[0].bytes)
+    fail("cuda backend: tensor ", t.name, ": a row of ", row_bytes, " bytes exceeds the staging buffer");
+  const int64_t rows_per_chunk = int64_t(staging_[0].bytes / row_bytes);
+  int i = 0;
+  for (int64_t r0 = 0; r0 < t.rows; r0 += rows_per_chunk, i ^= 1) {
+    const int64_t n = std::min(rows_per_chunk, t.rows - r0);
+    CUDA_CHECK(cudaEventSynchronize(staging_done_[i].e));  // its previous copy has finished reading it
+    uint16_t* host = static_cast<uint16_t*>(staging_[i].p);
+    t.read_rows_bf16(r0, n, host);
+    CUDA_CHECK(cudaMemcpyAsync(d + r0 * t.cols, host, size_t(n) * row_bytes, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaEventRecord(staging_done_[i].e, stream_));
+    if (progress_) progress_->add(uint64_t(n) * row_bytes);
+  }
+}
+
+float* DeviceModel::upload_f32(const HostTensor& t) {
+  std::vector<float> host = t.to_f32();
+  float* d = arena_->alloc<float>(host.size());
+  CUDA_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return d;
+}
+
+void DeviceModel::upload(const Model& model, const ModelConfig& c, bool tied, DeviceArena& arena, cudaStream_t s) {
+  const auto& w = model.weights;
+  if (!staging_done_[0].e)
+    for (auto& e : staging_done_) e.create(cudaEventDisableTiming);
+  LoadProgress progress;
+  auto real_bytes = [](const HostTensor& t) { return t.synthetic ? uint64_t(0) : uint64_t(t.numel()) * 2; };
+  progress.total = real_bytes(w.embedding) + (c.tied_embeddings ? 0 : real_bytes(w.head));
+  for (const auto& lw : w.layers)
+    for (const HostTensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+      progress.total += real_bytes(*t);
+  arena_ = &arena;
+  stream_ = s;
+  progress_ = &progress;
+  struct Reset {
+    DeviceModel& m;
+    ~Reset() {
+      m.progress_ = nullptr;
+      m.arena_ = nullptr;
+    }
+  } reset{*this};
+  if (int(w.layers.size()) != c.n_layers)
+    fail("cuda backend: ", model.source, ": expected ", c.n_layers, " layers, found ", w.layers.size());
+  check_matrix(w.embedding, c.vocab_size, c.dim);
+  check_vector(w.final_norm, c.dim);
+  embedding = upload_bf16(w.embedding);
+  final_norm = upload_f32(w.final_norm);
+  if (tied) {
+    head = DevMatrix{embedding, c.vocab_size, c.dim};
+  } else {
+    check_matrix(w.head, c.vocab_size, c.dim);
+    head = DevMatrix{upload_bf16(w.head), c.vocab_size, c.dim};
+  }
+  const int qd = c.q_dim(), kvd = c.kv_dim();
+  const int shape[kProjPerLayer][2] = {{qd, c.dim},         {kvd, c.dim},         {kvd, c.dim},      {c.dim, qd},
+                                       {c.hidden_dim, c.dim}, {c.hidden_dim, c.dim}, {c.dim, c.hidden_dim}};
+  layers.resize(size_t(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[size_t(l)];
+    const HostTensor* src[kProjPerLayer] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down};
+    DevLayer& dl = layers[size_t(l)];
+    check_vector(lw.attn_norm, c.dim);
+    check_vector(lw.ffn_norm, c.dim);
+    dl.attn_norm = upload_f32(lw.attn_norm);
+    dl.ffn_norm = upload_f32(lw.ffn_norm);
+    for (int p = 0; p < kProjPerLayer; ++p) check_matrix(*src[p], shape[p][0], shape[p][1]);
+    // q|k|v and gate|up each in one buffer, rows concatenated; the per-matrix views are its row slices.
+    uint16_t* qkv = arena.alloc<uint16_t>(size_t(qd + 2 * kvd) * size_t(c.dim));
+    uint16_t* gate_up = arena.alloc<uint16_t>(2 * size_t(c.hidden_dim) * size_t(c.dim));
+    dl.qkv = DevMatrix{qkv, qd + 2 * kvd, c.dim};
+    dl.gate_up = DevMatrix{gate_up, 2 * c.hidden_dim, c.dim};
+    uint16_t* base[kProjPerLayer] = {qkv,
+                                     qkv + size_t(qd) * size_t(c.dim),
+                                     qkv + size_t(qd + kvd) * size_t(c.dim),
+                                     nullptr,
+                                     gate_up,
+                                     gate_up + size_t(c.hidden_dim) * size_t(c.dim),
+                                     nullptr};
+    for (int p = 0; p < kProjPerLayer; ++p) {
+      uint16_t* d = base[p] ? base[p] : arena.alloc<uint16_t>(size_t(shape[p][0]) * size_t(shape[p][1]));
+      upload_bf16_into(*src[p], d);
+      dl.w[p] = DevMatrix{d, shape[p][0], shape[p][1]};
+    }
+  }
+  std::vector<float> inv = rope_inv_freq(c);
+  float* d_inv = arena.alloc<float>(inv.size());
+  CUDA_CHECK(cudaMemcpy(d_inv, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+  inv_freq = d_inv;
+}
+
+size_t DeviceModel::matrix_bytes() const {
+  size_t b = head.bytes();
+  for (const DevLayer& dl : layers)
+    for (int p = 0; p < kProjPerLayer; ++p) b += dl.w[p].bytes();
+  return b;
+}
+
+}  // namespace llm

@@ -1,0 +1,159 @@
+// The CUDA engine's per-mapping prepack cache (engine/cuda/gemv_mappings.h): the sources of every decode matrix,
+// each mapping's prepacked copy made from them once, and the launch of one decode matrix through a mapping.
+#include "engine/cuda/gemv_mappings.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+#include "engine/cuda/memory_plan.h"  // gib_str, kReserveBytes
+#include "engine/cuda_quant.h"        // upload_quant_matrix: GGUF blocks -> the quantized GEMVs' planes
+#include "engine/gemv_choice.h"       // resolve_gemv_choice
+#include "kernels/cuda_check.h"
+#include "models/quant.h"             // ggml_quant_name
+
+namespace llm {
+
+MappingState::~MappingState() {
+  graph_cache.reset();  // before the weights it reads
+  persistent_cache.reset();
+  for (auto& dw : weights)
+    for (auto& p : dw) {
+      try {
+        gemv_free(&p.bf16);
+        quant_gemv_free(&p.q);
+      } catch (...) {
+      }
+    }
+}
+
+// A fused group whose members are all BF16 (or all quantized in one type) is one piece; otherwise each member is a
+// piece of its own, writing its rows of the shared output.
+GemvMappings::Slot GemvMappings::make_slot(const std::vector<const HostTensor*>& members, const DevMatrix& whole,
+                                           const std::vector<DevMatrix>& parts) {
+  auto kept_quant = [&](const HostTensor& t) { return t.quant != 0 && !dequantize_; };
+  bool all_bf16 = true, one_type = true;
+  for (const HostTensor* t : members) {
+    all_bf16 = all_bf16 && !kept_quant(*t);
+    one_type = one_type && kept_quant(*t) && t->quant == members[0]->quant;
+  }
+  Slot slot;
+  if (all_bf16) {
+    slot.push_back(SlotPiece{0, whole, {}});
+  } else if (one_type) {
+    SlotPiece piece;
+    for (const HostTensor* t : members) piece.quant.push_back(*t);
+    slot.push_back(std::move(piece));
+  } else {
+    int row0 = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      SlotPiece piece;
+      piece.row0 = row0;
+      if (kept_quant(*members[i]))
+        piece.quant.push_back(*members[i]);
+      else
+        piece.bf16 = parts[i];
+      slot.push_back(std::move(piece));
+      row0 += int(members[i]->rows);
+    }
+    std::fprintf(stderr, "cuda: %s and the matrices fused with it differ in type: separate GEMV launches\n",
+                 printable(members[0]->name).c_str());
+  }
+  for (const SlotPiece& piece : slot) any_quant_ = any_quant_ || !piece.quant.empty();
+  return slot;
+}
+
+GemvMappings::GemvMappings(const Model& model, const DeviceModel& dm, bool tied, bool dequantize, GemvContext* ctx,
+                           cudaStream_t s)
+    : dequantize_(dequantize), ctx_(ctx), stream_(s) {
+  const auto& w = model.weights;
+  for (size_t l = 0; l < dm.layers.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    const DevLayer& dl = dm.layers[l];
+    slots_.push_back(make_slot({&lw.wq, &lw.wk, &lw.wv}, dl.qkv, {dl.w[kWq], dl.w[kWk], dl.w[kWv]}));
+    slots_.push_back(make_slot({&lw.wo}, dl.w[kWo], {dl.w[kWo]}));
+    slots_.push_back(make_slot({&lw.w_gate, &lw.w_up}, dl.gate_up, {dl.w[kGate], dl.w[kUp]}));
+    slots_.push_back(make_slot({&lw.w_down}, dl.w[kDown], {dl.w[kDown]}));
+  }
+  slots_.push_back(make_slot({tied ? &w.embedding : &w.head}, dm.head, {dm.head}));
+}
+
+PieceWeight GemvMappings::prepack(const MappingState& st, const SlotPiece& src, size_t* bytes_read) {
+  const std::string& name = st.name;
+  PieceWeight pw;
+  pw.row0 = src.row0;
+  if (!src.quant.empty()) {
+    if (!st.has_quant)
+      fail("GEMV mapping '", name, "' has no form for ", ggml_quant_name(GgmlQuantType(src.quant[0].quant)),
+           " weights (", printable(src.quant[0].name), ")");
+    std::vector<const HostTensor*> parts;
+    for (const HostTensor& t : src.quant) parts.push_back(&t);
+    pw.quant = true;
+    pw.q = upload_quant_matrix(parts, st.qkind, stream_);
+    *bytes_read += size_t(quant_gemv_bytes_read(st.qkind, pw.q));
+  } else {
+    if (!st.mapping) fail("GEMV mapping '", name, "' exists only for quantized weights; this model has BF16 ones");
+    st.mapping->prepack(src.bf16.data, src.bf16.N, src.bf16.K, &pw.bf16, stream_);
+    const GemvWeight& gw = pw.bf16;
+    if (gw.N != src.bf16.N || gw.K != src.bf16.K || !gw.data)
+      fail("GEMV mapping '", name, "': prepack of [", src.bf16.N, ", ", src.bf16.K, "] produced [", gw.N, ", ", gw.K,
+           "]", gw.data ? "" : " with no data");
+    *bytes_read += gw.useful_bytes();
+  }
+  return pw;
+}
+
+MappingState& GemvMappings::prepare(const std::string& name, size_t bytes_per_token) {
+  auto it = mappings_.find(name);
+  if (it != mappings_.end()) return *it->second;
+  const GemvChoice choice = resolve_gemv_choice(name);  // unknown names fail here
+  const double need = double(bytes_per_token) * 1.02 + double(kReserveBytes);
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (need > double(free_b))
+    fail("GEMV mapping '", name, "' needs ", gib_str(need), " GiB of GPU memory for its prepacked weights, ",
+         gib_str(double(free_b)), " GiB free (release_other_gemvs() frees the other mappings' copies)");
+  auto st = std::make_unique<MappingState>();
+  st->name = name;
+  st->mapping = choice.bf16.empty() ? nullptr : &gemv_find(choice.bf16);
+  st->has_quant = !choice.quant.empty();
+  if (st->has_quant) st->qkind = quant_gemv_kind_from_name(choice.quant);
+  st->weights.reserve(slots_.size());
+  for (const Slot& slot : slots_) {
+    DecodeWeight dw;
+    for (const SlotPiece& src : slot) dw.push_back(prepack(*st, src, &st->bytes_read));
+    st->weights.push_back(std::move(dw));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  MappingState& ref = *st;
+  mappings_[name] = std::move(st);
+  return ref;
+}
+
+void GemvMappings::release_others(const MappingState* keep) {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  for (auto it = mappings_.begin(); it != mappings_.end();) {
+    if (it->second.get() == keep)
+      ++it;
+    else
+      it = mappings_.erase(it);
+  }
+}
+
+size_t GemvMappings::device_bytes() const {
+  size_t b = 0;
+  for (const auto& kv : mappings_)
+    for (const auto& dw : kv.second->weights)
+      for (const auto& piece : dw) b += piece.quant ? piece.q.allocated_bytes : piece.bf16.bytes;
+  return b;
+}
+
+void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const float* x, float* y, bool acc) const {
+  for (const PieceWeight& p : w) {
+    if (p.quant)
+      quant_gemv_launch(ms.qkind, p.q, x, y + p.row0, acc, stream_);
+    else
+      ms.mapping->launch(p.bf16, x, y + p.row0, acc, ctx_);
+  }
+}
+
+}  // namespace llm
