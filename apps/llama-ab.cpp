@@ -32,6 +32,7 @@ struct Args {
   std::string model, tokenizer;
   llm::cli::PromptOptions prompt{"Once upon a time, there was a little robot who", "", ""};  // one at most
   bool prompt_given = false;                // --prompt or --file was given (else synthetic models get fixed ids)
+  llm::EngineTuning tuning;                // the developer options (--run-ahead, --persistent-blocks, ...)
   int depth = 0;                            // --depth N: context depth before the timed steps (llama-bench -d)
   std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
   std::vector<llm::DecodePath> decode{llm::DecodePath::Graph};  // --decode: the paths every plain --ab entry runs on
@@ -102,6 +103,7 @@ void measure_and_output_options(llm::cli::Options& o, Args& a) {
   o.text("--chart", "FILE.png", &a.chart,
          "draw tokens/s and GB/s per mapping against the roofline (python3-matplotlib)");
   o.text("--chart-script", "PY", &a.chart_script, "tools/ab_chart.py to use").default_is("found beside the build tree");
+  llm::cli::add_tuning_options(o, &a.tuning);
 }
 
 Args parse_args(int argc, char** argv) {
@@ -212,6 +214,7 @@ int run(const Args& a) {
   });
   opt.dequantize = a.dequantize;
   opt.kv_dtype = a.kv_dtype;
+  opt.tuning = a.tuning;
   opt.prompt = build_prompt(a, prompt, model);
   opt.n_decode = a.n_decode;
   opt.depth = a.depth;

@@ -45,6 +45,7 @@ struct Args {
   std::string model, tokenizer, gemv, dtype, dump_logits, perplexity;
   llm::cli::PromptOptions prompt;          // --prompt, --file, --prompt-ids: one at most
   bool have_prompt = false;                // one of them, or --perplexity, was given
+  llm::EngineTuning tuning;                // the developer options (--run-ahead, --persistent-blocks, ...)
   int n_predict = 256;
   int ctx_size = 0;
   float temp = 0.8f;
@@ -139,6 +140,7 @@ void device_options(llm::cli::Options& o, Args& a) {
       "KV-cache precision: f32 (CPU only), bf16 (as the CUDA engine stores it) or fp8 (E4M3, one FP32 scale per KV "
       "head and block of 32 positions: half of bf16's bytes; on the CUDA engine for head_dim 64 and 128)")
       .default_is("f32 on cpu, bf16 on cuda");
+  llm::cli::add_tuning_options(o, &a.tuning);
 }
 
 // The checks that need the device: --gemv on every path (an unknown name, or on the CPU path any mapping but the
@@ -276,6 +278,7 @@ int run(const Args& a) {
   bo.gemv = a.gemv;
   bo.dequantize = a.dequantize;
   bo.persistent = a.decode == llm::DecodePath::Persistent;
+  bo.tuning = a.tuning;
   if (bo.device == "cuda") {
     // Every --gemv and weight-type pair runs or is refused by name (bad usage, exit 2), before any GPU work.
     if (const std::string why = llm::gemv_refusal(a.gemv, model, a.dequantize); !why.empty()) usage_error(why);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "apps/cli.h"
+#include "engine/backend.h"       // EngineTuning
 #include "models/quantize_model.h"  // parse_quantize_type
 
 namespace llm::cli {
@@ -42,6 +43,22 @@ inline Option& add_quantize_option(Options& o, std::string* type, const std::str
 inline Option& add_kv_dtype_option(Options& o, KvDtype* kv, const std::string& help) {
   const auto parse = [kv](const std::string& flag, const std::string& t) { *kv = parse_kv_dtype(flag, t); };
   return o.custom("--kv-dtype", "T", parse, help).allowed(kKvDtypeNames);
+}
+
+// The CUDA engine's tuning and comparison knobs (EngineTuning), set from the command line only: nothing in engine/
+// reads the environment. Developer options, under a section of their own at the end of --help.
+inline void add_tuning_options(Options& o, EngineTuning* t) {
+  o.section("developer (CUDA engine tuning)");
+  o.choice("--run-ahead", "on|off", &t->run_ahead, {"on", "off"}, [](const std::string& v) { return v == "on"; },
+           "the decode loop queues step t + 1 before it waits for step t's id; off: one host round trip per token "
+           "(for comparison)")
+      .default_is("on");
+  o.integer("--persistent-blocks", "N", &t->persistent_max_blocks, 0, 1 << 20,
+            "cap the persistent kernel's grid at N blocks (0 = as many as are resident)");
+  o.integer("--persistent-timeout-ms", "MS", &t->persistent_timeout_ms, 0, 1LL << 40,
+            "a persistent step whose wait lasts longer fails with an error (0 = the kernel's default)");
+  o.flag("--persistent-all-forms", &t->persistent_all_forms,
+         "run quantized weights on the persistent kernel built with every quantized form (tests, tuning)");
 }
 
 }  // namespace llm::cli

@@ -363,6 +363,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   res.roofline_method = roofline.method() + ", once per round";
   BackendOptions bo;
   bo.device = "cuda";
+  bo.tuning = opt.tuning;
   // At depth N the cache holds N tokens, then every pass re-prefills the last of them (position N - 1) and decodes
   // from position N; at depth 0 every pass prefills the prompt from position 0.
   const bool deep = opt.depth > 0;

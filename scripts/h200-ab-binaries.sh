@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # A/B of two builds' llama-ab on the H200, in one call: each model's run alternates the binaries (BINS, default
-# "llama-ab-base llama-ab llama-ab-base llama-ab"), so a kernel change is measured against the build before it on the
-# same machine and minute. Put the other build's llama-ab in .stage/h200/bin/llama-ab-base before packing the stage
-# (scripts/stage-h200.sh). DECODE picks the decode path (default persistent); MODELS the models below. Prints one
-# table row per run (model, mapping, test, t/s, ms/token, GEMV ms/token, other ms/token, GEMV GB/s).
+# "llama-ab-base llama-ab llama-ab-base llama-ab"), so a change is measured against the build before it on the same
+# machine and minute. Put the other build's llama-ab in .stage/h200/bin/llama-ab-base before packing the stage
+# (scripts/stage-h200.sh). DECODE picks the decode paths (default persistent; "graph,persistent" runs both, as llama-ab
+# --decode takes them); MODELS the models below. Prints one table row per run (model, mapping, test, t/s, ms/token,
+# GEMV ms/token, other ms/token, GEMV GB/s), then per row of each model the median t/s of each binary and their ratio.
 set -uo pipefail
 S=$PWD/.stage/h200; B=$S/bin; export LD_LIBRARY_PATH=$B:${LD_LIBRARY_PATH:-}
 M=$PWD/tests/data/models
+SMOL=${SMOL:-models-cache/SmolLM2-135M-Instruct.Q4_1.gguf}
+rows=$(mktemp)
 run() {  # tag, binary, llama-ab's arguments
   local tag=$1 bin=$2; shift 2
   local r
-  r=$($B/$bin "$@" --decode "${DECODE:-persistent}" 2>/dev/null | grep -E "^\| [^|]+ \| [^|]+ \| tg" | cut -d'|' -f2-9 |
-    tr '\n' ' ')
-  echo "$tag $bin $r"
+  r=$($B/$bin "$@" --decode "${DECODE:-persistent}" 2>/dev/null | grep -E "^\| [^|]+ \| [^|]+ \| tg" | cut -d'|' -f2-9)
+  while IFS= read -r line; do [ -n "$line" ] && echo "$tag $bin $line" | tee -a "$rows"; done <<< "$r"
 }
 for m in ${MODELS:-stories smol tiny 8b}; do
   case $m in
@@ -20,11 +22,30 @@ for m in ${MODELS:-stories smol tiny 8b}; do
                 --prompt "Once upon a time" --ab warp-r2 -n 128 -r 3) ;;
     smol) A=(--model synthetic:smollm2-135m --ab warp-r2 -n 128 -r 3) ;;
     smol_q4_0) A=(--model synthetic:smollm2-135m --quantize q4_0 --ab warp,warp-dp4a -n 128 -r 3) ;;
+    smol_real) A=(--model $SMOL --ab ${SMOL_AB:-warp,warp-dp4a} -n 128 -r 3) ;;
+    smol_real_deq) A=(--model $SMOL --dequantize --ab ${SMOL_DEQ_AB:-warp-r2,warp} -n 128 -r 3) ;;
     tiny) A=(--model synthetic:tinyllama-1.1b --ab warp-r2 -n 128 -r 3) ;;
     8b) A=(--model synthetic:llama3.1-8b --ab warp-r2 -n 64 -r 3) ;;
+    8b_all) A=(--model synthetic:llama3.1-8b -n ${N_8B:-32} -r 3) ;;  # every BF16 mapping
     8b_q4_0) A=(--model synthetic:llama3.1-8b --quantize q4_0 --ab warp,warp-dp4a -n 64 -r 3) ;;
     8b_8k) A=(--model synthetic:llama3.1-8b --ab warp-r2 -d 8192 -n 32 -r 3) ;;
     *) echo "unknown model $m"; continue ;;
   esac
   for v in ${BINS:-llama-ab-base llama-ab llama-ab-base llama-ab}; do run "$m" "$v" "${A[@]}"; done
 done
+echo
+echo "| model | mapping | test | llama-ab-base t/s | llama-ab t/s | new / base |"
+echo "| --- | --- | --- | ---: | ---: | ---: |"
+python3 - "$rows" <<'PY'
+import sys, statistics, collections
+t = collections.defaultdict(lambda: collections.defaultdict(list))
+for line in open(sys.argv[1]):
+    tag, binary, rest = line.split(None, 2)
+    f = [x.strip() for x in rest.split('|')]
+    t[(tag, f[1], f[2])][binary].append(float(f[3].split()[0].replace(',', '')))
+for key, by_bin in t.items():
+    bins = sorted(by_bin, key=lambda b: (b != 'llama-ab-base', b))
+    med = [statistics.median(by_bin[b]) for b in bins]
+    ratio = med[-1] / med[0] if len(med) == 2 and med[0] > 0 else float('nan')
+    print('| ' + ' | '.join(key) + ' | ' + ' | '.join('%.2f' % x for x in med) + ' | %.3f |' % ratio)
+PY
