@@ -1,16 +1,13 @@
 // bench: the command line of the benchmark harness (measure/bench/): one program, one section per measurement. Each
-// section's options are parsed here, in one function per section, and handed to its entry point
-// (measure/bench/sections.h); no measurement code lives here.
+// section's options are declared here, in one apps/cli.h option table per section (`bench SECTION --help` prints it,
+// with defaults and ranges), and handed to its entry point (measure/bench/sections.h); no measurement code lives here.
 //
-//   bench gemv [--mappings a,b,c] [--shapes NxK,...] [--repeats R] [--csv] [--json FILE] [--quant q4_0,...]
-//   bench probes [--section batch|tiny|all] [--batch-shapes NxK,...] [--tiny-n N] [--tiny-k k1,k2,...]
-//                [--repeats R] [--json FILE]
-//   bench attn [--heads 32] [--kv-heads 8] [--head-dim 128] [--layers N] [--contexts 8192,32768,131072]
-//              [--prefill 512,8192] [--reps R] [--model-layers 32] [--json FILE]
-//   bench dep [--stages N] [--repeats R] [--vector N] [--blocks b1,b2,...] [--weights-kb k1,k2,...]
-//             [--clusters c1,c2,...]
-//   bench profile-target [--mappings a,b] [--shapes NxK,...] [--warmup W] [--manifest FILE]
-//   bench all          gemv, probes, attn and dep in turn, each with its defaults
+//   bench gemv            GEMV mappings (or quantized forms) on the Llama 3.1 8B decode shapes
+//   bench probes          batched GEMV; tiny K
+//   bench attn            decode attention at long contexts, causal prefill
+//   bench dep             the cost of one dependency inside a persistent kernel
+//   bench profile-target  one launch per mapping and shape behind a marker kernel, for ncu
+//   bench all             gemv, probes, attn and dep in turn, each with its defaults
 // Bad usage says "run 'bench SECTION --help' for the options" (apps/cli.h).
 #include <algorithm>
 #include <cstdlib>
@@ -18,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/cli.h"                  // value, parse_int, usage_error, run_main
+#include "apps/cli.h"                  // Options, usage_error, run_main
 #include "core/error.h"                // llm::fail
 #include "core/gemv_names.h"           // check_gemv_mapping, gemv_mapping_lines, gemv_mapping_list
 #include "engine/backend.h"            // require_cuda_device
@@ -31,6 +28,8 @@
 namespace llm::bench {
 namespace {
 
+using cli::usage_error;
+
 const char* kUsage =
     "usage: bench SECTION [options]; bench SECTION --help for a section's options\n"
     "  gemv            GB/s of each GEMV mapping (or quantized form) on the Llama 3.1 8B decode shapes\n"
@@ -41,214 +40,175 @@ const char* kUsage =
     "  all             gemv, probes, attn and dep in turn, each with its defaults\n";
 
 const char* kGemvUsage =
-    "usage: bench gemv [--mappings a,b,c] [--shapes NxK,...] [--repeats R] [--csv] [--json FILE]\n"
-    "  GB/s of weight bytes per GEMV mapping and shape, beside a streaming-read roofline measured in the same run.\n"
-    "  --mappings defaults to every mapping of the first list below, in its order.\n"
-    "  --quant q4_0,q8_0,q4_k: random weights quantized (models/quant.h) and run through the quantized forms instead\n"
-    "  (--mappings then names those: warp, thread, as-stored, warp-dp4a); GB/s of the bytes each form reads\n"
-    "  (codes + scales; GGUF's blocks for as-stored).\n";
+    "usage: bench gemv [options]\n"
+    "\n"
+    "GB/s of weight bytes per GEMV mapping and shape, beside a streaming-read roofline measured in the same run. With\n"
+    "--quant, random weights quantized (models/quant.h) run through the quantized forms instead; GB/s of the bytes\n"
+    "each form reads (codes + scales; GGUF's blocks for as-stored).\n"
+    "\n";
 
 const char* kProbesUsage =
-    "usage: bench probes [--section batch|tiny|all] [--batch-shapes NxK,...] [--tiny-n N] [--tiny-k k1,k2,...]\n"
-    "                    [--repeats R] [--json FILE]\n"
-    "  batch: batched GEMV (B = 1, 2, 4, 8 vectors, weights read once) vs B separate warp GEMVs.\n"
-    "  tiny:  warp vs colmajor vs several-rows-per-warp for small K; where warp overtakes.\n";
+    "usage: bench probes [options]\n"
+    "\n"
+    "batch: batched GEMV (B = 1, 2, 4, 8 vectors, weights read once) vs B separate warp GEMVs.\n"
+    "tiny:  warp vs colmajor vs several-rows-per-warp for small K; where warp overtakes.\n"
+    "\n";
 
 const char* kAttnUsage =
     "usage: bench attn [options]\n"
-    "  The attention kernels (kernels/ops/ops.h) on random BF16 caches. Decode: one query token at position L - 1 "
-    "over L\n"
-    "  cache rows; GB/s of the K and V bytes read (2 x L x kv_heads x head_dim x 2 B) beside a streaming-read\n"
-    "  roofline measured in the same run. Prefill: N query tokens at positions 0 .. N - 1 over a fresh cache;\n"
-    "  TFLOP/s of the causal FLOPs (4 x heads x head_dim x N (N + 1) / 2). Every call takes the next of several\n"
-    "  caches whose bytes together exceed 4x L2.\n"
     "\n"
-    "  --heads N          query heads (default 32)\n"
-    "  --kv-heads N       KV heads, dividing --heads (default 8)\n"
-    "  --head-dim N       even (default 128)\n"
-    "  --contexts L,...   decode context lengths (default 8192,32768,131072; '' = no decode); each is timed with\n"
-    "                     max_ctx = L and, below the largest, with max_ctx = the largest (the engine passes its cache\n"
-    "                     size; the KV split follows the length on the device, so both rows should agree)\n"
-    "  --prefill N,...    prefill token counts (default 512,8192; '' = no prefill)\n"
-    "  --layers N         caches rotated through (default: per length, enough that their bytes exceed 4x L2, at\n"
-    "                     least 2, fewer if memory is short)\n"
-    "  --reps R           timed repeats, median reported (default 10)\n"
-    "  --model-layers N   layers of the model the 'x layers' columns scale to (default 32, Llama 3.1 8B)\n"
-    "  --json FILE        write every figure as JSON\n";
+    "The attention kernels (kernels/ops/ops.h) on random BF16 caches. Decode: one query token at position L - 1 over\n"
+    "L cache rows; GB/s of the K and V bytes read (2 x L x kv_heads x head_dim x 2 B) beside a streaming-read\n"
+    "roofline measured in the same run. Prefill: N query tokens at positions 0 .. N - 1 over a fresh cache; TFLOP/s\n"
+    "of the causal FLOPs (4 x heads x head_dim x N (N + 1) / 2). Every call takes the next of several caches whose\n"
+    "bytes together exceed 4x L2.\n"
+    "\n";
 
 const char* kDepUsage =
-    "usage: bench dep [--stages N] [--repeats R] [--vector N] [--blocks b1,b2,...] [--weights-kb k1,k2,...]\n"
-    "                 [--clusters c1,c2,...]\n"
-    "  The cost of one grid-wide dependency (counter, as the persistent decode kernel) and of one cluster barrier,\n"
-    "  bare, with a vector of N floats staged after it (default 576, SmolLM2's width), and with KiB of weights per\n"
-    "  block streamed after (or issued before) the wait. Weight sizes: up to 64, or a multiple of 64.\n";
+    "usage: bench dep [options]\n"
+    "\n"
+    "The cost of one grid-wide dependency (counter, as the persistent decode kernel) and of one cluster barrier,\n"
+    "bare, with a vector of floats staged after it, and with KiB of weights per block streamed after (or issued\n"
+    "before) the wait.\n"
+    "\n";
 
 const char* kProfileUsage =
-    "usage: bench profile-target [--mappings a,b,c] [--shapes NxK,...] [--warmup W] [--manifest FILE]\n"
-    "  One profiled GEMV launch per mapping and shape, each behind a marker kernel (grid size = id); run under\n"
-    "  ncu --profile-from-start off. Writes the id -> mapping, shape manifest as CSV.\n"
-    "  --mappings defaults to every mapping of the first list below, in its order:\n";
+    "usage: bench profile-target [options]\n"
+    "\n"
+    "One profiled GEMV launch per mapping and shape, each behind a marker kernel (grid size = id); run under\n"
+    "ncu --profile-from-start off. Writes the id -> mapping, shape manifest as CSV.\n"
+    "\n";
 
-[[noreturn]] void help(const std::string& text) {
-  std::cout << text;
-  std::exit(0);
-}
+const char* kAllUsage =
+    "usage: bench all\n"
+    "\n"
+    "gemv, probes, attn and dep in turn, each with its defaults.\n"
+    "\n";
 
 Shapes shapes_of(const std::string& flag, const std::string& text) {
   Shapes out;
-  for (const std::string& s : split_commas(text)) out.push_back(parse_shape(s));
+  for (const std::string& s : split_commas(text)) out.push_back(parse_shape(flag, s));
   if (out.empty()) fail(flag, ": no shape given");
   return out;
 }
 
-// Each item of a comma list an integer in [lo, hi]; "" -> none.
-std::vector<int> ints_of(const std::string& flag, const std::string& text, int lo, int hi) {
-  std::vector<int> out;
-  for (const std::string& s : split_commas(text)) out.push_back(int(cli::parse_int(flag, s, lo, hi)));
-  return out;
+// "4096x4096,1024x4096": shapes as --shapes takes them.
+std::string shapes_text(const Shapes& shapes) {
+  std::string s;
+  for (const auto& [n, k] : shapes) s += (s.empty() ? "" : ",") + std::to_string(n) + "x" + std::to_string(k);
+  return s;
 }
 
-// Each section's parse: argv[0] is the section's name, its options start at argv[1].
+// A list of NxK shapes replacing the default (--shapes, --batch-shapes).
+void add_shapes(cli::Options& t, const char* names, Shapes* target, const std::string& help) {
+  const auto apply = [target](const std::string& flag, const std::string& text) { *target = shapes_of(flag, text); };
+  t.custom(names, "NxK,...", apply, help).default_is(shapes_text(*target)).allowed("N and K from 1 to 2^30");
+}
+
 GemvOptions parse_gemv(int argc, char** argv) {
   GemvOptions o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&] { return cli::value(argc, argv, i, a); };
-    if (a == "--mappings") {
-      o.mappings = split_commas(value());
-      for (const std::string& m : o.mappings) check_gemv_mapping("--mappings", m, /*on_cpu=*/false);
-    } else if (a == "--shapes") {
-      o.shapes = shapes_of(a, value());
-    } else if (a == "--quant") {
-      o.quant = split_commas(value());
-      for (const std::string& q : o.quant)
-        if (q != "q4_0" && q != "q8_0" && q != "q4_k")
-          fail("--quant: invalid value '", q, "' (allowed: q4_0, q8_0, q4_k)");
-    } else if (a == "--repeats") {
-      o.repeats = int(cli::parse_int(a, value(), 1, 1000));
-    } else if (a == "--csv") {
-      o.csv = true;
-    } else if (a == "--json") {
-      o.json_path = value();
-    } else if (a == "-h" || a == "--help") {
-      help(kGemvUsage + gemv_mapping_lines("  "));
-    } else {
-      fail("unknown option '", a, "'");
-    }
-  }
+  cli::Options t(kGemvUsage);
+  const auto mappings = [&o](const std::string& flag, const std::string& text) {
+    o.mappings = split_commas(text);
+    for (const std::string& m : o.mappings) check_gemv_mapping(flag, m, /*on_cpu=*/false);
+  };
+  t.custom("--mappings", "a,b,c", mappings,
+           "GEMV mappings to time, in this order; with --quant, quantized forms (warp, thread, as-stored, warp-dp4a)")
+      .default_is("every mapping of the first list below, in its order; with --quant, every quantized form");
+  add_shapes(t, "--shapes", &o.shapes, "GEMV shapes, N rows x K columns");
+  const auto quant = [&o](const std::string& flag, const std::string& text) {
+    o.quant = split_commas(text);
+    for (const std::string& q : o.quant)
+      if (q != "q4_0" && q != "q8_0" && q != "q4_k")
+        usage_error(flag, ": invalid value '", q, "' (allowed: q4_0, q8_0, q4_k)");
+  };
+  t.custom("--quant", "q4_0,...", quant,
+           "random weights quantized to these types (comma-separated), timed through the quantized forms instead")
+      .allowed("q4_0, q8_0, q4_k");
+  t.integer("--repeats", "R", &o.repeats, 1, 1000, "timed repeats, median reported");
+  t.flag("--csv", &o.csv, "CSV instead of the markdown table");
+  t.text("--json", "FILE", &o.json_path, "write every figure as JSON");
+  t.epilogue("GEMV mappings:\n" + gemv_mapping_lines("  "));
+  t.parse(argc, argv);
   return o;
 }
 
 ProbesOptions parse_probes(int argc, char** argv) {
   ProbesOptions o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&] { return cli::value(argc, argv, i, a); };
-    if (a == "--section") {
-      o.part = value();
-      if (o.part != "batch" && o.part != "tiny" && o.part != "all")
-        fail("--section: invalid value '", o.part, "' (allowed: batch, tiny, all)");
-    } else if (a == "--batch-shapes") {
-      o.batch_shapes = shapes_of(a, value());
-    } else if (a == "--tiny-n") {
-      o.tiny_n = int(cli::parse_int(a, value(), 1, 1 << 24));
-    } else if (a == "--tiny-k") {
-      o.tiny_k = ints_of(a, value(), 1, 1 << 16);
-      if (o.tiny_k.empty()) fail("--tiny-k: no K given");
-      std::sort(o.tiny_k.begin(), o.tiny_k.end());
-    } else if (a == "--repeats") {
-      o.repeats = int(cli::parse_int(a, value(), 1, 1000));
-    } else if (a == "--json") {
-      o.json_path = value();
-    } else if (a == "-h" || a == "--help") {
-      help(kProbesUsage);
-    } else {
-      fail("unknown option '", a, "'");
-    }
-  }
+  cli::Options t(kProbesUsage);
+  t.choice("--section", "PART", &o.part, {"batch", "tiny", "all"}, "which probes to run");
+  add_shapes(t, "--batch-shapes", &o.batch_shapes, "the batched GEMV's shapes, N rows x K columns");
+  t.integer("--tiny-n", "N", &o.tiny_n, 1, 1 << 24, "rows of the tiny-K GEMVs");
+  t.integers("--tiny-k", "k1,k2,...", &o.tiny_k, 1, 1 << 16, "the tiny-K GEMVs' K, comma-separated");
+  t.integer("--repeats", "R", &o.repeats, 1, 1000, "timed repeats, median reported");
+  t.text("--json", "FILE", &o.json_path, "write every figure as JSON");
+  t.parse(argc, argv);
+  if (o.tiny_k.empty()) usage_error("--tiny-k: no K given");
+  std::sort(o.tiny_k.begin(), o.tiny_k.end());
   return o;
 }
 
 AttnOptions parse_attn(int argc, char** argv) {
   AttnOptions o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&] { return cli::value(argc, argv, i, a); };
-    if (a == "--heads") {
-      o.heads = int(cli::parse_int(a, value(), 1, kMaxHeads));
-    } else if (a == "--kv-heads") {
-      o.kv_heads = int(cli::parse_int(a, value(), 1, kMaxHeads));
-    } else if (a == "--head-dim") {
-      o.head_dim = int(cli::parse_int(a, value(), 2, kMaxHeadDim));
-      if (o.head_dim % 2 != 0)
-        cli::usage_error("--head-dim: invalid value '", o.head_dim, "' (allowed: an even number)");
-    } else if (a == "--layers") {
-      o.layers = int(cli::parse_int(a, value(), 1, 4096));
-    } else if (a == "--contexts") {
-      o.contexts = ints_of(a, value(), 1, kMaxPositions);
-    } else if (a == "--prefill") {
-      o.prefill = ints_of(a, value(), 1, kMaxPositions);
-    } else if (a == "--reps") {
-      o.reps = int(cli::parse_int(a, value(), 1, 1000));
-    } else if (a == "--model-layers") {
-      o.model_layers = int(cli::parse_int(a, value(), 1, 4096));
-    } else if (a == "--json") {
-      o.json_path = value();
-    } else if (a == "-h" || a == "--help") {
-      help(kAttnUsage);
-    } else {
-      cli::usage_error("unknown option '", a, "'");
-    }
-  }
-  if (o.heads % o.kv_heads != 0) cli::usage_error("--kv-heads ", o.kv_heads, " must divide --heads ", o.heads);
-  if (o.contexts.empty() && o.prefill.empty())
-    cli::usage_error("--contexts and --prefill are both empty: nothing to time");
+  cli::Options t(kAttnUsage);
+  t.integer("--heads", "N", &o.heads, 1, kMaxHeads, "query heads");
+  t.integer("--kv-heads", "N", &o.kv_heads, 1, kMaxHeads, "KV heads, dividing --heads");
+  const std::string even_head_dim = "even, 2 to " + std::to_string(kMaxHeadDim);
+  t.integer("--head-dim", "N", &o.head_dim, 2, kMaxHeadDim, "head dimension").allowed(even_head_dim);
+  t.integers("--contexts", "L,...", &o.contexts, 1, kMaxPositions,
+             "decode context lengths ('' = no decode); each is timed with max_ctx = L and, below the largest, with "
+             "max_ctx = the largest (the engine passes its cache size; the KV split follows the length on the "
+             "device, so both rows should agree)");
+  t.integers("--prefill", "N,...", &o.prefill, 1, kMaxPositions, "prefill token counts ('' = no prefill)");
+  t.integer("--layers", "N", &o.layers, 1, 4096, "caches rotated through")
+      .default_is("per length, enough that their bytes exceed 4x L2, at least 2, fewer if memory is short");
+  t.integer("--reps", "R", &o.reps, 1, 1000, "timed repeats, median reported");
+  t.integer("--model-layers", "N", &o.model_layers, 1, 4096,
+            "layers of the model the 'x layers' columns scale to; 32 is Llama 3.1 8B");
+  t.text("--json", "FILE", &o.json_path, "write every figure as JSON");
+  t.parse(argc, argv);
+  if (o.head_dim % 2 != 0) usage_error("--head-dim: invalid value '", o.head_dim, "' (allowed: ", even_head_dim, ")");
+  if (o.heads % o.kv_heads != 0) usage_error("--kv-heads ", o.kv_heads, " must divide --heads ", o.heads);
+  if (o.contexts.empty() && o.prefill.empty()) usage_error("--contexts and --prefill are both empty: nothing to time");
   return o;
 }
 
 DepOptions parse_dep(int argc, char** argv) {
   DepOptions o;
-  auto list = [](const std::string& flag, const std::string& text, int lo, int hi) {
-    std::vector<int> out = ints_of(flag, text, lo, hi);
-    if (out.empty()) fail(flag, ": no value given");
-    return out;
+  cli::Options t(kDepUsage);
+  t.integer("--stages", "N", &o.stages, 1, 1000000, "dependencies per timed launch");
+  t.integer("--repeats", "R", &o.repeats, 2, 1000, "timed repeats");
+  t.integer("--vector", "N", &o.vector, 0, kDepProbeMaxVector,
+            "floats staged after each wait; 576 is SmolLM2's width");
+  t.integers("--blocks", "b1,b2,...", &o.blocks, 1, 4096, "resident blocks (grid sizes), comma-separated");
+  t.integers("--weights-kb", "k1,k2,...", &o.weights_kb, 0, 1 << 16,
+             "KiB of weights per block, comma-separated: up to 64, or a multiple of 64");
+  t.integers("--clusters", "c1,c2,...", &o.clusters, 1, 16, "cluster sizes of the cluster barrier, comma-separated");
+  t.parse(argc, argv);
+  const auto nonempty = [](const char* flag, const std::vector<int>& list) {
+    if (list.empty()) usage_error(flag, ": no value given");
   };
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&] { return cli::value(argc, argv, i, a); };
-    if (a == "--stages") o.stages = int(cli::parse_int(a, value(), 1, 1000000));
-    else if (a == "--repeats") o.repeats = int(cli::parse_int(a, value(), 2, 1000));
-    else if (a == "--vector") o.vector = int(cli::parse_int(a, value(), 0, kDepProbeMaxVector));
-    else if (a == "--blocks") o.blocks = list(a, value(), 1, 4096);
-    else if (a == "--weights-kb") o.weights_kb = list(a, value(), 0, 1 << 16);
-    else if (a == "--clusters") o.clusters = list(a, value(), 1, 16);
-    else if (a == "-h" || a == "--help") help(kDepUsage);
-    else fail("unknown option '", a, "'");
-  }
+  nonempty("--blocks", o.blocks);
+  nonempty("--weights-kb", o.weights_kb);
+  nonempty("--clusters", o.clusters);
   return o;
 }
 
 ProfileTargetOptions parse_profile_target(int argc, char** argv) {
   ProfileTargetOptions o;
   o.mappings = split_commas(gemv_mapping_list());  // every mapping, in registry order
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&] { return cli::value(argc, argv, i, a); };
-    if (a == "--mappings") {
-      o.mappings = split_commas(value());
-      if (o.mappings.empty()) fail("--mappings: no mapping given");
-    } else if (a == "--shapes") {
-      o.shapes = shapes_of(a, value());
-    } else if (a == "--warmup") {
-      o.warmup = int(cli::parse_int(a, value(), 1, 100));
-    } else if (a == "--manifest") {
-      o.manifest = value();
-    } else if (a == "-h" || a == "--help") {
-      help(kProfileUsage + gemv_mapping_lines("  "));
-    } else {
-      fail("unknown option '", a, "'");
-    }
-  }
+  cli::Options t(kProfileUsage);
+  const auto mappings = [&o](const std::string& flag, const std::string& text) {
+    o.mappings = split_commas(text);
+    if (o.mappings.empty()) usage_error(flag, ": no mapping given");
+  };
+  t.custom("--mappings", "a,b,c", mappings, "GEMV mappings to profile, in this order")
+      .default_is("every mapping of the first list below, in its order");
+  add_shapes(t, "--shapes", &o.shapes, "GEMV shapes, N rows x K columns");
+  t.integer("--warmup", "W", &o.warmup, 1, 100, "untimed launches of each before its profiled one");
+  t.text("--manifest", "FILE", &o.manifest, "where the CSV manifest goes").default_is("stdout");
+  t.epilogue("GEMV mappings:\n" + gemv_mapping_lines("  "));
+  t.parse(argc, argv);
   for (const std::string& m : o.mappings) {  // unknown names are bad usage, found before any GPU work
     check_gemv_mapping("--mappings", m, /*on_cpu=*/false);
     gemv_find(m);  // and the registry has it (not a form for quantized weights only)
@@ -258,12 +218,8 @@ ProfileTargetOptions parse_profile_target(int argc, char** argv) {
 
 // bench all: no options but --help; every section with its defaults, the worst exit status.
 int parse_all(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help")
-      help("usage: bench all\n  gemv, probes, attn and dep in turn, each with its defaults.\n");
-    cli::usage_error("unknown option '", a, "'");
-  }
+  cli::Options t(kAllUsage);
+  t.parse(argc, argv);
   return 0;
 }
 
@@ -296,10 +252,13 @@ int main(int argc, char** argv) {
   if (section == "dep") return run_main(prog.c_str(), n, argv + 1, parse_dep, run_dep);
   if (section == "profile-target") return run_main(prog.c_str(), n, argv + 1, parse_profile_target, run_profile_target);
   if (section == "all") return run_main(prog.c_str(), n, argv + 1, parse_all, run_all);
-  if (section == "-h" || section == "--help") help(kUsage);
+  if (section == "-h" || section == "--help") {
+    std::cout << kUsage;
+    return 0;
+  }
   const auto refuse = [&](int, char**) -> int {
-    if (section.empty()) llm::cli::usage_error("no section given (gemv, probes, attn, dep, profile-target or all)");
-    llm::cli::usage_error("unknown section '", section, "' (allowed: gemv, probes, attn, dep, profile-target, all)");
+    if (section.empty()) usage_error("no section given (gemv, probes, attn, dep, profile-target or all)");
+    usage_error("unknown section '", section, "' (allowed: gemv, probes, attn, dep, profile-target, all)");
   };
   return run_main("bench", argc, argv, refuse, [](int) { return 0; });
 }

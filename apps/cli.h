@@ -26,8 +26,8 @@
 // text after the options (a list of mappings, ...), `custom` takes any other value form, `default_is` and `allowed`
 // say in words what a field's initial value or the range do not.
 //
-// One vocabulary of bad usage, the same for the table and the single functions below that it is built on (the CUDA
-// benchmark programs call those directly):
+// The table is the one way to read options: its value and number parsers are private to it. One vocabulary of bad
+// usage, the same for every option of every table (and for parse_kv_dtype below):
 //   unknown option:       unknown option 'X'
 //   no value:             FLAG needs a value
 //   a value out of range: FLAG: invalid value 'TEXT' (allowed: ALLOWED)          (FLAG as the user spelled it)
@@ -82,25 +82,6 @@ decltype(auto) as_usage(F&& f) {
   }
 }
 
-// The argument after argv[i] (i moves to it), or bad usage "FLAG needs a value".
-inline std::string value(int argc, char** argv, int& i, const std::string& flag) {
-  if (i + 1 >= argc) usage_error(flag, " needs a value");
-  return argv[++i];
-}
-
-// A decimal integer in [lo, hi], the whole text, or bad usage "FLAG: invalid value 'TEXT' (allowed: ALLOWED)";
-// `allowed` "" = "LO to HI".
-inline long long parse_int(const std::string& flag, const std::string& text, long long lo, long long hi,
-                           const std::string& allowed = "") {
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
-    usage_error(flag, ": invalid value '", text, "' (allowed: ",
-                allowed.empty() ? std::to_string(lo) + " to " + std::to_string(hi) : allowed, ")");
-  return v;
-}
-
 // --kv-dtype's value: f32, bf16 or fp8, or bad usage "FLAG: invalid value 'TEXT' (allowed: f32, bf16, fp8)". Which
 // device takes which type is the engine's call (llm::kv_dtype_refusal, engine/backend.h).
 inline KvDtype parse_kv_dtype(const std::string& flag, const std::string& text) {
@@ -111,19 +92,6 @@ inline KvDtype parse_kv_dtype(const std::string& flag, const std::string& text) 
 
 // Whether a range's lower end belongs to it: [lo, hi] or (lo, hi].
 enum class Lower { closed, open };
-
-// A finite number in [lo, hi] (or (lo, hi] with Lower::open), the whole text, or bad usage
-// "FLAG: invalid value 'TEXT' (allowed: ALLOWED)"; `allowed` says the range in words ("greater than 0, at most 1").
-inline double parse_float(const std::string& flag, const std::string& text, double lo, double hi,
-                          const std::string& allowed, Lower lower = Lower::closed) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  const bool ok = !text.empty() && *end == '\0' && errno != ERANGE && v == v && v <= hi &&
-                  (lower == Lower::open ? v > lo : v >= lo);
-  if (!ok) usage_error(flag, ": invalid value '", text, "' (allowed: ", allowed, ")");
-  return v;
-}
 
 // Prints a failure as the header says and returns the exit status: 2 for UsageError, 1 for anything else.
 inline int report(const char* prog, const std::exception& e) {
@@ -352,6 +320,36 @@ class Options {
     Option option;
   };
   static constexpr size_t kWidth = 118;  // the tree's line width, less two
+
+  // The argument after argv[i] (i moves to it), or bad usage "FLAG needs a value".
+  static std::string value(int argc, char** argv, int& i, const std::string& flag) {
+    if (i + 1 >= argc) usage_error(flag, " needs a value");
+    return argv[++i];
+  }
+
+  // A decimal integer in [lo, hi], the whole text, or bad usage "FLAG: invalid value 'TEXT' (allowed: ALLOWED)".
+  static long long parse_int(const std::string& flag, const std::string& text, long long lo, long long hi,
+                             const std::string& allowed) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+      usage_error(flag, ": invalid value '", text, "' (allowed: ", allowed, ")");
+    return v;
+  }
+
+  // A finite number in [lo, hi] (or (lo, hi] with Lower::open), the whole text, or bad usage
+  // "FLAG: invalid value 'TEXT' (allowed: ALLOWED)".
+  static double parse_float(const std::string& flag, const std::string& text, double lo, double hi,
+                            const std::string& allowed, Lower lower) {
+    errno = 0;
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    const bool ok = !text.empty() && *end == '\0' && errno != ERANGE && v == v && v <= hi &&
+                    (lower == Lower::open ? v > lo : v >= lo);
+    if (!ok) usage_error(flag, ": invalid value '", text, "' (allowed: ", allowed, ")");
+    return v;
+  }
 
   Option& add(const char* names, const char* value, std::string help,
               std::function<void(const Option&, const std::string&, const std::string&)> apply) {

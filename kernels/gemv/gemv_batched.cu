@@ -1,6 +1,7 @@
-// Probe kernels on the "warp" layout (kernels/gemv/gemv_batched.h): a batched GEMV reusing each weight chunk for B vectors,
-// and a several-rows-per-warp GEMV for tiny K (apps/gemv-probes measures them; not registered as decode mappings), and
-// the profiler marker of apps/gemv-profile-target.
+// Probe kernels on the "warp" layout (kernels/gemv/gemv_batched.h): a batched GEMV reusing each weight chunk for B
+// vectors, and a several-rows-per-warp GEMV for tiny K (`bench probes` measures them, measure/bench/probes_section.cu;
+// not registered as decode mappings), and the profiler marker of `bench profile-target`
+// (measure/bench/profile_section.cu).
 //
 // Batched, and why:
 // - B FP32 x vectors cost 4B bytes of L1 traffic per 2 weight bytes when each x chunk serves one row; at B = 8 that

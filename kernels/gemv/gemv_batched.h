@@ -1,7 +1,7 @@
 // Probe kernels beside the decode mappings (not registered: the engine decodes one vector at a time):
 // a batched GEMV that reuses each weight chunk for B activation vectors, and a tiny-K GEMV with several rows per warp.
 // Both read the "warp" mapping's layout: row-major BF16 [N, ld], ld = K rounded up to 8, zero-padded.
-// Also a profiler marker for apps/gemv-profile-target.
+// Also a profiler marker for `bench profile-target` (measure/bench/profile_section.cu).
 #pragma once
 #include <cstdint>
 

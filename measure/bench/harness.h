@@ -32,8 +32,8 @@ inline std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-// "NxK" -> (N, K), both positive; fails naming the flag's expected form.
-inline std::pair<int, int> parse_shape(const std::string& s) {
+// "NxK" -> (N, K), both in [1, 2^30]; fails naming `flag` and its expected form.
+inline std::pair<int, int> parse_shape(const std::string& flag, const std::string& s) {
   const size_t x = s.find('x');
   char* end1 = nullptr;
   char* end2 = nullptr;
@@ -41,7 +41,7 @@ inline std::pair<int, int> parse_shape(const std::string& s) {
   const long k = x == std::string::npos ? 0 : std::strtol(s.c_str() + x + 1, &end2, 10);
   if (x == std::string::npos || end1 != s.c_str() + x || *end2 != '\0' || n <= 0 || k <= 0 || n > (1L << 30) ||
       k > (1L << 30))
-    fail("--shapes: expected NxK with positive integers (e.g. 4096x14336), found '", s, "'");
+    fail(flag, ": expected NxK with positive integers (e.g. 4096x14336), found '", s, "'");
   return {int(n), int(k)};
 }
 

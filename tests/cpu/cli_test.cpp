@@ -1,5 +1,6 @@
-// apps/cli.h, the command-line helper of every app: option values, number ranges and their messages, and which
-// failures are bad usage (exit 2, with the --help hint). The apps' own runs are in user_errors_test.cpp.
+// apps/cli.h, the command-line helper of every app: the option table (values, number ranges and their messages,
+// --help), and which failures are bad usage (exit 2, with the --help hint). The apps' own runs are in
+// user_errors_test.cpp.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -24,41 +25,6 @@ std::string usage_message(F&& f) {
   }
   ADD_FAILURE() << "nothing thrown";
   return "";
-}
-
-TEST(Cli, ValueTakesTheNextArgumentOrSaysItIsMissing) {
-  std::vector<std::string> args = {"prog", "-n", "5", "--seed"};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  int i = 1;
-  EXPECT_EQ(value(int(argv.size()), argv.data(), i, "-n"), "5");
-  EXPECT_EQ(i, 2);
-  i = 3;
-  EXPECT_EQ(usage_message([&] { value(int(argv.size()), argv.data(), i, "--seed"); }), "--seed needs a value");
-}
-
-TEST(Cli, ParseIntChecksTheWholeTextAndTheRange) {
-  EXPECT_EQ(parse_int("-n", "42", 1, 1000000), 42);
-  EXPECT_EQ(parse_int("-s", "4611686018427387904", 0, 1LL << 62), 1LL << 62);
-  EXPECT_EQ(usage_message([] { parse_int("-n", "0", 1, 1000000); }), "-n: invalid value '0' (allowed: 1 to 1000000)");
-  EXPECT_EQ(usage_message([] { parse_int("--top-k", "-3", 0, 1 << 24, "0 to 16777216, 0 = all"); }),
-            "--top-k: invalid value '-3' (allowed: 0 to 16777216, 0 = all)");
-  for (const char* bad : {"", "5x", "1.0", "99999999999999999999999"})
-    EXPECT_NE(usage_message([&] { parse_int("-r", bad, 1, 1000); }).find("-r: invalid value '"), std::string::npos)
-        << bad;
-}
-
-TEST(Cli, ParseFloatChecksTheRangeAndItsOpenEnd) {
-  EXPECT_DOUBLE_EQ(parse_float("--temp", "0", 0.0, 100.0, "0 to 100"), 0.0);
-  EXPECT_DOUBLE_EQ(parse_float("--top-p", "1", 0.0, 1.0, "greater than 0, at most 1", Lower::open), 1.0);
-  EXPECT_EQ(usage_message([] { parse_float("--top-p", "1.5", 0.0, 1.0, "greater than 0, at most 1", Lower::open); }),
-            "--top-p: invalid value '1.5' (allowed: greater than 0, at most 1)");
-  EXPECT_EQ(usage_message([] { parse_float("--top-p", "0", 0.0, 1.0, "greater than 0, at most 1", Lower::open); }),
-            "--top-p: invalid value '0' (allowed: greater than 0, at most 1)");
-  EXPECT_EQ(usage_message([] { parse_float("--temp", "-1", 0.0, 100.0, "0 to 100"); }),
-            "--temp: invalid value '-1' (allowed: 0 to 100)");
-  for (const char* bad : {"", "nan", "1e999", "0.5x"})
-    EXPECT_NE(usage_message([&] { parse_float("--temp", bad, 0.0, 100.0, "0 to 100"); }), "") << bad;
 }
 
 TEST(Cli, ErrorsWhileParsingAreBadUsageAndOthersAreNot) {
@@ -89,6 +55,7 @@ struct Parsed {
   int n = 256;
   unsigned long long seed = 42;
   float top_p = 0.95f;
+  double temp = 0.8;
   std::string device = "auto";
   Path path = Path::A;
   std::vector<int> ks{8};
@@ -106,6 +73,7 @@ struct Table {
     o.integer("-n, --n-predict, --n-decode", "N", &p.n, 1, 1000000, "tokens to generate");
     o.integer("-s, --seed", "S", &p.seed, 0, 1LL << 62, "seed").allowed("0 to 2^62");
     o.real("--top-p", "P", &p.top_p, 0.0, 1.0, "nucleus", Lower::open);
+    o.real("--temp", "T", &p.temp, 0.0, 100.0, "temperature");
     o.choice("--device", "DEV", &p.device, {"cpu", "cuda", "auto"}, "where");
     o.choice("--path", "PATH", &p.path, {"a", "b"}, parse_path, "which path").default_is("a");
     o.integers("--ks", "A,B", &p.ks, 1, 65536, "sizes");
@@ -159,6 +127,30 @@ TEST(CliTable, BadUsageMessagesAreTheSharedVocabulary) {
   EXPECT_EQ(message({"--ks", "8,x"}), "--ks: invalid value 'x' (allowed: 1 to 65536)");
 }
 
+// A value is the next argument, whatever it looks like; a number is the whole text, in range, and (for reals) finite,
+// with the range's open end excluded.
+TEST(CliTable, ValuesAreTheNextArgumentAndNumbersTheWholeTextInRange) {
+  Table t;
+  t.parse({"-m", "--json", "--temp", "0", "--top-p", "1"});
+  EXPECT_EQ(t.p.model, "--json");
+  EXPECT_FALSE(t.p.json);
+  EXPECT_DOUBLE_EQ(t.p.temp, 0.0);
+  EXPECT_FLOAT_EQ(t.p.top_p, 1.0f);
+  auto message = [](std::vector<std::string> args) {
+    return usage_message([&] {
+      Table t;
+      t.parse(args);
+    });
+  };
+  EXPECT_EQ(message({"-n", "5", "--seed"}), "--seed needs a value");
+  for (const char* bad : {"", "5x", "1.0", "99999999999999999999999", "-0x1"})
+    EXPECT_EQ(message({"-n", bad}), "-n: invalid value '" + std::string(bad) + "' (allowed: 1 to 1000000)") << bad;
+  EXPECT_EQ(message({"--top-p", "1.5"}), "--top-p: invalid value '1.5' (allowed: greater than 0, at most 1)");
+  EXPECT_EQ(message({"--temp", "-1"}), "--temp: invalid value '-1' (allowed: 0 to 100)");
+  for (const char* bad : {"", "nan", "1e999", "0.5x"})
+    EXPECT_EQ(message({"--temp", bad}), "--temp: invalid value '" + std::string(bad) + "' (allowed: 0 to 100)") << bad;
+}
+
 TEST(CliTable, ExclusiveNamesTheFirstTwoGivenInOrder) {
   Table t;
   t.parse({"-f", "p.txt", "-p", "hi"});
@@ -178,6 +170,7 @@ TEST(CliTable, HelpStatesDefaultsAndRangesFromTheTable) {
         "  -n, --n-predict N       tokens to generate (also --n-decode) (default: 256; allowed: 1 to 1000000)\n",
         "  -s, --seed S            seed (default: 42; allowed: 0 to 2^62)\n",
         "      --top-p P           nucleus (default: 0.95; allowed: greater than 0, at most 1)\n",
+        "      --temp T            temperature (default: 0.8; allowed: 0 to 100)\n",
         "      --device DEV        where (default: auto; allowed: cpu, cuda, auto)\n",
         "      --path PATH         which path (default: a; allowed: a, b)\n",
         "      --ks A,B            sizes (default: 8; allowed: 1 to 65536)\n", "      --json              JSON lines\n",
