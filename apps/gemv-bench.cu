@@ -15,7 +15,7 @@
 
 #include "apps/bench_util.h"      // parsing, formatting
 #include "apps/cli.h"             // value, parse_int, run_main
-#include "core/gemv_names.h"       // check_gemv_mapping
+#include "core/gemv_table.h"       // check_gemv_mapping
 #include "engine/backend.h"        // require_cuda_device
 #include "core/error.h"          // llm::Error, llm::fail
 #include "kernels/cuda_check.h"  // CUDA_CHECK
@@ -267,7 +267,8 @@ int run(const Options& opt) {
   if (!opt.quant.empty()) {
     std::vector<std::string> names = opt.mappings;
     if (names.empty())
-      for (const GemvMappingName& m : kQuantGemvNames) names.push_back(m.name);
+      for (const GemvRow& r : kGemvTable)
+        if (r.has_quant()) names.push_back(r.name);
     float* d_x = nullptr;
     float* d_y = nullptr;
     CUDA_CHECK(cudaMalloc(&d_x, size_t(max_k) * 4));

@@ -4,7 +4,7 @@
 // --profile-from-start off). The manifest (CSV: id,mapping,N,K,matrix_bytes,alloc_bytes,ld) names each id.
 //
 //   gemv-profile-target [--mappings a,b] [--shapes NxK,...] [--warmup W] [--manifest FILE]
-// --mappings defaults to every mapping of the registry (core/gemv_names.h), in its order.
+// --mappings defaults to every mapping of the registry (core/gemv_table.h), in its order.
 #include <cuda_profiler_api.h>
 
 #include <algorithm>
@@ -19,7 +19,7 @@
 #include "apps/cli.h"             // value, parse_int, run_main
 #include "engine/backend.h"        // require_cuda_device
 #include "core/error.h"           // llm::fail
-#include "core/gemv_names.h"      // gemv_mapping_list, gemv_mapping_lines, check_gemv_mapping
+#include "core/gemv_table.h"      // gemv_mapping_list, gemv_mapping_lines, check_gemv_mapping
 #include "kernels/cuda_check.h"   // CUDA_CHECK
 #include "kernels/gemv/gemv.h"         // the mappings, random fills
 #include "kernels/gemv/gemv_batched.h" // gemv_profile_marker

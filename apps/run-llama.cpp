@@ -19,7 +19,7 @@
 #include "apps/cli.h"
 #include "chat/repl.h"
 #include "core/error.h"
-#include "core/gemv_names.h"
+#include "core/gemv_table.h"
 #include "engine/backend.h"
 #include "engine/gemv_choice.h"  // gemv_refusal, quant_summary
 #include "models/quantize_model.h"  // --quantize
