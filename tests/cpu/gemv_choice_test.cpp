@@ -389,8 +389,9 @@ TEST(GemvChoice, ThePlanCarriesTheRefusals) {
             "GEMV mapping 'cublas' has no form for Q8_0 weights (blk.0.attn_q.weight); quantized weights run with "
             "warp (default), thread, as-stored or warp-dp4a, or pass --dequantize to run them as BF16");
   EXPECT_EQ(llm::gemv_refusal("warp-dp4a", flt, false),
-            "GEMV mapping 'warp-dp4a' exists only for quantized weights, and blk.0.attn_q.weight is not quantized "
-            "(" + std::string(llm::dtype_name(flt.weights.layers[0].wq.dtype)) + "); BF16 weights run with warp-r2 "
+            "GEMV mapping 'warp-dp4a' exists only for quantized weights, and " + flt.weights.layers[0].wq.name +
+                " is not quantized (" + std::string(llm::dtype_name(flt.weights.layers[0].wq.dtype)) +
+                "); BF16 weights run with warp-r2 "
             "(default), warp, thread, colmajor, cublas, thread-splitk or warp-few");
   for (const llm::GemvRow& r : llm::kGemvTable)
     for (const llm::Model* m : {&q8, &flt}) {

@@ -36,16 +36,26 @@ TEST(GemvTable, RowsAreWellFormedAndTheDefaultsFirst) {
     EXPECT_EQ(r.has_bf16(), r.why != nullptr);
     EXPECT_EQ(r.has_quant(), r.quant_why != nullptr);
     EXPECT_EQ(r.has_bf16(), r.access != GemvAccess::None);
-    if (r.why) EXPECT_GT(std::string(r.why).size(), 10u);
-    if (r.quant_why) EXPECT_GT(std::string(r.quant_why).size(), 10u);
+    if (r.why) {
+      EXPECT_GT(std::string(r.why).size(), 10u);
+    }
+    if (r.quant_why) {
+      EXPECT_GT(std::string(r.quant_why).size(), 10u);
+    }
     // A persistent stage of each kind only where that kind of form exists, and of that kind.
     EXPECT_TRUE(r.bf16_persistent == PersistentGemv::None || r.bf16_persistent == PersistentGemv::OneRow ||
                 r.bf16_persistent == PersistentGemv::TwoRows);
     EXPECT_TRUE(r.quant_persistent == PersistentGemv::None || r.quant_persistent == PersistentGemv::QuantFma ||
                 r.quant_persistent == PersistentGemv::QuantDp4a);
-    if (!r.has_bf16()) EXPECT_EQ(r.bf16_persistent, PersistentGemv::None);
-    if (!r.has_quant()) EXPECT_EQ(r.quant_persistent, PersistentGemv::None);
-    if (r.has_quant()) EXPECT_EQ(r.quant_types, kGgmlQuantTypesAll) << "every form runs the seven types";
+    if (!r.has_bf16()) {
+      EXPECT_EQ(r.bf16_persistent, PersistentGemv::None);
+    }
+    if (!r.has_quant()) {
+      EXPECT_EQ(r.quant_persistent, PersistentGemv::None);
+    }
+    if (r.has_quant()) {
+      EXPECT_EQ(r.quant_types, kGgmlQuantTypesAll) << "every form runs the seven types";
+    }
     bf16 += r.has_bf16();
     quant += r.has_quant();
   }
@@ -74,8 +84,12 @@ TEST(GemvTable, NamesListsAndLinesComeFromTheRows) {
   const std::string lines = gemv_mapping_lines("  ");
   EXPECT_EQ(lines.rfind("  warp-r2 (default)  ", 0), 0u) << lines;
   for (const GemvRow& r : kGemvTable) {
-    if (r.why) EXPECT_NE(lines.find(r.why), std::string::npos) << r.name;
-    if (r.quant_why) EXPECT_NE(lines.find(r.quant_why), std::string::npos) << r.name;
+    if (r.why) {
+      EXPECT_NE(lines.find(r.why), std::string::npos) << r.name;
+    }
+    if (r.quant_why) {
+      EXPECT_NE(lines.find(r.quant_why), std::string::npos) << r.name;
+    }
   }
   EXPECT_STREQ(gemv_mapping_what(""), gemv_row("warp-r2")->why);
   EXPECT_STREQ(gemv_mapping_what("as-stored"), "");
@@ -102,12 +116,20 @@ TEST(GemvTable, EveryNameRoundTripsThroughThePlan) {
     EXPECT_EQ(p.row, &r);
     EXPECT_EQ(p.bf16, r.bf16);
     EXPECT_EQ(p.has_quant, r.has_quant());
-    if (r.has_quant()) EXPECT_EQ(p.quant, r.quant);
+    if (r.has_quant()) {
+      EXPECT_EQ(p.quant, r.quant);
+    }
     EXPECT_EQ(p.bf16_persistent, r.bf16_persistent);
     EXPECT_EQ(p.quant_persistent, r.quant_persistent);
-    if (r.has_bf16()) EXPECT_STREQ(gemv_form_name(p.bf16), r.name);
-    if (r.has_quant()) EXPECT_STREQ(quant_gemv_kind_name(p.quant), r.name);
-    if (r.has_quant()) EXPECT_EQ(quant_gemv_kind_from_name(r.name), r.quant);  // TRANSITIONAL wrapper
+    if (r.has_bf16()) {
+      EXPECT_STREQ(gemv_form_name(p.bf16), r.name);
+    }
+    if (r.has_quant()) {
+      EXPECT_STREQ(quant_gemv_kind_name(p.quant), r.name);
+    }
+    if (r.has_quant()) {
+      EXPECT_EQ(quant_gemv_kind_from_name(r.name), r.quant);  // TRANSITIONAL wrapper
+    }
     EXPECT_EQ(persistent_pair_rows(r.name), persistent_pair_rows(r.bf16_persistent));
   }
   const GemvPlan def = gemv_plan("");
@@ -135,8 +157,12 @@ TEST(GemvTable, AbListsAreChecked) {
 TEST(GemvTable, TheSectorModelsKnowEveryRow) {
   for (const GemvRow& r : kGemvTable) {
     SCOPED_TRACE(r.name);
-    if (r.has_bf16()) EXPECT_NO_THROW(find_sector_mapping(r.bf16));
-    if (r.has_quant()) EXPECT_NO_THROW(predict_quant(r.quant, 64, 256, 2));
+    if (r.has_bf16()) {
+      EXPECT_NO_THROW(find_sector_mapping(r.bf16));
+    }
+    if (r.has_quant()) {
+      EXPECT_NO_THROW(predict_quant(r.quant, 64, 256, 2));
+    }
   }
 }
 
@@ -154,7 +180,9 @@ TEST(GemvTable, TheCudaRegistryIsIndexedByForm) {
     EXPECT_STREQ(m.why(), gemv_row(GemvBf16Form(i))->why);
   }
   for (const GemvRow& r : kGemvTable)
-    if (r.has_bf16()) EXPECT_EQ(&gemv_find(r.name), &gemv_mapping(r.bf16)) << r.name;
+    if (r.has_bf16()) {
+      EXPECT_EQ(&gemv_find(r.name), &gemv_mapping(r.bf16)) << r.name;
+    }
   EXPECT_EQ(&gemv_find(""), &gemv_mapping(GemvBf16Form::WarpR2));
   EXPECT_STREQ(gemv_default_name(), kGemvDefaultMapping);
   llm_test::expect_error([] { gemv_find("as-stored"); },
