@@ -332,10 +332,12 @@ int run(const Args& a) {
   bo.dequantize = a.dequantize;
   bo.persistent = a.decode == "persistent";
   if (bo.device == "cuda") {
-    // Every --gemv and weight-type pair runs or is refused by name (bad usage, exit 2), before any GPU work.
-    if (const std::string why = llm::gemv_refusal(a.gemv, model, a.dequantize); !why.empty()) usage_error(why);
+    // --gemv resolved once (checked against the table when parsed); every --gemv and weight-type pair runs or is
+    // refused by name (bad usage, exit 2), before any GPU work.
+    const llm::GemvPlan plan = llm::gemv_plan(a.gemv);
+    if (const std::string why = llm::gemv_refusal(plan, model, a.dequantize); !why.empty()) usage_error(why);
     // --decode persistent runs what its kernel takes, or is refused by name (exit 2), before any GPU work.
-    if (const std::string why = llm::decode_path_refusal(llm::parse_decode_path(a.decode), a.gemv, model,
+    if (const std::string why = llm::decode_path_refusal(llm::parse_decode_path(a.decode), plan, model,
                                                          a.dequantize, a.kv_dtype == llm::KvDtype::FP8, true);
         !why.empty())
       usage_error(why);
