@@ -17,6 +17,7 @@
 
 #if LLM_HAVE_CUDA
 #include "kernels/gemv/gemv.h"
+#include "kernels/quant/gemv_quant.h"
 #endif
 
 namespace llm {
@@ -187,6 +188,18 @@ TEST(GemvTable, TheCudaRegistryIsIndexedByForm) {
   EXPECT_STREQ(gemv_default_name(), kGemvDefaultMapping);
   llm_test::expect_error([] { gemv_find("as-stored"); },
                          {"unknown GEMV mapping 'as-stored' (known: " + gemv_mapping_names() + ")"});
+}
+
+// Each row's quantized form has a launch plan for every type its row says it runs (the shape needs no device).
+TEST(GemvTable, EveryQuantizedFormPlansEveryTypeOfItsRow) {
+  for (const GemvRow& r : kGemvTable)
+    for (uint32_t t = 0; t < 32; ++t) {
+      if (!r.runs_quant_type(t)) continue;
+      SCOPED_TRACE(std::string(r.name) + " type " + std::to_string(t));
+      const GemvLaunchShape s = quant_gemv_shape(r.quant, quant_gemv_describe(int(t), 64, 512));
+      EXPECT_GT(s.grid, 0);
+      EXPECT_GT(s.bytes_in_flight_per_thread, 0);
+    }
 }
 #endif
 
