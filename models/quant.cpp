@@ -445,7 +445,7 @@ int q6_code(const uint8_t* block, int w) {
 
 QuantPlanes PackedQuant::planes() const {
   auto ptr = [](const auto& v) { return v.empty() ? nullptr : v.data(); };
-  QuantPlanes q;
+  QuantPlanes q{};
   q.codes = ptr(codes);
   q.scales = ptr(scales);
   q.mins = ptr(mins);

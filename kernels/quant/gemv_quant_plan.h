@@ -79,6 +79,8 @@ inline QuantTypeTraits quant_type_traits(int type_id) {
 // (quant_gemv_upload takes the same struct with host pointers). Planes a mapping does not read may be null: "warp",
 // "thread" and "warp-dp4a" read the prepacked planes, "as-stored" reads `blocks`.
 struct QuantGemvWeight : QuantPlanes {
+  QuantGemvWeight() : QuantPlanes{} {}  // planes null, pitches 0 (QuantPlanes has no initializers of its own)
+
   int type_id = 0;                                  // GGML type id (quant_type_id::k*)
   QuantCodeFamily family = QuantCodeFamily::Int8;   // Int4: Q4_0, Q4_1, Q4_K; Int8: Q8_0, Q5_0, Q5_1, Q6_K
   int64_t n = 0;                                    // rows (output features), < 2^31
