@@ -109,6 +109,10 @@ struct QuantSectorPrediction {
 // cannot hold (K a multiple of 32, of 256 for the K-quants).
 QuantSectorPrediction predict_quant(const std::string& mapping, int64_t N, int64_t K, const std::string& quant,
                                     int sm_count = kQuantSectorDefaultSms, QuantWarpX warp_x = QuantWarpX::Kernel);
+// The same for a resolved form and a GGML type id (a GemvPlan's quant and a weight's type: the A/B report's way in).
+// Throws llm::Error for a type the model does not know and shapes the type cannot hold.
+QuantSectorPrediction predict_quant(QuantGemvKind kind, int64_t N, int64_t K, int type_id,
+                                    int sm_count = kQuantSectorDefaultSms, QuantWarpX warp_x = QuantWarpX::Kernel);
 
 // Markdown: one row per prediction (kernel-wide figures), and one row per load class of each prediction.
 std::string quant_sector_summary_markdown(const std::vector<QuantSectorPrediction>& rows);

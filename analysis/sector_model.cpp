@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "core/gemv_names.h"  // the registered mappings: names and order
+#include "core/gemv_table.h"  // the mappings' rows: names, order, access patterns
 
 namespace llm {
 
@@ -136,30 +136,25 @@ void for_each_request(const AccessPattern& p, const std::function<void(const War
 
 namespace {
 
-// How each registered mapping walks its weight: the sector model's per-name access pattern. The names, their order
-// and which mappings exist come from core/gemv_names.h; a row here only describes one of them. A registered mapping
-// without a row is left out of sector_mappings() (and tests/cpu/sector_model_test.cpp fails); a row for a name that
-// is not registered is never listed (sector_patterns_unregistered() names it, and the test fails too).
-const SectorMappingInfo kAccessPatterns[] = {
-    {"warp-r2", "row-major [N, K]", false, false, 16,
-     "warp with two rows per warp sharing each x chunk: each load is one row's contiguous run, as warp"},
-    {"warp", "row-major [N, K]", false, false, 16,
-     "one warp per row, lanes along K: each load is one contiguous 32 x load-bytes run of the row"},
-    {"thread", "row-major [N, K]", true, false, 0,
-     "one thread per row: the 32 lanes of a load sit one row stride apart (does not coalesce)"},
-    {"colmajor", "column-major [K, N]", false, true, 0,
-     "weight stored [K, N], one thread per output column: lanes read consecutive columns of one k"},
-    {"cublas", "row-major [N, K]", false, false, 16,
-     "a MODEL of cuBLAS as lanes along K with 16-byte loads; cuBLAS's real access pattern is not public"},
-    {"thread-splitk", "row-major [N, K]", true, false, 0,
-     "control: one thread per (row, K slice); each load has the same lanes-across-rows pattern as thread"},
-    {"warp-few", "row-major [N, K]", false, false, 16,
-     "control: warp with few warps in flight; each load has the same pattern as warp"},
+// What each access pattern of core/gemv_table.h (GemvAccess) means for the model: the stored layout and how the lanes
+// walk it. A mapping's row names its pattern; the rows, their names and order come from the table.
+struct PatternInfo {
+  const char* layout;      // "row-major [N, K]" or "column-major [K, N]"
+  bool across_rows;        // see AccessPattern
+  bool transposed;         // stored as [K, N]
+  int default_load_bytes;  // 0 = one element of the weight type
 };
-
-const SectorMappingInfo* access_pattern(const char* name) {
-  for (const SectorMappingInfo& p : kAccessPatterns)
-    if (std::string(p.name) == name) return &p;
+const PatternInfo* pattern_info(GemvAccess a) {
+  static const PatternInfo along{"row-major [N, K]", false, false, 16};
+  static const PatternInfo across{"row-major [N, K]", true, false, 0};
+  static const PatternInfo colmajor{"column-major [K, N]", false, true, 0};
+  switch (a) {
+    case GemvAccess::AlongRow:
+    case GemvAccess::LibraryModel: return &along;  // a library's kernels: modelled as lanes along K, 16-byte loads
+    case GemvAccess::AcrossRows: return &across;
+    case GemvAccess::ColumnMajor: return &colmajor;
+    case GemvAccess::None: break;
+  }
   return nullptr;
 }
 
@@ -168,8 +163,9 @@ const SectorMappingInfo* access_pattern(const char* name) {
 const std::vector<SectorMappingInfo>& sector_mappings() {
   static const std::vector<SectorMappingInfo> mappings = [] {
     std::vector<SectorMappingInfo> list;
-    for (const GemvMappingName& m : kGemvMappingNames)
-      if (const SectorMappingInfo* p = access_pattern(m.name)) list.push_back(*p);
+    for (const GemvRow& r : kGemvTable)
+      if (const PatternInfo* p = r.has_bf16() ? pattern_info(r.access) : nullptr)
+        list.push_back({r.name, p->layout, p->across_rows, p->transposed, p->default_load_bytes, r.why, r.access});
     return list;
   }();
   return mappings;
@@ -177,15 +173,15 @@ const std::vector<SectorMappingInfo>& sector_mappings() {
 
 std::vector<std::string> sector_mappings_missing() {
   std::vector<std::string> missing;
-  for (const GemvMappingName& m : kGemvMappingNames)
-    if (!access_pattern(m.name)) missing.push_back(m.name);
+  for (const GemvRow& r : kGemvTable)
+    if (r.has_bf16() && !pattern_info(r.access)) missing.push_back(r.name);
   return missing;
 }
 
 std::vector<std::string> sector_patterns_unregistered() {
   std::vector<std::string> extra;
-  for (const SectorMappingInfo& p : kAccessPatterns)
-    if (!gemv_mapping_known(p.name)) extra.push_back(p.name);
+  for (const GemvRow& r : kGemvTable)
+    if (!r.has_bf16() && r.access != GemvAccess::None) extra.push_back(r.name);
   return extra;
 }
 
@@ -198,6 +194,12 @@ const SectorMappingInfo& find_sector_mapping(const std::string& name) {
   fail("unknown mapping '", name, "': known mappings are ", known);
 }
 
+const SectorMappingInfo& find_sector_mapping(GemvBf16Form form) {
+  const GemvRow* r = gemv_row(form);
+  if (!r) fail("sector model: no BF16 form");
+  return find_sector_mapping(r->name);
+}
+
 static int resolve_load_bytes(const SectorMappingInfo& m, const WeightFormatInfo& f, int load_bytes) {
   if (load_bytes == 0) {
     if (f.quantized) return 16;
@@ -207,8 +209,8 @@ static int resolve_load_bytes(const SectorMappingInfo& m, const WeightFormatInfo
     fail("load bytes ", load_bytes, " is not supported: expected one of 1, 2, 4, 8, 16");
   if (!f.quantized && load_bytes < f.block_bytes)
     fail("load bytes ", load_bytes, " is smaller than one ", f.name, " element (", f.block_bytes, " B)");
-  if (std::string(m.name) == "cublas" && load_bytes != 16)
-    fail("mapping cublas is modelled with 16-byte loads only, found load bytes ", load_bytes);
+  if (m.access == GemvAccess::LibraryModel && load_bytes != 16)
+    fail("mapping ", m.name, " is modelled with 16-byte loads only, found load bytes ", load_bytes);
   return load_bytes;
 }
 

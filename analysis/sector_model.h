@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/gemv_table.h"  // GemvAccess, GemvBf16Form
+
 namespace llm {
 
 constexpr int kWarpLanes = 32;
@@ -73,23 +75,26 @@ struct AccessPattern {
 // Calls `visit` once per warp-level load instruction needed to read every useful byte of the layout, in issue order.
 void for_each_request(const AccessPattern& p, const std::function<void(const WarpRequest&)>& visit);
 
-// The GEMV mappings the model describes: every mapping of core/gemv_names.h (the one list), in its order, each with
-// the access pattern the sector model walks for it.
+// The GEMV mappings the model describes: every row of core/gemv_table.h with a BF16 form, in its order, each with the
+// access pattern (the row's GemvAccess) the sector model walks for it.
 struct SectorMappingInfo {
   const char* name;
   const char* layout;       // "row-major [N, K]" or "column-major [K, N]"
   bool across_rows;         // see AccessPattern
   bool transposed;          // stored as [K, N]
   int default_load_bytes;   // 0 = one element of the weight type
-  const char* why;          // one line
+  const char* why;          // the table's one line
+  GemvAccess access;        // the pattern these fields describe
 };
 const std::vector<SectorMappingInfo>& sector_mappings();
-// Registered mappings (core/gemv_names.h) the sector model has no access pattern for, and access patterns for names
-// that are not registered; both empty in a consistent tree (tests/cpu/sector_model_test.cpp).
+// Rows of core/gemv_table.h with a BF16 form but no access pattern, and rows with an access pattern but no BF16 form;
+// both empty in a consistent table (tests/cpu/sector_model_test.cpp).
 std::vector<std::string> sector_mappings_missing();
 std::vector<std::string> sector_patterns_unregistered();
 // Throws llm::Error listing the known mappings when `name` is unknown.
 const SectorMappingInfo& find_sector_mapping(const std::string& name);
+// The mapping of a BF16 form (a GemvPlan's bf16); throws llm::Error for GemvBf16Form::None.
+const SectorMappingInfo& find_sector_mapping(GemvBf16Form form);
 
 // The predicted traffic of one GEMV y[N] = W[N, K] x[K] under one mapping. Averages are over every request needed to
 // read the whole matrix once; `first` is the first request issued (row 0 / column step 0), which the note's figures

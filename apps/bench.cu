@@ -17,7 +17,7 @@
 
 #include "apps/cli.h"                  // Options, usage_error, run_main
 #include "core/error.h"                // llm::fail
-#include "core/gemv_names.h"           // check_gemv_mapping, gemv_mapping_lines, gemv_mapping_list
+#include "core/gemv_table.h"           // check_gemv_mapping, gemv_mapping_lines, gemv_mapping_list
 #include "engine/backend.h"            // require_cuda_device
 #include "kernels/gemv/gemv.h"         // gemv_find
 #include "measure/bench/harness.h"     // split_commas, parse_shape

@@ -11,7 +11,7 @@
 #include "analysis/sector_model.h"        // predict, sector_mappings, sector_table_markdown
 #include "apps/cli.h"               // Options, run_main: bad usage exits 2 with the --help hint
 #include "core/error.h"             // llm::Error, llm::fail
-#include "core/gemv_names.h"        // gemv_mapping_lines: the engine's mappings, the default named
+#include "core/gemv_table.h"        // gemv_mapping_lines: the engine's mappings, the default named
 
 namespace {
 
@@ -132,13 +132,13 @@ std::vector<llm::SectorPrediction> predict_all(const Options& o, llm::WeightForm
   std::vector<llm::SectorPrediction> rows;
   for (const auto& m : llm::sector_mappings()) {
     std::string name = m.name;
-    bool is_cublas = name == "cublas";
+    const bool library = m.access == llm::GemvAccess::LibraryModel;  // modelled with 16-byte loads only
     if (m.transposed && llm::weight_format_info(f).quantized) {
       notes->push_back(name + " omitted: " + o.dtype + " blocks run along K, so there is no [K, N] layout");
       continue;
     }
-    int lb = is_cublas ? 16 : o.load_bytes;
-    if (is_cublas && o.load_bytes && o.load_bytes != 16) notes->push_back("cublas kept at 16-byte loads");
+    int lb = library ? 16 : o.load_bytes;
+    if (library && o.load_bytes && o.load_bytes != 16) notes->push_back(name + " kept at 16-byte loads");
     rows.push_back(llm::predict(name, o.N, o.K, f, lb, o.ld_bytes));
   }
   return rows;
@@ -230,10 +230,11 @@ int run(const Options& o) {
   std::cout << llm::sector_table_markdown(rows);
   std::cout << "\n";
   for (const auto& r : rows) {
-    if (r.mapping == "cublas")
-      notes.push_back("cublas is a model (warp-like, 16-byte loads); its real access pattern is not public");
-    if (r.mapping == "colmajor")
-      notes.push_back("colmajor stores W as [K, N]: its stored rows are the K rows of N weights");
+    const llm::GemvAccess access = llm::find_sector_mapping(r.mapping).access;
+    if (access == llm::GemvAccess::LibraryModel)
+      notes.push_back(r.mapping + " is a model (warp-like, 16-byte loads); its real access pattern is not public");
+    if (access == llm::GemvAccess::ColumnMajor)
+      notes.push_back(r.mapping + " stores W as [K, N]: its stored rows are the K rows of N weights");
     if (r.misaligned_lanes_total > 0)
       notes.push_back(r.mapping + ": " + std::to_string(r.misaligned_lanes_total) + " of " +
                       std::to_string(r.lane_loads_total) +

@@ -13,7 +13,7 @@
 #include "apps/cli.h"             // Options, usage_error, as_usage, run_main
 #include "apps/shared_options.h"  // --prompt, --file, --prompt-ids, --quantize, --kv-dtype
 #include "core/error.h"           // llm::fail
-#include "core/gemv_names.h"      // gemv_mapping_lines, gemv_mapping_list
+#include "core/gemv_table.h"      // gemv_mapping_lines, gemv_mapping_list
 #include "engine/backend.h"       // require_cuda_device
 #include "measure/ab_render.h"    // ab_markdown, ab_json, ab_csv, ab_write_file, ab_draw_chart
 #include "engine/gemv_choice.h"  // default_gemv_name (quantized models get the quantized forms), DecodePath
@@ -201,10 +201,7 @@ int run(const Args& a) {
   if (list.empty()) {  // every mapping that can run this model: the quantized forms when decode keeps weights quantized
     const bool quant = llm::default_gemv_name(model, a.dequantize) == llm::kQuantGemvDefault &&
                        std::string(llm::kQuantGemvDefault) != llm::kGemvDefaultMapping;
-    if (quant)
-      for (int i = 0; i < llm::kQuantGemvCount; ++i) list += (i ? "," : "") + std::string(llm::kQuantGemvNames[i].name);
-    else
-      list = llm::gemv_mapping_list();
+    list = llm::gemv_mapping_list(/*quant=*/quant);
   }
   // What the persistent path cannot run is refused by name (bad usage, exit 2) before any GPU work, as run-llama
   // --decode persistent is.

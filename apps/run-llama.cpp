@@ -20,7 +20,7 @@
 #include "apps/shared_options.h"  // --prompt, --file, --prompt-ids, --quantize, --kv-dtype
 #include "chat/repl.h"
 #include "core/error.h"
-#include "core/gemv_names.h"
+#include "core/gemv_table.h"
 #include "engine/backend.h"
 #include "engine/gemv_choice.h"  // gemv_refusal, quant_summary
 #include "models/quantize_model.h"  // --quantize
@@ -280,10 +280,12 @@ int run(const Args& a) {
   bo.persistent = a.decode == llm::DecodePath::Persistent;
   bo.tuning = a.tuning;
   if (bo.device == "cuda") {
-    // Every --gemv and weight-type pair runs or is refused by name (bad usage, exit 2), before any GPU work.
-    if (const std::string why = llm::gemv_refusal(a.gemv, model, a.dequantize); !why.empty()) usage_error(why);
+    // --gemv resolved once (checked against the table when parsed); every --gemv and weight-type pair runs or is
+    // refused by name (bad usage, exit 2), before any GPU work.
+    const llm::GemvPlan plan = llm::gemv_plan(a.gemv);
+    if (const std::string why = llm::gemv_refusal(plan, model, a.dequantize); !why.empty()) usage_error(why);
     // --decode persistent runs what its kernel takes, or is refused by name (exit 2), before any GPU work.
-    if (const std::string why = llm::decode_path_refusal(a.decode, a.gemv, model, a.dequantize,
+    if (const std::string why = llm::decode_path_refusal(a.decode, plan, model, a.dequantize,
                                                          a.kv_dtype == llm::KvDtype::FP8, true);
         !why.empty())
       usage_error(why);

@@ -16,10 +16,10 @@
 #include <readline/readline.h>
 
 #include "core/error.h"
-#include "core/gemv_names.h"
+#include "core/gemv_table.h"
 
 #if LLM_HAVE_CUDA
-#include "engine/cuda_backend.h"  // CudaBackend: the mapping switch and the profile (names: core/gemv_names.h)
+#include "engine/cuda_backend.h"  // CudaBackend: the mapping switch and the profile (names: core/gemv_table.h)
 #include "measure/step_profiler.h"  // install_step_profiler: the profiled pass of /stats
 #endif
 
@@ -313,7 +313,7 @@ void Repl::decode_path(const std::string& name) {
 }
 
 void Repl::gemv(const std::string& name) {
-  // One check of the name wherever it is typed (core/gemv_names.h): an unknown name is refused on every backend.
+  // One check of the name wherever it is typed (core/gemv_table.h): an unknown name is refused on every backend.
   try {
     check_gemv_mapping("/gemv", name, /*on_cpu=*/false);
   } catch (const Error& e) {
@@ -324,7 +324,8 @@ void Repl::gemv(const std::string& name) {
   if (auto* cuda = dynamic_cast<CudaBackend*>(&session_.backend())) {
     auto list = [&] {
       std::string s = "GEMV mappings (current: " + cuda->gemv() + "):";
-      for (const GemvMappingName& m : kGemvMappingNames) s += std::string("\n  ") + m.name + "  " + m.what;
+      for (const GemvRow& r : kGemvTable)
+        if (r.has_bf16()) s += std::string("\n  ") + r.name + "  " + r.why;
       info(s);
     };
     if (name.empty()) return list();

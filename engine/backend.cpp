@@ -2,7 +2,7 @@
 #include "engine/backend.h"
 
 #include "core/error.h"
-#include "core/gemv_names.h"
+#include "core/gemv_table.h"
 
 namespace llm {
 

@@ -109,7 +109,7 @@ struct ResolvedDevice {
 };
 ResolvedDevice resolve_device(const std::string& requested);
 
-// check_gemv_mapping (core/gemv_names.h) for a run on `device`: an unknown name fails everywhere; on the CPU any
+// check_gemv_mapping (core/gemv_table.h) for a run on `device`: an unknown name fails everywhere; on the CPU any
 // mapping but the default fails too, and when auto chose the CPU the message ends with "; " + device.why.
 void check_gemv_for_device(const std::string& what, const std::string& gemv, const ResolvedDevice& device);
 

@@ -13,12 +13,6 @@ namespace llm {
 
 namespace {
 
-bool is_bf16_gemv_name(const std::string& name) {
-  for (const GemvMappingName& m : kGemvMappingNames)
-    if (name == m.name) return true;
-  return false;
-}
-
 // Every projection decode runs (the head is the embedding when tied), in order.
 template <typename F>
 void for_each_projection(const Model& model, F f) {
@@ -27,15 +21,51 @@ void for_each_projection(const Model& model, F f) {
   f(model.config.tied_embeddings ? model.weights.embedding : model.weights.head);
 }
 
+// "warp (default), thread, as-stored or warp-dp4a": the rows with a quantized (or a BF16) form, for the refusals.
+std::string names_or(bool quant) {
+  std::string s;
+  const GemvRow* def = quant ? &gemv_default_quant_row() : &gemv_default_bf16_row();
+  const GemvRow* last = nullptr;
+  for (const GemvRow& r : kGemvTable)
+    if (quant ? r.has_quant() : r.has_bf16()) last = &r;
+  for (const GemvRow& r : kGemvTable) {
+    if (!(quant ? r.has_quant() : r.has_bf16())) continue;
+    if (!s.empty()) s += &r == last ? " or " : ", ";
+    s += std::string(r.name) + (&r == def ? " (default)" : "");
+  }
+  return s;
+}
+
 }  // namespace
 
+GemvPlan gemv_plan(const std::string& name) {
+  const GemvRow* row = name.empty() ? &gemv_default_bf16_row() : gemv_row(name);
+  if (!row) fail("unknown GEMV mapping '", name, "' (known: ", gemv_mapping_names(), ")");
+  // "" takes each kind's default: the BF16 default has no quantized form, the quantized default's BF16 form is not
+  // the BF16 default.
+  const GemvRow& b = name.empty() ? gemv_default_bf16_row() : *row;
+  const GemvRow& q = name.empty() ? gemv_default_quant_row() : *row;
+  GemvPlan p;
+  p.name = name;
+  p.row = row;
+  p.bf16 = b.bf16;
+  p.bf16_persistent = b.bf16_persistent;
+  p.has_quant = q.has_quant();
+  p.quant = q.quant;
+  p.quant_types = q.quant_types;
+  p.quant_persistent = q.quant_persistent;
+  return p;
+}
+
+GemvPlan gemv_plan(const std::string& name, const Model& model, bool dequantize) {
+  GemvPlan p = gemv_plan(name.empty() ? default_gemv_name(model, dequantize) : name);
+  if (const std::string why = gemv_refusal(p, model, dequantize); !why.empty()) fail(why);
+  return p;
+}
+
 GemvChoice resolve_gemv_choice(const std::string& name) {
-  GemvChoice c;
-  if (name.empty()) return {kGemvDefaultMapping, kQuantGemvDefault};
-  if (!gemv_mapping_known(name)) fail("unknown GEMV mapping '", name, "' (known: ", gemv_mapping_names(), ")");
-  if (is_bf16_gemv_name(name)) c.bf16 = name;
-  if (is_quant_gemv_name(name)) c.quant = name;
-  return c;
+  const GemvPlan p = gemv_plan(name);
+  return {p.bf16 == GemvBf16Form::None ? "" : gemv_form_name(p.bf16), p.has_quant ? quant_gemv_kind_name(p.quant) : ""};
 }
 
 std::string default_gemv_name(const Model& model, bool dequantize) {
@@ -44,24 +74,26 @@ std::string default_gemv_name(const Model& model, bool dequantize) {
   return quant ? kQuantGemvDefault : kGemvDefaultMapping;
 }
 
-std::string gemv_refusal(const std::string& name, const Model& model, bool dequantize) {
-  if (name.empty()) return "";  // the default always runs (default_gemv_name)
-  const GemvChoice c = resolve_gemv_choice(name);
+std::string gemv_refusal(const GemvPlan& plan, const Model& model, bool dequantize) {
+  if (!plan.named()) return "";  // the default always runs (default_gemv_name)
   std::string why;
   for_each_projection(model, [&](const HostTensor& t) {
     if (!why.empty()) return;
     const bool quant = t.quant != 0 && !dequantize;
-    if (quant && c.quant.empty())
-      why = "GEMV mapping '" + name + "' has no form for " + ggml_quant_name(GgmlQuantType(t.quant)) +
-            " weights (" + printable(t.name) + "); quantized weights run with warp (default), thread, as-stored or "
-            "warp-dp4a, or pass --dequantize to run them as BF16";
-    if (!quant && c.bf16.empty())
-      why = "GEMV mapping '" + name + "' exists only for quantized weights, and " + printable(t.name) +
+    if (quant && !plan.runs_quant_type(t.quant))
+      why = "GEMV mapping '" + plan.name + "' has no form for " + ggml_quant_name(GgmlQuantType(t.quant)) +
+            " weights (" + printable(t.name) + "); quantized weights run with " + names_or(true) +
+            ", or pass --dequantize to run them as BF16";
+    if (!quant && plan.bf16 == GemvBf16Form::None)
+      why = "GEMV mapping '" + plan.name + "' exists only for quantized weights, and " + printable(t.name) +
             " is not quantized (" + (t.quant ? "--dequantize" : std::string(dtype_name(t.dtype))) +
-            "); BF16 weights run with " + kGemvDefaultMapping + " (default), warp, thread, colmajor, cublas, "
-            "thread-splitk or warp-few";
+            "); BF16 weights run with " + names_or(false);
   });
   return why;
+}
+
+std::string gemv_refusal(const std::string& name, const Model& model, bool dequantize) {
+  return gemv_refusal(gemv_plan(name), model, dequantize);
 }
 
 const char* decode_path_name(DecodePath p) { return p == DecodePath::Persistent ? "persistent" : "graph"; }
@@ -72,28 +104,40 @@ DecodePath parse_decode_path(const std::string& name) {
   fail("unknown --decode '", printable(name), "' (graph or persistent)");
 }
 
+int persistent_pair_rows(PersistentGemv bf16_persistent) {
+  return bf16_persistent == PersistentGemv::TwoRows ? 1 : bf16_persistent == PersistentGemv::OneRow ? 0 : -1;
+}
+
 int persistent_pair_rows(const std::string& bf16_mapping) {
-  if (bf16_mapping == "warp-r2") return 1;
-  if (bf16_mapping == "warp" || bf16_mapping == "warp-few") return 0;
-  return -1;
+  const GemvRow* r = gemv_row(bf16_mapping);
+  return r ? persistent_pair_rows(r->bf16_persistent) : -1;
 }
 
 std::string persistent_refusal(const ModelConfig& c, const std::string& source, const std::string& mapping,
                                const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
                                bool fuse_projections) {
-  const GemvChoice choice = resolve_gemv_choice(mapping);
-  if (!kept_quant.empty() && choice.quant != "warp" && choice.quant != "warp-dp4a")
+  return persistent_refusal(c, source, gemv_plan(mapping), kept_quant, mixed_group, fp8_kv, fuse_projections);
+}
+
+std::string persistent_refusal(const ModelConfig& c, const std::string& source, const GemvPlan& plan,
+                               const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
+                               bool fuse_projections) {
+  if (!kept_quant.empty() && plan.quant_persistent == PersistentGemv::None)
     return "--decode persistent runs quantized weights with the quantized 'warp' and 'warp-dp4a' mappings only; '" +
-           (mapping.empty() ? std::string(kQuantGemvDefault) : mapping) + "' cannot run inside it (" + source +
+           (plan.named() ? plan.name : std::string(kQuantGemvDefault)) + "' cannot run inside it (" + source +
            " keeps " + kept_quant + "): use --gemv warp, --dequantize, or --decode graph";
   if (!mixed_group.empty())
     return "--decode persistent needs each fused group (q|k|v, gate|up) in one weight type; " + mixed_group +
            " and the matrices fused with it differ: use --decode graph, or --dequantize";
-  const std::string bf16 = choice.bf16;
   // A name with no BF16 form ("warp-dp4a") runs only where every projection is kept quantized (gemv_refusal).
-  if (persistent_pair_rows(bf16) < 0 && (!bf16.empty() || kept_quant.empty()))
-    return "--decode persistent runs the lanes-along-K GEMV mappings (warp-r2, warp, warp-few); '" + mapping +
+  if (plan.bf16_persistent == PersistentGemv::None && (plan.bf16 != GemvBf16Form::None || kept_quant.empty())) {
+    std::string lanes_along_k;  // "warp-r2, warp, warp-few": the BF16 forms with a persistent stage
+    for (const GemvRow& r : kGemvTable)
+      if (r.bf16_persistent != PersistentGemv::None)
+        lanes_along_k += (lanes_along_k.empty() ? "" : ", ") + std::string(r.name);
+    return "--decode persistent runs the lanes-along-K GEMV mappings (" + lanes_along_k + "); '" + plan.name +
            "' cannot run inside it: use --decode graph for it";
+  }
   if (fp8_kv) return "--decode persistent keeps the KV cache in BF16; --kv-dtype fp8 runs with --decode graph";
   if (!fuse_projections) return "--decode persistent needs fused projections (q|k|v and gate|up in one matrix each)";
   const int hd = c.head_dim, lpk = hd / 8;
@@ -122,12 +166,17 @@ std::string mixed_fused_group(const Model& model, bool dequantize) {
   return "";
 }
 
-std::string decode_path_refusal(DecodePath path, const std::string& gemv, const Model& model, bool dequantize,
+std::string decode_path_refusal(DecodePath path, const GemvPlan& plan, const Model& model, bool dequantize,
                                 bool fp8_kv, bool fuse_projections) {
   if (path == DecodePath::Graph) return "";
-  const std::string name = gemv.empty() ? default_gemv_name(model, dequantize) : gemv;
-  return persistent_refusal(model.config, model.source, name, dequantize ? "" : quant_summary(model),
+  const GemvPlan p = plan.named() ? plan : gemv_plan(default_gemv_name(model, dequantize));
+  return persistent_refusal(model.config, model.source, p, dequantize ? "" : quant_summary(model),
                             fuse_projections ? mixed_fused_group(model, dequantize) : "", fp8_kv, fuse_projections);
+}
+
+std::string decode_path_refusal(DecodePath path, const std::string& gemv, const Model& model, bool dequantize,
+                                bool fp8_kv, bool fuse_projections) {
+  return decode_path_refusal(path, gemv_plan(gemv), model, dequantize, fp8_kv, fuse_projections);
 }
 
 std::string quant_summary(const Model& model) {

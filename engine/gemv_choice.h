@@ -1,29 +1,54 @@
 // Which GEMV runs which weight type, decided in ONE place for every path (run-llama, chat, llama-ab, the CUDA
-// engine). Builds without CUDA: run-llama refuses an impossible --gemv / weight-type pair (exit 2) before any GPU work.
+// engine): a --gemv name becomes a GemvPlan once, and the refusals take the plan. Builds without CUDA: run-llama
+// refuses an impossible --gemv / weight-type pair (exit 2) before any GPU work.
 #pragma once
 #include <string>
 
-#include "core/gemv_names.h"  // both lists of mapping names
+#include "core/gemv_table.h"  // the mappings' rows: forms, persistent stages
 #include "models/model.h"
 
 namespace llm {
 
-// How the engine runs GEMVs for one --gemv name, per weight kind.
-struct GemvChoice {
-  std::string bf16;        // the BF16 registry mapping (core/gemv_names.h); "" = this name has no BF16 form
-  std::string quant;       // the quantized mapping (kQuantGemvNames); "" = this name has no quantized form
+// A --gemv name resolved ONCE into the forms decode runs: made by gemv_plan from the name (the table's row, core/
+// gemv_table.h), carried from there on (the refusals below, the A/B run, the sector model, the registries), never
+// compared by name again.
+struct GemvPlan {
+  std::string name;            // as given ("" = the defaults: the first BF16 row for BF16 weights, the first
+                               // quantized row for quantized ones); for messages only
+  const GemvRow* row = nullptr;  // the name's row (the BF16 default's row for "")
+  GemvBf16Form bf16 = GemvBf16Form::None;  // what BF16 weights run (None: this name runs no BF16 weight)
+  bool has_quant = false;      // a quantized form exists
+  QuantGemvKind quant = QuantGemvKind::Warp;  // what weights kept quantized run (when has_quant)
+  uint32_t quant_types = 0;    // GGML types (1u << id) that form runs
+  PersistentGemv bf16_persistent = PersistentGemv::None;   // the BF16 form inside the persistent kernel
+  PersistentGemv quant_persistent = PersistentGemv::None;  // the quantized form inside it
+
+  bool named() const { return !name.empty(); }
+  bool runs_quant_type(uint32_t ggml_type) const { return ggml_type < 32 && (quant_types >> ggml_type) & 1u; }
 };
-// "" = the defaults (core/gemv_names.h's first for BF16, kQuantGemvDefault for quantized weights). "warp" and
-// "thread" have both forms; the other BF16 mappings only BF16; as-stored and warp-dp4a only quantized. Unknown names
-// throw llm::Error listing both lists.
-GemvChoice resolve_gemv_choice(const std::string& name);
+// The plan of a name ("" = the defaults). Unknown names throw llm::Error "unknown GEMV mapping 'NAME' (known: ...)",
+// listing both kinds of form.
+GemvPlan gemv_plan(const std::string& name);
+// The plan decode uses for `model`: gemv_plan(name), "" resolved to default_gemv_name(model, dequantize). Throws
+// llm::Error for an unknown name, and with gemv_refusal's line for a name that cannot run every projection.
+GemvPlan gemv_plan(const std::string& name, const Model& model, bool dequantize);
+
+// TRANSITIONAL: engine switches to GemvPlan at merge. The plan's forms by name: bf16 = the BF16 form's name ("" = none),
+// quant = the quantized form's name ("" = none).
+struct GemvChoice {
+  std::string bf16;
+  std::string quant;
+};
+GemvChoice resolve_gemv_choice(const std::string& name);  // TRANSITIONAL: engine switches to GemvPlan at merge
 
 // The mapping a run uses when --gemv is not given: the BF16 default, or, when decode keeps quantized weights, the
 // default of the quantized forms (it has a BF16 form too, for any projection that is not quantized).
 std::string default_gemv_name(const Model& model, bool dequantize);
 
-// "" when `name` can run every projection of `model` (quantized weights kept quantized unless `dequantize`);
-// otherwise why not, in one line naming the mapping, the weight type and a tensor.
+// "" when `plan` can run every projection of `model` (quantized weights kept quantized unless `dequantize`);
+// otherwise why not, in one line naming the mapping, the weight type and a tensor. The defaults always run.
+std::string gemv_refusal(const GemvPlan& plan, const Model& model, bool dequantize);
+// TRANSITIONAL: engine switches to GemvPlan at merge. gemv_refusal(gemv_plan(name), ...).
 std::string gemv_refusal(const std::string& name, const Model& model, bool dequantize);
 
 // How decode runs a step (--decode): the CUDA graph of one kernel per op (the default), or one persistent kernel per
@@ -33,17 +58,22 @@ const char* decode_path_name(DecodePath p);  // "graph", "persistent"
 // "graph" / "persistent"; anything else throws llm::Error "unknown --decode 'NAME' (graph or persistent)".
 DecodePath parse_decode_path(const std::string& name);
 
-// The persistent path runs the lanes-along-K BF16 mappings over their padded row-major layout: "warp-r2" walks two
-// rows at once (returns 1), "warp" and its control "warp-few" one row after the other (0); any other name -1.
-// Quantized weights run there through the quantized "warp" mapping's planes and the lane code of "warp" or "warp-dp4a"
-// (two rows at once).
+// The persistent path runs the lanes-along-K BF16 forms over their padded row-major layout: TwoRows (warp-r2) walks
+// two rows at once (returns 1), OneRow (warp and its control warp-few) one row after the other (0); any other -1.
+// Quantized weights run there through the quantized "warp" form's planes and the lane code of "warp" or "warp-dp4a".
+int persistent_pair_rows(PersistentGemv bf16_persistent);
+// TRANSITIONAL: engine switches to GemvPlan at merge. persistent_pair_rows of a name's BF16 form (-1: unknown or none).
 int persistent_pair_rows(const std::string& bf16_mapping);
 
-// What the persistent kernel takes, from what any caller knows: "" or why not, in one line. `mapping` is the --gemv
-// name decode uses (resolve_gemv_choice), `kept_quant` says which weights decode keeps quantized ("" = none; they
-// need the quantized "warp" or "warp-dp4a" form), `mixed_group` names a fused group (q|k|v, gate|up) whose members differ in type
-// ("" = none: the kernel takes one type per matrix), `source` names the model in the messages. decode_path_refusal
-// (from a Model) and the CUDA engine (from its state) both ask it.
+// What the persistent kernel takes, from what any caller knows: "" or why not, in one line. `plan` is what decode
+// runs (gemv_plan), `kept_quant` says which weights decode keeps quantized ("" = none; they need a form with a
+// persistent quantized stage: "warp" or "warp-dp4a"), `mixed_group` names a fused group (q|k|v, gate|up) whose members
+// differ in type ("" = none: the kernel takes one type per matrix), `source` names the model in the messages.
+// decode_path_refusal (from a Model) and the CUDA engine (from its state) both ask it.
+std::string persistent_refusal(const ModelConfig& c, const std::string& source, const GemvPlan& plan,
+                               const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
+                               bool fuse_projections);
+// TRANSITIONAL: engine switches to GemvPlan at merge. persistent_refusal(c, source, gemv_plan(mapping), ...).
 std::string persistent_refusal(const ModelConfig& c, const std::string& source, const std::string& mapping,
                                const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
                                bool fuse_projections);
@@ -52,11 +82,14 @@ std::string persistent_refusal(const ModelConfig& c, const std::string& source, 
 // quantized in different GGML types, or some quantized and some not), or "".
 std::string mixed_fused_group(const Model& model, bool dequantize);
 
-// "" when `path` can run `model` with GEMV `gemv` ("" = the default) and these options; otherwise why not, in one
-// line naming the mapping, weight type, KV dtype or value. Graph runs everything the engine runs. Persistent refuses a
-// mapping that is not lanes-along-K (cuBLAS, thread, colmajor, as-stored, warp-dp4a, ...), a fused group mixing weight
+// "" when `path` can run `model` with GEMV plan `plan` (unnamed: the model's default) and these options; otherwise
+// why not, in one line naming the mapping, weight type, KV dtype or value. Graph runs everything the engine runs.
+// Persistent refuses a mapping that is not lanes-along-K (cuBLAS, thread, colmajor, as-stored, warp-dp4a, ...), a fused group mixing weight
 // types, an FP8 KV cache, unfused projections, and shapes its kernel does not take (head_dim not 8 * 2^i up to 256;
 // rows wider than 50,000).
+std::string decode_path_refusal(DecodePath path, const GemvPlan& plan, const Model& model, bool dequantize,
+                                bool fp8_kv, bool fuse_projections);
+// The same for a name: decode_path_refusal(path, gemv_plan(gemv), ...) (callers that hold a typed name).
 std::string decode_path_refusal(DecodePath path, const std::string& gemv, const Model& model, bool dequantize,
                                 bool fp8_kv, bool fuse_projections);
 

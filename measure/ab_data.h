@@ -14,6 +14,9 @@ struct AbProjection {
   std::string name;      // a ProfileParts::part_name other than "other"
   int64_t N = 0, K = 0;  // y[N] = W[N, K] x[K]
   int count = 0;         // matrices of this kind per token: n_layers, or 1 for the head
+  // The GGML type id decode keeps these matrices quantized in (layer 0's first member stands for every layer), 0 when
+  // decode reads them as BF16: which sector model predicts them (analysis/quant_sector_model.h or sector_model.h).
+  uint32_t quant = 0;
   // What the matrices hold as BF16. Not what a mapping reads where decode keeps weights quantized: that is
   // AbLaunch::bytes_read.
   int64_t bf16_bytes_per_token() const { return N * K * 2 * int64_t(count); }

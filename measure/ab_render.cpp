@@ -107,8 +107,9 @@ void header(std::ostringstream& os, const AbReportData& d, const AbSummary& s) {
   os << "\n";
   os << "- GEMV time: " << d.profiling_method << "; other = graphed ms/token - GEMV ms/token (attention, norms, "
      << "sampling, launch gaps)\n";
-  os << "- sector model: sectors per warp request and useful/fetched bytes predicted by analysis/sector_model.h over "
-     << "every projection matrix of a token (bytes-weighted); launch shape shown for '" << s.launch_shape_of
+  os << "- sector model: sectors per warp request and useful/fetched bytes predicted by analysis/sector_model.h (BF16) "
+     << "and analysis/quant_sector_model.h (weights kept quantized) over every projection matrix of a token "
+     << "(bytes-weighted); launch shape shown for '" << s.launch_shape_of
      << "', the projection with the most bytes per token\n\n";
 }
 
@@ -446,8 +447,8 @@ json data_json(const AbReportData& d) {
   j["roofline_method"] = d.roofline_method;
   j["profiling_method"] = d.profiling_method;
   j["projections"] = json::array();
-  for (const auto& p : d.projections) j["projections"].push_back({{"name", p.name}, {"N", p.N}, {"K", p.K},
-                                                                  {"count", p.count}});
+  for (const auto& p : d.projections)
+    j["projections"].push_back({{"name", p.name}, {"N", p.N}, {"K", p.K}, {"count", p.count}, {"quant", p.quant}});
   j["runs"] = json::array();
   for (const auto& r : d.runs) {
     json jr;
@@ -591,7 +592,7 @@ AbReportData ab_data_from_json(const std::string& text) {
     d.profiling_method = j.at("profiling_method").get<std::string>();
     for (const auto& p : j.at("projections"))
       d.projections.push_back({p.at("name").get<std::string>(), p.at("N").get<int64_t>(), p.at("K").get<int64_t>(),
-                               p.at("count").get<int>()});
+                               p.at("count").get<int>(), p.value("quant", 0u)});  // "quant": absent before it, BF16
     for (const auto& jr : j.at("runs")) {
       AbMappingRun r;
       r.mapping = jr.at("mapping").get<std::string>();

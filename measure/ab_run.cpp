@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "core/gemv_names.h"  // check_gemv_mapping
+#include "core/gemv_table.h"  // check_gemv_mapping
 #include "engine/decode_loop.h"  // the one decode loop
-#include "engine/gemv_choice.h"  // gemv_refusal, resolve_gemv_choice: which form runs which weight type
+#include "engine/gemv_choice.h"  // gemv_plan, gemv_refusal: which form runs which weight type
 #include "engine/kv_cache.h"     // CpuKvCache::bytes: the KV cache's bytes in each element type
 #include "kernels/quant/gemv_quant_plan.h"  // quant_gemv_bytes_read, quant_gemv_describe (CUDA-free)
 
@@ -19,7 +19,7 @@
 
 #include "engine/cuda_backend.h"  // CudaBackend: set_gemv, set_persistent, set_profiling, gemv_bytes_per_token
 #include "kernels/cuda_check.h"   // CUDA_CHECK
-#include "kernels/gemv/gemv.h"         // gemv_find(...).shape
+#include "kernels/gemv/gemv.h"         // gemv_mapping(form).shape
 #include "kernels/quant/gemv_quant.h"   // quant_gemv_shape: launch shapes of the quantized forms
 #include "measure/roofline.h"     // Roofline: the one streaming-read measurement
 #include "measure/step_profiler.h"  // install_step_profiler: the profiling passes' hook
@@ -110,7 +110,7 @@ namespace {
 // Why run_ab's engine cannot run `entry` on its decode path, or "" (the CUDA engine always fuses projections).
 std::string entry_refusal(const std::string& entry, const Model& model, bool dequantize, KvDtype kv_dtype) {
   const AbEntry e = parse_ab_entry(entry);
-  return decode_path_refusal(e.path, e.gemv, model, dequantize, kv_dtype == KvDtype::FP8, true);
+  return decode_path_refusal(e.path, gemv_plan(e.gemv), model, dequantize, kv_dtype == KvDtype::FP8, true);
 }
 
 }  // namespace
@@ -219,9 +219,7 @@ std::vector<const HostTensor*> weights_of(const Model& model, const std::string&
 
 }  // namespace
 
-int64_t ab_projection_bytes(const Model& model, const std::string& mapping, bool dequantize,
-                            const std::string& projection) {
-  const GemvChoice choice = resolve_gemv_choice(mapping);
+int64_t ab_projection_bytes(const Model& model, const GemvPlan& plan, bool dequantize, const std::string& projection) {
   const size_t layers = projection == "head" ? 1 : model.weights.layers.size();
   int64_t bytes = 0;
   for (size_t l = 0; l < layers; ++l)
@@ -230,12 +228,16 @@ int64_t ab_projection_bytes(const Model& model, const std::string& mapping, bool
         bytes += t->rows * t->cols * 2;
         continue;
       }
-      if (choice.quant.empty())
-        fail("A/B run: GEMV mapping '", mapping, "' has no form for the quantized weights of ", printable(t->name));
-      bytes += quant_gemv_bytes_read(quant_gemv_kind_from_name(choice.quant),
-                                     quant_gemv_describe(int(t->quant), t->rows, t->cols));
+      if (!plan.runs_quant_type(t->quant))
+        fail("A/B run: GEMV mapping '", plan.name, "' has no form for the quantized weights of ", printable(t->name));
+      bytes += quant_gemv_bytes_read(plan.quant, quant_gemv_describe(int(t->quant), t->rows, t->cols));
     }
   return bytes;
+}
+
+int64_t ab_projection_bytes(const Model& model, const std::string& mapping, bool dequantize,
+                            const std::string& projection) {
+  return ab_projection_bytes(model, gemv_plan(mapping), dequantize, projection);
 }
 
 AbKvRead ab_kv_read(const ModelConfig& c, KvDtype kv, int first_pos, int n_decode) {
@@ -279,7 +281,8 @@ void check_options(const Model& model, const AbOptions& opt) {
   std::vector<std::string> names;
   for (const auto& m : opt.mappings) {
     const AbEntry e = parse_ab_entry(m);
-    if (const std::string why = gemv_refusal(e.gemv, model, opt.dequantize); !why.empty()) fail("A/B run: ", why);
+    if (const std::string why = gemv_refusal(gemv_plan(e.gemv), model, opt.dequantize); !why.empty())
+      fail("A/B run: ", why);
     if (const std::string why = entry_refusal(m, model, opt.dequantize, opt.kv_dtype); !why.empty())
       fail("A/B run: ", why);
     if (std::find(names.begin(), names.end(), ab_entry_name(e)) != names.end())
@@ -327,6 +330,161 @@ void progress(const AbOptions& opt, const char* fmt_line, ...) {
   std::fflush(opt.progress);
 }
 
+// What every pass of a run shares: the engine, the entries and their plans (each --ab name resolved once), where a
+// pass starts.
+struct AbSession {
+  const AbOptions& opt;
+  CudaBackend& cb;
+  std::vector<AbEntry> entries;
+  std::vector<GemvPlan> plans;   // entries[i]'s GEMV, resolved
+  std::vector<int> pass_prompt;  // what every pass prefills: the prompt, or at depth the context's last token
+  int pass_pos = 0;              // where: 0, or depth - 1
+  bool deep = false;
+
+  // Switches the engine to entry i. set_gemv refuses, while the persistent path is on, a mapping that path cannot
+  // run: the path goes off first.
+  void select(size_t i) {
+    cb.set_persistent(false);
+    cb.set_gemv(entries[i].gemv);  // first time: prepacks; its first graphed decode captures the graph
+    if (entries[i].path == DecodePath::Persistent) cb.set_persistent(true);
+  }
+  std::string round_name(int r) const {
+    char round[64];
+    if (r >= opt.warmup)
+      std::snprintf(round, sizeof round, "repeat %d/%d", r - opt.warmup + 1, opt.repeats);
+    else
+      std::snprintf(round, sizeof round, "warm-up %d/%d", r + 1, opt.warmup);
+    return std::string(round);
+  }
+};
+
+// The run's header: device, options, and the projection kinds with the type decode keeps each in (layer 0's first
+// member stands for every layer; 0 = BF16).
+AbResult result_header(const Model& model, const AbOptions& opt, const cudaDeviceProp& prop) {
+  AbResult res;
+  res.model = model.source;
+  res.device = prop.name;
+  res.sm_count = prop.multiProcessorCount;
+  res.max_warps_per_sm = prop.maxThreadsPerMultiProcessor / 32;
+  res.prompt_tokens = int(opt.prompt.size());
+  res.depth = opt.depth;
+  res.n_decode = opt.n_decode;
+  res.repeats = opt.repeats;
+  res.warmup = opt.warmup;
+  res.seed = opt.seed;
+  res.projections = projections_of(model.config);
+  for (AbProjection& p : res.projections) p.quant = opt.dequantize ? 0u : weights_of(model, p.name, 0)[0]->quant;
+  return res;
+}
+
+// Entry i's launch shape and bytes read per projection kind: a projection decode keeps quantized runs the plan's
+// quantized form, any other its BF16 form. The persistent path launches no GEMV kernel (its resident blocks walk
+// every projection): no shape to record (grid 0), the bytes its GEMVs read still.
+AbMappingRun entry_launches(const Model& model, const AbSession& ab, size_t i,
+                            const std::vector<AbProjection>& projections) {
+  const ModelConfig& c = model.config;
+  const GemvPlan& plan = ab.plans[i];
+  AbMappingRun run;
+  run.mapping = ab_entry_name(ab.entries[i]);
+  std::vector<AbProjection> launched = projections;
+  {  // decode launches these instead of q, k, v and gate, up (engine/cuda/cuda_engine.cu forward_token)
+    using P = ProfileParts;
+    auto type_of = [&](int part) {  // a fused kind's type: its first member's (q, gate)
+      for (const AbProjection& p : projections)
+        if (p.name == P::part_name(part)) return p.quant;
+      return 0u;
+    };
+    const uint32_t qkv = type_of(P::kQ), gate_up = type_of(P::kGate);
+    launched.push_back({P::part_name(P::kQKV), c.q_dim() + 2 * c.kv_dim(), c.dim, c.n_layers, qkv});
+    launched.push_back({P::part_name(P::kGateUp), 2 * int64_t(c.hidden_dim), c.dim, c.n_layers, gate_up});
+  }
+  const GemvBf16Form bf16 = plan.bf16 == GemvBf16Form::None ? gemv_default_bf16_row().bf16 : plan.bf16;
+  for (const AbProjection& p : launched) {
+    GemvLaunchShape s;
+    if (ab.entries[i].path == DecodePath::Graph)
+      s = p.quant && plan.has_quant ? quant_gemv_shape(plan.quant, quant_gemv_describe(int(p.quant), p.N, p.K))
+                                    : gemv_mapping(bf16).shape(int(p.N), int(p.K));
+    run.launches.push_back({p.name, p.N, p.K, s.grid, s.block, s.bytes_in_flight_per_thread,
+                            ab_projection_bytes(model, plan, ab.opt.dequantize, p.name)});
+  }
+  return run;
+}
+
+// Every timed pass, entries alternating round by round; the tokens of each entry's last pass into last_tokens.
+void timed_rounds(AbSession& ab, Roofline& roofline, AbResult& res, std::vector<std::vector<int>>& last_tokens) {
+  const AbOptions& opt = ab.opt;
+  for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
+    const bool timed = r >= opt.warmup;
+    const std::string round = ab.round_name(r);
+    const double roof = roofline.measure().gbps;
+    progress(opt, "ab: %s read roofline: %.0f GB/s\n", round.c_str(), roof);
+    if (timed) res.roofline_gbps.push_back(roof);
+    for (size_t i = 0; i < ab.entries.size(); ++i) {
+      ab.select(i);
+      if (r == 0) check_projection_bytes(res.runs[i], res.projections, ab.cb.gemv_bytes_per_token());
+      const AbPass measured = ab_decode_pass(ab.cb, ab.pass_prompt, opt.n_decode, opt.seed, ab.pass_pos);
+      char prefill[96];
+      if (ab.deep)
+        std::snprintf(prefill, sizeof prefill, "at depth %d", opt.depth);
+      else
+        std::snprintf(prefill, sizeof prefill, "prefill %zu tokens %.2f ms (%.0f tok/s)", opt.prompt.size(),
+                      measured.prefill_ms, 1e3 * double(opt.prompt.size()) / measured.prefill_ms);
+      progress(opt, "ab: %s %s: %.1f tok/s (%.3f ms/token); %s\n", round.c_str(), res.runs[i].mapping.c_str(),
+               1e3 / measured.ms_per_token, measured.ms_per_token, prefill);
+      last_tokens[i] = measured.tokens;
+      if (timed) res.runs[i].ms_per_token.push_back(measured.ms_per_token);
+    }
+  }
+}
+
+// The profiling passes: one per entry and round, warm-up included (a first profiled pass captures its graph). Sets
+// whether a graph entry was profiled (by CUPTI's kernel timeline: the only way the graph path is profiled).
+void profiling_rounds(AbSession& ab, AbResult& res, bool* graph_timeline) {
+  const AbOptions& opt = ab.opt;
+  for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
+    const bool timed = r >= opt.warmup;
+    const std::string round = ab.round_name(r);
+    for (size_t i = 0; i < ab.entries.size(); ++i) {
+      const std::string& name = res.runs[i].mapping;
+      ab.select(i);
+      ab.cb.reset_profile();
+      ab.cb.set_profiling(true);
+      const AbPass profiled = ab_decode_pass(ab.cb, ab.pass_prompt, opt.n_decode, opt.seed, ab.pass_pos);
+      ab.cb.set_profiling(false);
+      const DecodeProfile prof = ab.cb.profile();
+      if (ab.entries[i].path == DecodePath::Graph) *graph_timeline = true;
+      if (prof.steps != opt.n_decode)
+        fail("A/B run: the profile of '", name, "' counted ", prof.steps, " steps, expected ", opt.n_decode);
+      PartMs parts{};
+      for (int p = 0; p < ProfileParts::kParts; ++p) parts[p] = prof.ms[p] / double(prof.steps);
+      const double gemv_ms = prof.gemv_ms() / double(prof.steps);
+      progress(opt, "ab: profiling %s %s: %.3f ms/token wall, device %.3f ms/token, GEMV %.3f ms/token\n",
+               round.c_str(), name.c_str(), profiled.ms_per_token, prof.total_ms / double(prof.steps), gemv_ms);
+      if (!timed) continue;
+      AbMappingRun& run = res.runs[i];
+      run.profiled_ms_per_token.push_back(profiled.ms_per_token);
+      run.part_ms.push_back(parts);
+      run.attention_ms_per_token.push_back(prof.ms[ProfileParts::kAttention] / double(prof.steps));
+    }
+  }
+}
+
+// One line: how the profiles were measured.
+std::string profiling_method(bool graph_timeline, bool any_persistent) {
+  std::vector<std::string> how;
+  if (graph_timeline)
+    how.push_back("a separate pass of the same steps per mapping and repeat replaying the step's CUDA graph under "
+                  "CUPTI's kernel timeline: each kernel's time from the end of the one before (PDL overlap stays "
+                  "with the earlier kernel), the holes between kernels as 'wait'; the parts sum to the replay's "
+                  "first-start-to-last-end span");
+  if (any_persistent)
+    how.push_back("@persistent: the same pass of the persistent kernel, its event-timed time split by its blocks' "
+                  "clock cycles per part (waiting for a stage's producers: 'wait')");
+  std::string s;
+  for (size_t i = 0; i < how.size(); ++i) s += (i ? "; " : "") + how[i];
+  return s;
+}
+
 }  // namespace
 
 AbResult run_ab(const Model& model, const AbOptions& opt) {
@@ -340,86 +498,46 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
 
   std::vector<AbEntry> entries;
-  for (const auto& m : opt.mappings) entries.push_back(parse_ab_entry(m));
-
-  AbResult res;
-  res.model = model.source;
-  res.device = prop.name;
-  res.sm_count = prop.multiProcessorCount;
-  res.max_warps_per_sm = prop.maxThreadsPerMultiProcessor / 32;
-  res.prompt_tokens = int(opt.prompt.size());
-  res.depth = opt.depth;
-  res.n_decode = opt.n_decode;
-  res.repeats = opt.repeats;
-  res.warmup = opt.warmup;
-  res.seed = opt.seed;
-  res.projections = projections_of(c);
+  std::vector<GemvPlan> plans;
+  for (const auto& m : opt.mappings) {
+    entries.push_back(parse_ab_entry(m));
+    plans.push_back(gemv_plan(entries.back().gemv));
+  }
+  AbResult res = result_header(model, opt, prop);
   const bool any_persistent =
       std::any_of(entries.begin(), entries.end(), [](const AbEntry& e) { return e.path == DecodePath::Persistent; });
-  bool graph_timeline = false;  // some graph entry was profiled (by the kernel timeline: the only way)
 
   // The roofline buffer first, so the backend's memory check sees what is left.
   Roofline roofline;
   res.roofline_method = roofline.method() + ", once per round";
   BackendOptions bo;
   bo.device = "cuda";
-  bo.tuning = opt.tuning;
   // At depth N the cache holds N tokens, then every pass re-prefills the last of them (position N - 1) and decodes
   // from position N; at depth 0 every pass prefills the prompt from position 0.
   const bool deep = opt.depth > 0;
   const std::vector<int> context = deep ? ab_depth_tokens(opt.prompt, opt.depth) : std::vector<int>{};
-  const std::vector<int> pass_prompt = deep ? std::vector<int>{context.back()} : opt.prompt;
-  const int pass_pos = deep ? opt.depth - 1 : 0;
   const int first_step_pos = deep ? opt.depth : int(opt.prompt.size());  // the first timed decode step's position
   bo.ctx_size = opt.ctx_size > 0 ? opt.ctx_size : first_step_pos + opt.n_decode;
   bo.gemv = entries[0].gemv;  // on the graph path: the pass loop below sets each entry's path
   bo.dequantize = opt.dequantize;
   bo.kv_dtype = opt.kv_dtype;
+  bo.tuning = opt.tuning;
   progress(opt, "ab: uploading %s to %s\n", model.source.c_str(), prop.name);
   std::unique_ptr<CudaBackend> engine = make_cuda_engine(model, bo);
-  CudaBackend& cb = *engine;
-  install_step_profiler(cb);
-  res.gemv_bytes_per_token = int64_t(cb.gemv_bytes_per_token());
+  AbSession ab{opt, *engine, entries, plans, deep ? std::vector<int>{context.back()} : opt.prompt,
+               deep ? opt.depth - 1 : 0, deep};
+  install_step_profiler(ab.cb);
+  res.gemv_bytes_per_token = int64_t(ab.cb.gemv_bytes_per_token());
   const AbKvRead kv = ab_kv_read(c, opt.kv_dtype, first_step_pos, opt.n_decode);
   res.kv_dtype = kv_dtype_name(opt.kv_dtype == KvDtype::Default ? KvDtype::BF16 : opt.kv_dtype);
   res.attention_rows = kv.rows;
   res.kv_bytes_per_token = kv.bytes_per_token;
-  const int attention_part = ProfileParts::kAttention;
-
-  for (const AbEntry& e : entries) {
-    AbMappingRun run;
-    run.mapping = ab_entry_name(e);
-    const GemvChoice choice = resolve_gemv_choice(e.gemv);
-    // The type decode reads each projection in (layer 0's first member stands for every layer): quantized -> the
-    // quantized form's launch shape, else the BF16 mapping's.
-    auto type_of = [&](const std::string& proj) -> uint32_t {
-      return opt.dequantize ? 0u : weights_of(model, proj, 0)[0]->quant;
-    };
-    std::vector<AbProjection> launched = res.projections;
-    {  // decode launches these instead of q, k, v and gate, up (engine/cuda/cuda_engine.cu forward_token)
-      using P = ProfileParts;
-      launched.push_back({P::part_name(P::kQKV), c.q_dim() + 2 * c.kv_dim(), c.dim, c.n_layers});
-      launched.push_back({P::part_name(P::kGateUp), 2 * int64_t(c.hidden_dim), c.dim, c.n_layers});
-    }
-    for (const AbProjection& p : launched) {
-      const uint32_t q = type_of(p.name);
-      // The persistent path launches no GEMV kernel (its resident blocks walk every projection): no shape to record
-      // (grid 0), the bytes its GEMVs read still.
-      GemvLaunchShape s;
-      if (e.path == DecodePath::Graph)
-        s = q && !choice.quant.empty()
-                ? quant_gemv_shape(quant_gemv_kind_from_name(choice.quant), quant_gemv_describe(int(q), p.N, p.K))
-                : gemv_find(choice.bf16.empty() ? kGemvDefaultMapping : choice.bf16).shape(int(p.N), int(p.K));
-      run.launches.push_back({p.name, p.N, p.K, s.grid, s.block, s.bytes_in_flight_per_thread,
-                              ab_projection_bytes(model, e.gemv, opt.dequantize, p.name)});
-    }
-    res.runs.push_back(std::move(run));
-  }
+  for (size_t i = 0; i < entries.size(); ++i) res.runs.push_back(entry_launches(model, ab, i, res.projections));
 
   if (deep) {
     progress(opt, "ab: prefilling a context of %d tokens (the prompt's %zu ids repeated)\n", opt.depth,
              opt.prompt.size());
-    res.depth_prefill_ms = ab_prefill_context(cb, context, opt.seed);
+    res.depth_prefill_ms = ab_prefill_context(ab.cb, context, opt.seed);
     progress(opt, "ab: context of %d tokens prefilled in %.1f ms (%.0f tokens/s)\n", opt.depth,
              res.depth_prefill_ms, 1e3 * opt.depth / res.depth_prefill_ms);
   }
@@ -427,83 +545,13 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   // Every timed pass runs before any profiling pass: the graph path's profile turns CUPTI's kernel timeline on, and
   // graph launches after that ran ~7% slower on the H200 (SmolLM2 shape: 1,330 -> 1,226-1,263 t/s), so a timed pass
   // after a profiling pass would measure the profiler.
-  const int rounds = opt.warmup + opt.repeats;
   std::vector<std::vector<int>> last_tokens(entries.size());
-  auto select = [&](size_t i) {
-    // set_gemv refuses, while the persistent path is on, a mapping that path cannot run: the path goes off first.
-    cb.set_persistent(false);
-    cb.set_gemv(entries[i].gemv);  // first time: prepacks; its first graphed decode captures the graph
-    if (entries[i].path == DecodePath::Persistent) cb.set_persistent(true);
-  };
-  auto round_name = [&](int r) {
-    char round[64];
-    if (r >= opt.warmup)
-      std::snprintf(round, sizeof round, "repeat %d/%d", r - opt.warmup + 1, opt.repeats);
-    else
-      std::snprintf(round, sizeof round, "warm-up %d/%d", r + 1, opt.warmup);
-    return std::string(round);
-  };
-  for (int r = 0; r < rounds; ++r) {
-    const bool timed = r >= opt.warmup;
-    const std::string round = round_name(r);
-    const double roof = roofline.measure().gbps;
-    progress(opt, "ab: %s read roofline: %.0f GB/s\n", round.c_str(), roof);
-    if (timed) res.roofline_gbps.push_back(roof);
-    for (size_t i = 0; i < entries.size(); ++i) {
-      select(i);
-      if (r == 0) check_projection_bytes(res.runs[i], res.projections, cb.gemv_bytes_per_token());
-      const AbPass measured = ab_decode_pass(cb, pass_prompt, opt.n_decode, opt.seed, pass_pos);
-      char prefill[96];
-      if (deep)
-        std::snprintf(prefill, sizeof prefill, "at depth %d", opt.depth);
-      else
-        std::snprintf(prefill, sizeof prefill, "prefill %zu tokens %.2f ms (%.0f tok/s)", opt.prompt.size(),
-                      measured.prefill_ms, 1e3 * double(opt.prompt.size()) / measured.prefill_ms);
-      progress(opt, "ab: %s %s: %.1f tok/s (%.3f ms/token); %s\n", round.c_str(), res.runs[i].mapping.c_str(),
-               1e3 / measured.ms_per_token, measured.ms_per_token, prefill);
-      last_tokens[i] = measured.tokens;
-      if (timed) res.runs[i].ms_per_token.push_back(measured.ms_per_token);
-    }
-  }
-  // The profiling passes: one per entry and round, warm-up included (a first profiled pass captures its graph).
-  for (int r = 0; r < rounds; ++r) {
-    const bool timed = r >= opt.warmup;
-    const std::string round = round_name(r);
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const std::string& name = res.runs[i].mapping;
-      select(i);
-      cb.reset_profile();
-      cb.set_profiling(true);
-      const AbPass profiled = ab_decode_pass(cb, pass_prompt, opt.n_decode, opt.seed, pass_pos);
-      cb.set_profiling(false);
-      const DecodeProfile prof = cb.profile();
-      if (entries[i].path == DecodePath::Graph) graph_timeline = true;
-      if (prof.steps != opt.n_decode)
-        fail("A/B run: the profile of '", name, "' counted ", prof.steps, " steps, expected ", opt.n_decode);
-      PartMs parts{};
-      for (int p = 0; p < ProfileParts::kParts; ++p) parts[p] = prof.ms[p] / double(prof.steps);
-      const double gemv_ms = prof.gemv_ms() / double(prof.steps);
-      progress(opt, "ab: profiling %s %s: %.3f ms/token wall, device %.3f ms/token, GEMV %.3f ms/token\n",
-               round.c_str(), name.c_str(), profiled.ms_per_token, prof.total_ms / double(prof.steps), gemv_ms);
-      if (!timed) continue;
-      AbMappingRun& run = res.runs[i];
-      run.profiled_ms_per_token.push_back(profiled.ms_per_token);
-      run.part_ms.push_back(parts);
-      run.attention_ms_per_token.push_back(prof.ms[attention_part] / double(prof.steps));
-    }
-  }
+  timed_rounds(ab, roofline, res, last_tokens);
+  bool graph_timeline = false;  // some graph entry was profiled (by the kernel timeline)
+  profiling_rounds(ab, res, &graph_timeline);
   for (size_t i = 0; i < res.runs.size(); ++i)
     res.runs[i].tokens_matching_first = leading_equal(last_tokens[0], last_tokens[i]);
-  std::vector<std::string> how;
-  if (graph_timeline)
-    how.push_back("a separate pass of the same steps per mapping and repeat replaying the step's CUDA graph under "
-                  "CUPTI's kernel timeline: each kernel's time from the end of the one before (PDL overlap stays "
-                  "with the earlier kernel), the holes between kernels as 'wait'; the parts sum to the replay's "
-                  "first-start-to-last-end span");
-  if (any_persistent)
-    how.push_back("@persistent: the same pass of the persistent kernel, its event-timed time split by its blocks' "
-                  "clock cycles per part (waiting for a stage's producers: 'wait')");
-  for (size_t i = 0; i < how.size(); ++i) res.profiling_method += (i ? "; " : "") + how[i];
+  res.profiling_method = profiling_method(graph_timeline, any_persistent);
   return res;
 }
 

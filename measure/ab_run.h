@@ -12,7 +12,7 @@
 
 #include "measure/ab_data.h"     // AbReportData: what the run measures
 #include "engine/backend.h"      // Backend
-#include "engine/gemv_choice.h"  // DecodePath
+#include "engine/gemv_choice.h"  // DecodePath, GemvPlan
 #include "models/model.h"        // Model
 
 namespace llm {
@@ -82,7 +82,7 @@ AbEntry parse_ab_entry(const std::string& entry);
 std::string ab_entry_name(const AbEntry& entry);
 
 // "warp, thread@persistent,cublas" -> {"warp", "thread@persistent", "cublas"}; throws llm::Error on an empty list,
-// item or repeat, a name core/gemv_names.h does not list, or an unknown decode path.
+// item or repeat, a name core/gemv_table.h does not list, or an unknown decode path.
 std::vector<std::string> parse_ab_mappings(const std::string& list);
 
 // llama-ab --decode: "graph,persistent" -> {Graph, Persistent}; throws llm::Error on an empty list, item or repeat,
@@ -105,12 +105,14 @@ std::vector<std::string> ab_runnable_entries(const std::vector<std::string>& map
                                              bool dequantize, KvDtype kv_dtype);
 
 // Weight bytes one decode step reads through projection kind `projection` (a ProfileParts GEMV part name: every
-// layer's matrices, or the head; fused kinds their members') under GEMV mapping `mapping`, as the CUDA engine counts
+// layer's matrices, or the head; fused kinds their members') under GEMV plan `plan`, as the CUDA engine counts
 // them for CudaBackend::gemv_bytes_per_token: a weight decode keeps quantized (quantized in the file, `dequantize`
 // off) is read by the mapping's quantized form (kernels/quant/gemv_quant_plan.h quant_gemv_bytes_read: codes + scales, or
 // GGUF's blocks for as-stored), any other as BF16 (N x K x 2). Layers may differ in type (Q4_K_M). Throws llm::Error
-// for an unknown mapping or projection, or a quantized weight the mapping has no form for. `mapping` is a GEMV name
-// (an entry's AbEntry::gemv), not an A/B entry.
+// for an unknown mapping or projection, or a quantized weight the mapping has no form for. The name overload takes a
+// GEMV name (an entry's AbEntry::gemv), not an A/B entry.
+int64_t ab_projection_bytes(const Model& model, const GemvPlan& plan, bool dequantize, const std::string& projection);
+// The same for a mapping name (ab_projection_bytes(model, gemv_plan(mapping), ...)).
 int64_t ab_projection_bytes(const Model& model, const std::string& mapping, bool dequantize,
                             const std::string& projection);
 

@@ -6,7 +6,8 @@
 #include <limits>
 #include <numeric>
 
-#include "analysis/sector_model.h"  // predict, sector_mappings
+#include "analysis/quant_sector_model.h"  // predict_quant: the forms that keep weights quantized
+#include "analysis/sector_model.h"        // predict, find_sector_mapping: the BF16 forms
 #include "core/error.h"             // llm::fail
 #include "measure/ab_run.h"         // parse_ab_entry: an entry's GEMV mapping and decode path
 
@@ -46,45 +47,65 @@ AbSpread ab_spread(std::vector<double> v) {
 
 // --- sector model ------------------------------------------------------------------------------------------------
 
-bool ab_sector_prediction(const std::string& mapping, const std::vector<AbProjection>& projections,
+namespace {
+
+// One BF16 projection kind's sectors and requests over its whole matrix, by the pattern of `info`. The access pattern
+// repeats every `period` stored rows: a multiple of the 32 rows a lanes-across-rows load spans, after which rows start
+// at the same offset within a 128-byte line. Predicting r1 = R mod period + 2 periods and r1 - period rows gives one
+// period's exact cost, so a 1 GB head costs as little as a 64 KB one.
+void bf16_sectors(const SectorMappingInfo& info, const AbProjection& p, double* sectors, double* requests) {
+  const int64_t rows = info.transposed ? p.K : p.N;
+  const int64_t row_bytes = (info.transposed ? p.N : p.K) * 2;
+  const int64_t align = kLineBytes / gcd64(row_bytes, kLineBytes);
+  const int64_t period = align * kWarpLanes / gcd64(align, kWarpLanes);
+  auto run = [&](int64_t r) {
+    return info.transposed ? predict(info.name, p.N, r, WeightFormat::BF16)
+                           : predict(info.name, r, p.K, WeightFormat::BF16);
+  };
+  if (rows <= 3 * period) {
+    const SectorPrediction sp = run(rows);
+    *sectors = double(sp.sectors_total);
+    *requests = double(sp.requests_total);
+    return;
+  }
+  const int64_t r1 = rows % period + 2 * period;
+  const SectorPrediction hi = run(r1), lo = run(r1 - period);
+  const double periods = double((rows - r1) / period);
+  *sectors = double(hi.sectors_total) + periods * double(hi.sectors_total - lo.sectors_total);
+  *requests = double(hi.requests_total) + periods * double(hi.requests_total - lo.requests_total);
+}
+
+}  // namespace
+
+bool ab_sector_prediction(const GemvPlan& plan, const std::vector<AbProjection>& projections,
                           double* sectors_per_request, double* efficiency) {
-  const SectorMappingInfo* info = nullptr;
-  for (const auto& m : sector_mappings())
-    if (mapping == m.name) info = &m;
-  if (!info) return false;
   double sectors = 0, requests = 0, useful = 0;
   for (const AbProjection& p : projections) {
-    // The access pattern repeats every `period` stored rows: a multiple of the 32 rows a lanes-across-rows load
-    // spans, after which rows start at the same offset within a 128-byte line. Predicting r1 = R mod period + 2
-    // periods and r1 - period rows gives one period's exact cost, so a 1 GB head costs as little as a 64 KB one.
-    const int64_t rows = info->transposed ? p.K : p.N;
-    const int64_t row_bytes = (info->transposed ? p.N : p.K) * 2;
-    const int64_t align = kLineBytes / gcd64(row_bytes, kLineBytes);
-    const int64_t period = align * kWarpLanes / gcd64(align, kWarpLanes);
-    auto run = [&](int64_t r) {
-      return info->transposed ? predict(mapping, p.N, r, WeightFormat::BF16)
-                              : predict(mapping, r, p.K, WeightFormat::BF16);
-    };
-    double s_total = 0, q_total = 0;
-    if (rows <= 3 * period) {
-      const SectorPrediction sp = run(rows);
-      s_total = double(sp.sectors_total);
-      q_total = double(sp.requests_total);
-    } else {
-      const int64_t r1 = rows % period + 2 * period;
-      const SectorPrediction hi = run(r1), lo = run(r1 - period);
-      const double periods = double((rows - r1) / period);
-      s_total = double(hi.sectors_total) + periods * double(hi.sectors_total - lo.sectors_total);
-      q_total = double(hi.requests_total) + periods * double(hi.requests_total - lo.requests_total);
+    if (p.quant != 0) {  // kept quantized: the quantized form's replay of the whole launch
+      if (!plan.has_quant || !plan.runs_quant_type(p.quant)) return false;
+      const QuantSectorPrediction q = predict_quant(plan.quant, p.N, p.K, int(p.quant));
+      sectors += double(q.sectors_total) * p.count;
+      requests += double(q.requests_total) * p.count;
+      useful += double(q.useful_bytes_total) * p.count;
+      continue;
     }
-    sectors += s_total * p.count;
-    requests += q_total * p.count;
+    if (plan.bf16 == GemvBf16Form::None) return false;
+    double s = 0, q = 0;
+    bf16_sectors(find_sector_mapping(plan.bf16), p, &s, &q);
+    sectors += s * p.count;
+    requests += q * p.count;
     useful += double(p.bf16_bytes_per_token());
   }
   if (requests <= 0) return false;
   *sectors_per_request = sectors / requests;
   *efficiency = useful / (sectors * double(kSectorBytes));
   return true;
+}
+
+bool ab_sector_prediction(const std::string& mapping, const std::vector<AbProjection>& projections,
+                          double* sectors_per_request, double* efficiency) {
+  if (!gemv_row(mapping)) return false;
+  return ab_sector_prediction(gemv_plan(mapping), projections, sectors_per_request, efficiency);
 }
 
 // --- statistics --------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/gemv_choice.h"  // GemvPlan
 #include "measure/ab_data.h"
 
 namespace llm {
@@ -100,9 +101,14 @@ struct AbSummary {
 // Throws llm::Error when the data is inconsistent (no runs, repeats of different lengths, parts missing).
 AbSummary summarize_ab(const AbReportData& d);
 
-// Sector-model figures over a token's projections for one GEMV mapping (an entry's AbEntry::gemv); false when the
-// model lacks the mapping.
-// Exact for any shape: predicts a few periods of stored rows and scales (the pattern repeats every <= 128 rows).
+// Sector-model figures over a token's projections for one GEMV plan (an entry's AbEntry::gemv resolved): projections
+// decode keeps quantized (AbProjection::quant) by the plan's quantized form (analysis/quant_sector_model.h: every load
+// of the launch, x included), the others by its BF16 form's access pattern (analysis/sector_model.h; exact for any
+// shape: predicts a few periods of stored rows and scales, the pattern repeating every <= 128 rows). false when the
+// plan has no form for some projection.
+bool ab_sector_prediction(const GemvPlan& plan, const std::vector<AbProjection>& projections,
+                          double* sectors_per_request, double* efficiency);
+// The same for a mapping name; false for a name that is not a row of core/gemv_table.h (JSON of another tree).
 bool ab_sector_prediction(const std::string& mapping, const std::vector<AbProjection>& projections,
                           double* sectors_per_request, double* efficiency);
 

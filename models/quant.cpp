@@ -443,6 +443,23 @@ int q6_code(const uint8_t* block, int w) {
 
 }  // namespace
 
+QuantPlanes PackedQuant::planes() const {
+  auto ptr = [](const auto& v) { return v.empty() ? nullptr : v.data(); };
+  QuantPlanes q{};
+  q.codes = ptr(codes);
+  q.scales = ptr(scales);
+  q.mins = ptr(mins);
+  q.sub_scales = ptr(sub_scales);
+  q.sub_mins = ptr(sub_mins);
+  q.super_d = ptr(super_d);
+  q.super_dmin = ptr(super_dmin);
+  q.ld_codes = ld_codes;
+  q.ld_groups = ld_groups;
+  q.ld_sub = ld_sub;
+  q.ld_super = ld_super;
+  return q;
+}
+
 PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_t k, const std::string& what) {
   check_quant_row_length(t, k, what);
   if (n < 0) fail(what, ": negative row count ", n);

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "core/quant_planes.h"  // QuantPlanes, QuantCodeFamily: the planes below as pointers and pitches
+
 namespace llm {
 
 // The GGML types handled here; the values are ggml's type ids (GGUF tensor info `type`), so a cast converts.
@@ -59,7 +61,7 @@ std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n,
 // ---------------------------------------------------------------------------------------------------------------------
 // The prepacked layout.
 
-enum class QuantFamily : uint8_t { Int4, Int8 };
+using QuantFamily = QuantCodeFamily;  // Int4, Int8: one enum for the packer and the kernels
 
 struct PackedQuant {
   GgmlQuantType type = GgmlQuantType::Q8_0;
@@ -105,6 +107,10 @@ struct PackedQuant {
   std::vector<uint8_t> sub_mins;
   std::vector<uint16_t> super_d;
   std::vector<uint16_t> super_dmin;
+
+  // The planes above as pointers (null where empty) and pitches: what the kernels' QuantGemvWeight holds. A view: it
+  // lives as long as this PackedQuant.
+  QuantPlanes planes() const;
 };
 
 // Builds the prepacked form from the raw GGUF bytes of an [n, k] tensor of type t (rows contiguous, each row

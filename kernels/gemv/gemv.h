@@ -1,6 +1,7 @@
 // GEMV mappings for batch-1 decode: y[N] (FP32) = W[N, K] (BF16) * x[K] (FP32), FP32 accumulation.
-// Each mapping lives in its own kernels/gemv_<name>.cu with a one-line "what and why", and is listed ONCE in
-// kernels/gemv/gemv_registry.cu. The engine never branches on a mapping's name: it asks the registry.
+// Each mapping lives in its own kernels/gemv/gemv_<name>.cu and is one row of core/gemv_table.h (its name, its one-line
+// "why", its form id); kernels/gemv/gemv_registry.cu indexes the kernels by that form id (GemvBf16Form). The engine
+// never branches on a mapping's name: it resolves a plan (engine/gemv_choice.h) and asks the registry for the form.
 // Device code only: nothing here knows of files, text or models.
 #pragma once
 #include <cstddef>
@@ -9,6 +10,8 @@
 #include <vector>
 
 #include <cuda_runtime.h>
+
+#include "core/gemv_table.h"  // GemvBf16Form, the rows: name and why of each form
 
 namespace llm {
 
@@ -46,8 +49,9 @@ struct GemvLaunchShape {
 };
 
 struct GemvMapping {
-  const char* name;  // as typed after --gemv
-  const char* why;   // one line: what it is and why it exists
+  const char* name;   // the table's name (gemv_mapping_of sets it from the row)
+  GemvBf16Form form;  // the registry's index
+  const char* why() const { return gemv_row(form)->why; }  // the table's one line
   // Builds this mapping's layout from a row-major BF16 [N, K] matrix already on the device (w_rowmajor may be freed
   // afterwards). Allocates out->data.
   void (*prepack)(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStream_t stream);
@@ -56,8 +60,20 @@ struct GemvMapping {
   GemvLaunchShape (*shape)(int N, int K);
 };
 
+// How a kernel file defines its mapping: the name comes from the form's row of core/gemv_table.h.
+constexpr GemvMapping gemv_mapping_of(GemvBf16Form form,
+                                      void (*prepack)(const uint16_t*, int, int, GemvWeight*, cudaStream_t),
+                                      void (*launch)(const GemvWeight&, const float*, float*, bool, GemvContext*),
+                                      GemvLaunchShape (*shape)(int, int)) {
+  return GemvMapping{gemv_row(form)->name, form, prepack, launch, shape};
+}
+
+// Every BF16 form's kernels, in form order (core/gemv_table.h LLM_GEMV_BF16_FORMS).
 const std::vector<const GemvMapping*>& gemv_mappings();
-// Throws llm::Error naming the known mappings when `name` is unknown. "" gives the default (fastest correct).
+// The kernels of one form (a GemvPlan's bf16); throws llm::Error for GemvBf16Form::None.
+const GemvMapping& gemv_mapping(GemvBf16Form form);
+// TRANSITIONAL: engine switches to GemvPlan at merge. The kernels of a name's BF16 form ("" = the default); throws
+// llm::Error naming the known mappings when the name is unknown or has no BF16 form.
 const GemvMapping& gemv_find(const std::string& name);
 const char* gemv_default_name();
 void gemv_free(GemvWeight* w);

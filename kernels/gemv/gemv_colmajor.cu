@@ -74,8 +74,6 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, Gemv
 
 }  // namespace
 
-extern const GemvMapping gemv_mapping_colmajor = {
-    "colmajor", "weight transposed to [K, N], one thread per output column per K-slice: coalesced, no reduction",
-    prepack, launch, shape};
+extern const GemvMapping gemv_mapping_colmajor = gemv_mapping_of(GemvBf16Form::Colmajor, prepack, launch, shape);
 
 }  // namespace llm

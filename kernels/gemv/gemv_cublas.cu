@@ -62,8 +62,6 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, Gemv
 
 }  // namespace
 
-extern const GemvMapping gemv_mapping_cublas = {
-    "cublas", "cublasGemmEx (OP_T on the row-major weight, BF16 in, FP32 out and compute): the vendor yardstick",
-    prepack, launch, shape};
+extern const GemvMapping gemv_mapping_cublas = gemv_mapping_of(GemvBf16Form::Cublas, prepack, launch, shape);
 
 }  // namespace llm

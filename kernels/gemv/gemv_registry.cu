@@ -1,32 +1,32 @@
-// The one list of GEMV mappings (one line each), lookup by name, and the per-stream context they share.
+// The BF16 GEMV registry: the kernels of each form of core/gemv_table.h, indexed by GemvBf16Form, and the per-stream
+// context they share.
 #include <string>
 #include <vector>
 
-#include "core/gemv_names.h"
+#include "core/gemv_table.h"
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_internal.h"
 
-// Each mapping in kernels/gemv_<name>.cu is listed once, in core/gemv_names.h (LLM_GEMV_MAPPINGS: identifier, name,
-// one line), which the CPU build reads too; the first is the default (fastest correct).
+// Each BF16 form is one kernel file (kernels/gemv/gemv_<ident>.cu defines gemv_mapping_<ident>) and one row of
+// core/gemv_table.h; LLM_GEMV_BF16_FORMS lists the forms in the order of GemvBf16Form, which indexes this registry.
 namespace llm {
 
-#define LLM_DECLARE_MAPPING(id, name, what) extern const GemvMapping gemv_mapping_##id;
-LLM_GEMV_MAPPINGS(LLM_DECLARE_MAPPING)
+#define LLM_DECLARE_MAPPING(id, ident) extern const GemvMapping gemv_mapping_##ident;
+LLM_GEMV_BF16_FORMS(LLM_DECLARE_MAPPING)
 #undef LLM_DECLARE_MAPPING
 
 namespace {
 
-// The registry in the order of core/gemv_names.h; a kernel file whose GemvMapping::name differs from the list's name
-// is a programming error, reported on first use (and by tests/cpu/gemv_names_test.cpp, which needs no GPU).
+// The registry in form order; a kernel file defining its object with another form than LLM_GEMV_BF16_FORMS gives it is
+// a programming error, reported on first use (and by tests/cpu/gemv_names_test.cpp, which needs no GPU).
 std::vector<const GemvMapping*> build_registry() {
-#define LLM_LIST_MAPPING(id, name, what) &gemv_mapping_##id,
-  std::vector<const GemvMapping*> list = {LLM_GEMV_MAPPINGS(LLM_LIST_MAPPING)};
+#define LLM_LIST_MAPPING(id, ident) &gemv_mapping_##ident,
+  std::vector<const GemvMapping*> list = {LLM_GEMV_BF16_FORMS(LLM_LIST_MAPPING)};
 #undef LLM_LIST_MAPPING
-  static_assert(sizeof(kGemvMappingNames) / sizeof(kGemvMappingNames[0]) == size_t(kGemvMappingCount), "");
-  for (int i = 0; i < kGemvMappingCount; ++i)
-    if (std::string(list[size_t(i)]->name) != kGemvMappingNames[i].name)
-      fail("GEMV registry: core/gemv_names.h lists '", kGemvMappingNames[i].name, "' at position ", i,
-           " but its kernel calls itself '", list[size_t(i)]->name, "'");
+  for (int i = 0; i < kGemvBf16Forms; ++i)
+    if (list[size_t(i)]->form != GemvBf16Form(i))
+      fail("GEMV registry: form ", i, " (", gemv_form_name(GemvBf16Form(i)), ") is defined by the kernel of '",
+           list[size_t(i)]->name, "'");
   return list;
 }
 
@@ -37,13 +37,18 @@ const std::vector<const GemvMapping*>& gemv_mappings() {
   return list;
 }
 
-const char* gemv_default_name() { return gemv_mappings().front()->name; }
+const char* gemv_default_name() { return kGemvDefaultMapping; }
+
+const GemvMapping& gemv_mapping(GemvBf16Form form) {
+  const int i = int(form);
+  if (i < 0 || i >= kGemvBf16Forms) fail("GEMV registry: no BF16 form ", i);
+  return *gemv_mappings()[size_t(i)];
+}
 
 const GemvMapping& gemv_find(const std::string& name) {
-  const std::string wanted = name.empty() ? gemv_default_name() : name;
-  for (const GemvMapping* m : gemv_mappings())
-    if (wanted == m->name) return *m;
-  fail("unknown GEMV mapping '", name, "' (known: ", gemv_mapping_names(), ")");
+  const GemvRow* row = name.empty() ? &gemv_default_bf16_row() : gemv_row(name);
+  if (!row || !row->has_bf16()) fail("unknown GEMV mapping '", name, "' (known: ", gemv_mapping_names(), ")");
+  return gemv_mapping(row->bf16);
 }
 
 void gemv_free(GemvWeight* w) {

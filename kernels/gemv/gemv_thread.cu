@@ -42,8 +42,6 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, Gemv
 
 }  // namespace
 
-extern const GemvMapping gemv_mapping_thread = {
-    "thread", "one thread per row, 2-byte loads: uncoalesced (lanes K*2 bytes apart), the baseline to beat", prepack,
-    launch, shape};
+extern const GemvMapping gemv_mapping_thread = gemv_mapping_of(GemvBf16Form::Thread, prepack, launch, shape);
 
 }  // namespace llm

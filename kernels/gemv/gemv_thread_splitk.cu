@@ -42,8 +42,7 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, Gemv
 
 }  // namespace
 
-extern const GemvMapping gemv_mapping_thread_splitk = {
-    "thread-splitk", "control: 'thread' (uncoalesced 2-byte loads) with K split over blocks so the GPU is full",
-    prepack, launch, shape};
+extern const GemvMapping gemv_mapping_thread_splitk =
+    gemv_mapping_of(GemvBf16Form::ThreadSplitk, prepack, launch, shape);
 
 }  // namespace llm

@@ -176,9 +176,6 @@ void warp_gemv_launch(const char* mapping, const GemvWeight& w, const float* x, 
                                   plan.splits));
 }
 
-extern const GemvMapping gemv_mapping_warp = {
-    "warp",
-    "lanes along K, 16-byte streaming loads, shuffle reduction, split-K for small N, PDL: the coalesced mapping",
-    prepack, launch, shape};
+extern const GemvMapping gemv_mapping_warp = gemv_mapping_of(GemvBf16Form::Warp, prepack, launch, shape);
 
 }  // namespace llm

@@ -27,8 +27,6 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, Gemv
 
 }  // namespace
 
-extern const GemvMapping gemv_mapping_warp_few = {
-    "warp-few", "control: the warp mapping's coalesced loads with only N/32 warps, as many as 'thread' launches",
-    prepack, launch, shape};
+extern const GemvMapping gemv_mapping_warp_few = gemv_mapping_of(GemvBf16Form::WarpFew, prepack, launch, shape);
 
 }  // namespace llm

@@ -230,10 +230,6 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, Gemv
 
 }  // namespace
 
-extern const GemvMapping gemv_mapping_warp_r2 = {
-    "warp-r2",
-    "lanes along K, 16-byte loads, two rows per warp share each x chunk, 8 loads in flight per lane, PDL: the fastest "
-    "end to end, hence the default",
-    prepack, launch, shape};
+extern const GemvMapping gemv_mapping_warp_r2 = gemv_mapping_of(GemvBf16Form::WarpR2, prepack, launch, shape);
 
 }  // namespace llm

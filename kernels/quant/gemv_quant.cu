@@ -36,10 +36,7 @@ QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stre
   reserve(host.super_dmin, sizes.super_dmin);
   reserve(host.blocks, sizes.blocks);
   if (total == 0) {  // n == 0, or nothing given: a description without planes (a launch then does nothing / refuses)
-    out.codes = nullptr;
-    out.scales = out.mins = out.super_d = out.super_dmin = nullptr;
-    out.sub_scales = nullptr;
-    out.sub_mins = nullptr;
+    out.clear_pointers();
     out.blocks = nullptr;
     return out;
   }
@@ -73,10 +70,7 @@ void quant_gemv_free(QuantGemvWeight* w) {
   if (w->allocation) cudaFree(w->allocation);
   w->allocation = nullptr;
   w->allocated_bytes = 0;
-  w->codes = nullptr;
-  w->scales = w->mins = w->super_d = w->super_dmin = nullptr;
-  w->sub_scales = nullptr;
-  w->sub_mins = nullptr;
+  w->clear_pointers();
   w->blocks = nullptr;
 }
 
@@ -107,11 +101,6 @@ void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float
     case QuantGemvKind::WarpDp4a: return quant_gemv_warp_dp4a_launch(w, plan, x, y, accumulate, stream);
   }
   fail("quantized gemv: unknown mapping id ", int(kind));
-}
-
-void quant_gemv_launch(const std::string& mapping, const QuantGemvWeight& w, const float* x, float* y,
-                       bool accumulate, cudaStream_t stream) {
-  quant_gemv_launch(quant_gemv_kind_from_name(mapping), w, x, y, accumulate, stream);
 }
 
 GemvLaunchShape quant_gemv_shape(QuantGemvKind kind, const QuantGemvWeight& w) {

@@ -44,8 +44,6 @@ bool quant_gemv_has_planes(QuantGemvKind kind, const QuantGemvWeight& w);
 // Fails (llm::Error) naming the mapping and the type when the planes it needs are missing or the layout is bad.
 void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float* x, float* y, bool accumulate,
                        cudaStream_t stream);
-void quant_gemv_launch(const std::string& mapping, const QuantGemvWeight& w, const float* x, float* y,
-                       bool accumulate, cudaStream_t stream);
 
 // How `kind` launches on w (for the A/B report): grid and block, and the weight bytes each thread has requested
 // before first use (16-byte loads in flight for warp/thread; one block for as-stored).

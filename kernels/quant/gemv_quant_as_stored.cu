@@ -47,20 +47,14 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantAsStoredMinBlocks)
 
 using Kernel = void (*)(AsStoredArgs);
 
+// The kernel for a type (quant_kernel_for): kVecX = x 16-byte aligned.
 template <bool kVecX>
-Kernel pick(int type_id) {
-  using namespace quant_type_id;
-  switch (type_id) {
-    case kQ4_0: return quant_gemv_as_stored_kernel<kQ4_0, kVecX>;
-    case kQ4_1: return quant_gemv_as_stored_kernel<kQ4_1, kVecX>;
-    case kQ5_0: return quant_gemv_as_stored_kernel<kQ5_0, kVecX>;
-    case kQ5_1: return quant_gemv_as_stored_kernel<kQ5_1, kVecX>;
-    case kQ8_0: return quant_gemv_as_stored_kernel<kQ8_0, kVecX>;
-    case kQ4_K: return quant_gemv_as_stored_kernel<kQ4_K, kVecX>;
-    case kQ6_K: return quant_gemv_as_stored_kernel<kQ6_K, kVecX>;
+struct Pick {
+  template <int kType>
+  static Kernel get() {
+    return quant_gemv_as_stored_kernel<kType, kVecX>;
   }
-  fail("quantized gemv 'as-stored': no kernel for GGML type id ", type_id);
-}
+};
 
 }  // namespace
 
@@ -84,7 +78,8 @@ void quant_gemv_as_stored_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
   a.y = y;
   a.accumulate = accumulate ? 1 : 0;
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
-  const Kernel kernel = vec_x ? pick<true>(w.type_id) : pick<false>(w.type_id);
+  const Kernel kernel = vec_x ? quant_kernel_for<Pick<true>>(w.type_id, "as-stored")
+                              : quant_kernel_for<Pick<false>>(w.type_id, "as-stored");
   kernel<<<plan.grid, kQuantGemvThreads, 0, stream>>>(a);
   CUDA_CHECK_LAUNCH("quant_gemv_as_stored_kernel");
 }

@@ -1,5 +1,5 @@
 // Quantized GEMV, the host-side half that needs no CUDA: the device-side description of a quantized matrix
-// (QuantGemvWeight: plain pointers and ints, mirroring models/quant.h's PackedQuant plus GGUF's blocks as stored), the
+// (QuantGemvWeight: core/quant_planes.h's QuantPlanes, the type's fields, GGUF's blocks as stored), the
 // per-type traits, layout checks, plane sizes, bytes read per call and the launch plan of every mapping. Included by
 // kernels/quant/gemv_quant.h (which adds upload, launch) and by tests/cpu/quant_gemv_plan_test.cpp (CPU only).
 // kernels/ knows nothing of files or models/: GGML type ids are repeated here as plain ints (same values as
@@ -11,6 +11,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/gemv_table.h"    // QuantGemvKind, the forms' rows
+#include "core/quant_planes.h"  // QuantPlanes, QuantCodeFamily: the one description of the prepacked planes
 
 namespace llm {
 
@@ -19,49 +21,19 @@ namespace quant_type_id {
 constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14;
 }
 
-enum class QuantCodeFamily : uint8_t { Int4, Int8 };
+// The quantized forms (QuantGemvKind), their names and one-line descriptions: rows of core/gemv_table.h.
 
-// The quantized GEMV mappings (each a kernel in kernels/gemv_quant_<name>.cu).
-enum class QuantGemvKind : uint8_t {
-  Warp,      // "warp": lanes along K over the prepacked planes, 16-byte code loads, R rows per warp
-  Thread,    // "thread": one thread per output row over the prepacked planes (lanes ld_codes bytes apart)
-  AsStored,  // "as-stored": lanes along K over GGUF's blocks unchanged (lane j takes block j), 2/4-byte loads
-  WarpDp4a,  // "warp-dp4a": "warp"'s loads, x quantized to int8 per 32 in each block (as llama.cpp's q8_1), dp4a dots
-};
-constexpr int kQuantGemvKinds = 4;
-
-inline const char* quant_gemv_kind_name(QuantGemvKind k) {
-  switch (k) {
-    case QuantGemvKind::Warp: return "warp";
-    case QuantGemvKind::Thread: return "thread";
-    case QuantGemvKind::AsStored: return "as-stored";
-    case QuantGemvKind::WarpDp4a: return "warp-dp4a";
-  }
-  return "?";
-}
-
-// One line per mapping: what it is and why it exists (for the A/B report).
-inline const char* quant_gemv_kind_why(QuantGemvKind k) {
-  switch (k) {
-    case QuantGemvKind::Warp:
-      return "lanes along K over prepacked planes: one 16-byte load = 32 INT4 (16 INT8) codes, 4 rows share x, 8 loads "
-             "in flight, PDL: the coalesced quantized GEMV";
-    case QuantGemvKind::Thread:
-      return "one thread per row over the prepacked planes, lanes ld_codes bytes apart: the uncoalesced case, 4-bit codes";
-    case QuantGemvKind::AsStored:
-      return "lanes along K over GGUF's blocks unchanged (lane j takes block j), 2/4-byte loads: what prepacking is worth";
-    case QuantGemvKind::WarpDp4a:
-      return "warp's coalesced loads with x quantized to int8 per 32 (q8_1) by each block into shared memory, dp4a dot products: "
-             "fewer instructions per weight, activations rounded";
-  }
-  return "?";
-}
-
-// "warp", "thread", "as-stored" -> kind; fails naming the known mappings otherwise.
+// TRANSITIONAL: engine switches to GemvPlan at merge. "warp", "thread", "as-stored", "warp-dp4a" -> kind; fails naming
+// the known forms otherwise (the engine's MappingState still resolves its quantized form from a name).
 inline QuantGemvKind quant_gemv_kind_from_name(const std::string& name) {
-  for (int i = 0; i < kQuantGemvKinds; ++i)
-    if (name == quant_gemv_kind_name(QuantGemvKind(i))) return QuantGemvKind(i);
-  fail("quantized gemv: unknown mapping '", name, "' (known: warp, thread, as-stored, warp-dp4a)");
+  const GemvRow* r = gemv_row(name);
+  if (!r || !r->has_quant()) {
+    std::string known;
+    for (const GemvRow& q : kGemvTable)
+      if (q.has_quant()) known += (known.empty() ? "" : ", ") + std::string(q.name);
+    fail("quantized gemv: unknown mapping '", name, "' (known: ", known, ")");
+  }
+  return r->quant;
 }
 
 // What a GGML type is, in the prepacked layout's terms (the same values pack_quant sets in PackedQuant).
@@ -102,42 +74,24 @@ inline QuantTypeTraits quant_type_traits(int type_id) {
   return t;
 }
 
-// A quantized [n, k] matrix as the kernels read it. Pointers are device pointers once uploaded (quant_gemv_upload
-// takes the same struct with host pointers). Planes a mapping does not read may be null: "warp" and "thread" read the
-// prepacked planes, "as-stored" reads `blocks`. Layout exactly as models/quant.h's PackedQuant (see the comments
-// there; shapes repeated here).
-struct QuantGemvWeight {
+// A quantized [n, k] matrix as the kernels read it: the prepacked planes (QuantPlanes, core/quant_planes.h: pointers,
+// pitches and shapes), the type's fields, and GGUF's blocks as stored. Pointers are device pointers once uploaded
+// (quant_gemv_upload takes the same struct with host pointers). Planes a mapping does not read may be null: "warp",
+// "thread" and "warp-dp4a" read the prepacked planes, "as-stored" reads `blocks`.
+struct QuantGemvWeight : QuantPlanes {
+  QuantGemvWeight() : QuantPlanes{} {}  // planes null, pitches 0 (QuantPlanes has no initializers of its own)
+
   int type_id = 0;                                  // GGML type id (quant_type_id::k*)
   QuantCodeFamily family = QuantCodeFamily::Int8;   // Int4: Q4_0, Q4_1, Q4_K; Int8: Q8_0, Q5_0, Q5_1, Q6_K
   int64_t n = 0;                                    // rows (output features), < 2^31
   int64_t k = 0;                                    // weights per row; multiple of 32 (of 256 for the K-quants)
-
-  // Codes: uint8 [n, ld_codes], rows 16-byte aligned, padding zero. Int4: group g of a row is bytes 16g .. 16g+15,
-  // byte i = weight 32g+i (low nibble, 0..15) | weight 32g+16+i (high nibble) << 4. Int8: int8 code of weight j at
-  // byte j (Q8_0 q; Q5_0 q-16; Q5_1 q (0..31); Q6_K q-32).
-  int64_t ld_codes = 0;                             // bytes per row, multiple of 16, >= k/2 (Int4) or k (Int8)
-  const uint8_t* codes = nullptr;                   // [n, ld_codes]
 
   int group = 32;          // weights per scale: 32, or 16 for Q6_K
   int code_offset = 0;     // -8 for Q4_0, else 0: w = float(code + code_offset) * s (+ m)
   bool has_min = false;    // Q4_1, Q5_1, Q4_K
   bool two_level = false;  // Q4_K, Q6_K
   int64_t n_groups = 0;    // k / group
-
-  // One-level (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): GGUF's fp16 d and m, bit for bit.
-  int64_t ld_groups = 0;             // halves per row, multiple of 8, >= n_groups
-  const uint16_t* scales = nullptr;  // fp16 bits [n, ld_groups]: s of group g of row r at [r * ld_groups + g]
-  const uint16_t* mins = nullptr;    // fp16 bits [n, ld_groups]: m (additive); only when has_min
-
-  // Two-level (Q4_K, Q6_K): s = f16(super_d[g / groups_per_super]) * float(sub_scales[g]);
-  //                         m = -(f16(super_dmin[g / groups_per_super]) * float(sub_mins[g])).
-  int groups_per_super = 0;              // 8 (Q4_K) or 16 (Q6_K)
-  int64_t ld_sub = 0;                    // bytes per row of sub_scales/sub_mins, multiple of 16, >= n_groups
-  int64_t ld_super = 0;                  // halves per row of super_d/super_dmin, multiple of 8, >= k / 256
-  const int8_t* sub_scales = nullptr;    // int8 [n, ld_sub]: Q4_K sc (0..63), Q6_K scales (-128..127)
-  const uint8_t* sub_mins = nullptr;     // uint8 [n, ld_sub]: Q4_K m (0..63); null for Q6_K
-  const uint16_t* super_d = nullptr;     // fp16 bits [n, ld_super]
-  const uint16_t* super_dmin = nullptr;  // fp16 bits [n, ld_super]: Q4_K only
+  int groups_per_super = 0;  // two-level: 8 (Q4_K) or 16 (Q6_K)
 
   // As stored (the "as-stored" mapping): GGUF's blocks unchanged, rows contiguous, row r at blocks + r * row_bytes.
   const uint8_t* blocks = nullptr;  // uint8 [n, row_bytes]
@@ -148,6 +102,9 @@ struct QuantGemvWeight {
   // Ownership (set by quant_gemv_upload): one device allocation holding every plane.
   void* allocation = nullptr;
   size_t allocated_bytes = 0;
+
+  QuantPlanes& planes() { return *this; }
+  const QuantPlanes& planes() const { return *this; }
 };
 
 // "warp-dp4a": each block quantizes x into its shared memory: int8 q [k] at 0, float d [k / 32] at

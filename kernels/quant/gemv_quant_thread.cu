@@ -26,20 +26,15 @@ __global__ void __launch_bounds__(kQuantGemvThreads) quant_gemv_thread_kernel(Qu
 
 using Kernel = void (*)(QuantPackedArgs);
 
+// The kernel for a type (quant_kernel_for): kVecX = x 16-byte aligned.
 template <bool kVecX>
-Kernel pick(int type_id) {
-  using namespace quant_type_id;
-  switch (type_id) {
-    case kQ4_0: return quant_gemv_thread_kernel<true, false, false, kVecX>;
-    case kQ4_1: return quant_gemv_thread_kernel<true, false, true, kVecX>;
-    case kQ4_K: return quant_gemv_thread_kernel<true, true, true, kVecX>;
-    case kQ8_0:
-    case kQ5_0: return quant_gemv_thread_kernel<false, false, false, kVecX>;
-    case kQ5_1: return quant_gemv_thread_kernel<false, false, true, kVecX>;
-    case kQ6_K: return quant_gemv_thread_kernel<false, true, false, kVecX>;
+struct Pick {
+  template <int kType>
+  static Kernel get() {
+    using F = QuantPackedForm<kType>;
+    return quant_gemv_thread_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, kVecX>;
   }
-  fail("quantized gemv 'thread': no kernel for GGML type id ", type_id);
-}
+};
 
 }  // namespace
 
@@ -49,7 +44,8 @@ void quant_gemv_thread_launch(const QuantGemvWeight& w, const QuantGemvPlan& pla
     fail("quantized gemv 'thread': bad plan (grid ", plan.grid, " for ", w.n, " rows)");
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate);
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
-  const Kernel kernel = vec_x ? pick<true>(w.type_id) : pick<false>(w.type_id);
+  const Kernel kernel = vec_x ? quant_kernel_for<Pick<true>>(w.type_id, "thread")
+                              : quant_kernel_for<Pick<false>>(w.type_id, "thread");
   kernel<<<plan.grid, kQuantGemvThreads, 0, stream>>>(args);
   CUDA_CHECK_LAUNCH("quant_gemv_thread_kernel");
 }

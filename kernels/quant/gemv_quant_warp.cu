@@ -19,20 +19,15 @@ namespace {
 
 using Kernel = void (*)(QuantPackedArgs);
 
+// The kernel for a type (quant_kernel_for): kVecX = x 16-byte aligned, kSmemX = x staged in shared memory.
 template <bool kVecX, bool kSmemX>
-Kernel pick(int type_id) {
-  using namespace quant_type_id;
-  switch (type_id) {
-    case kQ4_0: return quant_gemv_warp_kernel<true, false, false, kVecX, false, kSmemX>;
-    case kQ4_1: return quant_gemv_warp_kernel<true, false, true, kVecX, false, kSmemX>;
-    case kQ4_K: return quant_gemv_warp_kernel<true, true, true, kVecX, false, kSmemX>;
-    case kQ8_0:
-    case kQ5_0: return quant_gemv_warp_kernel<false, false, false, kVecX, false, kSmemX>;
-    case kQ5_1: return quant_gemv_warp_kernel<false, false, true, kVecX, false, kSmemX>;
-    case kQ6_K: return quant_gemv_warp_kernel<false, true, false, kVecX, false, kSmemX>;
+struct Pick {
+  template <int kType>
+  static Kernel get() {
+    using F = QuantPackedForm<kType>;
+    return quant_gemv_warp_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, kVecX, false, kSmemX>;
   }
-  fail("quantized gemv 'warp': no kernel for GGML type id ", type_id);
-}
+};
 
 }  // namespace
 
@@ -45,8 +40,11 @@ void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan,
   // from global memory through L1 as before.
   const int64_t smem = quant_x_smem_bytes_f32(w.k);
   const bool smem_x = smem <= kQuantMaxSmemBytes / kQuantWarpMinBlocks;
-  const Kernel kernel = smem_x ? (vec_x ? pick<true, true>(w.type_id) : pick<false, true>(w.type_id))
-                               : (vec_x ? pick<true, false>(w.type_id) : pick<false, false>(w.type_id));
+  const int t = w.type_id;
+  const Kernel kernel = smem_x ? (vec_x ? quant_kernel_for<Pick<true, true>>(t, "warp")
+                                        : quant_kernel_for<Pick<false, true>>(t, "warp"))
+                               : (vec_x ? quant_kernel_for<Pick<true, false>>(t, "warp")
+                                        : quant_kernel_for<Pick<false, false>>(t, "warp"));
   if (smem_x && smem > 48 * 1024)  // beyond the default limit: opt in (not a stream operation; allowed while capturing)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   cudaLaunchAttribute attr;

@@ -18,19 +18,15 @@ namespace {
 
 using Kernel = void (*)(QuantPackedArgs);
 
-Kernel pick(int type_id) {
-  using namespace quant_type_id;
-  switch (type_id) {  // kVecX is unused by the dp4a chunk (x is read once, by quant_x_q8_block)
-    case kQ4_0: return quant_gemv_warp_kernel<true, false, false, true, true>;
-    case kQ4_1: return quant_gemv_warp_kernel<true, false, true, true, true>;
-    case kQ4_K: return quant_gemv_warp_kernel<true, true, true, true, true>;
-    case kQ8_0:
-    case kQ5_0: return quant_gemv_warp_kernel<false, false, false, true, true>;
-    case kQ5_1: return quant_gemv_warp_kernel<false, false, true, true, true>;
-    case kQ6_K: return quant_gemv_warp_kernel<false, true, false, true, true>;
+// The kernel for a type (quant_kernel_for). kVecX (true) is unused by the dp4a chunk: x is read once, by
+// quant_x_q8_block_warps.
+struct Pick {
+  template <int kType>
+  static Kernel get() {
+    using F = QuantPackedForm<kType>;
+    return quant_gemv_warp_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, true, true>;
   }
-  fail("quantized gemv 'warp-dp4a': no kernel for GGML type id ", type_id);
-}
+};
 
 }  // namespace
 
@@ -41,7 +37,7 @@ void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
   if (smem > kQuantMaxSmemBytes)
     fail("quantized gemv 'warp-dp4a': k = ", w.k, " needs ", smem, " bytes of shared memory for the int8 x, more than ",
          kQuantMaxSmemBytes, " (use --gemv warp)");
-  const Kernel kernel = pick(w.type_id);
+  const Kernel kernel = quant_kernel_for<Pick>(w.type_id, "warp-dp4a");
   if (smem > 48 * 1024)  // beyond the default limit: opt in (not a stream operation; allowed while capturing)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate);

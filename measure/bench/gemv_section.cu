@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/counter_rng.h"             // rng_value: the quantized benchmark's weights
-#include "core/gemv_names.h"              // kQuantGemvNames
+#include "core/gemv_table.h"              // kGemvTable: the quantized forms
 #include "engine/backend.h"               // require_cuda_device
 #include "engine/cuda_quant.h"            // quant_host_view
 #include "kernels/cuda_check.h"           // CUDA_CHECK
@@ -216,7 +216,8 @@ void bench_quant(Run& run, const GemvOptions& opt, std::vector<Result>* results)
   const cudaStream_t stream = run.se.stream;
   std::vector<std::string> names = opt.mappings;
   if (names.empty())
-    for (const GemvMappingName& m : kQuantGemvNames) names.push_back(m.name);
+    for (const GemvRow& r : kGemvTable)
+      if (r.has_quant()) names.push_back(r.name);
   int max_k = 1, max_n = 1;
   for (const auto& sh : opt.shapes) max_k = std::max(max_k, sh.second), max_n = std::max(max_n, sh.first);
   float* d_x = nullptr;

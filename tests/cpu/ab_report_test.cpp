@@ -15,7 +15,7 @@
 
 #include "analysis/sector_model.h"
 #include "core/error.h"
-#include "core/gemv_names.h"     // gemv_mapping_list: the default --ab list
+#include "core/gemv_table.h"     // gemv_mapping_list: the default --ab list
 #include "engine/gemv_choice.h"  // decode_path_refusal: the refusal an entry gets
 #include "measure/ab_render.h"
 #include "measure/ab_run.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/gemv_names.h"
+#include "core/gemv_table.h"
 #include "engine/backend.h"
 #include "engine/generate.h"
 #include "engine/sampler.h"

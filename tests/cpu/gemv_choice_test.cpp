@@ -12,7 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/gemv_names.h"
+#include "core/gemv_table.h"
 #include "engine/backend.h"
 #include "engine/gemv_choice.h"
 #include "engine/generate.h"
@@ -36,8 +36,8 @@ const char* const kQuantForms[] = {"warp", "thread", "as-stored", "warp-dp4a"};
 const char* const kBf16Only[] = {"warp-r2", "cublas", "colmajor", "thread-splitk", "warp-few"};
 
 TEST(GemvChoice, NameListsAreWhatTheseTestsAssume) {
-  ASSERT_EQ(llm::kQuantGemvCount, 4);
-  for (int i = 0; i < 4; ++i) EXPECT_STREQ(llm::kQuantGemvNames[i].name, kQuantForms[i]);
+  EXPECT_EQ(llm::gemv_mapping_list(/*quant=*/true), "warp,thread,as-stored,warp-dp4a");
+  for (const char* n : kQuantForms) EXPECT_TRUE(llm::gemv_row(n)->has_quant()) << n;
   EXPECT_STREQ(llm::kGemvDefaultMapping, "warp-r2");
   EXPECT_STREQ(llm::kQuantGemvDefault, "warp");
   for (const char* n : kBf16Only) EXPECT_TRUE(llm::gemv_mapping_known(n)) << n;
@@ -376,6 +376,50 @@ TEST(GemvChoice, DecodePathRefusals) {
   EXPECT_EQ(llm::parse_decode_path("persistent"), DecodePath::Persistent);
   EXPECT_THROW(llm::parse_decode_path("fast"), llm::Error);
   EXPECT_STREQ(llm::decode_path_name(DecodePath::Persistent), "persistent");
+}
+
+// The plan is resolved once and the refusals take it: gemv_plan(name, model, dequantize) throws exactly the line
+// gemv_refusal gives, the name wrappers (TRANSITIONAL, for the engine) say what the plan overloads say, and the exact
+// texts are today's.
+TEST(GemvChoice, ThePlanCarriesTheRefusals) {
+  TempDir tmp;
+  const llm::Model q8 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ8_0)).quant, "q.gguf");
+  const llm::Model flt = llm::load_synthetic("tiny-gqa");
+  EXPECT_EQ(llm::gemv_refusal("cublas", q8, false),
+            "GEMV mapping 'cublas' has no form for Q8_0 weights (blk.0.attn_q.weight); quantized weights run with "
+            "warp (default), thread, as-stored or warp-dp4a, or pass --dequantize to run them as BF16");
+  EXPECT_EQ(llm::gemv_refusal("warp-dp4a", flt, false),
+            "GEMV mapping 'warp-dp4a' exists only for quantized weights, and " + flt.weights.layers[0].wq.name +
+                " is not quantized (" + std::string(llm::dtype_name(flt.weights.layers[0].wq.dtype)) +
+                "); BF16 weights run with warp-r2 "
+            "(default), warp, thread, colmajor, cublas, thread-splitk or warp-few");
+  for (const llm::GemvRow& r : llm::kGemvTable)
+    for (const llm::Model* m : {&q8, &flt}) {
+      SCOPED_TRACE(r.name);
+      const std::string why = llm::gemv_refusal(llm::gemv_plan(r.name), *m, false);
+      EXPECT_EQ(why, llm::gemv_refusal(r.name, *m, false));
+      if (why.empty()) {
+        EXPECT_EQ(llm::gemv_plan(r.name, *m, false).row, &r);
+      } else {
+        llm_test::expect_error([&] { llm::gemv_plan(r.name, *m, false); }, {why});
+      }
+      for (llm::DecodePath path : {llm::DecodePath::Graph, llm::DecodePath::Persistent})
+        EXPECT_EQ(llm::decode_path_refusal(path, llm::gemv_plan(r.name), *m, false, false, true),
+                  llm::decode_path_refusal(path, r.name, *m, false, false, true));
+    }
+  // "" resolves to the model's default: the quantized default on a quantized model.
+  EXPECT_EQ(llm::gemv_plan("", q8, false).name, "warp");
+  EXPECT_EQ(llm::gemv_plan("", flt, false).name, "warp-r2");
+  EXPECT_EQ(llm::decode_path_refusal(llm::DecodePath::Persistent, "cublas", flt, false, false, true),
+            "--decode persistent runs the lanes-along-K GEMV mappings (warp-r2, warp, warp-few); 'cublas' cannot run "
+            "inside it: use --decode graph for it");
+  EXPECT_EQ(llm::persistent_refusal(flt.config, "q8", llm::gemv_plan("thread"), "Q8_0 x 1", "", false, true),
+            "--decode persistent runs quantized weights with the quantized 'warp' and 'warp-dp4a' mappings only; "
+            "'thread' cannot run inside it (q8 keeps Q8_0 x 1): use --gemv warp, --dequantize, or --decode graph");
+  // The TRANSITIONAL GemvChoice: the plan's forms by name.
+  const llm::GemvChoice dp4a = llm::resolve_gemv_choice("warp-dp4a");
+  EXPECT_EQ(dp4a.bf16, "");
+  EXPECT_EQ(dp4a.quant, "warp-dp4a");
 }
 
 }  // namespace

@@ -161,5 +161,35 @@ TEST(QuantGemvPlan, LayoutChecksRefuseByName) {
   for (QuantGemvKind k : kKinds) EXPECT_EQ(quant_gemv_kind_from_name(quant_gemv_kind_name(k)), k);
 }
 
+// One description of the prepacked planes (core/quant_planes.h): PackedQuant::planes() views its vectors with the
+// pitches quant_gemv_describe gives, and a QuantGemvWeight takes that view whole (no field-by-field copy).
+TEST(QuantGemvPlan, OneDescriptionOfThePlanes) {
+  for (Q t : kTypes) {
+    SCOPED_TRACE(ggml_quant_name(t));
+    const int64_t n = 5, k = 512;
+    const std::vector<uint8_t> blocks(ggml_quant_row_bytes(t, k) * size_t(n), 0);
+    const PackedQuant p = pack_quant(blocks.data(), t, n, k);
+    QuantGemvWeight w = quant_gemv_describe(int(t), n, k);
+    const QuantPlanes view = p.planes();
+    EXPECT_EQ(view.ld_codes, w.ld_codes);
+    EXPECT_EQ(view.ld_groups, w.ld_groups);
+    EXPECT_EQ(view.ld_sub, w.ld_sub);
+    EXPECT_EQ(view.ld_super, w.ld_super);
+    EXPECT_EQ(view.codes, p.codes.data());
+    EXPECT_EQ(view.scales, p.scales.empty() ? nullptr : p.scales.data());
+    EXPECT_EQ(view.sub_mins, p.sub_mins.empty() ? nullptr : p.sub_mins.data());
+    w.planes() = view;
+    EXPECT_NO_THROW(quant_gemv_check_layout(w));
+    const QuantGemvPlaneBytes b = quant_gemv_plane_bytes(w);
+    EXPECT_EQ(b.codes, p.codes.size());
+    EXPECT_EQ(b.scales, p.scales.size() * 2);
+    EXPECT_EQ(b.sub_scales, p.sub_scales.size());
+    EXPECT_EQ(b.super_dmin, p.super_dmin.size() * 2);
+    w.clear_pointers();
+    EXPECT_EQ(w.codes, nullptr);
+    EXPECT_EQ(w.ld_codes, view.ld_codes);  // the pitches stay
+  }
+}
+
 }  // namespace
 }  // namespace llm

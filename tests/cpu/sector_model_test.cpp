@@ -15,7 +15,7 @@
 #include "analysis/quant_sector_model.h"
 #include "analysis/sector_model.h"
 #include "core/error.h"
-#include "core/gemv_names.h"
+#include "core/gemv_table.h"
 
 namespace llm {
 namespace {
@@ -174,24 +174,27 @@ TEST(SectorModel, EveryUsefulByteReadExactlyOnce) {
   }
 }
 
-// One list of mappings: every mapping registered in core/gemv_names.h has a sector-model row (its access pattern),
-// in the registry's order, and the sector model describes nothing that is not registered. Adding a mapping without
-// a row here fails this test.
+// One table of mappings: every row of core/gemv_table.h with a BF16 form has an access pattern the sector model knows,
+// in the table's order, with the table's one-line why, and no row without a BF16 form has one. A row whose access
+// pattern the model does not describe fails this test.
 TEST(SectorModel, EveryRegisteredMappingHasARow) {
-  EXPECT_EQ(sector_mappings_missing(), std::vector<std::string>{}) << "registered in core/gemv_names.h but without "
+  EXPECT_EQ(sector_mappings_missing(), std::vector<std::string>{}) << "registered in core/gemv_table.h but without "
                                                                       "an access pattern in analysis/sector_model.cpp";
   EXPECT_EQ(sector_patterns_unregistered(), std::vector<std::string>{}) << "an access pattern for a mapping "
-                                                                           "core/gemv_names.h does not register";
+                                                                           "core/gemv_table.h does not register";
   const auto& rows = sector_mappings();
-  ASSERT_EQ(int(rows.size()), kGemvMappingCount);
-  for (int i = 0; i < kGemvMappingCount; ++i) {
-    const GemvMappingName& m = kGemvMappingNames[i];
+  ASSERT_EQ(int(rows.size()), kGemvBf16Forms);
+  size_t i = 0;
+  for (const GemvRow& m : kGemvTable) {
+    if (!m.has_bf16()) continue;
     SCOPED_TRACE(m.name);
-    EXPECT_STREQ(rows[size_t(i)].name, m.name);
+    EXPECT_STREQ(rows[i++].name, m.name);
     const SectorMappingInfo* row = nullptr;
     EXPECT_NO_THROW(row = &find_sector_mapping(m.name));
     if (!row) continue;
-    EXPECT_GT(std::string(row->why).size(), 10u);
+    EXPECT_EQ(row, &find_sector_mapping(m.bf16));  // by name and by form: the same row
+    EXPECT_EQ(row->access, m.access);
+    EXPECT_STREQ(row->why, m.why);  // the table's line, not a copy
     EXPECT_TRUE(std::string(row->layout) == "row-major [N, K]" || std::string(row->layout) == "column-major [K, N]")
         << row->layout;
     EXPECT_NO_THROW(predict(m.name, 64, 256, WeightFormat::BF16));
@@ -499,10 +502,11 @@ TEST(QuantSectorModel, KQuantScalesAndBlocks) {
   EXPECT_EQ(stored.find_class("qs")->requests, 32 * stored.find_class("dm")->requests);
 }
 
-// The quantized forms the model replays are the registered ones (core/gemv_names.h), and the kernels' names.
+// The quantized forms the model replays are the registered ones (core/gemv_table.h), and the kernels' names.
 TEST(QuantSectorModel, FormsAreTheRegisteredQuantizedMappings) {
   std::vector<std::string> registered, modelled = quant_sector_mapping_names();
-  for (const GemvMappingName& m : kQuantGemvNames) registered.push_back(m.name);
+  for (const GemvRow& m : kGemvTable)
+    if (m.has_quant()) registered.push_back(m.name);
   std::sort(registered.begin(), registered.end());
   std::sort(modelled.begin(), modelled.end());
   EXPECT_EQ(modelled, registered);

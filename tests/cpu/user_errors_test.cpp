@@ -13,7 +13,7 @@
 
 #include "chat/session.h"
 #include "chat/template.h"
-#include "core/gemv_names.h"
+#include "core/gemv_table.h"
 #include "engine/backend.h"
 #include "engine/gemv_choice.h"  // decode_path_refusal: llama-ab --decode's refusal
 #include "models/hf_writer.h"
@@ -124,9 +124,10 @@ TEST_F(UserErrors, HelpListsEveryMappingAndTheDefault) {
     const Outcome r = run(program, {"--help"}, tmp_);
     ASSERT_TRUE(r.exited && r.code == 0) << r.err;
     EXPECT_TRUE(has(r.out, std::string(llm::kGemvDefaultMapping) + " (default)")) << r.out;
-    for (const llm::GemvMappingName& m : llm::kGemvMappingNames) {
+    for (const llm::GemvRow& m : llm::kGemvTable) {
+      if (!m.has_bf16()) continue;
       EXPECT_TRUE(has(r.out, std::string("  ") + m.name + " ")) << m.name << " missing from\n" << r.out;
-      EXPECT_TRUE(has(r.out, m.what)) << m.name;
+      EXPECT_TRUE(has(r.out, m.why)) << m.name;
     }
   }
 }
@@ -177,7 +178,8 @@ TEST_F(UserErrors, DefaultMappingListsAreTheRegistry) {
     ASSERT_TRUE(r.exited && r.code == 0) << r.err;
     EXPECT_TRUE(has(r.out, "every")) << r.out;
     size_t at = 0;  // the names, in registry order
-    for (const llm::GemvMappingName& m : llm::kGemvMappingNames) {
+    for (const llm::GemvRow& m : llm::kGemvTable) {
+      if (!m.has_bf16()) continue;
       at = r.out.find(std::string("  ") + m.name + " ", at);
       ASSERT_NE(at, std::string::npos) << m.name << " missing or out of order in\n" << r.out;
     }

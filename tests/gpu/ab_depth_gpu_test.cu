@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "core/gemv_names.h"
+#include "core/gemv_table.h"
 #include "tests/cpu/ab_depth_check.h"
 
 using namespace llm;

@@ -15,7 +15,7 @@
 
 #include <cublas_v2.h>
 
-#include "core/gemv_names.h"  // gemv_mapping_names
+#include "core/gemv_table.h"  // gemv_mapping_names
 #include "engine/backend.h"  // cuda_device_available
 #include "core/counter_rng.h"  // rng_value, rng_mix: the random inputs
 #include "random_util.h"       // test_seed, parallel_for
@@ -372,7 +372,7 @@ TEST(GemvRegistry, FindsEveryMappingAndNamesTheKnownOnesOnError) {
   EXPECT_EQ(&gemv_find(""), &gemv_find("warp-r2"));
   for (const GemvMapping* m : all) {
     EXPECT_EQ(&gemv_find(m->name), m);
-    EXPECT_GT(std::strlen(m->why), 10u) << m->name;
+    EXPECT_GT(std::strlen(m->why()), 10u) << m->name;
     EXPECT_TRUE(m->prepack && m->launch && m->shape) << m->name;
   }
   for (const char* name : {"thread", "colmajor", "cublas", "thread-splitk", "warp-few", "warp-r2"})
@@ -381,10 +381,10 @@ TEST(GemvRegistry, FindsEveryMappingAndNamesTheKnownOnesOnError) {
     gemv_find("nope");
     FAIL() << "gemv_find accepted an unknown name";
   } catch (const Error& e) {
-    std::string known;  // the registry's order, the default marked, as core/gemv_names.h lists them
+    std::string known;  // the registry's order, the default marked, as core/gemv_table.h lists them
     for (const GemvMapping* m : all)
       known += (known.empty() ? "" : ", ") + std::string(m->name) + (m == all.front() ? " (default)" : "");
-    // gemv_mapping_names() lists the registry first, then the quantized forms (core/gemv_names.h).
+    // gemv_mapping_names() lists the registry first, then the quantized forms (core/gemv_table.h).
     EXPECT_EQ(gemv_mapping_names().rfind(known, 0), 0u) << gemv_mapping_names();
     EXPECT_EQ(std::string(e.what()), "unknown GEMV mapping 'nope' (known: " + gemv_mapping_names() + ")");
   }
