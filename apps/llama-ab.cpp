@@ -32,7 +32,7 @@ struct Args {
   std::string model, tokenizer;
   llm::cli::PromptOptions prompt{"Once upon a time, there was a little robot who", "", ""};  // one at most
   bool prompt_given = false;                // --prompt or --file was given (else synthetic models get fixed ids)
-  llm::EngineTuning tuning;                // the developer options (--run-ahead, --persistent-blocks, ...)
+  llm::EngineTuning tuning;                // the developer options (--run-ahead, --grid-cap, ...)
   int depth = 0;                            // --depth N: context depth before the timed steps (llama-bench -d)
   std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
   std::vector<llm::DecodePath> decode{llm::DecodePath::Graph};  // --decode: the paths every plain --ab entry runs on

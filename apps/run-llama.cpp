@@ -45,7 +45,7 @@ struct Args {
   std::string model, tokenizer, gemv, dtype, dump_logits, perplexity;
   llm::cli::PromptOptions prompt;          // --prompt, --file, --prompt-ids: one at most
   bool have_prompt = false;                // one of them, or --perplexity, was given
-  llm::EngineTuning tuning;                // the developer options (--run-ahead, --persistent-blocks, ...)
+  llm::EngineTuning tuning;                // the developer options (--run-ahead, --grid-cap, ...)
   int n_predict = 256;
   int ctx_size = 0;
   float temp = 0.8f;

@@ -53,12 +53,13 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
            "the decode loop queues step t + 1 before it waits for step t's id; off: one host round trip per token "
            "(for comparison)")
       .default_is("on");
-  o.integer("--persistent-blocks", "N", &t->persistent_max_blocks, 0, 1 << 20,
-            "cap the persistent kernel's grid at N blocks (0 = as many as are resident)");
-  o.integer("--persistent-timeout-ms", "MS", &t->persistent_timeout_ms, 0, 1LL << 40,
-            "a persistent step whose wait lasts longer fails with an error (0 = the kernel's default)");
-  o.flag("--persistent-all-forms", &t->persistent_all_forms,
-         "run quantized weights on the persistent kernel built with every quantized form (tests, tuning)");
+  o.integer("--grid-cap", "N", &t->persistent_max_blocks, 0, 1 << 20,
+            "--decode persistent: cap its grid at N blocks (0 = as many as are resident)");
+  o.integer("--wait-timeout", "MS", &t->persistent_timeout_ms, 0, 1LL << 40,
+            "--decode persistent: a step whose wait lasts longer than MS fails with an error (0 = the kernel's "
+            "default)");
+  o.flag("--all-forms", &t->persistent_all_forms,
+         "--decode persistent: run quantized weights on the kernel built with every quantized form (tests, tuning)");
 }
 
 }  // namespace llm::cli

@@ -32,7 +32,7 @@ struct AbOptions {
   int ctx_size = 0;          // 0 = prompt (or depth) + n_decode (a small KV cache leaves memory for every mapping)
   bool dequantize = false;   // GGUF quantized weights as BF16 (BackendOptions::dequantize)
   KvDtype kv_dtype = KvDtype::Default;  // BackendOptions::kv_dtype (the CUDA engine runs BF16 only for now)
-  EngineTuning tuning;       // BackendOptions::tuning (--run-ahead, --persistent-blocks, ...)
+  EngineTuning tuning;       // BackendOptions::tuning (--run-ahead, --grid-cap, ...)
   std::FILE* progress = stderr;  // one line per pass; nullptr = quiet
 };
 
