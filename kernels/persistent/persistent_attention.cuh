@@ -46,14 +46,17 @@ __device__ __forceinline__ void attn_start(const PersistentDecodeArgs& a, int hd
   }
 }
 
+// Where a lane works: head_dim / 8 lanes per key (lpk), 32 / lpk keys per warp iteration (kpi); lane group sg of the
+// warp takes a key, lane e of the group its elements 8e .. 8e + 7.
+struct AttnLanes {
+  int hd, kv_dim, lpk, kpi, warp, lane, sg, e;
+};
+
 // Query heads h0 .. h0 + nh - 1 against keys [k0, k1) of kv head g, into st (from empty): lane group sg of the warp
-// takes key t = k0 + it * step + warp * kpi + sg, lane e of the group its elements 8e .. 8e + 7.
-__device__ __forceinline__ void attn_keys(const PersistentDecodeArgs& a, const PersistentLayer& L, int g, int h0,
-                                          int nh, int k0, int k1, AttnState& st) {
-  const int hd = a.head_dim, kv_dim = a.n_kv_heads * hd;
-  const int lpk = hd >> 3, kpi = 32 / lpk;  // lanes per key, keys per warp iteration
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int sg = lane / lpk, e = lane % lpk;
+// takes key t = k0 + it * step + warp * kpi + sg.
+__device__ __forceinline__ void attn_keys(const PersistentDecodeArgs& a, const PersistentLayer& L, const AttnLanes& w,
+                                          int g, int h0, int nh, int k0, int k1, AttnState& st) {
+  const int hd = w.hd, kv_dim = w.kv_dim, lpk = hd >> 3, kpi = w.kpi, warp = w.warp, sg = w.sg, e = w.e;
   float qv[kHeadsPerPass][8];
   attn_start(a, hd, e, h0, nh, qv, st);
   const uint16_t* kbase = L.k_cache + int64_t(g) * hd + e * 8;
@@ -131,11 +134,9 @@ __device__ __forceinline__ void attn_merge_lanes(int nh, int lpk, AttnState& st)
 
 // Combine the block's warps (each warp's lane group 0 holds its merged state) through shared memory sm: thread (h, d)
 // writes att (normalised) when `direct`, else the partial slot `split` of head h0 + h (o, then M and l).
-__device__ __forceinline__ void attn_combine_warps(const PersistentDecodeArgs& a, int h0, int nh, int split,
-                                                   bool direct, const AttnState& st, float* sm) {
-  const int hd = a.head_dim, lpk = hd >> 3;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int sg = lane / lpk, e = lane % lpk;
+__device__ __forceinline__ void attn_combine_warps(const PersistentDecodeArgs& a, const AttnLanes& lanes, int h0,
+                                                   int nh, int split, bool direct, const AttnState& st, float* sm) {
+  const int hd = lanes.hd, warp = lanes.warp, sg = lanes.sg, e = lanes.e;
   if (sg == 0) {
     for (int h = 0; h < nh; ++h) {
       if (e == 0) {
@@ -179,10 +180,15 @@ __device__ __forceinline__ void attn_combine_warps(const PersistentDecodeArgs& a
 // result goes to att (normalised) when the range is the whole context, else to the partial slot `split`.
 __device__ void attention_range(const PersistentDecodeArgs& a, const PersistentLayer& L, int g, int h0, int nh,
                                 int k0, int k1, int split, bool direct, float* sm) {
+  const int hd = a.head_dim, kv_dim = a.n_kv_heads * hd;
+  const int lpk = hd >> 3, kpi = 32 / lpk;  // lanes per key, keys per warp iteration
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int sg = lane / lpk, e = lane % lpk;
+  const AttnLanes w{hd, kv_dim, lpk, kpi, warp, lane, sg, e};
   AttnState st;
-  attn_keys(a, L, g, h0, nh, k0, k1, st);
-  attn_merge_lanes(nh, a.head_dim >> 3, st);
-  attn_combine_warps(a, h0, nh, split, direct, st, sm);
+  attn_keys(a, L, w, g, h0, nh, k0, k1, st);
+  attn_merge_lanes(nh, lpk, st);
+  attn_combine_warps(a, w, h0, nh, split, direct, st, sm);
 }
 
 // The block that finished the last range of query heads h0 .. h0 + nh - 1: their att from the n_split partials.
