@@ -210,21 +210,18 @@ __device__ void attention_merge(const PersistentDecodeArgs& a, int h0, int nh, i
   }
 }
 
-// Passes of kHeadsPerPass query heads over a GQA group's keys.
-__device__ __forceinline__ int attention_passes(const PersistentDecodeArgs& a) {
-  const int gq = a.n_heads / a.n_kv_heads;
-  return (gq + kHeadsPerPass - 1) / kHeadsPerPass;
-}
+// Passes of kHeadsPerPass query heads over the keys of a GQA group of gq query heads.
+__device__ __forceinline__ int attention_passes(int gq) { return (gq + kHeadsPerPass - 1) / kHeadsPerPass; }
 
-// Layer l's attention over keys [0, pos]: (kv head, pass of query heads, key range) items over the blocks, after
-// every block's q|k|v arrival; a block arrives on the attention counter once per item (the o stage waits for
-// n_kv_heads * passes arrivals: one per (kv head, pass), from the block that wrote its att). Blocks without an item
-// skip it. False when the step failed.
+// Layer l's attention over keys [0, pos] (gq query heads per kv head): (kv head, pass of query heads, key range) items
+// over the blocks, after every block's q|k|v arrival; a block arrives on the attention counter once per (kv head,
+// pass) it finished (the o stage waits for n_kv_heads * passes arrivals). Blocks without an item skip the stage; xs:
+// the block's scratch. False when the step failed.
 template <class Clk>
 __device__ __forceinline__ bool attention_stage(const PersistentDecodeArgs& a, const PersistentLayer& L, int l,
-                                                int pos, float* xs, Shared& sh, Clk& clk) {
-  const int G = gridDim.x, hd = a.head_dim, gq = a.n_heads / a.n_kv_heads;
-  const int passes = attention_passes(a);
+                                                int pos, int gq, float* xs, Shared& sh, Clk& clk) {
+  const int G = gridDim.x, hd = a.head_dim;
+  const int passes = attention_passes(gq);
   const int len = pos + 1;
   const int keys_per_iter = kWarps * (32 / (hd >> 3));  // keys a block covers per iteration
   int n_split = min((len + keys_per_iter - 1) / keys_per_iter, max(1, G / (a.n_kv_heads * passes)));

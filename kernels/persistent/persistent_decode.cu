@@ -45,7 +45,7 @@ __host__ __device__ inline PersistentSmem smem_layout(const PersistentDecodeArgs
 struct Step {
   const PersistentDecodeArgs& a;
   int pos;
-  int dim, q_dim, kv_dim;
+  int dim, q_dim, kv_dim, gq;  // gq: query heads per kv head
   const uint16_t* emb;  // the token's embedding row, BF16 [dim]
   float2* part;         // [kMaxTasks] the GEMV's partial sums
   float* xs;            // the GEMV input / the attention scratch
@@ -58,41 +58,21 @@ struct Step {
   int own0;     // the first row this block owns; -1: its rows do not fit in xown (the epilogues read x from L2)
 };
 
-// Where x's int8 form lies in the dynamic shared memory dyn (dp4a kernels; else nowhere).
-template <unsigned kForms>
-__device__ __forceinline__ QuantXq8 x8_layout(const PersistentDecodeArgs& a, float* dyn) {
-  const PersistentSmem mem = smem_layout(a);
-  QuantXq8 x8{};
-  if constexpr ((kForms & kDp4aBit) != 0) {
-    int8_t* q8 = reinterpret_cast<int8_t*>(dyn + 2 * kMaxTasks + mem.xs_floats + mem.gs_floats);
-    x8.q = q8;
-    x8.d = reinterpret_cast<const float*>(q8 + mem.x8_k);
-    x8.s16 = reinterpret_cast<const int*>(q8 + mem.x8_k + mem.x8_k / 32 * 4);
-  }
-  return x8;
-}
-
-// The step's start: its context (dyn: the dynamic shared memory, carved as smem_layout says), and x = the token's
-// embedding row on the rows this block owns (the o/down partition).
-__device__ __forceinline__ Step step_begin(const PersistentDecodeArgs& a, float* dyn, const QuantXq8& x8, Shared& sh,
-                                           float* xown) {
-  const PersistentSmem mem = smem_layout(a);
-  float* xs = dyn + 2 * kMaxTasks;
-  float* gs = xs + mem.xs_floats;
-  const int pos = a.step[0], tok = a.step[1];
-  const int dim = a.dim, hd = a.head_dim;
-  const uint16_t* emb = a.embedding + int64_t(tok) * dim;
-  const int G = gridDim.x, units = (dim + 1) / 2;  // the o/down partition of x's rows: two per unit
+// x = the token's embedding row emb on the rows this block owns (the o/down partition, units of two rows), kept in
+// xown too where they fit. Returns the first row it owns, or -1 where they do not fit (the epilogues then read x from
+// L2).
+__device__ __forceinline__ int embed_own_rows(const PersistentDecodeArgs& a, const uint16_t* emb, float* xown) {
+  const int G = gridDim.x, dim = a.dim;
+  const GemvDesc dres0{nullptr, dim, 0, (dim + 1) / 2, 2, 1};  // the o/down partition of x's rows
   int u0, u1;
-  unit_range(units, u0, u1);
-  const int own0 = 2 * ((units + G - 1) / G) <= kOwnRows ? 2 * u0 : -1;
+  unit_range(dres0.units, u0, u1);
+  const int own0 = 2 * ((dres0.units + G - 1) / G) <= kOwnRows ? 2 * u0 : -1;
   for (int r = 2 * u0 + threadIdx.x; r < min(2 * u1, dim); r += kThreads) {
     const float v = bf16_to_f32(emb[r]);
     a.x[r] = v;
     if (own0 >= 0) xown[r - own0] = v;
   }
-  return Step{a,  pos, dim, a.n_heads * hd, a.n_kv_heads * hd, emb, reinterpret_cast<float2*>(dyn), xs, gs, x8, sh,
-              xown, own0};
+  return own0;
 }
 
 // A stage's wait: counter c of `layer` reaching target (its error code names code_layer: the layer, or kHeadWait).
@@ -187,7 +167,7 @@ template <bool kPair, unsigned kForms, class Clk>
 __device__ __forceinline__ bool o_stage(const Step& s, const PersistentLayer& L, int l, Clk& clk) {
   const PersistentDecodeArgs& a = s.a;
   const GemvDesc d{&L.wo, s.dim, s.q_dim, (s.dim + 1) / 2, 2, 1};
-  const unsigned groups = a.n_kv_heads * attention_passes(a);
+  const unsigned groups = a.n_kv_heads * attention_passes(s.gq);
   if (!gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
         return stage_vector<kForms>(s, a.att, s.q_dim, L.wo, Wait{l, kCAtt, groups, unsigned(l)}, q8, clk);
       }, [&](int u, float ya, float yb) { residual_add(s, u, ya, yb); }))
@@ -260,19 +240,33 @@ template <bool kPair, unsigned kForms, bool kProf>
 __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(PersistentDecodeArgs a) {
   extern __shared__ __align__(16) float dyn[];
   __shared__ Shared sh;
+  const PersistentSmem mem = smem_layout(a);
+  float2* part = reinterpret_cast<float2*>(dyn);  // [kMaxTasks]
+  float* xs = dyn + 2 * kMaxTasks;                // the GEMV input / the attention scratch
+  float* gs = xs + mem.xs_floats;                 // the next norm's weights (stage_norm_weights)
+  QuantXq8 x8{};                                  // x's int8 form (stage_q8): dp4a kernels
+  if constexpr ((kForms & kDp4aBit) != 0) {
+    int8_t* q8 = reinterpret_cast<int8_t*>(gs + mem.gs_floats);
+    x8.q = q8;
+    x8.d = reinterpret_cast<const float*>(q8 + mem.x8_k);
+    x8.s16 = reinterpret_cast<const int*>(q8 + mem.x8_k + mem.x8_k / 32 * 4);
+  }
   __shared__ unsigned long long clk_acc[kPersistentParts];
-  __shared__ float xown[kOwnRows];
   Clock<kProf> clk;
   clk.start(a.prof != nullptr && threadIdx.x == 0, clk_acc);
   if (a.fault == 1 && blockIdx.x == gridDim.x - 1) return;  // tests: a block that never arrives
-  const QuantXq8 x8 = x8_layout<kForms>(a, dyn);             // x's int8 form (stage_q8): dp4a kernels
-  const Step s = step_begin(a, dyn, x8, sh, xown);            // x = the token's embedding row
+  const int pos = a.step[0], tok = a.step[1];
+  const int dim = a.dim, hd = a.head_dim;
+  const uint16_t* emb = a.embedding + int64_t(tok) * dim;
+  __shared__ float xown[kOwnRows];
+  const Step s{a,  pos, dim, a.n_heads * hd, a.n_kv_heads * hd, a.n_heads / a.n_kv_heads, emb, part, xs, gs, x8, sh,
+               xown, embed_own_rows(a, emb, xown)};
   clk.mark(kPOther);
 
   for (int l = 0; l < a.n_layers; ++l) {
     const PersistentLayer& L = a.layers[l];
     if (!qkv_stage<kPair, kForms>(s, L, l, clk)) return;                 // norm, q|k|v, RoPE, KV store
-    if (!attention_stage(a, L, l, s.pos, s.xs, sh, clk)) return;         // split-KV attention, merge
+    if (!attention_stage(a, L, l, s.pos, s.gq, s.xs, sh, clk)) return;   // split-KV attention, merge
     if (!o_stage<kPair, kForms>(s, L, l, clk)) return;                   // o, x +=
     if (!gate_up_stage<kPair, kForms>(s, L, l, clk)) return;             // norm, gate|up, SwiGLU
     if (!down_stage<kPair, kForms>(s, L, l, clk)) return;                // down, x +=
