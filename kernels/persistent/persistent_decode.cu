@@ -86,16 +86,15 @@ __device__ __forceinline__ bool wait_for(const Step& s, const Wait& w, Clk& clk)
 }
 
 // A GEMV's staging when it reads RMSNorm(x): the norm's weights w on their way first (they never change, so their
-// load hides behind the wait), the wait for x's producers (`wait`: none for the first layer), then xs = RMSNorm(x)
-// (RMSNorm(src_bf16) for the first layer's embedding row) in the order m's lane code reads it.
+// load hides behind the wait), the wait for x's producers, then xs = RMSNorm(x) in the order m's lane code reads it.
+// `first` (the first layer's q|k|v): no wait, and the norm of the embedding row (BF16) instead of x.
 template <unsigned kForms, class Clk>
-__device__ __forceinline__ bool stage_rmsnorm(const Step& s, const float* w, const PersistentMatrix& m, bool wait,
-                                              const Wait& producers, const uint16_t* src_bf16, const QuantXq8* q8,
-                                              Clk& clk) {
+__device__ __forceinline__ bool stage_rmsnorm(const Step& s, const float* w, const PersistentMatrix& m, bool first,
+                                              const Wait& producers, const QuantXq8* q8, Clk& clk) {
   const XLayout lay = x_layout<kForms>(m, s.dim);
   stage_norm_weights(w, s.dim, s.gs, lay);
-  if (wait && !wait_for(s, producers, clk)) return false;
-  stage_norm(s.a.x, src_bf16, s.gs, s.dim, s.a.norm_eps, s.xs, lay, s.sh, q8);
+  if (!first && !wait_for(s, producers, clk)) return false;
+  stage_norm(s.a.x, first ? s.emb : nullptr, s.gs, s.dim, s.a.norm_eps, s.xs, lay, s.sh, q8);
   clk.mark(kPNorm);
   return true;
 }
@@ -153,8 +152,8 @@ __device__ __forceinline__ bool qkv_stage(const Step& s, const PersistentLayer& 
   const int n = s.q_dim + 2 * s.kv_dim;
   const GemvDesc d{&L.wqkv, n, s.dim, n / 2, 2, 1};
   const bool ok = gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
-    return stage_rmsnorm<kForms>(s, L.attn_norm, L.wqkv, l > 0, Wait{l - 1, kCDown, gridDim.x, unsigned(l - 1)},
-                                 l == 0 ? s.emb : nullptr, q8, clk);
+    return stage_rmsnorm<kForms>(s, L.attn_norm, L.wqkv, l == 0, Wait{l - 1, kCDown, gridDim.x, unsigned(l - 1)}, q8,
+                                 clk);
   }, [&](int u, float ya, float yb) { rope_kv_store(s, L, 2 * u, ya, yb); });
   if (!ok) return false;
   clk.mark(kPQkv);
@@ -183,8 +182,7 @@ __device__ __forceinline__ bool gate_up_stage(const Step& s, const PersistentLay
   const PersistentDecodeArgs& a = s.a;
   const GemvDesc d{&L.wgu, 2 * a.hidden, s.dim, a.hidden, 1, a.hidden};
   if (!gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
-        return stage_rmsnorm<kForms>(s, L.ffn_norm, L.wgu, true, Wait{l, kCO, gridDim.x, unsigned(l)}, nullptr, q8,
-                                     clk);
+        return stage_rmsnorm<kForms>(s, L.ffn_norm, L.wgu, false, Wait{l, kCO, gridDim.x, unsigned(l)}, q8, clk);
       }, [&](int u, float g, float up) { a.hb[u] = g / (1.0f + expf(-g)) * up; }))
     return false;
   clk.mark(kPGateUp);
@@ -214,8 +212,8 @@ __device__ __forceinline__ bool head_stage(const Step& s, Clk& clk) {
   const GemvDesc d{&a.head, a.vocab, s.dim, (a.vocab + 1) / 2, 2, 1};
   GreedyKey key;
   if (!gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
-        return stage_rmsnorm<kForms>(s, a.final_norm, a.head, true,
-                                     Wait{a.n_layers - 1, kCDown, gridDim.x, kHeadWait}, nullptr, q8, clk);
+        return stage_rmsnorm<kForms>(s, a.final_norm, a.head, false,
+                                     Wait{a.n_layers - 1, kCDown, gridDim.x, kHeadWait}, q8, clk);
       }, [&](int u, float ya, float yb) {
         const int r = 2 * u;
         a.logits[r] = ya;

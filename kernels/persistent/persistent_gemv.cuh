@@ -9,7 +9,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/gemv/gemv_device.cuh"  // dot8, load_weights_streaming (weights never change during the kernel)
+#include "kernels/gemv/gemv_device.cuh"  // dot8, warp_row_dot, load_weights_streaming (weights never change during the kernel)
+#include "kernels/gemv/gemv_internal.h"  // kWarpGemvUnroll
 #include "kernels/ops/block_reduce.cuh"  // warp_sum
 #include "kernels/persistent/persistent_norm.cuh"  // XLayout
 #include "kernels/persistent/persistent_sync.cuh"  // kThreads, kWarps
@@ -63,23 +64,9 @@ __device__ __forceinline__ void load_xs8(const float* xs, int c, float (&xv)[8])
   xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
 }
 
-// One row's chunks [cb, ce) against xs, 8 loads in flight per lane.
+// One row's chunks [cb, ce) against xs, 8 loads in flight per lane: the "warp" mapping's per-row loop, x from xs.
 __device__ __forceinline__ float row_dot(const uint4* w, const float* xs, int cb, int ce, int lane) {
-  float acc = 0.0f;
-  for (int c = cb + lane; c < ce; c += 32 * 8) {
-    uint4 r[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      if (c + 32 * i < ce) r[i] = load_weights_streaming(w + c + 32 * i);
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      if (c + 32 * i < ce) {
-        float xv[8];
-        load_xs8(xs, c + 32 * i, xv);
-        acc = dot8(r[i], xv, acc);
-      }
-  }
-  return acc;
+  return warp_row_dot<kWarpGemvUnroll>(w, cb, ce, lane, [xs](int c, float (&xv)[8]) { load_xs8(xs, c, xv); }, [] {});
 }
 
 // The batch form of "warp"'s tasks: units [v0, v0 + n) (S slices each) over the block's warps, each task on its own,
