@@ -50,7 +50,9 @@ struct Step {
   float2* part;         // [kMaxTasks] the GEMV's partial sums
   float* xs;            // the GEMV input / the attention scratch
   float* gs;            // the next norm's weights (stage_norm_weights)
-  const QuantXq8& x8;   // x's int8 form (stage_q8): dp4a kernels
+  // x's int8 form (stage_q8): dp4a kernels. A reference to the kernel's own object: the staging takes its address,
+  // and a member whose address is taken keeps all of Step in local memory (measured: 536-byte stack frames).
+  const QuantXq8& x8;
   Shared& sh;
   // The rows of x this block owns (written only by it: the embedding, then o's and down's residuals) are also kept in
   // shared memory, so the residual epilogues read them there instead of from L2 (where they fit: kOwnRows).
@@ -236,6 +238,8 @@ __device__ __forceinline__ bool head_stage(const Step& s, Clk& clk) {
 // when the step failed (a wait timed out, or another block's did): the block then leaves.
 template <bool kPair, unsigned kForms, bool kProf>
 __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(PersistentDecodeArgs a) {
+  // The block's shared memory and the step's sizes, in the order the kernel always computed them (moved into a
+  // function they changed the generated code: more spills in several kernels).
   extern __shared__ __align__(16) float dyn[];
   __shared__ Shared sh;
   const PersistentSmem mem = smem_layout(a);
@@ -257,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   const int dim = a.dim, hd = a.head_dim;
   const uint16_t* emb = a.embedding + int64_t(tok) * dim;
   __shared__ float xown[kOwnRows];
-  const Step s{a,  pos, dim, a.n_heads * hd, a.n_kv_heads * hd, a.n_heads / a.n_kv_heads, emb, part, xs, gs, x8, sh,
+  const Step s{a, pos, dim, a.n_heads * hd, a.n_kv_heads * hd, a.n_heads / a.n_kv_heads, emb, part, xs, gs, x8, sh,
                xown, embed_own_rows(a, emb, xown)};
   clk.mark(kPOther);
 
