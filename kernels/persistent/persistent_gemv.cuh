@@ -57,6 +57,7 @@ __device__ __forceinline__ void unit_range(int units, int& u0, int& u1) {
   u1 = int(int64_t(blockIdx.x + 1) * units / gridDim.x);
 }
 
+// x's chunk c from xs (kept here: gemv_device.cuh's load_x8 reads x from global memory through __ldg).
 __device__ __forceinline__ void load_xs8(const float* xs, int c, float (&xv)[8]) {
   const float4 a = reinterpret_cast<const float4*>(xs)[2 * c];
   const float4 b = reinterpret_cast<const float4*>(xs)[2 * c + 1];
@@ -148,6 +149,8 @@ __device__ __forceinline__ void ring_fill_bf16(const GemvDesc& d, const RingTask
   }
 }
 
+// (Its own ring, not gemv_warp_r2.cu's: that one walks groups of consecutive rows inside its kernel, this one a task's
+// rows r and r + off across K slices; the per-chunk arithmetic, dot8, is the shared one.)
 // A BF16 ring's registers (slot u: one item's loads for both rows) and the next item to load.
 struct Bf16Ring {
   uint4 w[kRingSlots][2];
@@ -217,6 +220,9 @@ __device__ __forceinline__ QuantPackedArgs scale_args(const PersistentMatrix& m)
 // inlined into every stage spill its registers.)
 // kQU = 2, not 4: the 4-deep kernels spilled (Q4_0 240 bytes of stores); at 2 they do not, and ran faster on the H200
 // (2026-12-02, llama-ab): 8B Q4_0 291.9 -> 311.8 t/s, SmolLM2 shape Q4_0 978 -> 1,079.
+// (Not quant_warp_lane: that one takes R consecutive rows with x in global memory and waits for its predecessor; a
+// task here pairs rows r and r + off (gate|up: i, hidden + i) with x staged in shared memory. The per-chunk code,
+// quant_load_scale_raw and quant_chunk_fma, is the mapping's.)
 constexpr int kQU = 2;  // chunks per row in flight per lane
 template <bool kInt4, bool kTwoLevel, bool kHasMin>
 __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
