@@ -60,23 +60,6 @@ struct Step {
   int own0;     // the first row this block owns; -1: its rows do not fit in xown (the epilogues read x from L2)
 };
 
-// x = the token's embedding row emb on the rows this block owns (the o/down partition, units of two rows), kept in
-// xown too where they fit. Returns the first row it owns, or -1 where they do not fit (the epilogues then read x from
-// L2).
-__device__ __forceinline__ int embed_own_rows(const PersistentDecodeArgs& a, const uint16_t* emb, float* xown) {
-  const int G = gridDim.x, dim = a.dim;
-  const GemvDesc dres0{nullptr, dim, 0, (dim + 1) / 2, 2, 1};  // the o/down partition of x's rows
-  int u0, u1;
-  unit_range(dres0.units, u0, u1);
-  const int own0 = 2 * ((dres0.units + G - 1) / G) <= kOwnRows ? 2 * u0 : -1;
-  for (int r = 2 * u0 + threadIdx.x; r < min(2 * u1, dim); r += kThreads) {
-    const float v = bf16_to_f32(emb[r]);
-    a.x[r] = v;
-    if (own0 >= 0) xown[r - own0] = v;
-  }
-  return own0;
-}
-
 // A stage's wait: counter c of `layer` reaching target (its error code names code_layer: the layer, or kHeadWait).
 struct Wait {
   int layer, c;
@@ -242,6 +225,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   // function they changed the generated code: more spills in several kernels).
   extern __shared__ __align__(16) float dyn[];
   __shared__ Shared sh;
+  const int G = gridDim.x;
   const PersistentSmem mem = smem_layout(a);
   float2* part = reinterpret_cast<float2*>(dyn);  // [kMaxTasks]
   float* xs = dyn + 2 * kMaxTasks;                // the GEMV input / the attention scratch
@@ -256,13 +240,25 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   __shared__ unsigned long long clk_acc[kPersistentParts];
   Clock<kProf> clk;
   clk.start(a.prof != nullptr && threadIdx.x == 0, clk_acc);
-  if (a.fault == 1 && blockIdx.x == gridDim.x - 1) return;  // tests: a block that never arrives
+  if (a.fault == 1 && blockIdx.x == G - 1) return;  // tests: a block that never arrives
   const int pos = a.step[0], tok = a.step[1];
   const int dim = a.dim, hd = a.head_dim;
   const uint16_t* emb = a.embedding + int64_t(tok) * dim;
+  const GemvDesc dres0{nullptr, dim, 0, (dim + 1) / 2, 2, 1};  // the o/down partition of x's rows
   __shared__ float xown[kOwnRows];
+  int own0;  // x = the embedding row on the rows this block owns, in xown too where they fit (Step::own0)
+  {
+    int u0, u1;
+    unit_range(dres0.units, u0, u1);
+    own0 = 2 * ((dres0.units + G - 1) / G) <= kOwnRows ? 2 * u0 : -1;
+    for (int r = 2 * u0 + threadIdx.x; r < min(2 * u1, dim); r += kThreads) {
+      const float v = bf16_to_f32(emb[r]);
+      a.x[r] = v;
+      if (own0 >= 0) xown[r - own0] = v;
+    }
+  }
   const Step s{a, pos, dim, a.n_heads * hd, a.n_kv_heads * hd, a.n_heads / a.n_kv_heads, emb, part, xs, gs, x8, sh,
-               xown, embed_own_rows(a, emb, xown)};
+               xown, own0};
   clk.mark(kPOther);
 
   for (int l = 0; l < a.n_layers; ++l) {
