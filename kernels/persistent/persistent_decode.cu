@@ -190,7 +190,7 @@ __device__ __forceinline__ bool down_stage(const Step& s, const PersistentLayer&
 }
 
 // The final RMSNorm after the last layer's down stage, the head GEMV into logits, and (sample_vocab > 0) the block's
-// greedy key folded into the argmax line.
+// greedy key folded into the sync area's argmax line (amax: where it is, for the exit).
 template <bool kPair, unsigned kForms, class Clk>
 __device__ __forceinline__ bool head_stage(const Step& s, Clk& clk) {
   const PersistentDecodeArgs& a = s.a;
@@ -209,7 +209,7 @@ __device__ __forceinline__ bool head_stage(const Step& s, Clk& clk) {
         }
       }))
     return false;
-  if (a.sample_vocab > 0) greedy_fold_block(a, key, s.sh);
+  if (a.sample_vocab > 0) greedy_fold_block(argmax_line(a.sync, a.n_layers, a.n_heads), key, s.sh);
   clk.mark(kPHead);
   return true;
 }
@@ -242,7 +242,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   clk.start(a.prof != nullptr && threadIdx.x == 0, clk_acc);
   if (a.fault == 1 && blockIdx.x == G - 1) return;  // tests: a block that never arrives
   const int pos = a.step[0], tok = a.step[1];
-  const int dim = a.dim, hd = a.head_dim;
+  const int dim = a.dim, hd = a.head_dim, q_dim = a.n_heads * hd, kv_dim = a.n_kv_heads * hd;
+  const int gq = a.n_heads / a.n_kv_heads;
   const uint16_t* emb = a.embedding + int64_t(tok) * dim;
   const GemvDesc dres0{nullptr, dim, 0, (dim + 1) / 2, 2, 1};  // the o/down partition of x's rows
   __shared__ float xown[kOwnRows];
@@ -257,8 +258,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
       if (own0 >= 0) xown[r - own0] = v;
     }
   }
-  const Step s{a, pos, dim, a.n_heads * hd, a.n_kv_heads * hd, a.n_heads / a.n_kv_heads, emb, part, xs, gs, x8, sh,
-               xown, own0};
+  const Step s{a, pos, dim, q_dim, kv_dim, gq, emb, part, xs, gs, x8, sh, xown, own0};
   clk.mark(kPOther);
 
   for (int l = 0; l < a.n_layers; ++l) {
@@ -270,10 +270,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     if (!down_stage<kPair, kForms>(s, L, l, clk)) return;                // down, x +=
   }
   if (!head_stage<kPair, kForms>(s, clk)) return;                        // final norm, head, greedy key
+  unsigned* amax = argmax_line(a.sync, a.n_layers, a.n_heads);          // the greedy sample's line
 
   if (last_block_out(a, sh)) {  // resets every counter for the next step, then emits the greedy sample
     reset_counters(a);
-    if (a.sample_vocab > 0 && threadIdx.x == 0) greedy_emit(a, s.pos);
+    if (a.sample_vocab > 0 && threadIdx.x == 0) greedy_emit(a, amax, s.pos);
   }
   if (clk.on()) {
     clk.mark(kPOther);

@@ -32,9 +32,9 @@ struct GreedyKey {
   }
 };
 
-// The block's key and flag, then one atomic each (ordered before the exit's increment). Every thread calls it.
-__device__ __forceinline__ void greedy_fold_block(const PersistentDecodeArgs& a, GreedyKey& k, Shared& sh) {
-  unsigned* amax = argmax_line(a.sync, a.n_layers, a.n_heads);
+// The block's key and flag, then one atomic each into amax (the sync area's argmax_line), ordered before the exit's
+// increment. Every thread calls it.
+__device__ __forceinline__ void greedy_fold_block(unsigned* amax, GreedyKey& k, Shared& sh) {
   unsigned long long best = k.best;
   for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
   const int bad = __syncthreads_or(k.bad);
@@ -48,9 +48,8 @@ __device__ __forceinline__ void greedy_fold_block(const PersistentDecodeArgs& a,
 }
 
 // The last block out, thread 0 (every block's atomics came before its increment): the id to argmax_out and
-// {pos + 1, id} to next_step, and the argmax line reset for the next step.
-__device__ __forceinline__ void greedy_emit(const PersistentDecodeArgs& a, int pos) {
-  unsigned* amax = argmax_line(a.sync, a.n_layers, a.n_heads);
+// {pos + 1, id} to next_step, and the argmax line amax reset for the next step.
+__device__ __forceinline__ void greedy_emit(const PersistentDecodeArgs& a, unsigned* amax, int pos) {
   __threadfence();
   const unsigned long long key = atomicExch(reinterpret_cast<unsigned long long*>(amax), 0ull);
   const bool nonfinite = atomicExch(amax + 2, 0u) != 0;
