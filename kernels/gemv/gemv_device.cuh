@@ -44,7 +44,31 @@ __device__ __forceinline__ float dot8(uint4 w, const float (&xv)[8], float acc) 
   return fma_bf16x2(w.w, xv[6], xv[7], acc);
 }
 
-
+// One lane's part of one row's dot over the 16-byte chunks [c_begin, c_end) of w (lane l takes chunks c_begin + l +
+// 32 i): U weight loads issued before the first FMA, after_loads() between them and the FMAs, x's chunk c (its 8
+// values) from load_x(c, xv); chunks past c_end are neither loaded nor used. The per-row loop of the "warp" mapping:
+// gemv_warp.cu's kernel runs the same loop (after_loads: its first pdl_wait; x through load_x8), the persistent
+// kernel's "warp" tasks (kernels/persistent/persistent_gemv.cuh) call it with x staged in shared memory.
+template <int U, class LoadX, class AfterLoads>
+__device__ __forceinline__ float warp_row_dot(const uint4* w, int c_begin, int c_end, int lane, LoadX&& load_x,
+                                              AfterLoads&& after_loads) {
+  float acc = 0.0f;
+  for (int c = c_begin + lane; c < c_end; c += 32 * U) {
+    uint4 r[U];
+#pragma unroll
+    for (int i = 0; i < U; ++i)
+      if (c + 32 * i < c_end) r[i] = load_weights_streaming(w + c + 32 * i);
+    after_loads();
+#pragma unroll
+    for (int i = 0; i < U; ++i)
+      if (c + 32 * i < c_end) {
+        float xv[8];
+        load_x(c + 32 * i, xv);
+        acc = dot8(r[i], xv, acc);
+      }
+  }
+  return acc;
+}
 
 // Each acc[i] summed over the warp and cleared; lane i < R returns row i's sum (the other lanes 0): the end of a row
 // group in the lanes-along-K kernels.
