@@ -74,7 +74,7 @@ for sec in $sections; do
     smol_keep) step "SmolLM2: GGUF parts carried so far, kept on the machine"
       mkdir -p models-cache && for p in .stage/gguf-?/part-?; do [ -f "$p" ] && cp "$p" models-cache/; done; ls -la models-cache ;;
     smol_join) step "SmolLM2: joined"
-      [ -f models-cache/part-a ] && cat models-cache/part-a models-cache/part-b models-cache/part-c > $SMOL && rm -f models-cache/part-?
+      [ -f models-cache/part-a ] && cat models-cache/part-? > $SMOL && rm -f models-cache/part-?
       echo "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53  $SMOL" | sha256sum --check ;;
     smol) step "SmolLM2-135M-Instruct (Q4_1 GGUF -> BF16): perplexity, answers, transformers on the same file"
       P=tests/data/perplexity_paragraph.txt

@@ -7,9 +7,11 @@ cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
 S=.stage/h200
 rm -rf "$S"; mkdir -p "$S/bin"
-for exe in run-llama llama-ab bench write-gguf gemv-sectors make-hf-model tests/gpu_tests tests/cpu_tests; do
+for exe in ${STAGE_EXES:-run-llama llama-ab bench write-gguf gemv-sectors make-hf-model tests/gpu_tests tests/cpu_tests}; do
   if [ -x "$B/$exe" ]; then cp "$B/$exe" "$S/bin/"; fi
 done
+# BASE_LLAMA_AB=PATH: an earlier build's llama-ab, staged as llama-ab-base for scripts/h200-ab-binaries.sh.
+if [ -n "${BASE_LLAMA_AB:-}" ]; then cp "$BASE_LLAMA_AB" "$S/bin/llama-ab-base"; fi
 mkdir -p "$S/tools" && cp tools/*.py "$S/tools/"
 for lib in libsentencepiece.so.0 libpcre2-8.so.0 libreadline.so.8; do cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$S/bin/"; done
 # CUPTI (the kernel timeline, measure/kernel_trace.cpp), under its soname, where the build links it: the library CMake
@@ -19,11 +21,12 @@ if [ -n "$cupti" ] && [ -f "$cupti" ]; then
   soname=$(objdump -p "$cupti" | sed -n 's/^ *SONAME *//p')
   cp -L "$(dirname "$cupti")/${soname:-libcupti.so.13}" "$S/bin/"
 fi
-# The default model (98 MB) is over one call's 64 MiB carry: three parts, carried in three calls and joined there
-# (scripts/h200-check.sh sections smol_keep / smol_join).
+# The default model (98 MB) is over one call's 64 MiB carry: parts carried in separate calls and joined there
+# (scripts/h200-check.sh sections smol_keep / smol_join); GGUF_PARTS=2 cuts it in two (49 MB each, with the small
+# working tree under the limit), the default in three.
 if [ -f models-cache/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
   rm -rf .stage/gguf-*; mkdir -p .stage/gguf-split
-  split -b 33000000 -a 1 models-cache/SmolLM2-135M-Instruct.Q4_1.gguf .stage/gguf-split/part-
+  split -n "${GGUF_PARTS:-3}" -a 1 models-cache/SmolLM2-135M-Instruct.Q4_1.gguf .stage/gguf-split/part-
   for p in .stage/gguf-split/part-*; do mkdir -p ".stage/gguf-${p##*-}"; mv "$p" ".stage/gguf-${p##*-}/"; done
   rmdir .stage/gguf-split
 fi
@@ -33,3 +36,6 @@ if [ ! -f .stage/wheels/gguf-0.19.0-py3-none-any.whl ]; then
 fi
 cp -r .stage/wheels "$S/" 2>/dev/null || true
 du -sh "$S"
+# PACK=1: the stage as one xz archive (.stage/h200.tar.xz, about half the bytes), for a carry near the 64 MiB limit;
+# the call unpacks it first: tar -xJf .stage/h200.tar.xz.
+if [ "${PACK:-0}" = 1 ]; then tar -C . -cf - "$S" | xz -T0 -6 > .stage/h200.tar.xz && du -sh .stage/h200.tar.xz; fi
