@@ -17,9 +17,8 @@
 
 #include "apps/cli.h"                  // Options, usage_error, run_main
 #include "core/error.h"                // llm::fail
-#include "core/gemv_table.h"           // check_gemv_mapping, gemv_mapping_lines, gemv_mapping_list
+#include "core/gemv_table.h"           // check_gemv_mapping, gemv_row, gemv_mapping_lines, gemv_mapping_list
 #include "engine/backend.h"            // require_cuda_device
-#include "kernels/gemv/gemv.h"         // gemv_find
 #include "measure/bench/harness.h"     // split_commas, parse_shape
 #include "measure/bench/sections.h"    // the options and entry points
 #include "measure/probes/dep_probe.h"  // kDepProbeMaxVector
@@ -211,7 +210,9 @@ ProfileTargetOptions parse_profile_target(int argc, char** argv) {
   t.parse(argc, argv);
   for (const std::string& m : o.mappings) {  // unknown names are bad usage, found before any GPU work
     check_gemv_mapping("--mappings", m, /*on_cpu=*/false);
-    gemv_find(m);  // and the registry has it (not a form for quantized weights only)
+    if (!gemv_row(m)->has_bf16())  // and it has a BF16 kernel to profile (not a form for quantized weights only)
+      usage_error("--mappings: GEMV mapping '", m, "' runs quantized weights only (BF16 mappings: ",
+                  gemv_mapping_list(), ")");
   }
   return o;
 }

@@ -17,11 +17,13 @@ class StepProfiler;  // engine/cuda/step_profiler.h; measure/step_profiler.h mak
 
 class CudaBackend : public Backend {
  public:
-  // Selects the GEMV mapping decode uses (gemv_find(name); "" = the registry's default). The first switch to a
+  // Selects the GEMV mapping decode uses: the name ("" = the model's default: default_gemv_name) is resolved once into
+  // a GemvPlan (engine/gemv_choice.h gemv_plan), which the engine carries from then on. The first switch to a
   // mapping prepacks every matrix for it (kept, with its CUDA graph, for later switches); prefill is unaffected.
-  // Throws llm::Error for an unknown name or when its prepacked copy would not fit in GPU memory.
+  // Throws llm::Error for an unknown name, a weight type it has no form for, or when its prepacked copy would not fit
+  // in GPU memory.
   virtual void set_gemv(const std::string& name) = 0;
-  virtual std::string gemv() const = 0;  // the current mapping's name
+  virtual std::string gemv() const = 0;  // the current plan's name (a report label)
   // Frees the prepacked weights and graphs of every mapping other than the current one.
   virtual void release_other_gemvs() = 0;
 

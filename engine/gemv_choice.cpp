@@ -63,11 +63,6 @@ GemvPlan gemv_plan(const std::string& name, const Model& model, bool dequantize)
   return p;
 }
 
-GemvChoice resolve_gemv_choice(const std::string& name) {
-  const GemvPlan p = gemv_plan(name);
-  return {p.bf16 == GemvBf16Form::None ? "" : gemv_form_name(p.bf16), p.has_quant ? quant_gemv_kind_name(p.quant) : ""};
-}
-
 std::string default_gemv_name(const Model& model, bool dequantize) {
   bool quant = false;
   for_each_projection(model, [&](const HostTensor& t) { quant = quant || (t.quant != 0 && !dequantize); });
@@ -92,10 +87,6 @@ std::string gemv_refusal(const GemvPlan& plan, const Model& model, bool dequanti
   return why;
 }
 
-std::string gemv_refusal(const std::string& name, const Model& model, bool dequantize) {
-  return gemv_refusal(gemv_plan(name), model, dequantize);
-}
-
 const char* decode_path_name(DecodePath p) { return p == DecodePath::Persistent ? "persistent" : "graph"; }
 
 DecodePath parse_decode_path(const std::string& name) {
@@ -106,17 +97,6 @@ DecodePath parse_decode_path(const std::string& name) {
 
 int persistent_pair_rows(PersistentGemv bf16_persistent) {
   return bf16_persistent == PersistentGemv::TwoRows ? 1 : bf16_persistent == PersistentGemv::OneRow ? 0 : -1;
-}
-
-int persistent_pair_rows(const std::string& bf16_mapping) {
-  const GemvRow* r = gemv_row(bf16_mapping);
-  return r ? persistent_pair_rows(r->bf16_persistent) : -1;
-}
-
-std::string persistent_refusal(const ModelConfig& c, const std::string& source, const std::string& mapping,
-                               const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
-                               bool fuse_projections) {
-  return persistent_refusal(c, source, gemv_plan(mapping), kept_quant, mixed_group, fp8_kv, fuse_projections);
 }
 
 std::string persistent_refusal(const ModelConfig& c, const std::string& source, const GemvPlan& plan,

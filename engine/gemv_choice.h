@@ -33,14 +33,6 @@ GemvPlan gemv_plan(const std::string& name);
 // llm::Error for an unknown name, and with gemv_refusal's line for a name that cannot run every projection.
 GemvPlan gemv_plan(const std::string& name, const Model& model, bool dequantize);
 
-// TRANSITIONAL: engine switches to GemvPlan at merge. The plan's forms by name: bf16 = the BF16 form's name ("" = none),
-// quant = the quantized form's name ("" = none).
-struct GemvChoice {
-  std::string bf16;
-  std::string quant;
-};
-GemvChoice resolve_gemv_choice(const std::string& name);  // TRANSITIONAL: engine switches to GemvPlan at merge
-
 // The mapping a run uses when --gemv is not given: the BF16 default, or, when decode keeps quantized weights, the
 // default of the quantized forms (it has a BF16 form too, for any projection that is not quantized).
 std::string default_gemv_name(const Model& model, bool dequantize);
@@ -48,8 +40,6 @@ std::string default_gemv_name(const Model& model, bool dequantize);
 // "" when `plan` can run every projection of `model` (quantized weights kept quantized unless `dequantize`);
 // otherwise why not, in one line naming the mapping, the weight type and a tensor. The defaults always run.
 std::string gemv_refusal(const GemvPlan& plan, const Model& model, bool dequantize);
-// TRANSITIONAL: engine switches to GemvPlan at merge. gemv_refusal(gemv_plan(name), ...).
-std::string gemv_refusal(const std::string& name, const Model& model, bool dequantize);
 
 // How decode runs a step (--decode): the CUDA graph of one kernel per op (the default), or one persistent kernel per
 // token (kernels/persistent/persistent_decode.h).
@@ -62,8 +52,6 @@ DecodePath parse_decode_path(const std::string& name);
 // two rows at once (returns 1), OneRow (warp and its control warp-few) one row after the other (0); any other -1.
 // Quantized weights run there through the quantized "warp" form's planes and the lane code of "warp" or "warp-dp4a".
 int persistent_pair_rows(PersistentGemv bf16_persistent);
-// TRANSITIONAL: engine switches to GemvPlan at merge. persistent_pair_rows of a name's BF16 form (-1: unknown or none).
-int persistent_pair_rows(const std::string& bf16_mapping);
 
 // What the persistent kernel takes, from what any caller knows: "" or why not, in one line. `plan` is what decode
 // runs (gemv_plan), `kept_quant` says which weights decode keeps quantized ("" = none; they need a form with a
@@ -71,10 +59,6 @@ int persistent_pair_rows(const std::string& bf16_mapping);
 // differ in type ("" = none: the kernel takes one type per matrix), `source` names the model in the messages.
 // decode_path_refusal (from a Model) and the CUDA engine (from its state) both ask it.
 std::string persistent_refusal(const ModelConfig& c, const std::string& source, const GemvPlan& plan,
-                               const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
-                               bool fuse_projections);
-// TRANSITIONAL: engine switches to GemvPlan at merge. persistent_refusal(c, source, gemv_plan(mapping), ...).
-std::string persistent_refusal(const ModelConfig& c, const std::string& source, const std::string& mapping,
                                const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
                                bool fuse_projections);
 

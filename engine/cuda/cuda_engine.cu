@@ -29,7 +29,7 @@
 #include "engine/cuda/sample_ring.h"
 #include "engine/cuda/step_profiler.h"
 #include "engine/cuda_backend.h"
-#include "engine/gemv_choice.h"  // resolve_gemv_choice, default_gemv_name, gemv_refusal
+#include "engine/gemv_choice.h"  // gemv_plan, default_gemv_name
 #include "kernels/cuda_check.h"
 #include "kernels/ops/ops.h"
 
@@ -55,7 +55,7 @@ class CudaEngine final : public CudaBackend {
   void drop_sampled() override;
 
   void set_gemv(const std::string& name) override;
-  std::string gemv() const override { return cur_->name; }
+  std::string gemv() const override { return cur_->plan.name; }
   void release_other_gemvs() override { mappings_->release_others(cur_); }
   void set_persistent(bool on) override;
   bool persistent() const override { return persistent_; }
@@ -121,10 +121,9 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   dequantize_ = opt.dequantize;
   tuning_ = opt.tuning;
   default_gemv_ = default_gemv_name(model, dequantize_);
-  const std::string gemv_name = opt.gemv.empty() ? default_gemv_ : opt.gemv;
-  // An unknown name, or one without a form for some weight type, fails before any allocation.
-  resolve_gemv_choice(gemv_name);
-  if (const std::string why = gemv_refusal(gemv_name, model, dequantize_); !why.empty()) fail(why);
+  // --gemv resolved once ("" = the model's default): an unknown name, or one without a form for some weight type,
+  // fails here, before any allocation. Everything after carries the plan.
+  const GemvPlan plan = gemv_plan(opt.gemv, model, dequantize_);
   const KvDtype kv = opt.kv_dtype == KvDtype::FP8 ? KvDtype::FP8 : KvDtype::BF16;
   DeviceKvCache::check(cfg_, kv, model.source);
 
@@ -139,7 +138,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   const int ctx_guess = opt.ctx_size > 0 ? opt.ctx_size : ctx_default;
   ctx_ = planner.choose_ctx(opt.ctx_size, ctx_default, std::min(kMaxPrefillChunk, ctx_guess), free_b);
   max_chunk_ = chunk_ = std::min(kMaxPrefillChunk, ctx_);
-  MemoryPlanner::require_fit(planner.plan(ctx_, max_chunk_), free_b, model.source, gemv_name, ctx_, opt.ctx_size > 0);
+  MemoryPlanner::require_fit(planner.plan(ctx_, max_chunk_), free_b, model.source, plan.name, ctx_, opt.ctx_size > 0);
   if (ctx_ > cfg_.max_seq_len)
     fail("cuda backend: ctx_size ", ctx_, " exceeds the model's maximum of ", cfg_.max_seq_len, " positions");
 
@@ -168,7 +167,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
       cfg_, source_, ctx_, sample_vocab_, &model_, kv_.get(), &act_, mappings_.get(), &ring_, &arena_, s});
   persistent_path_->set_tuning(tuning_);
   CUDA_CHECK(cudaStreamSynchronize(s));
-  cur_ = &mappings_->prepare(gemv_name, gemv_bytes_per_token());
+  cur_ = &mappings_->prepare(plan, gemv_bytes_per_token());
   if (opt.persistent) set_persistent(true);
 }
 
@@ -255,7 +254,8 @@ void CudaEngine::enqueue_step(int pos) {
 }
 
 void CudaEngine::set_gemv(const std::string& name) {
-  MappingState& ms = mappings_->prepare(name.empty() ? default_gemv_ : name, gemv_bytes_per_token());
+  // Resolved once here ("" = the model's default; an unknown name fails); the cache and the paths take the plan.
+  MappingState& ms = mappings_->prepare(gemv_plan(name.empty() ? default_gemv_ : name), gemv_bytes_per_token());
   if (persistent_)
     if (const std::string why = persistent_path_->refusal(ms); !why.empty()) fail(why);
   cur_ = &ms;

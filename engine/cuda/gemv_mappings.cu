@@ -7,7 +7,6 @@
 #include "core/error.h"
 #include "engine/cuda/memory_plan.h"  // gib_str, kReserveBytes
 #include "engine/cuda_quant.h"        // upload_quant_matrix: GGUF blocks -> the quantized GEMVs' planes
-#include "engine/gemv_choice.h"       // resolve_gemv_choice
 #include "kernels/cuda_check.h"
 #include "models/quant.h"             // ggml_quant_name
 
@@ -78,18 +77,18 @@ GemvMappings::GemvMappings(const Model& model, const DeviceModel& dm, bool tied,
 }
 
 PieceWeight GemvMappings::prepack(const MappingState& st, const SlotPiece& src, size_t* bytes_read) {
-  const std::string& name = st.name;
+  const std::string& name = st.plan.name;
   PieceWeight pw;
   pw.row0 = src.row0;
   if (!src.quant.empty()) {
-    if (!st.has_quant)
+    if (!st.plan.has_quant)
       fail("GEMV mapping '", name, "' has no form for ", ggml_quant_name(GgmlQuantType(src.quant[0].quant)),
            " weights (", printable(src.quant[0].name), ")");
     std::vector<const HostTensor*> parts;
     for (const HostTensor& t : src.quant) parts.push_back(&t);
     pw.quant = true;
-    pw.q = upload_quant_matrix(parts, st.qkind, stream_);
-    *bytes_read += size_t(quant_gemv_bytes_read(st.qkind, pw.q));
+    pw.q = upload_quant_matrix(parts, st.plan.quant, stream_);
+    *bytes_read += size_t(quant_gemv_bytes_read(st.plan.quant, pw.q));
   } else {
     if (!st.mapping) fail("GEMV mapping '", name, "' exists only for quantized weights; this model has BF16 ones");
     st.mapping->prepack(src.bf16.data, src.bf16.N, src.bf16.K, &pw.bf16, stream_);
@@ -102,10 +101,10 @@ PieceWeight GemvMappings::prepack(const MappingState& st, const SlotPiece& src, 
   return pw;
 }
 
-MappingState& GemvMappings::prepare(const std::string& name, size_t bytes_per_token) {
+MappingState& GemvMappings::prepare(const GemvPlan& plan, size_t bytes_per_token) {
+  const std::string& name = plan.name;
   auto it = mappings_.find(name);
   if (it != mappings_.end()) return *it->second;
-  const GemvChoice choice = resolve_gemv_choice(name);  // unknown names fail here
   const double need = double(bytes_per_token) * 1.02 + double(kReserveBytes);
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -113,10 +112,8 @@ MappingState& GemvMappings::prepare(const std::string& name, size_t bytes_per_to
     fail("GEMV mapping '", name, "' needs ", gib_str(need), " GiB of GPU memory for its prepacked weights, ",
          gib_str(double(free_b)), " GiB free (release_other_gemvs() frees the other mappings' copies)");
   auto st = std::make_unique<MappingState>();
-  st->name = name;
-  st->mapping = choice.bf16.empty() ? nullptr : &gemv_find(choice.bf16);
-  st->has_quant = !choice.quant.empty();
-  if (st->has_quant) st->qkind = quant_gemv_kind_from_name(choice.quant);
+  st->plan = plan;
+  st->mapping = plan.bf16 == GemvBf16Form::None ? nullptr : &gemv_mapping(plan.bf16);
   st->weights.reserve(slots_.size());
   for (const Slot& slot : slots_) {
     DecodeWeight dw;
@@ -150,7 +147,7 @@ size_t GemvMappings::device_bytes() const {
 void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const float* x, float* y, bool acc) const {
   for (const PieceWeight& p : w) {
     if (p.quant)
-      quant_gemv_launch(ms.qkind, p.q, x, y + p.row0, acc, stream_);
+      quant_gemv_launch(ms.plan.quant, p.q, x, y + p.row0, acc, stream_);
     else
       ms.mapping->launch(p.bf16, x, y + p.row0, acc, ctx_);
   }

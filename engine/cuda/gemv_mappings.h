@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/cuda/device_model.h"
+#include "engine/gemv_choice.h"  // GemvPlan
 #include "kernels/gemv/gemv.h"
 #include "kernels/quant/gemv_quant.h"
 #include "models/model.h"
@@ -42,10 +43,8 @@ struct PathCache {
 
 // One mapping's prepacked weights and what the decode paths built for them.
 struct MappingState {
-  std::string name;                      // as given to --gemv / set_gemv
-  const GemvMapping* mapping = nullptr;  // its BF16 form (null: the name exists only for quantized weights)
-  bool has_quant = false;                // its quantized form exists
-  QuantGemvKind qkind = QuantGemvKind::Warp;
+  GemvPlan plan;                         // resolved once (gemv_plan): its name, BF16 and quantized forms
+  const GemvMapping* mapping = nullptr;  // gemv_mapping(plan.bf16) (null: the plan runs no BF16 weight)
   // [n_layers * kFusedPerLayer + 1]: per layer q|k|v [q_dim + 2 kv_dim, dim], o [dim, q_dim],
   // gate|up [2 hidden, dim], down [dim, hidden] (FusedProj order); then the head [vocab, dim].
   std::vector<DecodeWeight> weights;
@@ -64,9 +63,9 @@ class GemvMappings {
   GemvMappings(const Model& model, const DeviceModel& dm, bool tied, bool dequantize, GemvContext* ctx,
                cudaStream_t s);
 
-  // The state of mapping `name`, prepacked on first use (synchronous). Fails for an unknown name, a weight type it
-  // has no form for, or when its copy (about bytes_per_token) would not fit in free GPU memory.
-  MappingState& prepare(const std::string& name, size_t bytes_per_token);
+  // The state of `plan` (kept by plan.name), prepacked on first use (synchronous). Fails for a weight type it has no
+  // form for, or when its copy (about bytes_per_token) would not fit in free GPU memory.
+  MappingState& prepare(const GemvPlan& plan, size_t bytes_per_token);
   // Frees every mapping but `keep` (waits for the stream first).
   void release_others(const MappingState* keep);
   size_t device_bytes() const;  // the prepacked copies of every mapping kept
@@ -93,7 +92,7 @@ class GemvMappings {
   GemvContext* ctx_ = nullptr;    // the engine's (its cuBLAS handle, split-K partials)
   cudaStream_t stream_ = nullptr;
   std::vector<Slot> slots_;       // per layer (qkv, o, gate_up, down), then the head
-  std::map<std::string, std::unique_ptr<MappingState>> mappings_;
+  std::map<std::string, std::unique_ptr<MappingState>> mappings_;  // by plan.name
 };
 
 }  // namespace llm

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/gemv_choice.h"  // persistent_refusal, persistent_pair_rows
+#include "engine/gemv_choice.h"  // persistent_refusal, persistent_pair_rows: from the mapping's plan
 #include "kernels/cuda_check.h"
 
 namespace llm {
@@ -33,7 +33,7 @@ std::string PersistentPath::refusal(const MappingState& ms) const {
   std::string mixed;
   for (size_t i = 0; i < ms.weights.size() && mixed.empty(); ++i)
     if (ms.weights[i].size() != 1) mixed = "a fused group of layer " + std::to_string(i / kFusedPerLayer);
-  return persistent_refusal(e_.cfg, e_.source, ms.name, e_.mappings->any_quant() ? "quantized projections" : "",
+  return persistent_refusal(e_.cfg, e_.source, ms.plan, e_.mappings->any_quant() ? "quantized projections" : "",
                             mixed, e_.kv->fp8(), true);
 }
 
@@ -103,13 +103,13 @@ const PersistentDecodeArgs& PersistentPath::args_of(MappingState& ms) {
   const Activations& act = *e_.act;
   PersistentDecodeArgs& a = cache->args;
   a = shape();
-  a.pair_rows = ms.mapping && persistent_pair_rows(ms.mapping->name) == 1;
+  a.pair_rows = persistent_pair_rows(ms.plan.bf16_persistent) == 1;
   a.layers = cache->layers;
   a.embedding = dm.embedding;
   a.final_norm = dm.final_norm;
   a.head = matrix(ms.head());
   a.quant_forms = forms;
-  a.dp4a = ms.qkind == QuantGemvKind::WarpDp4a;
+  a.dp4a = ms.plan.quant_persistent == PersistentGemv::QuantDp4a;
   a.inv_freq = dm.inv_freq;
   a.step = act.step;
   a.x = act.x;

@@ -72,9 +72,6 @@ constexpr GemvMapping gemv_mapping_of(GemvBf16Form form,
 const std::vector<const GemvMapping*>& gemv_mappings();
 // The kernels of one form (a GemvPlan's bf16); throws llm::Error for GemvBf16Form::None.
 const GemvMapping& gemv_mapping(GemvBf16Form form);
-// TRANSITIONAL: engine switches to GemvPlan at merge. The kernels of a name's BF16 form ("" = the default); throws
-// llm::Error naming the known mappings when the name is unknown or has no BF16 form.
-const GemvMapping& gemv_find(const std::string& name);
 const char* gemv_default_name();
 void gemv_free(GemvWeight* w);
 

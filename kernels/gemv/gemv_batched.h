@@ -13,7 +13,7 @@ namespace llm {
 
 constexpr int kGemvMaxBatch = 8;
 
-// The warp layout (same as gemv_find("warp").prepack): allocates out->data; free with gemv_free.
+// The warp layout (same as gemv_mapping(GemvBf16Form::Warp).prepack): allocates out->data; free with gemv_free.
 void gemv_batched_prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStream_t stream);
 
 // Y[b, n] = sum_k W[n, k] X[b, k] for b < B, B in {1, 2, 4, 8}: one warp per row, lanes along K with 16-byte weight

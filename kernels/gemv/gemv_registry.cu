@@ -45,12 +45,6 @@ const GemvMapping& gemv_mapping(GemvBf16Form form) {
   return *gemv_mappings()[size_t(i)];
 }
 
-const GemvMapping& gemv_find(const std::string& name) {
-  const GemvRow* row = name.empty() ? &gemv_default_bf16_row() : gemv_row(name);
-  if (!row || !row->has_bf16()) fail("unknown GEMV mapping '", name, "' (known: ", gemv_mapping_names(), ")");
-  return gemv_mapping(row->bf16);
-}
-
 void gemv_free(GemvWeight* w) {
   if (w == nullptr) return;
   if (w->data) cudaFree(w->data);  // called from destructors: never throws

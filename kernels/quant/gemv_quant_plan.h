@@ -23,19 +23,6 @@ constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12,
 
 // The quantized forms (QuantGemvKind), their names and one-line descriptions: rows of core/gemv_table.h.
 
-// TRANSITIONAL: engine switches to GemvPlan at merge. "warp", "thread", "as-stored", "warp-dp4a" -> kind; fails naming
-// the known forms otherwise (the engine's MappingState still resolves its quantized form from a name).
-inline QuantGemvKind quant_gemv_kind_from_name(const std::string& name) {
-  const GemvRow* r = gemv_row(name);
-  if (!r || !r->has_quant()) {
-    std::string known;
-    for (const GemvRow& q : kGemvTable)
-      if (q.has_quant()) known += (known.empty() ? "" : ", ") + std::string(q.name);
-    fail("quantized gemv: unknown mapping '", name, "' (known: ", known, ")");
-  }
-  return r->quant;
-}
-
 // What a GGML type is, in the prepacked layout's terms (the same values pack_quant sets in PackedQuant).
 struct QuantTypeTraits {
   int type_id = 0;

@@ -13,6 +13,7 @@
 #include "core/gemv_table.h"              // kGemvTable: the quantized forms
 #include "engine/backend.h"               // require_cuda_device
 #include "engine/cuda_quant.h"            // quant_host_view
+#include "engine/gemv_choice.h"           // gemv_plan: a --mappings name's forms
 #include "kernels/cuda_check.h"           // CUDA_CHECK
 #include "kernels/gemv/gemv.h"            // the mappings
 #include "kernels/quant/gemv_quant.h"     // the quantized forms
@@ -218,6 +219,14 @@ void bench_quant(Run& run, const GemvOptions& opt, std::vector<Result>* results)
   if (names.empty())
     for (const GemvRow& r : kGemvTable)
       if (r.has_quant()) names.push_back(r.name);
+  std::vector<QuantGemvKind> kinds;  // each name's quantized form, resolved once
+  for (const std::string& name : names) {
+    const GemvPlan p = gemv_plan(name);
+    if (!p.has_quant)
+      fail("bench gemv --quant: GEMV mapping '", name, "' has no quantized form (quantized forms: ",
+           gemv_mapping_list(/*quant=*/true), ")");
+    kinds.push_back(p.quant);
+  }
   int max_k = 1, max_n = 1;
   for (const auto& sh : opt.shapes) max_k = std::max(max_k, sh.second), max_n = std::max(max_n, sh.first);
   float* d_x = nullptr;
@@ -233,8 +242,8 @@ void bench_quant(Run& run, const GemvOptions& opt, std::vector<Result>* results)
       for (size_t i = 0; i < w.size(); ++i) w[i] = rng_value(0x5eedull + uint64_t(N), uint64_t(K), i, 0.0f, 1.0f);
       const std::vector<uint8_t> blocks = quantize_matrix(t, w.data(), N, K);
       w = std::vector<float>();
-      for (const std::string& name : names) {
-        Result r = bench_quant_one(quant_gemv_kind_from_name(name), q + "/" + name, blocks, int(t), N, K, d_x, d_y,
+      for (size_t i = 0; i < names.size(); ++i) {
+        Result r = bench_quant_one(kinds[i], q + "/" + names[i], blocks, int(t), N, K, d_x, d_y,
                                    run.rotation_bytes, run.repeats, stream, run.se.e0, run.se.e1);
         r.pct_graph = 100.0 * r.gbps_graph / run.roof.gbps;
         std::cerr << r.mapping << " " << N << "x" << K << ": " << fmt(r.gbps_graph, 0) << " GB/s graph ("
@@ -257,7 +266,12 @@ int run_gemv(const GemvOptions& opt) {
   else if (opt.mappings.empty())
     mappings = gemv_mappings();
   else
-    for (const std::string& name : opt.mappings) mappings.push_back(&gemv_find(name));
+    for (const std::string& name : opt.mappings) {
+      const GemvPlan p = gemv_plan(name);
+      if (p.bf16 == GemvBf16Form::None)
+        fail("bench gemv: GEMV mapping '", name, "' runs quantized weights only: time it with --quant");
+      mappings.push_back(&gemv_mapping(p.bf16));
+    }
 
   const Device dev = current_device();
   Run run;

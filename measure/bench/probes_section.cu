@@ -78,7 +78,7 @@ struct BatchResult {
 
 std::vector<BatchResult> probe_batch(Bench& b, const Options& o) {
   std::vector<BatchResult> out;
-  const GemvMapping& warp = gemv_find("warp");
+  const GemvMapping& warp = gemv_mapping(GemvBf16Form::Warp);
   for (const auto& shape : o.batch_shapes) {
     const int N = shape.first, K = shape.second;
     std::vector<GemvWeight> copies =
@@ -140,8 +140,8 @@ struct TinyResult {
 std::vector<TinyResult> probe_tiny(Bench& b, const Options& o) {
   std::vector<TinyResult> out;
   const int N = o.tiny_n;
-  const GemvMapping& warp = gemv_find("warp");
-  const GemvMapping& colmajor = gemv_find("colmajor");
+  const GemvMapping& warp = gemv_mapping(GemvBf16Form::Warp);
+  const GemvMapping& colmajor = gemv_mapping(GemvBf16Form::Colmajor);
   float* x = nullptr;  // [max K]
   float* y = nullptr;  // [N]
   CUDA_CHECK(cudaMalloc(&x, size_t(o.tiny_k.back()) * 4));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/backend.h"                // require_cuda_device
+#include "engine/gemv_choice.h"            // gemv_plan: a --mappings name's BF16 form
 #include "kernels/cuda_check.h"            // CUDA_CHECK
 #include "kernels/gemv/gemv.h"             // the mappings
 #include "kernels/gemv/gemv_batched.h"     // gemv_profile_marker
@@ -69,7 +70,7 @@ int run_profile_target(const ProfileTargetOptions& opt) {
   std::string manifest = "id,mapping,N,K,matrix_bytes,alloc_bytes,ld\n";
   int id = 0;
   for (const std::string& name : opt.mappings) {
-    const GemvMapping& m = gemv_find(name);
+    const GemvMapping& m = gemv_mapping(gemv_plan(name).bf16);  // bench.cu checked it has a BF16 form
     for (const auto& [N, K] : opt.shapes) {
       ++id;
       manifest += std::to_string(id) + "," + profile_one(m, N, K, id, opt.warmup, &ctx) + "\n";

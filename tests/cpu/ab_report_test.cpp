@@ -16,7 +16,7 @@
 #include "analysis/sector_model.h"
 #include "core/error.h"
 #include "core/gemv_table.h"     // gemv_mapping_list: the default --ab list
-#include "engine/gemv_choice.h"  // decode_path_refusal: the refusal an entry gets
+#include "engine/gemv_choice.h"  // decode_path_refusal: the refusal an entry gets; gemv_plan
 #include "measure/ab_render.h"
 #include "measure/ab_run.h"
 #include "measure/ab_stats.h"
@@ -599,7 +599,7 @@ TEST(AbRun, PersistentEntriesItCannotRunAreRefusedByName) {
   std::vector<std::string> want;
   for (const std::string& m : registry) {
     want.push_back(m);
-    if (persistent_pair_rows(m) >= 0) want.push_back(m + "@persistent");
+    if (persistent_pair_rows(gemv_plan(m).bf16_persistent) >= 0) want.push_back(m + "@persistent");
   }
   EXPECT_EQ(all, want);
   EXPECT_EQ(std::count(all.begin(), all.end(), "warp-r2@persistent"), 1);

@@ -35,7 +35,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 const char* const kQuantForms[] = {"warp", "thread", "as-stored", "warp-dp4a"};
 const char* const kBf16Only[] = {"warp-r2", "cublas", "colmajor", "thread-splitk", "warp-few"};
 
-TEST(GemvChoice, NameListsAreWhatTheseTestsAssume) {
+TEST(GemvPlan, NameListsAreWhatTheseTestsAssume) {
   EXPECT_EQ(llm::gemv_mapping_list(/*quant=*/true), "warp,thread,as-stored,warp-dp4a");
   for (const char* n : kQuantForms) EXPECT_TRUE(llm::gemv_row(n)->has_quant()) << n;
   EXPECT_STREQ(llm::kGemvDefaultMapping, "warp-r2");
@@ -43,38 +43,47 @@ TEST(GemvChoice, NameListsAreWhatTheseTestsAssume) {
   for (const char* n : kBf16Only) EXPECT_TRUE(llm::gemv_mapping_known(n)) << n;
 }
 
-TEST(GemvChoice, ResolveEveryName) {
-  const llm::GemvChoice def = llm::resolve_gemv_choice("");
-  EXPECT_EQ(def.bf16, "warp-r2");
-  EXPECT_EQ(def.quant, "warp");
+// Every name resolves to its plan's forms; "" takes each kind's default; unknown names fail with the one message.
+TEST(GemvPlan, ResolveEveryName) {
+  const llm::GemvPlan def = llm::gemv_plan("");
+  EXPECT_EQ(def.bf16, llm::GemvBf16Form::WarpR2);
+  EXPECT_STREQ(llm::gemv_form_name(def.bf16), "warp-r2");
+  EXPECT_TRUE(def.has_quant);
+  EXPECT_STREQ(llm::quant_gemv_kind_name(def.quant), "warp");
   for (const char* n : {"warp", "thread"}) {  // both forms
-    const llm::GemvChoice c = llm::resolve_gemv_choice(n);
-    EXPECT_EQ(c.bf16, n);
-    EXPECT_EQ(c.quant, n);
+    const llm::GemvPlan p = llm::gemv_plan(n);
+    EXPECT_EQ(p.name, n);
+    ASSERT_NE(p.bf16, llm::GemvBf16Form::None) << n;
+    EXPECT_STREQ(llm::gemv_form_name(p.bf16), n);
+    EXPECT_TRUE(p.has_quant) << n;
+    EXPECT_STREQ(llm::quant_gemv_kind_name(p.quant), n);
   }
   for (const char* n : {"as-stored", "warp-dp4a"}) {  // quantized only
-    const llm::GemvChoice c = llm::resolve_gemv_choice(n);
-    EXPECT_EQ(c.bf16, "") << n;
-    EXPECT_EQ(c.quant, n);
+    const llm::GemvPlan p = llm::gemv_plan(n);
+    EXPECT_EQ(p.bf16, llm::GemvBf16Form::None) << n;
+    EXPECT_TRUE(p.has_quant) << n;
+    EXPECT_STREQ(llm::quant_gemv_kind_name(p.quant), n);
   }
   for (const char* n : kBf16Only) {  // BF16 only
-    const llm::GemvChoice c = llm::resolve_gemv_choice(n);
-    EXPECT_EQ(c.bf16, n);
-    EXPECT_EQ(c.quant, "") << n;
+    const llm::GemvPlan p = llm::gemv_plan(n);
+    ASSERT_NE(p.bf16, llm::GemvBf16Form::None) << n;
+    EXPECT_STREQ(llm::gemv_form_name(p.bf16), n);
+    EXPECT_FALSE(p.has_quant) << n;
   }
   for (const char* bad : {"warp_r2", "WARP", "dp4a", "as_stored", "warp-dp4a ", "bogus"}) {
-    EXPECT_THROW(llm::resolve_gemv_choice(bad), llm::Error) << bad;
+    EXPECT_THROW(llm::gemv_plan(bad), llm::Error) << bad;
     try {
-      llm::resolve_gemv_choice(bad);
+      llm::gemv_plan(bad);
     } catch (const llm::Error& e) {
-      EXPECT_TRUE(contains(e.what(), "unknown GEMV mapping")) << e.what();
+      EXPECT_EQ(std::string(e.what()),
+                "unknown GEMV mapping '" + std::string(bad) + "' (known: " + llm::gemv_mapping_names() + ")");
       EXPECT_TRUE(contains(e.what(), "warp-dp4a")) << "lists the quantized forms too: " << e.what();
       EXPECT_TRUE(contains(e.what(), "cublas")) << e.what();
     }
   }
 }
 
-TEST(GemvChoice, DefaultNameFollowsTheWeights) {
+TEST(GemvPlan, DefaultNameFollowsTheWeights) {
   TempDir tmp;
   const llm::Model flt = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqF32)).quant, "f.gguf");
   const llm::Model f16 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqF16)).quant, "h.gguf");
@@ -107,14 +116,14 @@ TEST(GemvChoice, DefaultNameFollowsTheWeights) {
   EXPECT_EQ(llm::quant_summary(embq), "");
 }
 
-TEST(GemvChoice, RefusalsOnAnAllQuantizedModel) {
+TEST(GemvPlan, RefusalsOnAnAllQuantizedModel) {
   TempDir tmp;
   const llm::Model q8 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ8_0)).quant, "q.gguf");
   ASSERT_EQ(q8.weights.layers[0].wq.quant, uint32_t(llm_test::kTqQ8_0));
   for (const char* n : {"", "warp", "thread", "as-stored", "warp-dp4a"})
-    EXPECT_EQ(llm::gemv_refusal(n, q8, false), "") << n;
+    EXPECT_EQ(llm::gemv_refusal(llm::gemv_plan(n), q8, false), "") << n;
   for (const char* n : kBf16Only) {
-    const std::string why = llm::gemv_refusal(n, q8, false);
+    const std::string why = llm::gemv_refusal(llm::gemv_plan(n), q8, false);
     EXPECT_FALSE(why.empty()) << n;
     EXPECT_TRUE(contains(why, std::string("'") + n + "'")) << why;
     EXPECT_TRUE(contains(why, "Q8_0")) << why;
@@ -123,32 +132,32 @@ TEST(GemvChoice, RefusalsOnAnAllQuantizedModel) {
   }
   // Dequantized, every BF16 mapping runs it; the quantized-only forms have nothing to run.
   for (const char* n : {"", "warp", "thread", "warp-r2", "cublas", "colmajor", "thread-splitk", "warp-few"})
-    EXPECT_EQ(llm::gemv_refusal(n, q8, true), "") << n;
+    EXPECT_EQ(llm::gemv_refusal(llm::gemv_plan(n), q8, true), "") << n;
   for (const char* n : {"as-stored", "warp-dp4a"}) {
-    const std::string why = llm::gemv_refusal(n, q8, true);
+    const std::string why = llm::gemv_refusal(llm::gemv_plan(n), q8, true);
     EXPECT_TRUE(contains(why, n)) << why;
     EXPECT_TRUE(contains(why, "--dequantize")) << why;
     EXPECT_TRUE(contains(why, "blk.0.attn_q.weight")) << why;
   }
-  EXPECT_THROW(llm::gemv_refusal("nope", q8, false), llm::Error);
+  EXPECT_THROW(llm::gemv_refusal(llm::gemv_plan("nope"), q8, false), llm::Error);
 
   // A Q4_K model names its type.
   const llm::Model q4k = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ4_K)).quant, "k.gguf");
-  const std::string why = llm::gemv_refusal("cublas", q4k, false);
+  const std::string why = llm::gemv_refusal(llm::gemv_plan("cublas"), q4k, false);
   EXPECT_TRUE(contains(why, "Q4_K")) << why;
   EXPECT_TRUE(contains(why, "blk.0.attn_q.weight")) << why;
 }
 
-TEST(GemvChoice, RefusalsOnAnAllFloatModel) {
+TEST(GemvPlan, RefusalsOnAnAllFloatModel) {
   TempDir tmp;
   const llm::Model flt = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqF32)).quant, "f.gguf");
   for (const char* n : {"", "warp", "thread", "warp-r2", "cublas", "colmajor", "thread-splitk", "warp-few"}) {
-    EXPECT_EQ(llm::gemv_refusal(n, flt, false), "") << n;
-    EXPECT_EQ(llm::gemv_refusal(n, flt, true), "") << n;
+    EXPECT_EQ(llm::gemv_refusal(llm::gemv_plan(n), flt, false), "") << n;
+    EXPECT_EQ(llm::gemv_refusal(llm::gemv_plan(n), flt, true), "") << n;
   }
   for (const char* n : {"as-stored", "warp-dp4a"})
     for (bool deq : {false, true}) {
-      const std::string why = llm::gemv_refusal(n, flt, deq);
+      const std::string why = llm::gemv_refusal(llm::gemv_plan(n), flt, deq);
       EXPECT_FALSE(why.empty()) << n;
       EXPECT_TRUE(contains(why, std::string("'") + n + "'")) << why;
       EXPECT_TRUE(contains(why, "blk.0.attn_q.weight")) << why;
@@ -156,30 +165,30 @@ TEST(GemvChoice, RefusalsOnAnAllFloatModel) {
     }
 }
 
-TEST(GemvChoice, RefusalsOnMixedModelsNameTheOffendingTensor) {
+TEST(GemvPlan, RefusalsOnMixedModelsNameTheOffendingTensor) {
   TempDir tmp;
   // Every layer's ffn_down is Q4_0, the rest F32: BF16-only mappings name blk.0.ffn_down.weight; the
   // quantized-only forms name the first float projection, blk.0.attn_q.weight.
   TinyQuantSpec s = TinyQuantSpec::all(llm_test::kTqF32);
   s.down = llm_test::kTqQ4_0;
   const llm::Model m = load(tmp, llm_test::tiny_quant_gguf(s).quant, "m.gguf");
-  EXPECT_EQ(llm::gemv_refusal("warp", m, false), "");
-  EXPECT_EQ(llm::gemv_refusal("thread", m, false), "");
-  const std::string a = llm::gemv_refusal("warp-r2", m, false);
+  EXPECT_EQ(llm::gemv_refusal(llm::gemv_plan("warp"), m, false), "");
+  EXPECT_EQ(llm::gemv_refusal(llm::gemv_plan("thread"), m, false), "");
+  const std::string a = llm::gemv_refusal(llm::gemv_plan("warp-r2"), m, false);
   EXPECT_TRUE(contains(a, "Q4_0") && contains(a, "blk.0.ffn_down.weight")) << a;
-  const std::string b = llm::gemv_refusal("as-stored", m, false);
+  const std::string b = llm::gemv_refusal(llm::gemv_plan("as-stored"), m, false);
   EXPECT_TRUE(contains(b, "as-stored") && contains(b, "blk.0.attn_q.weight")) << b;
-  EXPECT_EQ(llm::gemv_refusal("warp-r2", m, true), "");
+  EXPECT_EQ(llm::gemv_refusal(llm::gemv_plan("warp-r2"), m, true), "");
 
   // Only the head quantized.
   TinyQuantSpec h = TinyQuantSpec::all(llm_test::kTqF32);
   h.head = llm_test::kTqQ6_K;
   const llm::Model hm = load(tmp, llm_test::tiny_quant_gguf(h).quant, "h.gguf");
-  const std::string c = llm::gemv_refusal("colmajor", hm, false);
+  const std::string c = llm::gemv_refusal(llm::gemv_plan("colmajor"), hm, false);
   EXPECT_TRUE(contains(c, "Q6_K") && contains(c, "output.weight")) << c;
 }
 
-TEST(GemvChoice, QuantSummaryCountsEachType) {
+TEST(GemvPlan, QuantSummaryCountsEachType) {
   TempDir tmp;
   const llm::Model flt = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqF32)).quant, "f.gguf");
   EXPECT_EQ(llm::quant_summary(flt), "");
@@ -258,7 +267,7 @@ std::vector<TinyQuantSpec> equivalence_specs() {
   return v;
 }
 
-TEST(GemvChoiceCpuReference, QuantizedEqualsDequantizedF32Twin) {
+TEST(GemvPlanCpuReference, QuantizedEqualsDequantizedF32Twin) {
   TempDir tmp;
   const std::vector<TinyQuantSpec> specs = equivalence_specs();
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -290,7 +299,7 @@ TEST(GemvChoiceCpuReference, QuantizedEqualsDequantizedF32Twin) {
   }
 }
 
-TEST(GemvChoiceCpuReference, PerturbedBlockScaleChangesTheLogits) {
+TEST(GemvPlanCpuReference, PerturbedBlockScaleChangesTheLogits) {
   TempDir tmp;
   for (uint32_t t : {llm_test::kTqQ8_0, llm_test::kTqQ4_K}) {
     SCOPED_TRACE(llm_test::tq_type_name(t));
@@ -323,7 +332,7 @@ namespace {
 // decode_path_refusal: the persistent path runs BF16 weights through the lanes-along-K mappings, quantized ones through
 // the quantized "warp" and "warp-dp4a" forms, with a BF16 KV cache and fused projections, and names whatever else it is given; the
 // graph path refuses nothing.
-TEST(GemvChoice, DecodePathRefusals) {
+TEST(GemvPlan, DecodePathRefusals) {
   using llm::DecodePath;
   const llm::Model flt = llm::load_synthetic("tiny-gqa");
   for (const char* n : {"", "warp-r2", "warp", "warp-few"})
@@ -346,9 +355,9 @@ TEST(GemvChoice, DecodePathRefusals) {
   wide.n_kv_heads = 8;
   wide.head_dim = 128;
   wide.hidden_dim = 28672;
-  EXPECT_EQ(llm::persistent_refusal(wide, "70b", "warp-r2", "", "", false, true), "");
+  EXPECT_EQ(llm::persistent_refusal(wide, "70b", llm::gemv_plan("warp-r2"), "", "", false, true), "");
   wide.hidden_dim = 40000;
-  const std::string why_wide = llm::persistent_refusal(wide, "wide", "warp-r2", "", "", false, true);
+  const std::string why_wide = llm::persistent_refusal(wide, "wide", llm::gemv_plan("warp-r2"), "", "", false, true);
   EXPECT_TRUE(contains(why_wide, "rows of 40000 columns (dim 8192) need ")) << why_wide;
   EXPECT_TRUE(contains(why_wide, "bytes of shared memory per block")) << why_wide;
   // Weights kept quantized run through the quantized "warp" form (the default for them) or "warp-dp4a"; the other
@@ -379,16 +388,16 @@ TEST(GemvChoice, DecodePathRefusals) {
 }
 
 // The plan is resolved once and the refusals take it: gemv_plan(name, model, dequantize) throws exactly the line
-// gemv_refusal gives, the name wrappers (TRANSITIONAL, for the engine) say what the plan overloads say, and the exact
-// texts are today's.
-TEST(GemvChoice, ThePlanCarriesTheRefusals) {
+// gemv_refusal gives, decode_path_refusal of a name says what it says of the name's plan, and the exact texts are
+// today's.
+TEST(GemvPlan, ThePlanCarriesTheRefusals) {
   TempDir tmp;
   const llm::Model q8 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ8_0)).quant, "q.gguf");
   const llm::Model flt = llm::load_synthetic("tiny-gqa");
-  EXPECT_EQ(llm::gemv_refusal("cublas", q8, false),
+  EXPECT_EQ(llm::gemv_refusal(llm::gemv_plan("cublas"), q8, false),
             "GEMV mapping 'cublas' has no form for Q8_0 weights (blk.0.attn_q.weight); quantized weights run with "
             "warp (default), thread, as-stored or warp-dp4a, or pass --dequantize to run them as BF16");
-  EXPECT_EQ(llm::gemv_refusal("warp-dp4a", flt, false),
+  EXPECT_EQ(llm::gemv_refusal(llm::gemv_plan("warp-dp4a"), flt, false),
             "GEMV mapping 'warp-dp4a' exists only for quantized weights, and " + flt.weights.layers[0].wq.name +
                 " is not quantized (" + std::string(llm::dtype_name(flt.weights.layers[0].wq.dtype)) +
                 "); BF16 weights run with warp-r2 "
@@ -397,7 +406,6 @@ TEST(GemvChoice, ThePlanCarriesTheRefusals) {
     for (const llm::Model* m : {&q8, &flt}) {
       SCOPED_TRACE(r.name);
       const std::string why = llm::gemv_refusal(llm::gemv_plan(r.name), *m, false);
-      EXPECT_EQ(why, llm::gemv_refusal(r.name, *m, false));
       if (why.empty()) {
         EXPECT_EQ(llm::gemv_plan(r.name, *m, false).row, &r);
       } else {
@@ -407,6 +415,9 @@ TEST(GemvChoice, ThePlanCarriesTheRefusals) {
         EXPECT_EQ(llm::decode_path_refusal(path, llm::gemv_plan(r.name), *m, false, false, true),
                   llm::decode_path_refusal(path, r.name, *m, false, false, true));
     }
+  // An unknown name fails with gemv_plan's text, before any refusal (the CUDA engine's constructor resolves this way).
+  llm_test::expect_error([&] { llm::gemv_plan("nope", q8, false); },
+                         {"unknown GEMV mapping 'nope' (known: " + llm::gemv_mapping_names() + ")"});
   // "" resolves to the model's default: the quantized default on a quantized model.
   EXPECT_EQ(llm::gemv_plan("", q8, false).name, "warp");
   EXPECT_EQ(llm::gemv_plan("", flt, false).name, "warp-r2");
@@ -416,10 +427,11 @@ TEST(GemvChoice, ThePlanCarriesTheRefusals) {
   EXPECT_EQ(llm::persistent_refusal(flt.config, "q8", llm::gemv_plan("thread"), "Q8_0 x 1", "", false, true),
             "--decode persistent runs quantized weights with the quantized 'warp' and 'warp-dp4a' mappings only; "
             "'thread' cannot run inside it (q8 keeps Q8_0 x 1): use --gemv warp, --dequantize, or --decode graph");
-  // The TRANSITIONAL GemvChoice: the plan's forms by name.
-  const llm::GemvChoice dp4a = llm::resolve_gemv_choice("warp-dp4a");
-  EXPECT_EQ(dp4a.bf16, "");
-  EXPECT_EQ(dp4a.quant, "warp-dp4a");
+  // The plan's forms, as the engine reads them: warp-dp4a runs no BF16 weight and its quantized form is the dp4a one.
+  const llm::GemvPlan dp4a = llm::gemv_plan("warp-dp4a");
+  EXPECT_EQ(dp4a.bf16, llm::GemvBf16Form::None);
+  EXPECT_EQ(dp4a.quant, llm::QuantGemvKind::WarpDp4a);
+  EXPECT_EQ(dp4a.quant_persistent, llm::PersistentGemv::QuantDp4a);
 }
 
 }  // namespace

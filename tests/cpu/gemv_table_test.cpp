@@ -128,10 +128,6 @@ TEST(GemvTable, EveryNameRoundTripsThroughThePlan) {
     if (r.has_quant()) {
       EXPECT_STREQ(quant_gemv_kind_name(p.quant), r.name);
     }
-    if (r.has_quant()) {
-      EXPECT_EQ(quant_gemv_kind_from_name(r.name), r.quant);  // TRANSITIONAL wrapper
-    }
-    EXPECT_EQ(persistent_pair_rows(r.name), persistent_pair_rows(r.bf16_persistent));
   }
   const GemvPlan def = gemv_plan("");
   EXPECT_FALSE(def.named());
@@ -143,10 +139,18 @@ TEST(GemvTable, EveryNameRoundTripsThroughThePlan) {
   EXPECT_EQ(persistent_pair_rows(PersistentGemv::TwoRows), 1);
   EXPECT_EQ(persistent_pair_rows(PersistentGemv::OneRow), 0);
   EXPECT_EQ(persistent_pair_rows(PersistentGemv::QuantDp4a), -1);
+  // What the persistent path reads off a plan: pair_rows from the BF16 stage, dp4a from the quantized one.
+  EXPECT_EQ(persistent_pair_rows(gemv_plan("warp-r2").bf16_persistent), 1);
+  EXPECT_EQ(persistent_pair_rows(gemv_plan("warp").bf16_persistent), 0);
+  EXPECT_EQ(persistent_pair_rows(gemv_plan("warp-few").bf16_persistent), 0);
+  for (const char* n : {"thread", "colmajor", "cublas", "thread-splitk", "as-stored", "warp-dp4a"})
+    EXPECT_EQ(persistent_pair_rows(gemv_plan(n).bf16_persistent), -1) << n;
+  EXPECT_EQ(gemv_plan("warp-dp4a").quant_persistent, PersistentGemv::QuantDp4a);
+  EXPECT_EQ(gemv_plan("warp").quant_persistent, PersistentGemv::QuantFma);
+  EXPECT_EQ(gemv_plan("thread").quant_persistent, PersistentGemv::None);
   llm_test::expect_error([] { gemv_plan("nope"); },
                          {"unknown GEMV mapping 'nope' (known: " + gemv_mapping_names() + ")"});
-  llm_test::expect_error([] { quant_gemv_kind_from_name("cublas"); },
-                         {"quantized gemv: unknown mapping 'cublas' (known: warp, thread, as-stored, warp-dp4a)"});
+  EXPECT_FALSE(gemv_plan("cublas").has_quant);  // a BF16-only name's plan has no quantized form
 }
 
 TEST(GemvTable, AbListsAreChecked) {
@@ -168,8 +172,8 @@ TEST(GemvTable, TheSectorModelsKnowEveryRow) {
 }
 
 #if LLM_HAVE_CUDA
-// The CUDA registry holds one kernel per BF16 form, in form order, each naming its row; gemv_find (TRANSITIONAL) finds
-// a name's BF16 form and refuses a name without one with the unknown-mapping text.
+// The CUDA registry holds one kernel per BF16 form, in form order, each naming its row; a name's plan finds its kernel
+// (gemv_mapping(plan.bf16)), and a plan without a BF16 form has none.
 TEST(GemvTable, TheCudaRegistryIsIndexedByForm) {
   const auto& reg = gemv_mappings();
   ASSERT_EQ(int(reg.size()), kGemvBf16Forms);
@@ -182,12 +186,13 @@ TEST(GemvTable, TheCudaRegistryIsIndexedByForm) {
   }
   for (const GemvRow& r : kGemvTable)
     if (r.has_bf16()) {
-      EXPECT_EQ(&gemv_find(r.name), &gemv_mapping(r.bf16)) << r.name;
+      EXPECT_STREQ(gemv_mapping(gemv_plan(r.name).bf16).name, r.name) << r.name;
     }
-  EXPECT_EQ(&gemv_find(""), &gemv_mapping(GemvBf16Form::WarpR2));
+  EXPECT_EQ(&gemv_mapping(gemv_plan("").bf16), &gemv_mapping(GemvBf16Form::WarpR2));
+  EXPECT_STREQ(gemv_mapping(gemv_plan("").bf16).name, kGemvDefaultMapping);
   EXPECT_STREQ(gemv_default_name(), kGemvDefaultMapping);
-  llm_test::expect_error([] { gemv_find("as-stored"); },
-                         {"unknown GEMV mapping 'as-stored' (known: " + gemv_mapping_names() + ")"});
+  EXPECT_EQ(gemv_plan("as-stored").bf16, GemvBf16Form::None);
+  llm_test::expect_error([] { gemv_mapping(GemvBf16Form::None); }, {"GEMV registry: no BF16 form -1"});
 }
 
 // Each row's quantized form has a launch plan for every type its row says it runs (the shape needs no device).

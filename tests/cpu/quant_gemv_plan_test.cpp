@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/gemv_choice.h"  // gemv_plan: a name's quantized form
 #include "kernels/quant/gemv_quant_plan.h"
 #include "models/quant.h"
 
@@ -152,13 +153,13 @@ TEST(QuantGemvPlan, LayoutChecksRefuseByName) {
   EXPECT_THROW(quant_gemv_describe(quant_type_id::kQ4_K, 8, 96), Error);  // K-quants need multiples of 256
   EXPECT_THROW(quant_gemv_describe(quant_type_id::kQ8_0, 8, 48), Error);
   EXPECT_THROW(quant_type_traits(0), Error);
-  try {
-    quant_gemv_kind_from_name("cublas");
-    FAIL() << "accepted cublas";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'cublas'"), std::string::npos) << e.what();
+  // A name's quantized form comes from its plan: "cublas" has none, each form's name resolves to that form.
+  EXPECT_FALSE(gemv_plan("cublas").has_quant);
+  for (QuantGemvKind k : kKinds) {
+    const GemvPlan p = gemv_plan(quant_gemv_kind_name(k));
+    EXPECT_TRUE(p.has_quant) << quant_gemv_kind_name(k);
+    EXPECT_EQ(p.quant, k) << quant_gemv_kind_name(k);
   }
-  for (QuantGemvKind k : kKinds) EXPECT_EQ(quant_gemv_kind_from_name(quant_gemv_kind_name(k)), k);
 }
 
 // One description of the prepacked planes (core/quant_planes.h): PackedQuant::planes() views its vectors with the

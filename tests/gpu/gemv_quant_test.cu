@@ -23,6 +23,7 @@
 #include "core/dtype.h"
 #include "engine/backend.h"  // cuda_device_available
 #include "engine/cuda_quant.h"  // quant_host_view
+#include "engine/gemv_choice.h"  // gemv_plan: a name's quantized form
 #include "kernels/cuda_check.h"
 #include "kernels/quant/gemv_quant.h"
 #include "kernels/quant/gemv_quant_device.cuh"  // the per-lane code, run on the host by the emulation tests
@@ -373,16 +374,19 @@ TEST(QuantGemvEmulation, NegativeControlsFailOnTheHost) {
 // ---- refusals and plans (no device) ----------------------------------------------------------------------------------
 
 TEST(QuantGemvApi, RefusesUnknownMappingAndTypeByName) {
+  EXPECT_FALSE(gemv_plan("colmajor").has_quant);  // a BF16-only mapping has no quantized form
   try {
-    quant_gemv_kind_from_name("colmajor");
+    gemv_plan("nope");
     FAIL() << "accepted an unknown mapping";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("colmajor"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nope"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("as-stored"), std::string::npos) << e.what();
   }
   EXPECT_THROW(quant_type_traits(1), Error);  // F16 has no quantized kernel
   for (QuantGemvKind k : kAllKinds) {
-    EXPECT_EQ(quant_gemv_kind_from_name(quant_gemv_kind_name(k)), k);
+    const GemvPlan p = gemv_plan(quant_gemv_kind_name(k));
+    EXPECT_TRUE(p.has_quant) << quant_gemv_kind_name(k);
+    EXPECT_EQ(p.quant, k);
     EXPECT_GT(std::strlen(quant_gemv_kind_why(k)), 20u);
   }
 }

@@ -17,6 +17,7 @@
 
 #include "core/gemv_table.h"  // gemv_mapping_names
 #include "engine/backend.h"  // cuda_device_available
+#include "engine/gemv_choice.h"  // gemv_plan: a name's BF16 form
 #include "core/counter_rng.h"  // rng_value, rng_mix: the random inputs
 #include "random_util.h"       // test_seed, parallel_for
 #include "core/dtype.h"        // f32_to_bf16 / bf16_to_f32
@@ -316,7 +317,7 @@ __global__ void gemv_warp_without_reduction(const uint16_t* W, int64_t ld, int N
 
 TEST_F(GemvTest, NegativeControlMissingReductionFails) {
   const Problem p(4096, 4096);
-  const GemvMapping& warp = gemv_find("warp");
+  const GemvMapping& warp = gemv_mapping(GemvBf16Form::Warp);
   GemvWeight w;
   warp.prepack(p.d_w, p.N, p.K, &w, stream_);
   const double good = run_and_measure(p, false, 0, stream_, [&](const float* x, float* y) {
@@ -334,7 +335,7 @@ TEST_F(GemvTest, NegativeControlMissingReductionFails) {
 
 TEST_F(GemvTest, NegativeControlCublasWrongTransposeFails) {
   const Problem p(4096, 4096);  // square, so CUBLAS_OP_N is a valid call on the same memory: it computes W^T x
-  const GemvMapping& cublas = gemv_find("cublas");
+  const GemvMapping& cublas = gemv_mapping(GemvBf16Form::Cublas);
   GemvWeight w;
   cublas.prepack(p.d_w, p.N, p.K, &w, stream_);
   cublasHandle_t h = nullptr;
@@ -365,21 +366,27 @@ TEST_F(GemvTest, NegativeControlCublasWrongTransposeFails) {
 
 // ---- registry (no device needed) ------------------------------------------------------------------------------
 
+// A name's plan finds its kernels in the registry (gemv_mapping(plan.bf16)); an unknown name fails in gemv_plan.
 TEST(GemvRegistry, FindsEveryMappingAndNamesTheKnownOnesOnError) {
   const auto& all = gemv_mappings();
   ASSERT_GE(all.size(), 7u);
   EXPECT_STREQ(gemv_default_name(), "warp-r2");
-  EXPECT_EQ(&gemv_find(""), &gemv_find("warp-r2"));
+  EXPECT_EQ(&gemv_mapping(gemv_plan("").bf16), &gemv_mapping(gemv_plan("warp-r2").bf16));
+  EXPECT_STREQ(gemv_mapping(gemv_plan("").bf16).name, "warp-r2");
   for (const GemvMapping* m : all) {
-    EXPECT_EQ(&gemv_find(m->name), m);
+    EXPECT_EQ(&gemv_mapping(gemv_plan(m->name).bf16), m);
     EXPECT_GT(std::strlen(m->why()), 10u) << m->name;
     EXPECT_TRUE(m->prepack && m->launch && m->shape) << m->name;
   }
   for (const char* name : {"thread", "colmajor", "cublas", "thread-splitk", "warp-few", "warp-r2"})
-    EXPECT_NO_THROW(gemv_find(name)) << name;
+    EXPECT_STREQ(gemv_mapping(gemv_plan(name).bf16).name, name) << name;
+  for (const char* name : {"as-stored", "warp-dp4a"}) {  // quantized only: no BF16 kernel
+    EXPECT_EQ(gemv_plan(name).bf16, GemvBf16Form::None) << name;
+    EXPECT_THROW(gemv_mapping(gemv_plan(name).bf16), Error) << name;
+  }
   try {
-    gemv_find("nope");
-    FAIL() << "gemv_find accepted an unknown name";
+    gemv_plan("nope");
+    FAIL() << "gemv_plan accepted an unknown name";
   } catch (const Error& e) {
     std::string known;  // the registry's order, the default marked, as core/gemv_table.h lists them
     for (const GemvMapping* m : all)
@@ -392,15 +399,15 @@ TEST(GemvRegistry, FindsEveryMappingAndNamesTheKnownOnesOnError) {
 
 TEST(GemvRegistry, LaunchShapesFollowTheMapping) {
   // thread and warp-few launch the same threads: one per row, so N / 32 warps.
-  const GemvLaunchShape thread = gemv_find("thread").shape(4096, 4096);
-  const GemvLaunchShape few = gemv_find("warp-few").shape(4096, 4096);
+  const GemvLaunchShape thread = gemv_mapping(GemvBf16Form::Thread).shape(4096, 4096);
+  const GemvLaunchShape few = gemv_mapping(GemvBf16Form::WarpFew).shape(4096, 4096);
   EXPECT_EQ(int64_t(thread.grid) * thread.block, 4096);
   EXPECT_EQ(int64_t(few.grid) * few.block, int64_t(thread.grid) * thread.block);
   EXPECT_EQ(thread.bytes_in_flight_per_thread, 2);
   EXPECT_EQ(few.bytes_in_flight_per_thread, 128);  // 8 loads of 16 bytes
   // warp splits K when N is small: 1024 rows must not give fewer threads than 4096 rows.
-  const GemvLaunchShape warp_small = gemv_find("warp").shape(1024, 4096);
-  const GemvLaunchShape warp_big = gemv_find("warp").shape(4096, 4096);
+  const GemvLaunchShape warp_small = gemv_mapping(GemvBf16Form::Warp).shape(1024, 4096);
+  const GemvLaunchShape warp_big = gemv_mapping(GemvBf16Form::Warp).shape(4096, 4096);
   EXPECT_GE(int64_t(warp_small.grid) * warp_small.block, int64_t(warp_big.grid) * warp_big.block);
   EXPECT_GE(int64_t(warp_big.grid) * warp_big.block, 4096 * 32);  // at least a warp per row
 }

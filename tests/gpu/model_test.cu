@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "engine/backend.h"
 #include "engine/cuda_backend.h"
+#include "engine/gemv_choice.h"  // gemv_plan: the default's BF16 form
 #include "measure/kernel_trace.h"  // KernelTrace::built_with_cupti
 #include "measure/step_profiler.h"  // install_step_profiler
 #include "engine_gpu_test_util.h"  // REQUIRE_GPU, test_tokens, rel_l2
@@ -107,7 +108,7 @@ TEST(CudaModel, TeacherForcedMatchesCpuForEveryMapping) {
     const auto toks = test_tokens(m.config, kTokens);
     const auto ref = cpu_logits(m, toks);
     auto eng = make_cuda_engine(m, cuda_options(""));
-    EXPECT_EQ(eng->gemv(), std::string(gemv_find("").name));
+    EXPECT_EQ(eng->gemv(), std::string(gemv_mapping(gemv_plan("").bf16).name));
     int argmax_checked = 0;
     for (const GemvMapping* map : gemv_mappings()) {
       eng->set_gemv(map->name);

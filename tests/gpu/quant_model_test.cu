@@ -177,10 +177,11 @@ TEST(CudaQuantModel, EveryFormMatchesCpuReference) {
       EXPECT_EQ(eng->gemv(), "warp");  // the default for quantized weights
       for (const char* form : kForms) {
         const std::string what = c.name + " " + fname + " gemv=" + form;
-        if (!gemv_refusal(form, m, false).empty()) {  // e.g. as-stored on a model with an F32 projection
+        // e.g. as-stored on a model with an F32 projection
+        if (const std::string why = gemv_refusal(gemv_plan(form), m, false); !why.empty()) {
           EXPECT_THROW(eng->set_gemv(form), Error) << what;
           EXPECT_THROW(make_cuda_engine(m, cuda_options(form, false)), Error) << what;
-          std::printf("  %-8s %-9s: refused (%s)\n", fname.c_str(), form, gemv_refusal(form, m, false).c_str());
+          std::printf("  %-8s %-9s: refused (%s)\n", fname.c_str(), form, why.c_str());
           continue;
         }
         eng->set_gemv(form);
@@ -240,7 +241,7 @@ TEST(CudaQuantModel, DequantizedBf16PathMatchesAndReadsMoreBytes) {
                   "dequantized %zu",
                   c.name.c_str(), fname.c_str(), r.worst, rx.worst, deq_bytes);
       for (const char* form : kForms) {
-        if (!gemv_refusal(form, m, false).empty()) continue;
+        if (!gemv_refusal(gemv_plan(form), m, false).empty()) continue;
         q->set_gemv(form);
         const size_t qb = q->gemv_bytes_per_token();
         std::printf(", %s %zu", form, qb);
