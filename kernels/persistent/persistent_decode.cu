@@ -417,7 +417,8 @@ PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blo
   const int widest = std::max({(q_dim + 2 * kv_dim) / 2, a.hidden, (a.vocab + 1) / 2, (a.dim + 1) / 2});
   // A full grid is rounded down to a multiple of 16 blocks. On the H200 (132 SMs) 128 blocks ran the 8B shape at
   // 228 t/s against 214 with 131 or 132, and 184-193 with 124-127; SmolLM2 and TinyLlama moved by 0-3% (unexplained:
-  // see docs/results/persistent-decode.md). LLM_PERSISTENT_BLOCKS (max_blocks) overrides it.
+  // see docs/results/persistent-decode.md). --grid-cap (EngineTuning::persistent_max_blocks, the max_blocks
+  // argument) overrides it.
   const int full = resident >= 32 ? resident / 16 * 16 : resident;
   p.grid = std::max(1, std::min(full, (widest + kWarps - 1) / kWarps));
   if (max_blocks > 0) p.grid = std::min(p.grid, max_blocks);
