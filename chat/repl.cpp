@@ -263,7 +263,14 @@ void profile_gemv(CudaBackend& cuda, const ChatSession& session, const std::func
   install_step_profiler(cuda);
   cuda.reset_profile();
   cuda.set_profiling(true);
-  for (int i = 0; i < steps; ++i) cuda.decode(token, pos0 + i);
+  try {
+    for (int i = 0; i < steps; ++i) cuda.decode(token, pos0 + i);
+  } catch (...) {
+    // A profiled step that fails (no CUPTI kernel timeline here, since the graph path lost its event fallback) must
+    // not leave profiling on: every later turn's decode would fail the same way.
+    cuda.set_profiling(false);
+    throw;
+  }
   cuda.set_profiling(false);
   const DecodeProfile p = cuda.profile();
   const double per = p.steps > 0 ? 1.0 / double(p.steps) : 0.0;
