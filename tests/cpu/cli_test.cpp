@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apps/cli.h"
+#include "apps/shared_options.h"  // add_tuning_options: the engine's knobs, from the command line only
 
 namespace llm::cli {
 namespace {
@@ -125,6 +126,36 @@ TEST(CliTable, BadUsageMessagesAreTheSharedVocabulary) {
   EXPECT_EQ(message({"--device", "gpu"}), "--device: invalid value 'gpu' (allowed: cpu, cuda, auto)");
   EXPECT_EQ(message({"--path", "c"}), "--path: invalid value 'c' (allowed: a, b)");
   EXPECT_EQ(message({"--ks", "8,x"}), "--ks: invalid value 'x' (allowed: 1 to 65536)");
+}
+
+// The CUDA engine's tuning knobs (once environment variables read inside the engine) come from the command line into
+// EngineTuning, with their ranges; nothing given keeps the engine's defaults.
+TEST(CliTable, TuningOptionsFillEngineTuning) {
+  auto parse = [](std::vector<std::string> args) {
+    EngineTuning t;
+    Options o("usage: prog [options]\n");
+    add_tuning_options(o, &t);
+    args.insert(args.begin(), "prog");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    o.parse(int(argv.size()), argv.data());
+    return t;
+  };
+  const EngineTuning d = parse({});
+  EXPECT_TRUE(d.run_ahead);
+  EXPECT_EQ(d.persistent_max_blocks, 0);
+  EXPECT_EQ(d.persistent_timeout_ms, 0u);
+  EXPECT_FALSE(d.persistent_all_forms);
+  const EngineTuning t = parse({"--run-ahead", "off", "--grid-cap", "96", "--wait-timeout", "250", "--all-forms"});
+  EXPECT_FALSE(t.run_ahead);
+  EXPECT_EQ(t.persistent_max_blocks, 96);
+  EXPECT_EQ(t.persistent_timeout_ms, 250u);
+  EXPECT_TRUE(t.persistent_all_forms);
+  EXPECT_TRUE(parse({"--run-ahead", "on"}).run_ahead);
+  EXPECT_EQ(usage_message([&] { parse({"--run-ahead", "no"}); }),
+            "--run-ahead: invalid value 'no' (allowed: on, off)");
+  EXPECT_EQ(usage_message([&] { parse({"--grid-cap", "-1"}); }),
+            "--grid-cap: invalid value '-1' (allowed: 0 to 1048576)");
 }
 
 // A value is the next argument, whatever it looks like; a number is the whole text, in range, and (for reals) finite,
