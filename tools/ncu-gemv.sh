@@ -8,7 +8,7 @@
 #   tools/ncu-gemv.sh [--bin DIR] [--out DIR] [--mappings a,b,...] [--shapes NxK,...]
 #     --bin DIR   where bench and gemv-sectors are (default: build)
 #     --out DIR   report, CSVs and the table go here (default: $OUT/ncu-gemv where $OUT is set, else ncu-gemv-out)
-#     --mappings  default: bench profile-target's, every mapping of the registry (core/gemv_names.h) in its order
+#     --mappings  default: bench profile-target's, every mapping of the registry (core/gemv_table.h) in its order
 set -euo pipefail
 
 BIN=build

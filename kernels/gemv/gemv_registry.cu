@@ -18,7 +18,7 @@ LLM_GEMV_BF16_FORMS(LLM_DECLARE_MAPPING)
 namespace {
 
 // The registry in form order; a kernel file defining its object with another form than LLM_GEMV_BF16_FORMS gives it is
-// a programming error, reported on first use (and by tests/cpu/gemv_names_test.cpp, which needs no GPU).
+// a programming error, reported on first use (and by tests/cpu/gemv_table_test.cpp, which needs no GPU).
 std::vector<const GemvMapping*> build_registry() {
 #define LLM_LIST_MAPPING(id, ident) &gemv_mapping_##ident,
   std::vector<const GemvMapping*> list = {LLM_GEMV_BF16_FORMS(LLM_LIST_MAPPING)};
