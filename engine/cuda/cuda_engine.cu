@@ -61,7 +61,10 @@ class CudaEngine final : public CudaBackend {
   bool persistent() const override { return persistent_; }
   int persistent_grid() const override { return persistent_path_->grid(); }
   void set_tuning(const EngineTuning& t) override;
-  void set_profiler(std::shared_ptr<StepProfiler> profiler) override { profiler_ = std::move(profiler); }
+  void set_profiler(std::shared_ptr<StepProfiler> profiler) override {
+    if (profiling_ && !profiler) set_profiling(false);  // a profiled step never runs without its hook
+    profiler_ = std::move(profiler);
+  }
   void set_profiling(bool on) override;
   DecodeProfile profile() const override { return profile_; }
   void reset_profile() override { profile_ = DecodeProfile{}; }
