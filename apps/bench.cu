@@ -13,13 +13,13 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps/cli.h"                  // Options, usage_error, run_main
 #include "core/error.h"                // llm::fail
 #include "core/gemv_table.h"           // check_gemv_mapping, gemv_row, gemv_mapping_lines, gemv_mapping_list
 #include "engine/backend.h"            // require_cuda_device
-#include "measure/bench/harness.h"     // split_commas, parse_shape
 #include "measure/bench/sections.h"    // the options and entry points
 #include "measure/probes/dep_probe.h"  // kDepProbeMaxVector
 #include "models/config.h"             // kMaxHeads, kMaxHeadDim, kMaxPositions: the ranges the engine supports
@@ -27,6 +27,7 @@
 namespace llm::bench {
 namespace {
 
+using cli::split_commas;
 using cli::usage_error;
 
 const char* kUsage =
@@ -83,6 +84,19 @@ const char* kAllUsage =
     "\n"
     "gemv, probes, attn and dep in turn, each with its defaults.\n"
     "\n";
+
+// "NxK" -> (N, K), both in [1, 2^30]; fails naming `flag` and its expected form.
+std::pair<int, int> parse_shape(const std::string& flag, const std::string& s) {
+  const size_t x = s.find('x');
+  char* end1 = nullptr;
+  char* end2 = nullptr;
+  const long n = x == std::string::npos ? 0 : std::strtol(s.c_str(), &end1, 10);
+  const long k = x == std::string::npos ? 0 : std::strtol(s.c_str() + x + 1, &end2, 10);
+  if (x == std::string::npos || end1 != s.c_str() + x || *end2 != '\0' || n <= 0 || k <= 0 || n > (1L << 30) ||
+      k > (1L << 30))
+    fail(flag, ": expected NxK with positive integers (e.g. 4096x14336), found '", s, "'");
+  return {int(n), int(k)};
+}
 
 Shapes shapes_of(const std::string& flag, const std::string& text) {
   Shapes out;

@@ -90,6 +90,15 @@ inline KvDtype parse_kv_dtype(const std::string& flag, const std::string& text) 
   return t;
 }
 
+// "a,,b" -> {"a", "b"}: a comma-separated list as the list options take it (empty items skipped).
+inline std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
 // Whether a range's lower end belongs to it: [lo, hi] or (lo, hi].
 enum class Lower { closed, open };
 
@@ -230,9 +239,8 @@ class Options {
     Option& o = add(names, value, std::move(help),
                     [target, lo, hi](const Option& self, const std::string& flag, const std::string& t) {
                       target->clear();
-                      std::stringstream ss(t);
-                      for (std::string item; std::getline(ss, item, ',');)
-                        if (!item.empty()) target->push_back(T(parse_int(flag, item, lo, hi, self.allowed_)));
+                      for (const std::string& item : split_commas(t))
+                        target->push_back(T(parse_int(flag, item, lo, hi, self.allowed_)));
                     });
     for (const T& v : *target) o.default_ += (o.default_.empty() ? "" : ",") + std::to_string(v);
     o.allowed_ = std::to_string(lo) + " to " + std::to_string(hi);

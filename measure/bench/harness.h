@@ -1,5 +1,5 @@
-// What every section of the benchmark harness (measure/bench/, run as `bench SECTION`) shares: list and shape parsing
-// for the command lines, number formatting and the result files, and the fixed parts of a run (a stream with two
+// What every section of the benchmark harness (measure/bench/, run as `bench SECTION`) shares: number formatting and
+// the result files, and the fixed parts of a run (a stream with two
 // timing events, the streaming-read roofline, the rotation size that keeps weights out of L2). The timing protocols
 // themselves are measure/cuda_timing.h's (event timing, graph replays); the roofline is measure/roofline.h's.
 // CUDA builds only.
@@ -22,28 +22,6 @@
 #include "measure/roofline.h"     // Roofline, RooflineResult
 
 namespace llm::bench {
-
-inline std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-// "NxK" -> (N, K), both in [1, 2^30]; fails naming `flag` and its expected form.
-inline std::pair<int, int> parse_shape(const std::string& flag, const std::string& s) {
-  const size_t x = s.find('x');
-  char* end1 = nullptr;
-  char* end2 = nullptr;
-  const long n = x == std::string::npos ? 0 : std::strtol(s.c_str(), &end1, 10);
-  const long k = x == std::string::npos ? 0 : std::strtol(s.c_str() + x + 1, &end2, 10);
-  if (x == std::string::npos || end1 != s.c_str() + x || *end2 != '\0' || n <= 0 || k <= 0 || n > (1L << 30) ||
-      k > (1L << 30))
-    fail(flag, ": expected NxK with positive integers (e.g. 4096x14336), found '", s, "'");
-  return {int(n), int(k)};
-}
 
 inline std::string fmt(double v, int decimals) {
   char buf[64];
