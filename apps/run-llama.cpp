@@ -27,6 +27,7 @@
 #include "engine/generate.h"
 #include "engine/perplexity.h"
 #include "engine/prompt_input.h"  // --file, --prompt-ids [@FILE]
+#include "engine/tp_plan.h"       // --tp: tp_refusal
 #include "models/default_model.h"
 #include "models/model.h"
 #include "tokenizer/load.h"
@@ -59,6 +60,7 @@ struct Args {
   llm::DecodePath decode = llm::DecodePath::Graph;  // --decode graph|persistent (CUDA)
   llm::KvDtype kv_dtype = llm::KvDtype::Default;  // --kv-dtype f32|bf16|fp8 (Default: f32 on cpu, bf16 on cuda)
   std::string quantize;                    // --quantize q8_0|q4_0|q4_k|q6_k|q4_k_m: quantize a float model at load
+  int tp = 1;                              // --tp N: tensor-parallel ranks (simulated on the CPU)
   bool chat = false;                       // --chat: the REPL (chat/repl.h) instead of one prompt
   std::string chat_template, system;
 };
@@ -140,6 +142,7 @@ void device_options(llm::cli::Options& o, Args& a) {
       "KV-cache precision: f32 (CPU only), bf16 (as the CUDA engine stores it) or fp8 (E4M3, one FP32 scale per KV "
       "head and block of 32 positions: half of bf16's bytes; on the CUDA engine for head_dim 64 and 128)")
       .default_is("f32 on cpu, bf16 on cuda");
+  llm::cli::add_tp_option(o, &a.tp);
   llm::cli::add_tuning_options(o, &a.tuning);
 }
 
@@ -147,6 +150,7 @@ void device_options(llm::cli::Options& o, Args& a) {
 // default, is bad usage), --kv-dtype f32 where the run would be on the CUDA engine, --decode persistent on the CPU;
 // said before the model loads and before the GPU is asked for anything.
 void check_for_device(const Args& a) {
+  if (const std::string why = llm::tp_device_refusal(a.tp, a.device); !why.empty()) usage_error(why);
   if (!a.gemv.empty()) llm::check_gemv_for_device("--gemv", a.gemv, a.device);  // llm::Error: bad usage here
   if (a.kv_dtype != llm::KvDtype::Default && a.kv_dtype != llm::KvDtype::BF16)  // every engine runs these two
     if (const std::string why = llm::kv_dtype_refusal(a.kv_dtype, a.device); !why.empty()) usage_error(why);
@@ -279,6 +283,9 @@ int run(const Args& a) {
   bo.dequantize = a.dequantize;
   bo.persistent = a.decode == llm::DecodePath::Persistent;
   bo.tuning = a.tuning;
+  bo.tp = a.tp;  // a shape or a quantized tensor that cannot be split is bad usage (exit 2), named
+  if (a.tp > 1)
+    if (const std::string why = llm::tp_refusal(model, a.tp); !why.empty()) usage_error(why);
   if (bo.device == "cuda") {
     // --gemv resolved once (checked against the table when parsed); every --gemv and weight-type pair runs or is
     // refused by name (bad usage, exit 2), before any GPU work.

@@ -1,6 +1,6 @@
 // Options several apps share, declared once: the prompt (-p/--prompt, -f/--file and --prompt-ids, of which a run
 // takes one; engine/prompt_input.h reads the file and the ids) and --kv-dtype for run-llama and llama-ab, --quantize
-// for those and write-gguf. Each app words the help for what it does with the value.
+// for those and write-gguf, --tp for run-llama and its chat. Each app words the help for what it does with the value.
 #pragma once
 #include <string>
 
@@ -43,6 +43,17 @@ inline Option& add_quantize_option(Options& o, std::string* type, const std::str
 inline Option& add_kv_dtype_option(Options& o, KvDtype* kv, const std::string& help) {
   const auto parse = [kv](const std::string& flag, const std::string& t) { *kv = parse_kv_dtype(flag, t); };
   return o.custom("--kv-dtype", "T", parse, help).allowed(kKvDtypeNames);
+}
+
+// --tp N: tensor-parallel ranks (engine/tp_plan.h, BackendOptions::tp); 1 = the ordinary path. Where it can run is
+// the app's check (tp_device_refusal), and whether the model splits is tp_refusal's, once the model is loaded.
+inline Option& add_tp_option(Options& o, int* tp) {
+  return o.integer("--tp", "N", tp, 1, 4096,
+                   "tensor parallelism over N ranks: q/k/v/gate/up split by output rows (heads whole), o and down by "
+                   "input columns, the head by vocabulary; with --device cpu the ranks are simulated on the CPU "
+                   "reference (each holds only its shards; a host all-reduce after o and down); the CUDA engine "
+                   "refuses N > 1 for now")
+      .default_is("1");
 }
 
 // The CUDA engine's tuning and comparison knobs (EngineTuning), set from the command line only: nothing in engine/

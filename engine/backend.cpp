@@ -94,13 +94,21 @@ std::string kv_dtype_refusal(KvDtype kv, const ResolvedDevice& device) {
   return "";
 }
 
+std::string tp_device_refusal(int tp, const ResolvedDevice& device) {
+  if (tp <= 1 || device.device != "cuda") return "";
+  return "--tp " + std::to_string(tp) +
+         ": the CUDA tensor-parallel engine is not built yet (--tp runs as simulated ranks on the CPU reference: "
+         "--device cpu)";
+}
+
 std::unique_ptr<Backend> make_backend(const Model& model, const BackendOptions& opt) {
   const ResolvedDevice device = resolve_device(opt.device);
   check_gemv_for_device("--gemv", opt.gemv, device);
   if (const std::string why = kv_dtype_refusal(opt.kv_dtype, device); !why.empty()) fail(why);
+  if (const std::string why = tp_device_refusal(opt.tp, device); !why.empty()) fail(why);
   BackendOptions o = opt;
   o.device = device.device;
-  if (o.device == "cpu") return make_cpu_backend(model, o);
+  if (o.device == "cpu") return o.tp > 1 ? make_cpu_tp_backend(model, o) : make_cpu_backend(model, o);
   require_cuda_device();
 #ifdef LLM_HAVE_CUDA
   return make_cuda_backend(model, o);

@@ -42,6 +42,8 @@ struct BackendOptions {
   bool persistent = false;      // CUDA decode: one persistent kernel per token (--decode persistent) instead of the
                                 // CUDA graph (engine/gemv_choice.h decode_path_refusal says what it runs)
   EngineTuning tuning;          // CUDA: run-ahead and the persistent path's knobs (above)
+  int tp = 1;                   // --tp N: tensor-parallel ranks (engine/tp_plan.h); > 1 runs on the CPU reference
+                                // as N simulated ranks (make_cpu_tp_backend); the CUDA engine refuses it for now
 };
 
 // The context a backend gets when BackendOptions::ctx_size is 0: the model's maximum, at most kDefaultCtxCap
@@ -119,7 +121,14 @@ void check_gemv_for_device(const std::string& what, const std::string& gemv, con
 // the CUDA engine's FP8 attention takes head_dim 64 and 128 and refuses another model by name when it loads.
 std::string kv_dtype_refusal(KvDtype kv, const ResolvedDevice& device);
 
+// Why --tp `tp` cannot run on `device`, or "" when it can: tp > 1 on "cuda" is refused in one line (the CUDA
+// tensor-parallel engine is not built yet); run-llama says it as bad usage (exit 2), make_backend throws it.
+std::string tp_device_refusal(int tp, const ResolvedDevice& device);
+
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& opt);
+// The CPU reference as opt.tp simulated tensor-parallel ranks (engine/cpu_tp_backend.cpp): each holds only its
+// shards, the ranks all-reduce after o and after down. Throws the plan's refusal (engine/tp_plan.h) by name.
+std::unique_ptr<Backend> make_cpu_tp_backend(const Model& model, const BackendOptions& opt);
 // Defined only when built with CUDA (LLM_HAVE_CUDA); make_backend() reports a clear error otherwise.
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& opt);
 // Resolves opt.device (resolve_device), checks opt.gemv for it (check_gemv_for_device) and, for "cuda", that a
