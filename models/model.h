@@ -53,6 +53,9 @@ Model load_hf_dir(const std::string& dir);
 Model load_gguf(const std::string& path);
 // Exact-shape model with counter-based weights (core/counter_rng.h); names listed by synthetic_model_names().
 Model load_synthetic(const std::string& name, uint64_t seed = 0);
+// The same counter-based weights for any config (checked by ModelConfig::validate), named `source` (tests of shapes
+// no synthetic name has).
+Model synthetic_model(const std::string& source, const ModelConfig& config, uint64_t seed = 0);
 std::vector<std::string> synthetic_model_names();
 
 }  // namespace llm

@@ -100,10 +100,14 @@ Model load_synthetic(const std::string& name, uint64_t seed) {
     for (const auto& n : synthetic_model_names()) known += (known.empty() ? "" : ", ") + n;
     fail("unknown synthetic model '", name, "' (known: ", known, ")");
   }
+  return synthetic_model("synthetic:" + name, it->second, seed);
+}
+
+Model synthetic_model(const std::string& source, const ModelConfig& config, uint64_t seed) {
   Model m;
-  m.source = "synthetic:" + name;
+  m.source = source;
   m.format = "synthetic";
-  m.config = it->second;
+  m.config = config;
   m.config.validate(m.source);
   for (const HfWeight& w : hf_weight_table(m.config, m.weights)) {
     HostTensor& t = *w.slot;
