@@ -40,7 +40,8 @@ class CpuTpBackend final : public Backend {
     sample_vocab_ = opt.sample_vocab > 0 ? opt.sample_vocab : c_.vocab_size;
     // Every rank holds the embedding and the norms (and, for a tied model, its rows of the head besides).
     const uint64_t n = uint64_t(plan_.n_ranks);
-    const uint64_t replicated = (uint64_t(model.weights.embedding.numel()) + uint64_t(c_.dim) * (2 * c_.n_layers + 1)) * 4;
+    const uint64_t replicated =
+        (uint64_t(model.weights.embedding.numel()) + uint64_t(c_.dim) * uint64_t(2 * c_.n_layers + 1)) * 4;
     const uint64_t weights = cpu::weight_bytes(model) + (n - 1) * replicated +
                              (c_.tied_embeddings ? uint64_t(model.weights.embedding.numel()) * 4 : 0);
     ctx_ = cpu::choose_ctx(model, opt, kv_dtype_, weights, "cpu");

@@ -134,8 +134,8 @@ TEST(TpPlan, AQuantizedSplitThatCutsABlockIsRefusedByTensorName) {
   llm::Model f = llm_test::tiny_tp_model(4, 2, 16, 96, 256, true);
   llm::quantize_model(f, llm::parse_quantize_type("q8_0"));
   const std::string down = llm::tp_refusal(f, 2);
-  EXPECT_NE(down.find(f.weights.layers[0].w_down.name + " (Q8_0, blocks of 32 weights) cannot be split at column 48 of 96"),
-            std::string::npos)
+  const std::string want = " (Q8_0, blocks of 32 weights) cannot be split at column 48 of 96";
+  EXPECT_NE(down.find(f.weights.layers[0].w_down.name + want), std::string::npos)
       << down;
   // The same shapes in floats split anywhere.
   EXPECT_EQ(llm::tp_refusal(llm_test::tiny_tp_model(4, 2, 16, 96, 256, true), 2), "");
