@@ -141,6 +141,34 @@ TEST(TpSimulated, SamplingAndASmallerSampledVocabularyPickAsUnsharded) {
   }
 }
 
+// NaN among a rank's candidates stops the run as on the unsharded reference; past the sampled vocabulary it is no
+// candidate and the pick goes on.
+TEST(TpSimulated, NonFiniteLogitsOfAnyRankStopTheRunOnlyWhenTheyAreCandidates) {
+  llm::Model m = llm_test::tiny_gqa_odd_vocab();
+  auto head = std::make_shared<std::vector<float>>(m.weights.head.to_f32());
+  (*head)[size_t(700) * 64] = std::nanf("");  // head row 700: rank 1's of 2
+  m.weights.head.synthetic = false;
+  m.weights.head.dtype = llm::DType::F32;
+  m.weights.head.data = head->data();
+  m.weights.head.owner = head;
+  m.weights.head.rope_head_dim = 0;
+  for (int sample_vocab : {0, 600}) {
+    auto ref = cpu_backend(m, 1, 64, llm::KvDtype::Default, sample_vocab);
+    auto sim = cpu_backend(m, 2, 64, llm::KvDtype::Default, sample_vocab);
+    ref->decode(5, 0);
+    sim->decode(5, 0);
+    const llm::SamplerParams greedy{0.0f, 40, 0.95f, 3}, warm{0.8f, 40, 0.95f, 3};
+    for (const llm::SamplerParams& p : {greedy, warm}) {
+      if (sample_vocab == 0) {
+        EXPECT_THROW(ref->sample(p, 9), llm::NonFiniteLogits);
+        EXPECT_THROW(sim->sample(p, 9), llm::NonFiniteLogits);
+      } else {
+        EXPECT_EQ(sim->sample(p, 9), ref->sample(p, 9));
+      }
+    }
+  }
+}
+
 TEST(TpSimulated, ShapesThatCannotBeSplitAreRefusedByName) {
   const llm::Model stories = llm::load_model(kStories);
   try {
