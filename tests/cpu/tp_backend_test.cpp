@@ -91,6 +91,11 @@ TEST(TpSimulated, QuantizedShardsAndBf16KvMatchUnsharded) {
   llm::quantize_model(m, llm::parse_quantize_type("q8_0"));  // o and down split on whole blocks at N = 2
   EXPECT_LE(max_err_over(m, 2, some_ids(1001, 10)), 1e-5);
   EXPECT_LE(max_err_over(llm_test::tiny_gqa_odd_vocab(), 4, some_ids(1001, 10), llm::KvDtype::BF16), 1e-5);
+  // Q4_K o and down (blocks of 256) split at column 256 of 512.
+  llm::Model k = llm_test::tiny_tp_model(8, 4, 64, 512, 300, false);
+  llm::quantize_model(k, llm::parse_quantize_type("q4_k"));
+  ASSERT_EQ(k.weights.layers[1].w_down.quant, uint32_t(llm::GgmlQuantType::Q4_K));
+  EXPECT_LE(max_err_over(k, 2, some_ids(300, 10)), 1e-5);
 }
 
 TEST(TpSimulated, Stories260KLogitsMatchUnshardedOverTwoAndFourRanks) {

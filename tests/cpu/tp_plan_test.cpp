@@ -141,6 +141,18 @@ TEST(TpPlan, AQuantizedSplitThatCutsABlockIsRefusedByTensorName) {
   EXPECT_EQ(llm::tp_refusal(llm_test::tiny_tp_model(4, 2, 16, 96, 256, true), 2), "");
 }
 
+// K-quants' blocks are 256 weights: q_dim 512 splits over 2 (column 256) but not over 4 (column 128).
+TEST(TpPlan, KQuantBlocksOf256AreNeverCut) {
+  llm::Model m = llm_test::tiny_tp_model(8, 4, 64, 512, 300, false);  // q_dim 512, FFN 512
+  llm::quantize_model(m, llm::parse_quantize_type("q4_k"));
+  ASSERT_EQ(m.weights.layers[0].wo.quant, uint32_t(llm::GgmlQuantType::Q4_K));
+  ASSERT_EQ(m.weights.layers[0].w_down.quant, uint32_t(llm::GgmlQuantType::Q4_K));
+  EXPECT_EQ(llm::tp_refusal(m, 2), "");
+  EXPECT_EQ(llm::tp_refusal(m, 4), "--tp 4: " + m.weights.layers[0].wo.name +
+                                       " (Q4_K, blocks of 256 weights) cannot be split at column 128 of 512: the split "
+                                       "would cut a quant block (o and down are split by input columns)");
+}
+
 // A float tensor with its own bytes, [rows, cols], element (r, c) = r * 1000 + c (file order).
 llm::HostTensor f32_tensor(int64_t rows, int64_t cols, int rope_head_dim = 0) {
   auto buf = std::make_shared<std::vector<float>>(size_t(rows * cols));
