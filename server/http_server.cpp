@@ -131,6 +131,7 @@ struct HttpServer::Impl {
 void HttpServer::Impl::routes() {
   svr.new_task_queue = [n = opt.threads] { return new httplib::ThreadPool(size_t(n)); };
   svr.set_payload_max_length(opt.max_body);
+  svr.set_keep_alive_timeout(2);  // an idle connection holds a thread; stop() waits for them
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (opt.api_key.empty() || req.path == "/health" || authorized(req.get_header_value("Authorization"), opt.api_key))
       return httplib::Server::HandlerResponse::Unhandled;
