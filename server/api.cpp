@@ -44,8 +44,12 @@ double number_in(const json& v, const std::string& param, double lo, double hi) 
 
 long long integer_in(const json& v, const std::string& param, long long lo, long long hi) {
   if (!v.is_number_integer()) bad(param, "'" + param + "' must be an integer, not " + shown(v));
-  if (v.is_number_unsigned() ? v.get<unsigned long long>() > (unsigned long long)hi
-                             : (v.get<long long>() < lo || v.get<long long>() > hi))
+  // nlohmann keeps non-negative integers as unsigned: compare those as unsigned (a value past 2^63 stays large).
+  const bool out = v.is_number_unsigned()
+                       ? v.get<unsigned long long>() > (unsigned long long)hi ||
+                             (lo > 0 && v.get<unsigned long long>() < (unsigned long long)lo)
+                       : v.get<long long>() < lo || v.get<long long>() > hi;
+  if (out)
     bad(param, shown(v) + " is not valid for '" + param + "': it must be between " + std::to_string(lo) + " and " +
                    std::to_string(hi));
   return v.get<long long>();
