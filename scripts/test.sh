@@ -27,7 +27,7 @@ fi
 
 if [ "${LLM_SKIP_FUZZ:-0}" != 1 ]; then
   t0=$SECONDS
-  targets=(fuzz_safetensors fuzz_hf_config fuzz_llama2c fuzz_tokenizer fuzz_gguf fuzz_bpe)
+  targets=(fuzz_safetensors fuzz_hf_config fuzz_llama2c fuzz_tokenizer fuzz_gguf fuzz_bpe fuzz_server_request)
   cmake -S . -B build-fuzz "${san_flags[@]}" -DLLM_FUZZ=ON >/dev/null
   cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
   secs=${LLM_FUZZ_SECONDS:-30}
