@@ -9,6 +9,7 @@ usage: load_test.py SERVE_LLAMA SOURCE_DIR
 """
 import http.client
 import json
+import os
 import random
 import socket
 import statistics
@@ -207,6 +208,9 @@ def main():
             assert stats.get("ok", 0) > 0 and stats.get("400", 0) > 0
 
         def memory_flat():
+            if os.environ.get("LLM_SERVER_TEST_NO_RSS") == "1":
+                print("  RSS not checked: AddressSanitizer's quarantine keeps freed memory (the main tree checks it)")
+                return
             limit = RSS_SLACK_KIB + RSS_SLACK_FRACTION * rss_before
             assert rss_after - rss_before <= limit, "RSS grew %d KiB (limit %d)" % (rss_after - rss_before, limit)
 

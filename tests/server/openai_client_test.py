@@ -100,7 +100,8 @@ def check_chat(c):
     assert cached >= r.usage.prompt_tokens - 1, "only %d prompt tokens reused" % cached
     c.completions.create(model="any", prompt="Zebras", max_tokens=2, temperature=0)  # evicts the history
     r3 = c.chat.completions.create(model="any", messages=history, max_tokens=N, temperature=0)
-    assert r3.usage.prompt_tokens_details.cached_tokens <= 1
+    evicted = r3.usage.prompt_tokens_details.cached_tokens
+    assert evicted < cached // 2, "%d of the history still cached after another prompt" % evicted
     assert r3.choices[0].message.content == r2.choices[0].message.content
 
 
