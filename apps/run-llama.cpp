@@ -75,9 +75,7 @@ void general_options(llm::cli::Options& o, Args& a) {
   o.flag("--chat", &a.chat,
          "talk to the model: a terminal gets a line editor, history and /help; without a terminal each stdin line is "
          "a user turn and each reply one stdout record (chat/repl.h); -n bounds each reply");
-  o.text("--chat-template", "NAME", &a.chat_template, "chatml, llama2, llama3 or zephyr")
-      .default_is("detected from the model's template; without one, chatml when the vocabulary has <|im_start|>, "
-                  "else zephyr");
+  llm::cli::add_chat_template_option(o, &a.chat_template);
   o.text("--system", "TEXT", &a.system, "system prompt of the conversation");
 }
 

@@ -45,15 +45,13 @@ void server_options(llm::cli::Options& o, Args& a) {
   o.integer("--port", "N", &a.http.port, 0, 65535, "TCP port (0 = any free port, printed on stderr)");
   o.text("--api-key", "KEY", &a.http.api_key,
          "require 'Authorization: Bearer KEY' on every route but /health")
-      .default_is("none (loopback only)");
-  o.integer("--queue", "N", &a.queue, 0, 4096,
+      .default_is("none: loopback addresses only");
+  o.integer("--queue", "N", &a.queue, 1, 4096,
             "requests that may wait while one generates; one more is answered 503 with Retry-After");
   o.integer("--max-body", "KIB", &a.max_body_kib, 1, 1 << 20, "largest request body in KiB (larger: 413)");
   o.integer("--http-threads", "N", &a.http.threads, 2, 1024,
             "connections served at once (each request waiting for the engine holds one)");
-  o.text("--chat-template", "NAME", &a.chat_template, "chatml, llama2, llama3 or zephyr")
-      .default_is("detected from the model's template; without one, chatml when the vocabulary has <|im_start|>, "
-                  "else zephyr");
+  llm::cli::add_chat_template_option(o, &a.chat_template);
   o.text("--name", "NAME", &a.name, "the model name /v1/models lists and responses carry (requests may name any)")
       .default_is("the model file's name");
 }
