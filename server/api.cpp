@@ -140,7 +140,7 @@ json parse_json_body(const std::string& body) {
                                 " levels");
       return true;
     });
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number too large for a double
     throw ApiError(400, "the request body is not valid JSON: " + printable(e.what(), 200));
   }
   if (!j.is_object()) throw ApiError(400, std::string("the request body must be a JSON object, not ") + type_name(j));

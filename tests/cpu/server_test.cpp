@@ -125,6 +125,7 @@ TEST(ServerApi, MalformedDeepOrNonObjectBodiesAre400) {
   EXPECT_NE(std::string(error_of("{\"prompt\": ", false).what()).find("not valid JSON"), std::string::npos);
   EXPECT_NE(std::string(error_of("[]", false).what()).find("must be a JSON object, not an array"), std::string::npos);
   EXPECT_EQ(error_of("\xff", false).status, 400);
+  EXPECT_EQ(error_of(R"({"prompt": "x", "temperature": 1e999})", false).status, 400);  // out_of_range, not a crash
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');  // no stack overflow: refused early
   EXPECT_NE(std::string(error_of(deep, false).what()).find("deeper than 32"), std::string::npos);
   const std::string ok_depth = R"({"prompt": "x", "extra": )" + std::string(30, '[') + std::string(30, ']') + "}";
