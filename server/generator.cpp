@@ -128,6 +128,9 @@ void Generator::run(Job& job) {
   } catch (const std::exception& e) {
     return fail_job(ApiError(400, std::string("the prompt cannot be encoded: ") + e.what()));
   }
+  if (prompt.empty())  // a text that encodes to nothing, in a vocabulary without BOS
+    return fail_job(ApiError(400, "the prompt encodes to no tokens", "invalid_request_error",
+                             job.req.chat ? "messages" : "prompt"));
   const int ctx = backend_.ctx_size();
   if (int64_t(prompt.size()) + 1 > ctx)
     return fail_job(ApiError(400,
