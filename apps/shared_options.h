@@ -30,6 +30,13 @@ inline void check_one_prompt(const Options& o) {
   o.exclusive({"--prompt", "--file", "--prompt-ids"}, "give the prompt once");
 }
 
+// --chat-template NAME (run-llama --chat, serve-llama); pick_chat_template (chat/repl.h) checks the name.
+inline Option& add_chat_template_option(Options& o, std::string* name) {
+  return o.text("--chat-template", "NAME", name, "chatml, llama2, llama3 or zephyr")
+      .default_is("detected from the model's template; without one, chatml when the vocabulary has <|im_start|>, "
+                  "else zephyr");
+}
+
 // --quantize TYPE, checked when given (parse_quantize_type names the value and the allowed types) and kept by name.
 inline Option& add_quantize_option(Options& o, std::string* type, const std::string& help) {
   const auto check_and_keep = [type](const std::string&, const std::string& t) {
