@@ -17,18 +17,14 @@
 #include <vector>
 
 #include "apps/cli.h"
-#include "apps/shared_options.h"  // --prompt, --file, --prompt-ids, --quantize, --kv-dtype
+#include "apps/engine_options.h"  // --model, --ctx-size, --device, --gemv, --kv-dtype, ...
+#include "apps/shared_options.h"  // --prompt, --file, --prompt-ids
 #include "chat/repl.h"
 #include "core/error.h"
-#include "core/gemv_table.h"
 #include "engine/backend.h"
-#include "engine/gemv_choice.h"  // gemv_refusal, quant_summary
-#include "models/quantize_model.h"  // --quantize
 #include "engine/generate.h"
 #include "engine/perplexity.h"
 #include "engine/prompt_input.h"  // --file, --prompt-ids [@FILE]
-#include "engine/tp_plan.h"       // --tp: tp_refusal
-#include "models/default_model.h"
 #include "models/model.h"
 #include "tokenizer/load.h"
 #include "tokenizer/tokenizer.h"
@@ -43,24 +39,16 @@ void on_sigint(int) {
 }
 
 struct Args {
-  std::string model, tokenizer, gemv, dtype, dump_logits, perplexity;
+  llm::cli::EngineOptions engine;          // --model, --ctx-size, --device, --gemv, ... (apps/engine_options.h)
+  std::string dump_logits, perplexity;
   llm::cli::PromptOptions prompt;          // --prompt, --file, --prompt-ids: one at most
   bool have_prompt = false;                // one of them, or --perplexity, was given
-  llm::EngineTuning tuning;                // the developer options (--run-ahead, --grid-cap, ...)
   int n_predict = 256;
-  int ctx_size = 0;
   float temp = 0.8f;
   int top_k = 40;
   float top_p = 0.95f;
   unsigned long long seed = 42;
   bool ignore_eos = false;
-  bool dequantize = false;                 // --dequantize: GGUF quantized weights as BF16 on the GPU
-  std::string device_arg = "auto";         // --device cpu|cuda|auto, as given
-  llm::ResolvedDevice device;              // ... resolved once (auto: cuda when a device is present), what runs
-  llm::DecodePath decode = llm::DecodePath::Graph;  // --decode graph|persistent (CUDA)
-  llm::KvDtype kv_dtype = llm::KvDtype::Default;  // --kv-dtype f32|bf16|fp8 (Default: f32 on cpu, bf16 on cuda)
-  std::string quantize;                    // --quantize q8_0|q4_0|q4_k|q6_k|q4_k_m: quantize a float model at load
-  int tp = 1;                              // --tp N: tensor-parallel ranks (simulated on the CPU)
   bool chat = false;                       // --chat: the REPL (chat/repl.h) instead of one prompt
   std::string chat_template, system;
 };
@@ -68,9 +56,6 @@ struct Args {
 const char* kUsage =
     "usage: run-llama [--model PATH] --prompt TEXT [options]\n"
     "       run-llama [--model PATH] --chat [options]\n";
-
-static_assert(llm::kDefaultCtxCap == 8192, "the --ctx-size help below states the default cap");
-static_assert(llm::kKvFp8Block == 32, "the --kv-dtype help below states the FP8 block");
 
 using llm::cli::Lower;
 using llm::cli::usage_error;
@@ -90,21 +75,11 @@ void general_options(llm::cli::Options& o, Args& a) {
   o.flag("--chat", &a.chat,
          "talk to the model: a terminal gets a line editor, history and /help; without a terminal each stdin line is "
          "a user turn and each reply one stdout record (chat/repl.h); -n bounds each reply");
-  o.text("--chat-template", "NAME", &a.chat_template, "chatml, llama2, llama3 or zephyr")
-      .default_is("detected from the model's template; without one, chatml when the vocabulary has <|im_start|>, "
-                  "else zephyr");
+  llm::cli::add_chat_template_option(o, &a.chat_template);
   o.text("--system", "TEXT", &a.system, "system prompt of the conversation");
 }
 
-void model_and_sampling_options(llm::cli::Options& o, Args& a) {
-  o.section("model");
-  o.text("-m, --model", "PATH", &a.model, "GGUF file, Hugging Face directory, llama2.c .bin, or synthetic:NAME")
-      .default_is("SmolLM2-135M-Instruct, fetched into models-cache/ by scripts/setup.sh");
-  o.text("--tokenizer", "PATH", &a.tokenizer, "tokenizer.model (sentencepiece) or tokenizer.json (byte-level BPE)")
-      .default_is("the one beside the model, or the vocabulary inside a GGUF");
-  o.integer("-c, --ctx-size", "N", &a.ctx_size, 1, 1 << 24,
-            "context size in positions, up to the model's maximum; less if the KV cache would not fit in memory")
-      .default_is("the smaller of the model's maximum and 8192, said on stderr when it caps");
+void sampling_options(llm::cli::Options& o, Args& a) {
   o.section("sampling");
   o.real("--temp", "T", &a.temp, 0.0, 100.0, "temperature, 0 = greedy");
   o.integer("--top-k", "K", &a.top_k, 0, 1 << 24, "keep the K most likely tokens, 0 = all")
@@ -113,60 +88,14 @@ void model_and_sampling_options(llm::cli::Options& o, Args& a) {
   o.integer("-s, --seed", "S", &a.seed, 0, 1LL << 62, "sampling seed").allowed("0 to 2^62");
 }
 
-void device_options(llm::cli::Options& o, Args& a) {
-  o.section("device");
-  o.choice("--device", "DEV", &a.device_arg, {"cpu", "cuda", "auto"},
-           "where to run; auto = cuda when a device is present");
-  o.text("--gemv", "NAME", &a.gemv, "CUDA GEMV mapping, one of those below; --device cuda only")
-      .default_is("warp-r2; warp when the model has quantized weights");
-  o.choice("--decode", "PATH", &a.decode,
-           {llm::decode_path_name(llm::DecodePath::Graph), llm::decode_path_name(llm::DecodePath::Persistent)},
-           llm::parse_decode_path,
-           "graph: one CUDA graph of kernels per token; persistent: one kernel per token whose resident blocks walk "
-           "the whole step, synchronised by counters (BF16 weights on warp-r2/warp/warp-few, quantized ones on warp "
-           "or warp-dp4a, one type per fused q|k|v and gate|up, BF16 KV); --device cuda only")
-      .default_is("graph");
-  o.flag("--dequantize", &a.dequantize,
-         "run a GGUF file's quantized weights as BF16 (the comparison path) instead of keeping them quantized for the "
-         "quantized GEMVs");
-  llm::cli::add_quantize_option(
-      o, &a.quantize,
-      "quantize a float checkpoint's (or a synthetic model's) projection and head weights at load, as llama-quantize "
-      "would (q4_k_m: llama.cpp's Q4_K_M mix); rows a type cannot hold fall back as llama-quantize does (named on "
-      "stderr); refused for a file that is already quantized");
-  o.choice("--dtype", "T", &a.dtype, {"f32", "bf16"},
-           "CPU weight precision: bf16 rounds the weights as the CUDA engine stores them")
-      .default_is("f32 on cpu, bf16 on cuda");
-  llm::cli::add_kv_dtype_option(
-      o, &a.kv_dtype,
-      "KV-cache precision: f32 (CPU only), bf16 (as the CUDA engine stores it) or fp8 (E4M3, one FP32 scale per KV "
-      "head and block of 32 positions: half of bf16's bytes; on the CUDA engine for head_dim 64 and 128)")
-      .default_is("f32 on cpu, bf16 on cuda");
-  llm::cli::add_tp_option(o, &a.tp);
-  llm::cli::add_tuning_options(o, &a.tuning);
-}
-
-// The checks that need the device: --gemv on every path (an unknown name, or on the CPU path any mapping but the
-// default, is bad usage), --kv-dtype f32 where the run would be on the CUDA engine, --decode persistent on the CPU;
-// said before the model loads and before the GPU is asked for anything.
-void check_for_device(const Args& a) {
-  if (const std::string why = llm::tp_device_refusal(a.tp, a.device); !why.empty()) usage_error(why);
-  if (!a.gemv.empty()) llm::check_gemv_for_device("--gemv", a.gemv, a.device);  // llm::Error: bad usage here
-  if (a.kv_dtype != llm::KvDtype::Default && a.kv_dtype != llm::KvDtype::BF16)  // every engine runs these two
-    if (const std::string why = llm::kv_dtype_refusal(a.kv_dtype, a.device); !why.empty()) usage_error(why);
-  if (a.decode == llm::DecodePath::Persistent && a.device.device != "cuda")
-    usage_error("--decode persistent runs on the CUDA engine, not on the CPU reference" +
-                (a.device.why.empty() ? std::string() : "; " + a.device.why));
-}
-
 Args parse_args(int argc, char** argv) {
   Args a;
   llm::cli::Options o(kUsage);
   general_options(o, a);
-  model_and_sampling_options(o, a);
-  device_options(o, a);
-  o.epilogue("----- GEMV mappings (--gemv NAME, --device cuda; the CPU reference has none) -----\n" +
-             llm::gemv_mapping_lines("  "));
+  llm::cli::add_model_options(o, a.engine);
+  sampling_options(o, a);
+  llm::cli::add_device_options(o, a.engine);
+  llm::cli::add_gemv_epilogue(o);
   o.parse(argc, argv);
   a.have_prompt = o.given("--prompt") || o.given("--file") || o.given("--prompt-ids") || o.given("--perplexity");
   llm::cli::check_one_prompt(o);
@@ -176,9 +105,7 @@ Args parse_args(int argc, char** argv) {
   if ((!a.chat_template.empty() || !a.system.empty()) && !a.chat)
     usage_error("--chat-template and --system need --chat");
   if (!a.have_prompt && !a.chat) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
-  // Resolved once (auto asks the CUDA runtime whether a device is present); the checks and the run carry the result.
-  a.device = llm::resolve_device(a.device_arg);
-  check_for_device(a);
+  llm::cli::resolve_device_and_check(a.engine);
   return a;
 }
 
@@ -195,14 +122,6 @@ std::vector<int> ids_from_text(const std::string& prompt, const llm::ModelConfig
     ids.push_back(int(v));
   }
   return ids;
-}
-
-// The prompt's ids: BOS first where the vocabulary wants one and has one, and always for an empty prompt (the model
-// needs a token).
-std::vector<int> encode_prompt(const llm::Tokenizer& tok, const std::string& prompt) {
-  if (prompt.empty() && tok.bos_id() < 0)
-    llm::fail("the prompt is empty and the vocabulary has no BOS token to start from");
-  return tok.encode(prompt, prompt.empty() || (tok.adds_bos() && tok.bos_id() >= 0));
 }
 
 int run_perplexity(const Args& a, llm::Backend& backend, const llm::Tokenizer* tok) {
@@ -260,67 +179,27 @@ int dump_logits(const Args& a, llm::Backend& backend, const std::vector<int>& pr
 int run(const Args& a) {
   using Clock = std::chrono::steady_clock;
   // Before the model loads: the one line every CUDA program prints without a device.
-  if (a.device.device == "cuda") llm::require_cuda_device();
+  if (a.engine.device.device == "cuda") llm::require_cuda_device();
   // The prompt's files before the model: a mistyped name costs no model load. Ids are checked once the vocabulary is
   // known.
   const std::string prompt_text = a.prompt.file.empty() ? a.prompt.text : llm::read_prompt_file(a.prompt.file);
   const llm::PromptIdsArg ids_arg =
       a.prompt.ids.empty() ? llm::PromptIdsArg{} : llm::read_prompt_ids_arg(a.prompt.ids);
   const auto t_load = Clock::now();
-  llm::Model model = llm::load_model(a.model.empty() ? llm::default_model_path() : a.model);
-  if (!a.quantize.empty()) llm::quantize_model(model, llm::parse_quantize_type(a.quantize));
-
-  std::unique_ptr<llm::Tokenizer> tok = llm::load_tokenizer(model, a.tokenizer);
+  llm::Model model = llm::cli::load_engine_model(a.engine);
+  std::unique_ptr<llm::Tokenizer> tok = llm::load_tokenizer(model, a.engine.tokenizer);
   if (!tok && model.format != "synthetic" && a.prompt.ids.empty())
     llm::fail("no tokenizer found beside ", model.source, "; pass --tokenizer PATH/tokenizer.model");
 
-  llm::BackendOptions bo;
-  bo.device = a.device.device;
-  bo.ctx_size = a.ctx_size;
-  // A tokenizer smaller than the (padded) embedding: ids it cannot decode are never sampled.
-  bo.sample_vocab = llm::sampling_vocab(model.config, tok ? tok->vocab_size() : 0);
-  bo.gemv = a.gemv;
-  bo.dequantize = a.dequantize;
-  bo.persistent = a.decode == llm::DecodePath::Persistent;
-  bo.tuning = a.tuning;
-  bo.tp = a.tp;  // a shape or a quantized tensor that cannot be split is bad usage (exit 2), named
-  if (a.tp > 1)
-    if (const std::string why = llm::tp_refusal(model, a.tp); !why.empty()) usage_error(why);
-  if (bo.device == "cuda") {
-    // --gemv resolved once (checked against the table when parsed); every --gemv and weight-type pair runs or is
-    // refused by name (bad usage, exit 2), before any GPU work.
-    const llm::GemvPlan plan = llm::gemv_plan(a.gemv);
-    if (const std::string why = llm::gemv_refusal(plan, model, a.dequantize); !why.empty()) usage_error(why);
-    // --decode persistent runs what its kernel takes, or is refused by name (exit 2), before any GPU work.
-    if (const std::string why = llm::decode_path_refusal(a.decode, plan, model, a.dequantize,
-                                                         a.kv_dtype == llm::KvDtype::FP8, true);
-        !why.empty())
-      usage_error(why);
-    if (const std::string q = llm::quant_summary(model); !q.empty())
-      std::fprintf(stderr, "run-llama: quantized weights %s: %s\n",
-                   a.dequantize ? "dequantized to BF16 at load (--dequantize)" : "kept quantized", q.c_str());
-  }
-  if (bo.device == "cuda" && a.dtype == "f32")
-    llm::fail("--dtype f32 is CPU-only: the CUDA engine stores weights in BF16 (use --device cpu)");
-  bo.bf16_weights = a.dtype == "bf16";
-  bo.kv_dtype = a.kv_dtype;
-  if (a.kv_dtype == llm::KvDtype::FP8)
-    std::fprintf(stderr, "run-llama: KV cache in fp8 (E4M3, one FP32 scale per KV head and %d positions)\n",
-                 llm::kKvFp8Block);
-  else if (a.kv_dtype != llm::KvDtype::Default)
-    std::fprintf(stderr, "run-llama: KV cache in %s\n", llm::kv_dtype_name(a.kv_dtype));
-  auto backend = llm::make_backend(model, bo);
+  auto backend = llm::cli::make_engine_backend(a.engine, model, tok ? tok->vocab_size() : 0, "run-llama");
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_load).count();
-
+  llm::cli::print_engine_line("run-llama", model, *backend);
   const llm::ModelConfig& c = model.config;
-  std::fprintf(stderr, "run-llama: %s (%s, dim %d, %d layers, %d heads / %d kv, vocab %d) on %s, context %d\n",
-               model.source.c_str(), model.format.c_str(), c.dim, c.n_layers, c.n_heads, c.n_kv_heads,
-               c.vocab_size, backend->name().c_str(), backend->ctx_size());
 
   if (a.chat) return run_chat_mode(a, model, *backend, tok.get());
   if (!a.perplexity.empty()) return run_perplexity(a, *backend, tok.get());
   std::vector<int> prompt = !a.prompt.ids.empty() ? llm::parse_token_ids(ids_arg.text, ids_arg.source, c.vocab_size)
-                            : tok                    ? encode_prompt(*tok, prompt_text)
+                            : tok                    ? llm::encode_prompt(*tok, prompt_text)
                                                      : ids_from_text(prompt_text, c);
   if (!a.dump_logits.empty()) return dump_logits(a, *backend, prompt, c.vocab_size);
 

@@ -1,6 +1,7 @@
 // Options several apps share, declared once: the prompt (-p/--prompt, -f/--file and --prompt-ids, of which a run
 // takes one; engine/prompt_input.h reads the file and the ids) and --kv-dtype for run-llama and llama-ab, --quantize
-// for those and write-gguf, --tp for run-llama and its chat. Each app words the help for what it does with the value.
+// for those and write-gguf, --tp for the programs that run a model (apps/engine_options.h). Each app words the help
+// for what it does with the value.
 #pragma once
 #include <string>
 
@@ -30,6 +31,13 @@ inline void check_one_prompt(const Options& o) {
   o.exclusive({"--prompt", "--file", "--prompt-ids"}, "give the prompt once");
 }
 
+// --chat-template NAME (run-llama --chat, serve-llama); pick_chat_template (chat/repl.h) checks the name.
+inline Option& add_chat_template_option(Options& o, std::string* name) {
+  return o.text("--chat-template", "NAME", name, "chatml, llama2, llama3 or zephyr")
+      .default_is("detected from the model's template; without one, chatml when the vocabulary has <|im_start|>, "
+                  "else zephyr");
+}
+
 // --quantize TYPE, checked when given (parse_quantize_type names the value and the allowed types) and kept by name.
 inline Option& add_quantize_option(Options& o, std::string* type, const std::string& help) {
   const auto check_and_keep = [type](const std::string&, const std::string& t) {
@@ -45,8 +53,8 @@ inline Option& add_kv_dtype_option(Options& o, KvDtype* kv, const std::string& h
   return o.custom("--kv-dtype", "T", parse, help).allowed(kKvDtypeNames);
 }
 
-// --tp N: tensor-parallel ranks (engine/tp_plan.h, BackendOptions::tp); 1 = the ordinary path. Where it can run is
-// the app's check (tp_device_refusal), and whether the model splits is tp_refusal's, once the model is loaded.
+// --tp N: tensor-parallel ranks (engine/tp_plan.h, BackendOptions::tp); 1 = the ordinary path. apps/engine_options.h
+// checks where it can run (tp_device_refusal) and, once the model is loaded, whether it splits (tp_refusal).
 inline Option& add_tp_option(Options& o, int* tp) {
   return o.integer("--tp", "N", tp, 1, 4096,
                    "tensor parallelism over N ranks: q/k/v/gate/up split by output rows (heads whole), o and down by "

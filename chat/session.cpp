@@ -14,16 +14,30 @@ const char* kResetHint = "type /reset to start a new conversation";
 
 }  // namespace
 
+std::vector<int> chat_stop_ids(const Tokenizer& tok, const ModelConfig& config, const ChatTemplate& tmpl) {
+  std::vector<int> ids;
+  for (const std::string& s : tmpl.end_of_turn()) {
+    int id = tok.token_id(s);
+    if (id >= 0) ids.push_back(id);
+  }
+  for (int id : config.eos_ids) ids.push_back(id);
+  if (tok.eos_id() >= 0) ids.push_back(tok.eos_id());
+  return ids;
+}
+
+std::vector<int> chat_prompt_ids(const Tokenizer& tok, const ChatTemplate& tmpl,
+                                 const std::vector<ChatMessage>& messages) {
+  std::vector<int> ids = ChatTemplate::encode(tok, tmpl.render(messages, /*add_generation_prompt=*/true));
+  // Templates that leave BOS to the tokenizer (ChatML, Zephyr) get it here, as llama.cpp adds it to a chat prompt.
+  if (tok.adds_bos() && tok.bos_id() >= 0 && (ids.empty() || ids[0] != tok.bos_id()))
+    ids.insert(ids.begin(), tok.bos_id());
+  return ids;
+}
+
 ChatSession::ChatSession(Backend& backend, const Tokenizer& tok, const ModelConfig& config, const ChatTemplate& tmpl,
                          const ChatSessionOptions& opt)
     : backend_(backend), tok_(tok), config_(config), tmpl_(tmpl), opt_(opt) {
-  // A reply ends at the template's end of turn or at any end-of-sequence id the model or tokenizer declares.
-  for (const std::string& s : tmpl_.end_of_turn()) {
-    int id = tok_.token_id(s);
-    if (id >= 0) stop_ids_.push_back(id);
-  }
-  for (int id : config_.eos_ids) stop_ids_.push_back(id);
-  if (tok_.eos_id() >= 0) stop_ids_.push_back(tok_.eos_id());
+  stop_ids_ = chat_stop_ids(tok_, config_, tmpl_);
   // A template whose special tokens the vocabulary lacks fails here, once, rather than on every turn.
   ChatTemplate::encode(tok_, tmpl_.render({{"user", "x"}}, /*add_generation_prompt=*/true));
   ChatTemplate::encode(tok_, tmpl_.after_reply("x"));
@@ -38,11 +52,7 @@ std::vector<int> ChatSession::turn_ids(const std::string& user) const {
   std::vector<ChatMessage> messages;
   if (!opt_.system.empty()) messages.push_back({"system", opt_.system});
   messages.push_back({"user", user});
-  std::vector<int> ids = ChatTemplate::encode(tok_, tmpl_.render(messages, /*add_generation_prompt=*/true));
-  // Templates that leave BOS to the tokenizer (ChatML, Zephyr) get it here, as llama.cpp adds it to a chat prompt.
-  if (tok_.adds_bos() && tok_.bos_id() >= 0 && (ids.empty() || ids[0] != tok_.bos_id()))
-    ids.insert(ids.begin(), tok_.bos_id());
-  return ids;
+  return chat_prompt_ids(tok_, tmpl_, messages);
 }
 
 ChatReply ChatSession::send(const std::string& user, int max_tokens,

@@ -41,6 +41,13 @@ struct ChatSessionOptions {
   bool ignore_eos = false;      // tests and benchmarks: stop tokens are ordinary tokens (the reply runs to its bound)
 };
 
+// What ends a reply: the template's end-of-turn tokens and every end-of-sequence id the model or tokenizer declares.
+std::vector<int> chat_stop_ids(const Tokenizer& tok, const ModelConfig& config, const ChatTemplate& tmpl);
+// A whole conversation's prompt: `messages` rendered with the generation prompt after them, BOS first where the
+// vocabulary wants it (ChatSession's first turn; the server's /v1/chat/completions).
+std::vector<int> chat_prompt_ids(const Tokenizer& tok, const ChatTemplate& tmpl,
+                                 const std::vector<ChatMessage>& messages);
+
 class ChatSession {
  public:
   // Throws llm::Error when the vocabulary lacks a special token the template needs.

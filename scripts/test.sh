@@ -19,7 +19,7 @@ san_flags=(-G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebIn
 if [ "${LLM_SKIP_SANITIZE:-0}" != 1 ]; then
   t0=$SECONDS
   cmake -S . -B build-asan "${san_flags[@]}" -DLLM_CUDA=OFF -DLLM_SANITIZE=ON >/dev/null
-  cmake --build build-asan -j"$(nproc)" --target cpu_tests run-llama gemv-sectors llama-ab write-gguf
+  cmake --build build-asan -j"$(nproc)" --target cpu_tests run-llama gemv-sectors llama-ab write-gguf serve-llama
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j"$(nproc)"
   echo "test: ASan/UBSan CPU suite passed ($((SECONDS - t0)) s with the build)" >&2
@@ -27,7 +27,7 @@ fi
 
 if [ "${LLM_SKIP_FUZZ:-0}" != 1 ]; then
   t0=$SECONDS
-  targets=(fuzz_safetensors fuzz_hf_config fuzz_llama2c fuzz_tokenizer fuzz_gguf fuzz_bpe)
+  targets=(fuzz_safetensors fuzz_hf_config fuzz_llama2c fuzz_tokenizer fuzz_gguf fuzz_bpe fuzz_server_request)
   cmake -S . -B build-fuzz "${san_flags[@]}" -DLLM_FUZZ=ON >/dev/null
   cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
   secs=${LLM_FUZZ_SECONDS:-30}

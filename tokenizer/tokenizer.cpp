@@ -132,4 +132,9 @@ std::string StreamDecoder::drain(bool run_ended) {
   return out;
 }
 
+std::vector<int> encode_prompt(const Tokenizer& tok, const std::string& prompt) {
+  if (prompt.empty() && tok.bos_id() < 0) fail("the prompt is empty and the vocabulary has no BOS token to start from");
+  return tok.encode(prompt, prompt.empty() || (tok.adds_bos() && tok.bos_id() >= 0));
+}
+
 }  // namespace llm

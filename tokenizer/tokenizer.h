@@ -71,4 +71,9 @@ class StreamDecoder {
   std::string drain(bool run_ended);  // complete characters of pending_; all of it when run_ended
 };
 
+// A prompt's ids as run-llama and the server's /v1/completions encode it: BOS first where the vocabulary wants one
+// and has one, and always for an empty prompt (the model needs a token). Throws llm::Error for an empty prompt when
+// the vocabulary has no BOS.
+std::vector<int> encode_prompt(const Tokenizer& tok, const std::string& prompt);
+
 }  // namespace llm

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the seed corpora in tests/fuzz/corpus/<target>/ (committed; a few hundred bytes each). Crash
-# reproducers (crash-*, regress-*) committed beside the seeds are kept. Needs python3 and a build with make-hf-model
+# reproducers (crash-*, regress-*) committed beside the seeds are kept; fuzz_server_request's seeds are hand-written
+# request bodies (its first byte: odd = chat) and are not regenerated here. Needs python3 and a build with make-hf-model
 # (BUILD_DIR, default build) for the real shard index.
 set -euo pipefail
 cd "$(dirname "$0")"
