@@ -61,6 +61,7 @@ struct Args {
   std::string quantize;                    // --quantize q8_0|q4_0|q4_k|q6_k|q4_k_m: quantize a float model at load
   bool chat = false;                       // --chat: the REPL (chat/repl.h) instead of one prompt
   std::string chat_template, system;
+  llm::cli::SpecArgs spec;                 // --spec, --draft-max, --draft-min, --model-draft
 };
 
 const char* kUsage =
@@ -140,6 +141,7 @@ void device_options(llm::cli::Options& o, Args& a) {
       "KV-cache precision: f32 (CPU only), bf16 (as the CUDA engine stores it) or fp8 (E4M3, one FP32 scale per KV "
       "head and block of 32 positions: half of bf16's bytes; on the CUDA engine for head_dim 64 and 128)")
       .default_is("f32 on cpu, bf16 on cuda");
+  llm::cli::add_spec_options(o, &a.spec);
   llm::cli::add_tuning_options(o, &a.tuning);
 }
 
@@ -150,6 +152,7 @@ void check_for_device(const Args& a) {
   if (!a.gemv.empty()) llm::check_gemv_for_device("--gemv", a.gemv, a.device);  // llm::Error: bad usage here
   if (a.kv_dtype != llm::KvDtype::Default && a.kv_dtype != llm::KvDtype::BF16)  // every engine runs these two
     if (const std::string why = llm::kv_dtype_refusal(a.kv_dtype, a.device); !why.empty()) usage_error(why);
+  llm::cli::check_spec_args(a.spec, a.device.device);
   if (a.decode == llm::DecodePath::Persistent && a.device.device != "cuda")
     usage_error("--decode persistent runs on the CUDA engine, not on the CPU reference" +
                 (a.device.why.empty() ? std::string() : "; " + a.device.why));
@@ -221,8 +224,48 @@ int run_perplexity(const Args& a, llm::Backend& backend, const llm::Tokenizer* t
   return 0;
 }
 
+llm::SpecOptions spec_options(const Args& a) {
+  llm::SpecOptions so;
+  so.draft_max = a.spec.draft_max;
+  so.draft_min = a.spec.draft_min;
+  return so;
+}
+
+// The drafter --spec asks for (null for none). A draft model loads like --model, must share the target's vocabulary
+// (refused by name otherwise) and runs on its own CPU backend with the target's context.
+struct Speculation {
+  llm::Model draft_model;
+  std::unique_ptr<llm::Tokenizer> draft_tok;
+  std::unique_ptr<llm::Backend> draft_backend;
+  std::unique_ptr<llm::Drafter> drafter;
+};
+
+std::unique_ptr<Speculation> make_speculation(const Args& a, const llm::Model& model, const llm::Tokenizer* tok,
+                                              const llm::BackendOptions& target_opt, int ctx) {
+  if (a.spec.mode == llm::SpecMode::kNone) return nullptr;
+  auto s = std::make_unique<Speculation>();
+  if (a.spec.mode == llm::SpecMode::kLookup) {
+    s->drafter = std::make_unique<llm::LookupDrafter>();
+    return s;
+  }
+  s->draft_model = llm::load_model(a.spec.model_draft);
+  s->draft_tok = llm::load_tokenizer(s->draft_model, a.tokenizer);
+  if (const std::string why = llm::draft_vocab_mismatch(model.config, tok, s->draft_model.config, s->draft_tok.get());
+      !why.empty())
+    llm::fail("--model-draft ", a.spec.model_draft, " cannot draft for ", model.source, ": ", why);
+  llm::BackendOptions bo = target_opt;
+  bo.ctx_size = ctx;
+  bo.kv_dtype = llm::KvDtype::Default;
+  s->draft_backend = llm::make_backend(s->draft_model, bo);
+  s->drafter = std::make_unique<llm::DraftModelDrafter>(*s->draft_backend);
+  std::fprintf(stderr, "run-llama: draft model %s (%d layers, dim %d)\n", s->draft_model.source.c_str(),
+               s->draft_model.config.n_layers, s->draft_model.config.dim);
+  return s;
+}
+
 // --chat: the template (override, detected, or the fallback named on stderr), then the REPL.
-int run_chat_mode(const Args& a, const llm::Model& model, llm::Backend& backend, const llm::Tokenizer* tok) {
+int run_chat_mode(const Args& a, const llm::Model& model, llm::Backend& backend, const llm::Tokenizer* tok,
+                  llm::Drafter* drafter) {
   if (!tok) llm::fail("--chat needs a tokenizer (", model.source, " has none; pass --tokenizer PATH)");
   std::string note;
   const llm::ChatTemplate tmpl = llm::pick_chat_template(a.chat_template, model.chat_template, *tok, &note);
@@ -233,6 +276,8 @@ int run_chat_mode(const Args& a, const llm::Model& model, llm::Backend& backend,
   co.max_reply_tokens = a.n_predict;
   co.ignore_eos = a.ignore_eos;
   co.terminal = isatty(0) && isatty(1);
+  co.drafter = drafter;
+  co.spec = spec_options(a);
   return llm::run_chat(backend, *tok, model.config, tmpl, co);
 }
 
@@ -310,7 +355,9 @@ int run(const Args& a) {
                model.source.c_str(), model.format.c_str(), c.dim, c.n_layers, c.n_heads, c.n_kv_heads,
                c.vocab_size, backend->name().c_str(), backend->ctx_size());
 
-  if (a.chat) return run_chat_mode(a, model, *backend, tok.get());
+  const auto spec = make_speculation(a, model, tok.get(), bo, backend->ctx_size());
+  llm::Drafter* drafter = spec ? spec->drafter.get() : nullptr;
+  if (a.chat) return run_chat_mode(a, model, *backend, tok.get(), drafter);
   if (!a.perplexity.empty()) return run_perplexity(a, *backend, tok.get());
   std::vector<int> prompt = !a.prompt.ids.empty() ? llm::parse_token_ids(ids_arg.text, ids_arg.source, c.vocab_size)
                             : tok                    ? encode_prompt(*tok, prompt_text)
@@ -325,6 +372,8 @@ int run(const Args& a) {
   go.sampler.seed = a.seed;
   go.ignore_eos = a.ignore_eos;
   go.interrupt = &g_interrupted;
+  go.drafter = drafter;
+  go.spec = spec_options(a);
 
   std::unique_ptr<llm::StreamDecoder> dec;
   if (tok) dec = std::make_unique<llm::StreamDecoder>(*tok, /*strip_leading_space=*/prompt_text.empty());
@@ -354,6 +403,7 @@ int run(const Args& a) {
   if (r.stop_reason == "context")
     std::fprintf(stderr, "run-llama: stopped at the end of the context (%d positions)\n", backend->ctx_size());
   std::fputs("\n", stderr);
+  if (drafter) llm::print_spec_stats(r.spec);
   llm::print_timings(r.timings);
   if (r.stop_reason == "interrupted") {
     std::fprintf(stderr, "run-llama: interrupted\n");

@@ -49,6 +49,10 @@ struct DecodeLoopResult {
   uint64_t next_step = 0;     // the sampler step a following loop continues from
 };
 
+// The checks every loop makes before it runs (decode_loop, speculative_loop): throws llm::Error when the prompt is
+// empty, start_pos is negative, start_pos + prompt.size() exceeds the context, or max_new < 1.
+void check_decode_loop_args(const Backend& backend, const std::vector<int>& prompt, const DecodeLoopOptions& opt);
+
 // on_token(id) is called with each produced token as soon as it is sampled (and, with cache_every_token, decoded);
 // returning false stops the loop after it (StopReason::kCallback). Throws llm::Error when the prompt is empty or
 // start_pos + prompt.size() exceeds the backend's context.
