@@ -249,10 +249,14 @@ std::unique_ptr<Speculation> make_speculation(const Args& a, const llm::Model& m
     return s;
   }
   s->draft_model = llm::load_model(a.spec.model_draft);
-  s->draft_tok = llm::load_tokenizer(s->draft_model, a.tokenizer);
-  if (const std::string why = llm::draft_vocab_mismatch(model.config, tok, s->draft_model.config, s->draft_tok.get());
-      !why.empty())
-    llm::fail("--model-draft ", a.spec.model_draft, " cannot draft for ", model.source, ": ", why);
+  const auto refuse = [&](const std::string& why) {
+    if (!why.empty()) llm::fail("--model-draft ", a.spec.model_draft, " cannot draft for ", model.source, ": ", why);
+  };
+  refuse(llm::draft_vocab_mismatch(model.config, nullptr, s->draft_model.config, nullptr));  // the sizes first
+  // Its own vocabulary (a GGUF's, a directory's tokenizer), else the one --tokenizer names (a llama2.c file has none).
+  s->draft_tok = llm::load_tokenizer(s->draft_model, "");
+  if (!s->draft_tok && !a.tokenizer.empty()) s->draft_tok = llm::load_tokenizer(s->draft_model, a.tokenizer);
+  refuse(llm::draft_vocab_mismatch(model.config, tok, s->draft_model.config, s->draft_tok.get()));
   llm::BackendOptions bo = target_opt;
   bo.ctx_size = ctx;
   bo.kv_dtype = llm::KvDtype::Default;

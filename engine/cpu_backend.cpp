@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -59,46 +60,61 @@ void matmul(float* y, const float* x, const float* W, int64_t rows, int64_t cols
   for (auto& th : pool) th.join();
 }
 
-// The k-vector form (speculative verify): Y[j, r] = sum_c W[r, c] * X[j, c] for j < k, rows r0 .. r1. Each weight
-// element is loaded once for up to 4 vectors at a time (the whole row stays in cache for the rest), and every
-// vector's sum runs in matmul_rows' order, so each Y[j] is bit for bit what matmul would give for X[j] alone.
-void matmul_k_rows(float* Y, const float* X, const float* W, int64_t r0, int64_t r1, int64_t rows, int64_t cols,
-                   int k) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const float* w = W + r * cols;
-    int j = 0;
-    for (; j + 4 <= k; j += 4) {
-      const float *x0 = X + j * cols, *x1 = x0 + cols, *x2 = x1 + cols, *x3 = x2 + cols;
-      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-      for (int64_t c = 0; c < cols; ++c) {
-        const float wc = w[c];
-        s0 += wc * x0[c];
-        s1 += wc * x1[c];
-        s2 += wc * x2[c];
-        s3 += wc * x3[c];
-      }
-      Y[j * rows + r] = s0;
-      Y[(j + 1) * rows + r] = s1;
-      Y[(j + 2) * rows + r] = s2;
-      Y[(j + 3) * rows + r] = s3;
+// The k-vector form (speculative verify): Y[j, r] = sum_c W[r, c] * X[j, c] for j < k, rows r0 .. r1. The vectors go
+// in groups of kLanes, transposed into xt [cols, kLanes] (zeros past k), so each weight element is loaded once for the
+// group and multiplies a row of lanes held in SIMD registers (GCC/clang vector types), two weight rows at a time so
+// the two rows' add chains overlap. Every lane still adds its products in matmul_rows' order (a multiply, then an
+// add), so each Y[j] is bit for bit what matmul would give for X[j] alone.
+constexpr int kLanes = 8;
+typedef float Lanes4 __attribute__((vector_size(16)));
+
+void matmul_k_rows(float* Y, const float* xt, const float* W, int64_t r0, int64_t r1, int64_t rows, int64_t cols,
+                   int lanes) {
+  int64_t r = r0;
+  for (; r < r1; r += 2) {
+    const bool two = r + 1 < r1;
+    const float* w0 = W + r * cols;
+    const float* w1 = two ? w0 + cols : w0;
+    Lanes4 a0 = {}, a1 = {}, b0 = {}, b1 = {};  // row r lanes 0-3, 4-7; row r + 1 the same
+    for (int64_t c = 0; c < cols; ++c) {
+      Lanes4 x0, x1;
+      std::memcpy(&x0, xt + c * kLanes, sizeof x0);
+      std::memcpy(&x1, xt + c * kLanes + 4, sizeof x1);
+      const Lanes4 p0 = w0[c] * x0, p1 = w0[c] * x1, q0 = w1[c] * x0, q1 = w1[c] * x1;
+      a0 += p0;
+      a1 += p1;
+      b0 += q0;
+      b1 += q1;
     }
-    for (; j < k; ++j) matmul_rows(Y + j * rows, X + j * cols, W, r, r + 1, cols);
+    for (int j = 0; j < lanes; ++j) {
+      Y[j * rows + r] = j < 4 ? a0[j] : a1[j - 4];
+      if (two) Y[j * rows + r + 1] = j < 4 ? b0[j] : b1[j - 4];
+    }
   }
 }
 
 void matmul_k(float* Y, const float* X, const float* W, int64_t rows, int64_t cols, int k) {
+  if (k == 1) return matmul(Y, X, W, rows, cols);
   static const int n_threads = int(std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
-  if (n_threads == 1 || rows * cols < (int64_t(1) << 18)) {
-    matmul_k_rows(Y, X, W, 0, rows, rows, cols, k);
-    return;
+  std::vector<float> xt(size_t(cols) * kLanes);
+  for (int j0 = 0; j0 < k; j0 += kLanes) {
+    const int lanes = std::min(kLanes, k - j0);
+    std::fill(xt.begin(), xt.end(), 0.0f);
+    for (int j = 0; j < lanes; ++j)
+      for (int64_t c = 0; c < cols; ++c) xt[size_t(c) * kLanes + size_t(j)] = X[(j0 + j) * cols + c];
+    float* y = Y + j0 * rows;
+    if (n_threads == 1 || rows * cols < (int64_t(1) << 18)) {
+      matmul_k_rows(y, xt.data(), W, 0, rows, rows, cols, lanes);
+      continue;
+    }
+    std::vector<std::thread> pool;
+    const int64_t chunk = (rows + n_threads - 1) / n_threads;
+    for (int t = 0; t < n_threads; ++t) {
+      int64_t r0 = t * chunk, r1 = std::min(rows, r0 + chunk);
+      if (r0 < r1) pool.emplace_back(matmul_k_rows, y, xt.data(), W, r0, r1, rows, cols, lanes);
+    }
+    for (auto& th : pool) th.join();
   }
-  std::vector<std::thread> pool;
-  const int64_t chunk = (rows + n_threads - 1) / n_threads;
-  for (int t = 0; t < n_threads; ++t) {
-    int64_t r0 = t * chunk, r1 = std::min(rows, r0 + chunk);
-    if (r0 < r1) pool.emplace_back(matmul_k_rows, Y, X, W, r0, r1, rows, cols, k);
-  }
-  for (auto& th : pool) th.join();
 }
 
 // out = x * 1/sqrt(mean(x^2) + eps) * w.   out may alias x.
