@@ -194,9 +194,10 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   int ctx_size() const override { return ctx_; }
 
+  // In passes of kLanes tokens through verify's batched forward (the same logits as one decode per token, bit for bit).
   void prefill(const int* tokens, int n, int pos) override {
     if (n <= 0) fail("cpu: prefill of ", n, " tokens (need at least one)");
-    for (int i = 0; i < n; ++i) decode(tokens[i], pos + i);
+    for (int i = 0; i < n; i += kLanes) verify(tokens + i, std::min(kLanes, n - i), pos + i);
   }
 
   void decode(int token, int pos) override {
@@ -214,7 +215,7 @@ class CpuBackend final : public Backend {
   }
 
   std::vector<float> logits() override { return logits_; }
-  int prefill_piece() const override { return 4; }  // token by token anyway: check Ctrl-C every few tokens
+  int prefill_piece() const override { return 2 * kLanes; }  // check Ctrl-C every two passes
 
   bool supports_verify() const override { return true; }
   int sample_vocab() const override { return sample_vocab_; }
@@ -224,8 +225,7 @@ class CpuBackend final : public Backend {
   std::vector<float> verify(const int* tokens, int n, int pos) override {
     if (n <= 0) fail("cpu: verify of ", n, " tokens (need at least one)");
     if (pos < 0 || int64_t(pos) + n > ctx_)
-      fail("cpu: verify of positions ", pos, "..", int64_t(pos) + n - 1, " outside the context of ", ctx_,
-           " positions");
+      fail("cpu: positions ", pos, "..", int64_t(pos) + n - 1, " are outside the context of ", ctx_, " positions");
     for (int i = 0; i < n; ++i)
       if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
         fail("cpu: token id ", tokens[i], " is outside the vocabulary of ", c_.vocab_size);

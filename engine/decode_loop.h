@@ -2,6 +2,7 @@
 // run-llama (engine/generate.h), the chat (chat/session.h) and the A/B run (measure/ab_run.h) all run it, so the
 // quantized, long-context and persistent paths change one place.
 #pragma once
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <functional>
@@ -10,6 +11,11 @@
 #include "engine/backend.h"
 
 namespace llm {
+
+// Milliseconds since t0 on the steady clock: the loops' timings (decode_loop, speculative_loop, generate).
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // Why a loop stopped. Its name (stop_reason_name) is what results and reports carry.
 enum class StopReason {

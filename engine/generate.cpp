@@ -13,10 +13,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 }  // namespace
 
 GenerateResult generate(Backend& backend, const ModelConfig& config, const std::vector<int>& prompt,
