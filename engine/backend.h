@@ -91,7 +91,7 @@ class Backend {
   virtual int wait_sampled();
   virtual void drop_sampled();
   // Tokens the decode loop hands to one prefill() call, so Ctrl-C is seen between pieces of a long prompt
-  // (the CUDA engine batches up to this many per pass; the CPU reference runs token by token).
+  // (the CUDA engine batches up to this many per pass; the CPU reference runs passes of 8 through verify's forward).
   virtual int prefill_piece() const { return 512; }
 
   // Speculative decoding (engine/speculative.h). verify() runs tokens[0..n) at positions pos .. pos+n-1 into the KV

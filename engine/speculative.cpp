@@ -111,7 +111,8 @@ std::string draft_vocab_mismatch(const ModelConfig& target, const Tokenizer* tar
   const auto str = [](auto v) { return std::to_string(v); };
   if (draft.vocab_size != target.vocab_size)
     return "its vocabulary has " + str(draft.vocab_size) + " tokens, the target's " + str(target.vocab_size);
-  if (draft.bos_id != target.bos_id) return "its BOS id is " + str(draft.bos_id) + ", the target's " + str(target.bos_id);
+  if (draft.bos_id != target.bos_id)
+    return "its BOS id is " + str(draft.bos_id) + ", the target's " + str(target.bos_id);
   if (draft.eos_ids != target.eos_ids) return "its end-of-sequence ids differ from the target's";
   if (!target_tok || !draft_tok)
     return target_tok || draft_tok ? std::string(draft_tok ? "the target" : "it") + " has no tokenizer to compare"

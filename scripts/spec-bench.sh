@@ -65,4 +65,4 @@ awk -v m0="$tot_ms0" -v m1="$tot_ms1" -v t0="$tot_tok0" -v t1="$tot_tok1" -v d="
   printf "%-34s %10.2f %10.2f %7.2fx %7.1f%%\n", "all (" c " prompts, " n " tokens, " dev ")", r0, r1, r1 / r0,
          (d > 0 ? 100 * a / d : 0)
   printf "lookup drafted %d tokens, accepted %d\n", d, a }'
-[ "$differ" = 0 ] || { echo "spec-bench: greedy outputs differ with --spec lookup (see the 'same' column)" >&2; exit 1; }
+[ "$differ" = 0 ] || { echo "spec-bench: greedy outputs differ with --spec lookup (the 'same' column)" >&2; exit 1; }
