@@ -49,6 +49,9 @@ const std::map<std::string, ModelConfig>& known_configs() {
     c.bos_id = 128000;
     c.eos_ids = {128001, 128008, 128009};
     m["llama3.1-8b"] = c;
+    // Llama 3.1 70B: 80 layers, 8,192 hidden, 64/8 heads, 28,672 FFN (141 GB in BF16; runs on one H200 quantized).
+    c.n_layers = 80, c.dim = 8192, c.n_heads = 64, c.n_kv_heads = 8, c.head_dim = 128, c.hidden_dim = 28672;
+    m["llama3.1-70b"] = c;
     m["llama2-7b"] = llama_config(32, 4096, 32, 32, 11008, 32000, 10000.0f, false, 4096);
     m["tinyllama-1.1b"] = llama_config(22, 2048, 32, 4, 5632, 32000, 10000.0f, false, 2048);
     m["smollm2-135m"] = llama_config(30, 576, 9, 3, 1536, 49152, 100000.0f, true, 8192);

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "engine/cuda/memory_plan.h"  // kCublasWorkspaceBytes
+#include "engine/memory_plan.h"  // kCublasWorkspaceBytes
 #include "kernels/cuda_check.h"
 #include "kernels/ops/ops.h"  // attention_decode_scratch_bytes, sample_scratch_bytes
 

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,13 +24,13 @@
 #include "engine/cuda/gemv_mappings.h"
 #include "engine/cuda/graph_path.h"
 #include "engine/cuda/kv_cache.h"
-#include "engine/cuda/memory_plan.h"
 #include "engine/cuda/persistent_path.h"
 #include "engine/cuda/resources.h"
 #include "engine/cuda/sample_ring.h"
 #include "engine/cuda/step_profiler.h"
 #include "engine/cuda_backend.h"
 #include "engine/gemv_choice.h"  // gemv_plan, default_gemv_name
+#include "engine/memory_plan.h"
 #include "kernels/cuda_check.h"
 #include "kernels/ops/ops.h"
 
@@ -136,12 +137,22 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   if (opt.sample_vocab < 0 || opt.sample_vocab > cfg_.vocab_size)
     fail("cuda backend: sample_vocab ", opt.sample_vocab, " outside 0..", cfg_.vocab_size);
   sample_vocab_ = opt.sample_vocab > 0 ? opt.sample_vocab : cfg_.vocab_size;
-  const MemoryPlanner planner(cfg_, tied_, kv);
+  DeviceSizes sizes;
+  sizes.kv_bytes = [this, kv](int ctx) { return DeviceKvCache::bytes(cfg_, kv, ctx); };
+  sizes.attention_scratch = [this](int ctx) {
+    return double(attention_decode_scratch_bytes(cfg_.n_heads, cfg_.head_dim, ctx));
+  };
+  sizes.sample_scratch = double(sample_scratch_bytes(cfg_.vocab_size));
+  sizes.gemv_context = double(kCublasWorkspaceBytes) + 4.0 * double(kGemvPartialFloats);
+  const MemoryPlanner planner(model, tied_, !dequantize_, kv, sizes);
   const int ctx_default = opt.ctx_size > 0 ? 0 : default_ctx_size(cfg_, stderr);
   const int ctx_guess = opt.ctx_size > 0 ? opt.ctx_size : ctx_default;
   ctx_ = planner.choose_ctx(opt.ctx_size, ctx_default, std::min(kMaxPrefillChunk, ctx_guess), free_b);
   max_chunk_ = chunk_ = std::min(kMaxPrefillChunk, ctx_);
-  MemoryPlanner::require_fit(planner.plan(ctx_, max_chunk_), free_b, model.source, plan.name, ctx_, opt.ctx_size > 0);
+  const MemoryPlan mem = planner.plan(ctx_, max_chunk_);
+  planner.require_fit(mem, free_b, plan.name, ctx_, opt.ctx_size > 0);
+  if (mem.weights >= double(size_t(1) << 30))  // a model worth a line (small test models stay quiet)
+    std::fprintf(stderr, "%s\n", planner.describe(mem, plan.name, ctx_, free_b).c_str());
   if (ctx_ > cfg_.max_seq_len)
     fail("cuda backend: ctx_size ", ctx_, " exceeds the model's maximum of ", cfg_.max_seq_len, " positions");
 

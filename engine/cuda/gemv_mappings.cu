@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "engine/cuda/memory_plan.h"  // gib_str, kReserveBytes
+#include "engine/memory_plan.h"  // gib_str, kReserveBytes
 #include "engine/cuda_quant.h"        // upload_quant_matrix: GGUF blocks -> the quantized GEMVs' planes
 #include "kernels/cuda_check.h"
 #include "models/quant.h"             // ggml_quant_name

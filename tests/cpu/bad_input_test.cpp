@@ -160,6 +160,17 @@ TEST_F(BadInput, ModelTooBigForHostMemory) {
           {"--ctx-size", "131072"});
 }
 
+// Llama 3.1 70B's shape on the CPU reference: 282 GB of FP32 weights, refused by name before any allocation.
+TEST_F(BadInput, SeventyBOnTheCpuReferenceIsRefusedWithTheBytes) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  while (meminfo >> key >> kb && key != "MemAvailable:") meminfo.ignore(1 << 10, '\n');
+  if (key != "MemAvailable:" || kb > (uint64_t(300) << 20)) GTEST_SKIP() << "MemAvailable unknown or above 300 GiB";
+  refused("synthetic:llama3.1-70b", 1, {"not enough host memory for synthetic:llama3.1-70b", "need ", "available "},
+          {"--ctx-size", "256"});
+}
+
 TEST_F(BadInput, OutOfRangeOptionsNameTheValueAndTheAllowedRange) {
   struct Case {
     std::string opt, value, range;

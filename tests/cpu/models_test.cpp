@@ -37,6 +37,7 @@ int64_t param_count(Model& m) {
 TEST(SyntheticModels, ExactShapesOfTheRealCheckpoints) {
   // Published parameter counts of the real models (Meta, TinyLlama, HuggingFaceTB model cards).
   const std::vector<std::pair<std::string, int64_t>> params = {{"llama3.1-8b", 8030261248},
+                                                               {"llama3.1-70b", 70553706496},
                                                                {"llama2-7b", 6738415616},
                                                                {"tinyllama-1.1b", 1100048384},
                                                                {"smollm2-135m", 134515008}};
@@ -84,7 +85,7 @@ TEST(SyntheticModels, ExactShapesOfTheRealCheckpoints) {
 
 TEST(SyntheticModels, UnknownNameListsTheKnownOnes) {
   expect_error([] { llm::load_synthetic("llama9"); }, {"llama9", "llama3.1-8b", "tiny-gqa", "tiny-hd", "smollm2-135m"});
-  EXPECT_EQ(llm::synthetic_model_names().size(), 8u);
+  EXPECT_EQ(llm::synthetic_model_names().size(), 9u);
 }
 
 // Engine row that reads file row fr (searching HostTensor::file_row, the definition under test elsewhere).

@@ -1,0 +1,77 @@
+// The CUDA engine's memory plan: what the device will hold for a model, a GEMV mapping and a context, computed from
+// the model's shapes and stored types before anything is allocated. A model or a context that does not fit is refused
+// with the bytes needed and free (never an out-of-memory half-way through the upload); a default context too large
+// for the KV cache is capped, said on stderr; and the plan is said at load in one line a user can read:
+//   memory plan: weights 14.96 GiB (BF16 row-major copy) + prepacked 'warp-dp4a' 4.22 GiB (Q4_0 3.94, Q6_K 0.28) +
+//   KV cache 1.00 GiB (8192 positions, bf16) + activations 0.52 + scratch 0.10 + reserve 0.50 = 21.30 GiB of 139.33
+//   GiB free
+// Plain C++ (no CUDA): the sizes only the kernels know (the KV cache's layout, attention and sampling scratch) come in
+// as DeviceSizes, so CI checks the arithmetic, the refusals and the wording on any machine.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/kv_dtype.h"
+#include "models/model.h"
+
+namespace llm {
+
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
+constexpr size_t kReserveBytes = size_t(512) << 20;         // CUDA/cuBLAS internals, kernels, fragmentation
+// Tokens per prefill pass: GEMMs of 2048 rows run near cuBLAS's peak (512 left ~40% on the table on the 8B shape);
+// the pass's activations, ~0.5 GB for Llama 3.1 8B, are in the memory plan.
+constexpr int kMaxPrefillChunk = 2048;
+
+std::string gib_str(double bytes);  // "12.34" (GiB)
+
+// What the kernels need beside the weights, as the CUDA engine's rooms compute it (engine/cuda/kv_cache.h,
+// kernels/ops/ops.h, kernels/gemv/gemv.h).
+struct DeviceSizes {
+  std::function<double(int ctx)> kv_bytes;           // the whole KV cache at ctx positions (every layer, K and V)
+  std::function<double(int ctx)> attention_scratch;  // decode attention's split-K scratch at ctx positions
+  double sample_scratch = 0;                         // the device sampler's scratch
+  double gemv_context = 0;                           // the GEMV context: its cuBLAS workspace and split-K partials
+};
+
+// Bytes per item. weights: the row-major BF16 copy of every projection, the embedding and an untied head (prefill's
+// cuBLAS GEMMs read it and every mapping prepacks from it); prepacked: one mapping's decode copy (its quantized planes
+// for weights kept quantized, BF16 otherwise), split by type in prepacked_by_type (largest first).
+struct MemoryPlan {
+  double weights = 0, prepacked = 0, norms = 0, kv = 0, activations = 0, scratch = 0;
+  std::vector<std::pair<std::string, double>> prepacked_by_type;
+  double total() const { return weights + prepacked + norms + kv + activations + scratch + double(kReserveBytes); }
+};
+
+class MemoryPlanner {
+ public:
+  // keep_quant: GGUF quantized weights run on the quantized GEMVs (not --dequantize); their prepacked copy is counted
+  // at their stored size. tied: the head is the embedding.
+  MemoryPlanner(const Model& model, bool tied, bool keep_quant, KvDtype kv, DeviceSizes sizes);
+
+  // The plan for a context of ctx positions and prefill passes of `chunk` tokens (one mapping's prepacked copy).
+  MemoryPlan plan(int ctx, int chunk) const;
+  // The context to allocate: `requested` when > 0; else `want` (default_ctx_size()) when it fits in free_bytes,
+  // otherwise what the KV cache can have (a multiple of 256), said on stderr. Fails for requested < 0.
+  int choose_ctx(int requested, int want, int chunk, size_t free_bytes) const;
+  // Fails with "SOURCE needs X GiB of GPU memory, Y GiB free (weights ... )" when `plan` does not fit.
+  void require_fit(const MemoryPlan& plan, size_t free_bytes, const std::string& gemv_name, int ctx,
+                   bool ctx_given) const;
+  // The one-line plan said at load (above), without a trailing newline.
+  std::string describe(const MemoryPlan& plan, const std::string& gemv_name, int ctx, size_t free_bytes) const;
+
+ private:
+  std::string breakdown(const MemoryPlan& plan, const std::string& gemv_name, int ctx) const;
+
+  ModelConfig c_;
+  std::string source_;
+  bool tied_;
+  KvDtype kv_;
+  DeviceSizes sizes_;
+  double bf16_weights_ = 0;  // bytes of the row-major BF16 copy
+  std::vector<std::pair<std::string, double>> prepacked_by_type_;
+};
+
+}  // namespace llm

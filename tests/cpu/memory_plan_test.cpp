@@ -1,0 +1,147 @@
+// The CUDA engine's memory plan (engine/memory_plan.h) on the CPU: the sums by item and by stored type, the context
+// chosen when the default does not fit, the refusal with its bytes, and the line said at load.
+#include "engine/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "models/model.h"
+#include "models/quant.h"
+#include "models/quantize_model.h"
+#include "models_test_util.h"
+
+namespace {
+
+using llm::DeviceSizes;
+using llm::MemoryPlan;
+using llm::MemoryPlanner;
+using llm::Model;
+using llm_test::expect_error;
+
+constexpr double kMiB = double(1 << 20), kGiB = double(1 << 30);
+
+// Sizes a test can predict: 1 MiB of KV cache per position, 4 KiB of attention scratch per position.
+DeviceSizes fake_sizes() {
+  DeviceSizes s;
+  s.kv_bytes = [](int ctx) { return double(ctx) * kMiB; };
+  s.attention_scratch = [](int ctx) { return double(ctx) * 4096.0; };
+  s.sample_scratch = 1000;
+  s.gemv_context = 2000;
+  return s;
+}
+
+double matrix_elements(const llm::ModelConfig& c) {  // every projection of every layer
+  return double(c.n_layers) * (2.0 * c.q_dim() * c.dim + 2.0 * c.kv_dim() * c.dim + 3.0 * c.hidden_dim * c.dim);
+}
+
+TEST(MemoryPlan, Bf16ModelCountsTheRowMajorCopyAndOnePrepackedCopy) {
+  const Model m = llm::load_synthetic("llama3.1-8b");
+  const llm::ModelConfig& c = m.config;
+  const MemoryPlanner planner(m, /*tied=*/false, /*keep_quant=*/true, llm::KvDtype::BF16, fake_sizes());
+  const MemoryPlan p = planner.plan(8192, 2048);
+  const double head = double(c.vocab_size) * c.dim;
+  EXPECT_DOUBLE_EQ(p.weights, 2.0 * (matrix_elements(c) + 2.0 * head));  // embedding and the untied head
+  EXPECT_DOUBLE_EQ(p.prepacked, 2.0 * (matrix_elements(c) + head));      // decode reads the head, not the embedding
+  ASSERT_EQ(p.prepacked_by_type.size(), 1u);
+  EXPECT_EQ(p.prepacked_by_type[0].first, "BF16");
+  EXPECT_DOUBLE_EQ(p.kv, 8192 * kMiB);
+  EXPECT_GE(p.scratch, 8192 * 4096.0 + 3000.0 + double(llm::kCublasWorkspaceBytes));
+  EXPECT_DOUBLE_EQ(p.total(), p.weights + p.prepacked + p.norms + p.kv + p.activations + p.scratch +
+                                  double(llm::kReserveBytes));
+  // The 8B shape in BF16: 15 GiB of weights, about as much again prepacked.
+  EXPECT_NEAR(p.weights / kGiB, 14.96, 0.01);
+}
+
+TEST(MemoryPlan, QuantizedWeightsArePrepackedAtTheirStoredSizeByType) {
+  Model m = llm::load_synthetic("tiny-gqa");
+  llm::quantize_model(m, llm::parse_quantize_type("q4_k_m"), 1);
+  double want_quant = 0, want_bf16 = 0;
+  int quant_types = 0;
+  std::map<std::string, double> by_type;
+  for (const auto& lw : m.weights.layers)
+    for (const llm::HostTensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) {
+      ASSERT_NE(t->quant, 0u) << t->name;
+      const auto q = llm::GgmlQuantType(t->quant);
+      by_type[llm::ggml_quant_name(q)] += double(llm::ggml_quant_row_bytes(q, t->cols)) * double(t->rows);
+    }
+  const llm::HostTensor& head = m.weights.head;
+  if (head.quant) {
+    const auto q = llm::GgmlQuantType(head.quant);
+    by_type[llm::ggml_quant_name(q)] += double(llm::ggml_quant_row_bytes(q, head.cols)) * double(head.rows);
+  } else {
+    by_type["BF16"] += 2.0 * double(head.numel());
+  }
+  for (const auto& kv : by_type) {
+    if (kv.first == "BF16") {
+      want_bf16 += kv.second;
+    } else {
+      want_quant += kv.second;
+      ++quant_types;
+    }
+  }
+
+  const MemoryPlanner kept(m, false, /*keep_quant=*/true, llm::KvDtype::BF16, fake_sizes());
+  const MemoryPlan p = kept.plan(256, 256);
+  EXPECT_DOUBLE_EQ(p.prepacked, want_quant + want_bf16);
+  ASSERT_EQ(p.prepacked_by_type.size(), by_type.size());
+  for (size_t i = 0; i < p.prepacked_by_type.size(); ++i) {
+    EXPECT_DOUBLE_EQ(p.prepacked_by_type[i].second, by_type[p.prepacked_by_type[i].first]);
+    if (i) EXPECT_GE(p.prepacked_by_type[i - 1].second, p.prepacked_by_type[i].second) << "largest first";
+  }
+  // Q4_K_M keeps at least two types (Q4_K or its fallback, and Q6_K or its fallback), all well under BF16's size.
+  EXPECT_GE(quant_types, 2);
+  EXPECT_LT(p.prepacked, 0.5 * 2.0 * (matrix_elements(m.config) + double(head.numel())));
+
+  // --dequantize: every decode matrix is prepacked as BF16.
+  const MemoryPlanner deq(m, false, /*keep_quant=*/false, llm::KvDtype::BF16, fake_sizes());
+  const MemoryPlan d = deq.plan(256, 256);
+  ASSERT_EQ(d.prepacked_by_type.size(), 1u);
+  EXPECT_EQ(d.prepacked_by_type[0].first, "BF16");
+  EXPECT_DOUBLE_EQ(d.prepacked, 2.0 * (matrix_elements(m.config) + double(head.numel())));
+}
+
+TEST(MemoryPlan, DefaultContextIsCappedToWhatFitsAndSaidOnStderr) {
+  const Model m = llm::load_synthetic("tiny-gqa");
+  const MemoryPlanner planner(m, false, true, llm::KvDtype::BF16, fake_sizes());
+  const MemoryPlan at4k = planner.plan(4096, 256);
+  // Room for everything at 4096 positions: the default stays.
+  EXPECT_EQ(planner.choose_ctx(0, 4096, 256, size_t(at4k.total()) + 1), 4096);
+  // 1000 MiB short: about 1000 positions fewer (1 MiB each; the attention scratch is bounded by the default's),
+  // rounded down to a multiple of 256, and one line says so.
+  testing::internal::CaptureStderr();
+  const int ctx = planner.choose_ctx(0, 4096, 256, size_t(at4k.total() - 1000 * kMiB));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(ctx, 3072);
+  EXPECT_NE(err.find("ctx_size capped to 3072 (the default 4096 needs 4.00 GiB of KV cache;"), std::string::npos)
+      << err;
+  // A context asked for is kept as asked (the fit check then refuses it with the numbers).
+  EXPECT_EQ(planner.choose_ctx(9999, 4096, 256, 1), 9999);
+  expect_error([&] { planner.choose_ctx(-1, 4096, 256, 1); }, {"ctx_size must be >= 0, found -1"});
+}
+
+TEST(MemoryPlan, ARefusalNamesTheModelTheBytesAndEachItem) {
+  const Model m = llm::load_synthetic("llama3.1-70b");
+  const MemoryPlanner planner(m, false, true, llm::KvDtype::BF16, fake_sizes());
+  const MemoryPlan p = planner.plan(8192, 2048);
+  const size_t h200_free = size_t(139.3 * kGiB);
+  // 70B in BF16 with its prepacked copy: about 263 GiB; refused before anything is allocated.
+  EXPECT_GT(p.total(), 2.0 * 131.0 * kGiB);
+  expect_error([&] { planner.require_fit(p, h200_free, "warp-r2", 8192, true); },
+               {"synthetic:llama3.1-70b needs " + llm::gib_str(p.total()) + " GiB of GPU memory, 139.30 GiB free",
+                "weights " + llm::gib_str(p.weights) + " GiB (BF16 row-major copy)",
+                "prepacked 'warp-r2' " + llm::gib_str(p.prepacked) + " GiB (BF16 " + llm::gib_str(p.prepacked) + ")",
+                "KV cache 8.00 GiB (8192 positions, bf16)", "; a smaller --ctx-size needs less"});
+  // What fits is not refused, and the load line adds up.
+  const Model small = llm::load_synthetic("tiny-gqa");
+  const MemoryPlanner ok(small, false, true, llm::KvDtype::FP8, fake_sizes());
+  const MemoryPlan q = ok.plan(256, 256);
+  EXPECT_NO_THROW(ok.require_fit(q, h200_free, "warp", 256, false));
+  const std::string line = ok.describe(q, "warp", 256, h200_free);
+  EXPECT_EQ(line.rfind("memory plan: weights ", 0), 0u) << line;
+  EXPECT_NE(line.find("(256 positions, fp8)"), std::string::npos) << line;
+  EXPECT_NE(line.find(" = " + llm::gib_str(q.total()) + " GiB of 139.30 GiB free"), std::string::npos) << line;
+}
+
+}  // namespace
