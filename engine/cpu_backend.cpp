@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -59,6 +60,63 @@ void matmul(float* y, const float* x, const float* W, int64_t rows, int64_t cols
   for (auto& th : pool) th.join();
 }
 
+// The k-vector form (speculative verify): Y[j, r] = sum_c W[r, c] * X[j, c] for j < k, rows r0 .. r1. The vectors go
+// in groups of kLanes, transposed into xt [cols, kLanes] (zeros past k), so each weight element is loaded once for the
+// group and multiplies a row of lanes held in SIMD registers (GCC/clang vector types), two weight rows at a time so
+// the two rows' add chains overlap. Every lane still adds its products in matmul_rows' order (a multiply, then an
+// add), so each Y[j] is bit for bit what matmul would give for X[j] alone.
+constexpr int kLanes = 8;
+typedef float Lanes4 __attribute__((vector_size(16)));
+
+void matmul_k_rows(float* Y, const float* xt, const float* W, int64_t r0, int64_t r1, int64_t rows, int64_t cols,
+                   int lanes) {
+  int64_t r = r0;
+  for (; r < r1; r += 2) {
+    const bool two = r + 1 < r1;
+    const float* w0 = W + r * cols;
+    const float* w1 = two ? w0 + cols : w0;
+    Lanes4 a0 = {}, a1 = {}, b0 = {}, b1 = {};  // row r lanes 0-3, 4-7; row r + 1 the same
+    for (int64_t c = 0; c < cols; ++c) {
+      Lanes4 x0, x1;
+      std::memcpy(&x0, xt + c * kLanes, sizeof x0);
+      std::memcpy(&x1, xt + c * kLanes + 4, sizeof x1);
+      const Lanes4 p0 = w0[c] * x0, p1 = w0[c] * x1, q0 = w1[c] * x0, q1 = w1[c] * x1;
+      a0 += p0;
+      a1 += p1;
+      b0 += q0;
+      b1 += q1;
+    }
+    for (int j = 0; j < lanes; ++j) {
+      Y[j * rows + r] = j < 4 ? a0[j] : a1[j - 4];
+      if (two) Y[j * rows + r + 1] = j < 4 ? b0[j] : b1[j - 4];
+    }
+  }
+}
+
+void matmul_k(float* Y, const float* X, const float* W, int64_t rows, int64_t cols, int k) {
+  if (k == 1) return matmul(Y, X, W, rows, cols);
+  static const int n_threads = int(std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
+  std::vector<float> xt(size_t(cols) * kLanes);
+  for (int j0 = 0; j0 < k; j0 += kLanes) {
+    const int lanes = std::min(kLanes, k - j0);
+    std::fill(xt.begin(), xt.end(), 0.0f);
+    for (int j = 0; j < lanes; ++j)
+      for (int64_t c = 0; c < cols; ++c) xt[size_t(c) * kLanes + size_t(j)] = X[(j0 + j) * cols + c];
+    float* y = Y + j0 * rows;
+    if (n_threads == 1 || rows * cols < (int64_t(1) << 18)) {
+      matmul_k_rows(y, xt.data(), W, 0, rows, rows, cols, lanes);
+      continue;
+    }
+    std::vector<std::thread> pool;
+    const int64_t chunk = (rows + n_threads - 1) / n_threads;
+    for (int t = 0; t < n_threads; ++t) {
+      int64_t r0 = t * chunk, r1 = std::min(rows, r0 + chunk);
+      if (r0 < r1) pool.emplace_back(matmul_k_rows, y, xt.data(), W, r0, r1, rows, cols, lanes);
+    }
+    for (auto& th : pool) th.join();
+  }
+}
+
 // out = x * 1/sqrt(mean(x^2) + eps) * w.   out may alias x.
 void rmsnorm(float* out, const float* x, const float* w, int n, float eps) {
   double ss = 0.0;
@@ -78,6 +136,14 @@ void rope(float* v, int n_heads, int head_dim, int pos, const std::vector<float>
       x[2 * i] = x0 * c - x1 * s;
       x[2 * i + 1] = x0 * s + x1 * c;
     }
+  }
+}
+
+// h[i] = silu(h[i]) * u[i]
+void swiglu(float* h, const float* u, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float g = h[i];
+    h[i] = g / (1.0f + std::exp(-g)) * u[i];
   }
 }
 
@@ -128,9 +194,10 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   int ctx_size() const override { return ctx_; }
 
+  // In passes of kLanes tokens through verify's batched forward (the same logits as one decode per token, bit for bit).
   void prefill(const int* tokens, int n, int pos) override {
     if (n <= 0) fail("cpu: prefill of ", n, " tokens (need at least one)");
-    for (int i = 0; i < n; ++i) decode(tokens[i], pos + i);
+    for (int i = 0; i < n; i += kLanes) verify(tokens + i, std::min(kLanes, n - i), pos + i);
   }
 
   void decode(int token, int pos) override {
@@ -148,7 +215,31 @@ class CpuBackend final : public Backend {
   }
 
   std::vector<float> logits() override { return logits_; }
-  int prefill_piece() const override { return 4; }  // token by token anyway: check Ctrl-C every few tokens
+  int prefill_piece() const override { return 2 * kLanes; }  // check Ctrl-C every two passes
+
+  bool supports_verify() const override { return true; }
+  int sample_vocab() const override { return sample_vocab_; }
+
+  // All n tokens through each layer together (matmul_k: each weight row read once for the n vectors); the logits of
+  // every position, equal bit for bit to n decode() calls (tests/cpu/speculative_test.cpp).
+  std::vector<float> verify(const int* tokens, int n, int pos) override {
+    if (n <= 0) fail("cpu: verify of ", n, " tokens (need at least one)");
+    if (pos < 0 || int64_t(pos) + n > ctx_)
+      fail("cpu: positions ", pos, "..", int64_t(pos) + n - 1, " are outside the context of ", ctx_, " positions");
+    for (int i = 0; i < n; ++i)
+      if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
+        fail("cpu: token id ", tokens[i], " is outside the vocabulary of ", c_.vocab_size);
+    std::vector<float> out = forward_batch(tokens, n, pos);
+    std::copy(out.end() - c_.vocab_size, out.end(), logits_.begin());
+    return out;
+  }
+
+  // Nothing to undo: attention reads rows [0, pos] only and the next write at pos overwrites. F32 and BF16 rows are
+  // stored as they come; FP8 follows CpuKvCache's rule (engine/kv_cache.h): a rewind inside the open block is exact
+  // (its rows are kept as computed), one back into an earlier block rounds that block's earlier rows once more.
+  void rewind(int pos) override {
+    if (pos < 0 || pos > ctx_) fail("cpu: rewind to position ", pos, " outside the context of ", ctx_, " positions");
+  }
 
  private:
   int choose_ctx(const Model& model, const BackendOptions& opt) const {
@@ -242,10 +333,18 @@ class CpuBackend final : public Backend {
     // Caches [n_layers, ctx, kv_dim] (engine/kv_cache.h); attention reads them back as stored (FP8: decoded).
     kv_->store(l, pos, 1, k_.data(), v_.data());
 
+    attend(q_.data(), l, pos, xb_.data());
+    matmul(xb2_.data(), xb_.data(), w.wo.data(), dim, q_dim);
+    for (int i = 0; i < dim; ++i) x_[size_t(i)] += xb2_[size_t(i)];
+  }
+
+  // out [q_dim] = softmax(q . K[0..pos] / sqrt(head_dim)) V[0..pos] per query head, from `layer`'s cache as stored.
+  void attend(const float* q_all, int l, int pos, float* out_all) {
+    const int hd = c_.head_dim;
     const int group = c_.n_heads / c_.n_kv_heads;  // query heads sharing one kv head
     const float scale = 1.0f / std::sqrt(float(hd));
     for (int h = 0; h < c_.n_heads; ++h) {
-      const float* q = q_.data() + size_t(h) * hd;
+      const float* q = q_all + size_t(h) * hd;
       const int kv_head = h / group;
       for (int t = 0; t <= pos; ++t) {
         const float* k = kv_->key(l, t, kv_head, kv_row_.data());
@@ -254,7 +353,7 @@ class CpuBackend final : public Backend {
         att_[size_t(t)] = s * scale;
       }
       softmax(att_.data(), pos + 1);
-      float* out = xb_.data() + size_t(h) * hd;
+      float* out = out_all + size_t(h) * hd;
       std::fill(out, out + hd, 0.0f);
       for (int t = 0; t <= pos; ++t) {
         const float* v = kv_->value(l, t, kv_head, kv_row_.data());
@@ -262,8 +361,43 @@ class CpuBackend final : public Backend {
         for (int i = 0; i < hd; ++i) out[i] += a * v[i];
       }
     }
-    matmul(xb2_.data(), xb_.data(), w.wo.data(), dim, q_dim);
-    for (int i = 0; i < dim; ++i) x_[size_t(i)] += xb2_[size_t(i)];
+  }
+
+  // forward() for n tokens at positions pos .. pos+n-1: every projection as one matmul_k over the n vectors. Within a
+  // layer each token's K/V row is stored just before that token attends, so attention (FP8 scales included) sees
+  // what n decode() calls would; returns the logits [n, vocab].
+  std::vector<float> forward_batch(const int* tokens, int n, int pos) {
+    const int dim = c_.dim, hd = c_.head_dim, kv_dim = c_.kv_dim(), q_dim = c_.q_dim(), hid = c_.hidden_dim;
+    const size_t nn = size_t(n);
+    std::vector<float> x(nn * dim), xb(nn * std::max(dim, q_dim)), xb2(nn * dim), q(nn * q_dim), k(nn * kv_dim),
+        v(nn * kv_dim), hb(nn * hid), hb2(nn * hid), logits(nn * size_t(c_.vocab_size));
+    auto at = [](std::vector<float>& a, int j, int width) { return a.data() + size_t(j) * size_t(width); };
+    for (int j = 0; j < n; ++j) std::copy_n(embedding_.data() + size_t(tokens[j]) * dim, dim, at(x, j, dim));
+    for (int l = 0; l < c_.n_layers; ++l) {
+      const CpuLayer& w = layers_[size_t(l)];
+      for (int j = 0; j < n; ++j) rmsnorm(at(xb, j, dim), at(x, j, dim), w.attn_norm.data(), dim, c_.norm_eps);
+      matmul_k(q.data(), xb.data(), w.wq.data(), q_dim, dim, n);
+      matmul_k(k.data(), xb.data(), w.wk.data(), kv_dim, dim, n);
+      matmul_k(v.data(), xb.data(), w.wv.data(), kv_dim, dim, n);
+      for (int j = 0; j < n; ++j) {
+        rope(at(q, j, q_dim), c_.n_heads, hd, pos + j, inv_freq_);
+        rope(at(k, j, kv_dim), c_.n_kv_heads, hd, pos + j, inv_freq_);
+        kv_->store(l, pos + j, 1, at(k, j, kv_dim), at(v, j, kv_dim));
+        attend(at(q, j, q_dim), l, pos + j, at(xb, j, q_dim));
+      }
+      matmul_k(xb2.data(), xb.data(), w.wo.data(), dim, q_dim, n);
+      for (size_t i = 0; i < nn * dim; ++i) x[i] += xb2[i];
+      for (int j = 0; j < n; ++j) rmsnorm(at(xb, j, dim), at(x, j, dim), w.ffn_norm.data(), dim, c_.norm_eps);
+      matmul_k(hb.data(), xb.data(), w.w_gate.data(), hid, dim, n);
+      matmul_k(hb2.data(), xb.data(), w.w_up.data(), hid, dim, n);
+      swiglu(hb.data(), hb2.data(), n * hid);
+      matmul_k(xb2.data(), hb.data(), w.w_down.data(), dim, hid, n);
+      for (size_t i = 0; i < nn * dim; ++i) x[i] += xb2[i];
+    }
+    for (int j = 0; j < n; ++j) rmsnorm(at(x, j, dim), at(x, j, dim), final_norm_.data(), dim, c_.norm_eps);
+    const std::vector<float>& head = c_.tied_embeddings ? embedding_ : head_;
+    matmul_k(logits.data(), x.data(), head.data(), c_.vocab_size, dim, n);
+    return logits;
   }
 
   // x += W_down * (silu(W_gate * xn) * (W_up * xn)), xn = rmsnorm(x).
@@ -272,10 +406,7 @@ class CpuBackend final : public Backend {
     rmsnorm(xb_.data(), x_.data(), w.ffn_norm.data(), dim, c_.norm_eps);
     matmul(hb_.data(), xb_.data(), w.w_gate.data(), hid, dim);
     matmul(hb2_.data(), xb_.data(), w.w_up.data(), hid, dim);
-    for (int i = 0; i < hid; ++i) {
-      const float g = hb_[size_t(i)];
-      hb_[size_t(i)] = g / (1.0f + std::exp(-g)) * hb2_[size_t(i)];
-    }
+    swiglu(hb_.data(), hb2_.data(), hid);
     matmul(xb2_.data(), hb_.data(), w.w_down.data(), dim, hid);
     for (int i = 0; i < dim; ++i) x_[size_t(i)] += xb2_[size_t(i)];
   }
