@@ -1,12 +1,14 @@
 // Options several apps share, declared once: the prompt (-p/--prompt, -f/--file and --prompt-ids, of which a run
 // takes one; engine/prompt_input.h reads the file and the ids) and --kv-dtype for run-llama and llama-ab, --quantize
-// for those and write-gguf, --tp for the programs that run a model (apps/engine_options.h). Each app words the help
-// for what it does with the value.
+// for those and write-gguf, --tp for the programs that run a model (apps/engine_options.h), the speculative decoding
+// options (--spec, --draft-max, --draft-min, --model-draft) for run-llama and its chat. Each app words the help for
+// what it does with the value.
 #pragma once
 #include <string>
 
 #include "apps/cli.h"
 #include "engine/backend.h"       // EngineTuning
+#include "engine/speculative.h"   // SpecMode
 #include "models/quantize_model.h"  // parse_quantize_type
 
 namespace llm::cli {
@@ -62,6 +64,40 @@ inline Option& add_tp_option(Options& o, int* tp) {
                    "reference (each holds only its shards; a host all-reduce after o and down); the CUDA engine "
                    "refuses N > 1 for now")
       .default_is("1");
+}
+
+// --spec none|lookup|draft, --draft-max N, --draft-min N, --model-draft PATH (engine/speculative.h).
+struct SpecArgs {
+  SpecMode mode = SpecMode::kNone;
+  int draft_max = 8;
+  int draft_min = 1;
+  std::string model_draft;
+};
+
+inline void add_spec_options(Options& o, SpecArgs* s) {
+  o.section("speculative decoding (CPU reference)");
+  o.choice("--spec", "MODE", &s->mode, {"none", "lookup", "draft"},
+           [](const std::string& v) { return parse_spec_mode("--spec", v); },
+           "none; lookup: the longest recent n-gram (3 to 1 tokens) of the context seen before proposes what followed "
+           "it; draft: a second model (--model-draft) with the same vocabulary proposes; the target verifies every "
+           "draft in one pass and keeps what it agrees with (greedy output unchanged, sampling exact)")
+      .default_is("none");
+  o.integer("--draft-max", "N", &s->draft_max, 1, 64, "tokens drafted per step at most (the length adapts below it)");
+  o.integer("--draft-min", "N", &s->draft_min, 0, 64, "the adaptive draft length's floor");
+  o.text("--model-draft", "PATH", &s->model_draft, "the draft model for --spec draft (any format --model takes)");
+}
+
+// The option pairs --spec needs, as bad usage: --spec draft needs --model-draft and only it takes one, --draft-min <=
+// --draft-max, and the CUDA engine has no verify pass yet.
+inline void check_spec_args(const SpecArgs& s, const std::string& device) {
+  if (s.mode == SpecMode::kDraft && s.model_draft.empty()) usage_error("--spec draft needs --model-draft PATH");
+  if (s.mode != SpecMode::kDraft && !s.model_draft.empty()) usage_error("--model-draft needs --spec draft");
+  if (s.draft_min > s.draft_max)
+    usage_error("--draft-min " + std::to_string(s.draft_min) + " is above --draft-max " + std::to_string(s.draft_max));
+  if (s.mode != SpecMode::kNone && device == "cuda")
+    usage_error(std::string("--spec ") + spec_mode_name(s.mode) +
+                " runs on the CPU reference only: the CUDA engine's verify and rewind (batch-k GEMV) are not built "
+                "yet (use --device cpu)");
 }
 
 // The CUDA engine's tuning and comparison knobs (EngineTuning), set from the command line only: nothing in engine/

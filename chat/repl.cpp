@@ -136,6 +136,8 @@ class Repl {
     s.system = o.system;
     s.sampler = o.sampler;
     s.ignore_eos = o.ignore_eos;
+    s.drafter = o.drafter;
+    s.spec = o.spec;
     return s;
   }
   // Informational output: stdout on a terminal (the dim style), stderr in the line protocol.
@@ -291,6 +293,11 @@ void Repl::stats() {
     say("last reply: prompt " + plural(st.prompt_tokens, "token") + " in " + fmt("%.1f ms (%.1f tokens/s)",
         st.prompt_ms, st.prompt_tokens_per_s()) + ", reply " + plural(st.reply_tokens, "token") + " in " +
         fmt("%.1f ms (%.1f tokens/s)", st.reply_ms, st.reply_tokens_per_s()));
+  }
+  if (opt_.drafter) {
+    const SpecStats& sp = session_.spec_stats();
+    say("draft (" + opt_.drafter->name() + "): n_drafted = " + std::to_string(sp.drafted) + ", n_accept = " +
+        std::to_string(sp.accepted) + fmt(", accept = %.3f%%", 100.0 * sp.accept_rate()));
   }
 #if LLM_HAVE_CUDA
   if (auto* cuda = dynamic_cast<CudaBackend*>(&session_.backend())) profile_gemv(*cuda, session_, say);

@@ -14,6 +14,7 @@
 #include "chat/session.h"
 #include "chat/template.h"
 #include "engine/backend.h"
+#include "engine/speculative.h"
 
 namespace llm {
 
@@ -23,6 +24,8 @@ struct ChatOptions {
   int max_reply_tokens = 256;  // each reply stops after this many tokens
   bool terminal = false;       // readline + ANSI notes (run-llama: isatty(0) && isatty(1)); else the line protocol
   bool ignore_eos = false;     // stop tokens do not end a reply (tests, benchmarks)
+  Drafter* drafter = nullptr;  // speculative replies (engine/speculative.h); /stats gives the acceptance
+  SpecOptions spec;
 };
 
 // Runs the conversation until /quit, end of input, or Ctrl-C at the prompt; Ctrl-C during a reply stops that reply.

@@ -100,10 +100,14 @@ ChatReply ChatSession::send(const std::string& user, int max_tokens,
     r.text += s;
     if (on_text) on_text(s);
   };
-  const DecodeLoopResult d = decode_loop(backend_, in, lo, [&](int id) {
+  const auto on_token = [&](int id) {
     emit(dec.push(id));
     return true;
-  });
+  };
+  SpecOptions spec = opt_.spec;
+  spec.history = &ids_;
+  const DecodeLoopResult d = opt_.drafter ? speculative_loop(backend_, *opt_.drafter, in, lo, spec, &spec_, on_token)
+                                          : decode_loop(backend_, in, lo, on_token);
   samples_ = d.next_step;
   if (d.prefilled < int(in.size())) {  // interrupted while reading the prompt
     // The positions written past `used` are overwritten by the next turn.

@@ -9,6 +9,7 @@
 
 #include "chat/template.h"
 #include "engine/backend.h"
+#include "engine/speculative.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llm {
@@ -39,6 +40,8 @@ struct ChatSessionOptions {
   std::string system;           // system prompt; "" = none
   SamplerParams sampler;
   bool ignore_eos = false;      // tests and benchmarks: stop tokens are ordinary tokens (the reply runs to its bound)
+  Drafter* drafter = nullptr;   // given: replies decode speculatively (engine/speculative.h), the cache still kept
+  SpecOptions spec;             // its draft lengths (history is set by the session)
 };
 
 // What ends a reply: the template's end-of-turn tokens and every end-of-sequence id the model or tokenizer declares.
@@ -71,6 +74,7 @@ class ChatSession {
   const std::vector<int>& ids() const { return ids_; }
   int turns() const { return turns_; }
   const ChatStats& last_stats() const { return last_; }
+  const SpecStats& spec_stats() const { return spec_; }  // drafted and accepted over the conversation
   bool has_last() const { return has_last_; }
   Backend& backend() { return backend_; }
   const ChatTemplate& chat_template() const { return tmpl_; }
@@ -94,6 +98,7 @@ class ChatSession {
   int turns_ = 0;
   ChatStats last_;
   bool has_last_ = false;
+  SpecStats spec_;
 };
 
 }  // namespace llm

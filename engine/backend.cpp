@@ -40,6 +40,15 @@ int sampling_vocab(const ModelConfig& c, int tokenizer_vocab) {
   return tokenizer_vocab > 0 && tokenizer_vocab < c.vocab_size ? tokenizer_vocab : 0;
 }
 
+std::vector<float> Backend::verify(const int*, int n, int pos) {
+  fail(name(), " backend: speculative decoding needs verify() (", n, " tokens at position ", pos,
+       "), not supported by this backend");
+}
+
+void Backend::rewind(int pos) {
+  fail(name(), " backend: speculative decoding needs rewind() (to position ", pos, "), not supported by this backend");
+}
+
 void Backend::sample_async(const SamplerParams& p, uint64_t step) {
   last_started_ = sample(p, step);
   started_.push_back(last_started_);

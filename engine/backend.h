@@ -93,8 +93,20 @@ class Backend {
   virtual int wait_sampled();
   virtual void drop_sampled();
   // Tokens the decode loop hands to one prefill() call, so Ctrl-C is seen between pieces of a long prompt
-  // (the CUDA engine batches up to this many per pass; the CPU reference runs token by token).
+  // (the CUDA engine batches up to this many per pass; the CPU reference runs passes of 8 through verify's forward).
   virtual int prefill_piece() const { return 512; }
+
+  // Speculative decoding (engine/speculative.h). verify() runs tokens[0..n) at positions pos .. pos+n-1 into the KV
+  // cache, like prefill, and returns the logits of EVERY position, [n, vocab] row-major (row i: the distribution of
+  // the token after tokens[i]); the last row also becomes the current logits. rewind(pos) says positions >= pos are no
+  // longer valid: the next write starts at pos (at most the position after the last one written). The defaults throw
+  // "NAME backend: speculative decoding needs verify(), not supported by this backend", so an engine without them
+  // (today the CUDA engine) still builds; supports_verify() says which. sample_vocab() is the [0, n) range sample()
+  // draws from (0: every row of the head).
+  virtual bool supports_verify() const { return false; }
+  virtual std::vector<float> verify(const int* tokens, int n, int pos);
+  virtual void rewind(int pos);
+  virtual int sample_vocab() const { return 0; }
 
  private:
   std::deque<int> started_;  // the default sample_async's ids, until wait_sampled

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -25,6 +26,37 @@ void matmul_rows(float* y, const float* x, const float* W, int64_t r0, int64_t r
     float s = 0.0f;
     for (int64_t c = 0; c < cols; ++c) s += w[c] * x[c];
     y[r] = s;
+  }
+}
+
+// The vectors go in groups of kLanes, transposed into xt [cols, kLanes] (zeros past k), so each weight element is
+// loaded once for the group and multiplies a row of lanes held in SIMD registers (GCC/clang vector types), two weight
+// rows at a time so the two rows' add chains overlap. Every lane still adds its products in matmul_rows' order (a
+// multiply, then an add), so each Y[j] is bit for bit what matmul would give for X[j] alone.
+typedef float Lanes4 __attribute__((vector_size(16)));
+
+void matmul_k_rows(float* Y, const float* xt, const float* W, int64_t r0, int64_t r1, int64_t rows, int64_t cols,
+                   int lanes) {
+  int64_t r = r0;
+  for (; r < r1; r += 2) {
+    const bool two = r + 1 < r1;
+    const float* w0 = W + r * cols;
+    const float* w1 = two ? w0 + cols : w0;
+    Lanes4 a0 = {}, a1 = {}, b0 = {}, b1 = {};  // row r lanes 0-3, 4-7; row r + 1 the same
+    for (int64_t c = 0; c < cols; ++c) {
+      Lanes4 x0, x1;
+      std::memcpy(&x0, xt + c * kLanes, sizeof x0);
+      std::memcpy(&x1, xt + c * kLanes + 4, sizeof x1);
+      const Lanes4 p0 = w0[c] * x0, p1 = w0[c] * x1, q0 = w1[c] * x0, q1 = w1[c] * x1;
+      a0 += p0;
+      a1 += p1;
+      b0 += q0;
+      b1 += q1;
+    }
+    for (int j = 0; j < lanes; ++j) {
+      Y[j * rows + r] = j < 4 ? a0[j] : a1[j - 4];
+      if (two) Y[j * rows + r + 1] = j < 4 ? b0[j] : b1[j - 4];
+    }
   }
 }
 
@@ -56,6 +88,37 @@ void matmul(float* y, const float* x, const float* W, int64_t rows, int64_t cols
     if (r0 < r1) pool.emplace_back(matmul_rows, y, x, W, r0, r1, cols);
   }
   for (auto& th : pool) th.join();
+}
+
+void matmul_k(float* Y, const float* X, const float* W, int64_t rows, int64_t cols, int k) {
+  if (k == 1) return matmul(Y, X, W, rows, cols);
+  static const int n_threads = int(std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
+  std::vector<float> xt(size_t(cols) * kLanes);
+  for (int j0 = 0; j0 < k; j0 += kLanes) {
+    const int lanes = std::min(kLanes, k - j0);
+    std::fill(xt.begin(), xt.end(), 0.0f);
+    for (int j = 0; j < lanes; ++j)
+      for (int64_t c = 0; c < cols; ++c) xt[size_t(c) * kLanes + size_t(j)] = X[(j0 + j) * cols + c];
+    float* y = Y + j0 * rows;
+    if (n_threads == 1 || rows * cols < (int64_t(1) << 18)) {
+      matmul_k_rows(y, xt.data(), W, 0, rows, rows, cols, lanes);
+      continue;
+    }
+    std::vector<std::thread> pool;
+    const int64_t chunk = (rows + n_threads - 1) / n_threads;
+    for (int t = 0; t < n_threads; ++t) {
+      int64_t r0 = t * chunk, r1 = std::min(rows, r0 + chunk);
+      if (r0 < r1) pool.emplace_back(matmul_k_rows, y, xt.data(), W, r0, r1, rows, cols, lanes);
+    }
+    for (auto& th : pool) th.join();
+  }
+}
+
+void swiglu(float* h, const float* u, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float g = h[i];
+    h[i] = g / (1.0f + std::exp(-g)) * u[i];
+  }
 }
 
 void rmsnorm(float* out, const float* x, const float* w, int n, float eps) {
@@ -156,40 +219,55 @@ CpuSlice::CpuSlice(const ModelConfig& c, const SliceShape& shape, const ModelWei
     d.w_up = load_f32(s.w_up, bf16);
     d.w_down = load_f32(s.w_down, bf16);
   }
-  const int hd = c_.head_dim, q_dim = shape_.n_heads * hd, kv_dim = shape_.n_kv_heads * hd;
-  kv_ = std::make_unique<CpuKvCache>(kv_dtype, c_.n_layers, ctx, shape_.n_kv_heads, hd);
-  kv_row_.resize(size_t(hd));
-  xb_.resize(size_t(std::max(c_.dim, q_dim)));
-  q_.resize(size_t(q_dim));
-  k_.resize(size_t(kv_dim));
-  v_.resize(size_t(kv_dim));
+  kv_ = std::make_unique<CpuKvCache>(kv_dtype, c_.n_layers, ctx, shape_.n_kv_heads, c_.head_dim);
+  kv_row_.resize(size_t(c_.head_dim));
   att_.resize(size_t(ctx));
-  hb_.resize(size_t(shape_.hidden));
-  hb2_.resize(size_t(shape_.hidden));
+  reserve(1);
+}
+
+void CpuSlice::reserve(int n) {
+  if (n <= n_) return;
+  n_ = n;
+  const size_t hd = size_t(c_.head_dim), q_dim = size_t(shape_.n_heads) * hd, kv_dim = size_t(shape_.n_kv_heads) * hd;
+  xb_.resize(size_t(n) * std::max(size_t(c_.dim), q_dim));
+  q_.resize(size_t(n) * q_dim);
+  k_.resize(size_t(n) * kv_dim);
+  v_.resize(size_t(n) * kv_dim);
+  hb_.resize(size_t(n) * size_t(shape_.hidden));
+  hb2_.resize(size_t(n) * size_t(shape_.hidden));
 }
 
 void CpuSlice::embed(int token, float* x) const {
   std::copy_n(embedding_.data() + size_t(token) * size_t(c_.dim), c_.dim, x);
 }
 
-void CpuSlice::attention(int l, int pos, const float* x, float* out) {
+void CpuSlice::attention(int l, int pos, int n, const float* x, float* out) {
+  reserve(n);
   const Layer& w = layers_[size_t(l)];
   const int dim = c_.dim, hd = c_.head_dim, n_heads = shape_.n_heads, n_kv = shape_.n_kv_heads;
   const int q_dim = n_heads * hd, kv_dim = n_kv * hd;
-  rmsnorm(xb_.data(), x, w.attn_norm.data(), dim, c_.norm_eps);
-  matmul(q_.data(), xb_.data(), w.wq.data(), q_dim, dim);
-  matmul(k_.data(), xb_.data(), w.wk.data(), kv_dim, dim);
-  matmul(v_.data(), xb_.data(), w.wv.data(), kv_dim, dim);
-  rope(q_.data(), n_heads, hd, pos, inv_freq_);
-  rope(k_.data(), n_kv, hd, pos, inv_freq_);
+  const auto at = [](std::vector<float>& a, int j, int width) { return a.data() + size_t(j) * size_t(width); };
+  for (int j = 0; j < n; ++j)
+    rmsnorm(at(xb_, j, dim), x + size_t(j) * size_t(dim), w.attn_norm.data(), dim, c_.norm_eps);
+  matmul_k(q_.data(), xb_.data(), w.wq.data(), q_dim, dim, n);
+  matmul_k(k_.data(), xb_.data(), w.wk.data(), kv_dim, dim, n);
+  matmul_k(v_.data(), xb_.data(), w.wv.data(), kv_dim, dim, n);
+  for (int j = 0; j < n; ++j) {
+    rope(at(q_, j, q_dim), n_heads, hd, pos + j, inv_freq_);
+    rope(at(k_, j, kv_dim), n_kv, hd, pos + j, inv_freq_);
+    // Caches [n_layers, ctx, kv_dim] (engine/kv_cache.h); attention reads them back as stored (FP8: decoded).
+    kv_->store(l, pos + j, 1, at(k_, j, kv_dim), at(v_, j, kv_dim));
+    attend(at(q_, j, q_dim), l, pos + j, at(xb_, j, q_dim));
+  }
+  matmul_k(out, xb_.data(), w.wo.data(), dim, q_dim, n);
+}
 
-  // Caches [n_layers, ctx, kv_dim] (engine/kv_cache.h); attention reads them back as stored (FP8: decoded).
-  kv_->store(l, pos, 1, k_.data(), v_.data());
-
+void CpuSlice::attend(const float* q_all, int l, int pos, float* out_all) {
+  const int hd = c_.head_dim;
   const int group = c_.n_heads / c_.n_kv_heads;  // query heads sharing one kv head (a slice holds whole groups)
   const float scale = 1.0f / std::sqrt(float(hd));
-  for (int h = 0; h < n_heads; ++h) {
-    const float* q = q_.data() + size_t(h) * hd;
+  for (int h = 0; h < shape_.n_heads; ++h) {
+    const float* q = q_all + size_t(h) * hd;
     const int kv_head = h / group;
     for (int t = 0; t <= pos; ++t) {
       const float* k = kv_->key(l, t, kv_head, kv_row_.data());
@@ -198,7 +276,7 @@ void CpuSlice::attention(int l, int pos, const float* x, float* out) {
       att_[size_t(t)] = s * scale;
     }
     softmax(att_.data(), pos + 1);
-    float* o = xb_.data() + size_t(h) * hd;
+    float* o = out_all + size_t(h) * hd;
     std::fill(o, o + hd, 0.0f);
     for (int t = 0; t <= pos; ++t) {
       const float* v = kv_->value(l, t, kv_head, kv_row_.data());
@@ -206,26 +284,27 @@ void CpuSlice::attention(int l, int pos, const float* x, float* out) {
       for (int i = 0; i < hd; ++i) o[i] += a * v[i];
     }
   }
-  matmul(out, xb_.data(), w.wo.data(), dim, q_dim);
 }
 
-void CpuSlice::ffn(int l, const float* x, float* out) {
+void CpuSlice::ffn(int l, int n, const float* x, float* out) {
+  reserve(n);
   const Layer& w = layers_[size_t(l)];
   const int dim = c_.dim, hid = shape_.hidden;
-  rmsnorm(xb_.data(), x, w.ffn_norm.data(), dim, c_.norm_eps);
-  matmul(hb_.data(), xb_.data(), w.w_gate.data(), hid, dim);
-  matmul(hb2_.data(), xb_.data(), w.w_up.data(), hid, dim);
-  for (int i = 0; i < hid; ++i) {
-    const float g = hb_[size_t(i)];
-    hb_[size_t(i)] = g / (1.0f + std::exp(-g)) * hb2_[size_t(i)];
-  }
-  matmul(out, hb_.data(), w.w_down.data(), dim, hid);
+  for (int j = 0; j < n; ++j)
+    rmsnorm(xb_.data() + size_t(j) * size_t(dim), x + size_t(j) * size_t(dim), w.ffn_norm.data(), dim, c_.norm_eps);
+  matmul_k(hb_.data(), xb_.data(), w.w_gate.data(), hid, dim, n);
+  matmul_k(hb2_.data(), xb_.data(), w.w_up.data(), hid, dim, n);
+  swiglu(hb_.data(), hb2_.data(), n * hid);
+  matmul_k(out, hb_.data(), w.w_down.data(), dim, hid, n);
 }
 
-void CpuSlice::head(float* x, float* logits) {
-  rmsnorm(x, x, final_norm_.data(), c_.dim, c_.norm_eps);
+void CpuSlice::head(int n, float* x, float* logits) {
+  for (int j = 0; j < n; ++j) {
+    float* xj = x + size_t(j) * size_t(c_.dim);
+    rmsnorm(xj, xj, final_norm_.data(), c_.dim, c_.norm_eps);
+  }
   const std::vector<float>& head = head_is_embedding_ ? embedding_ : head_;
-  matmul(logits, x, head.data(), shape_.vocab, c_.dim);
+  matmul_k(logits, x, head.data(), shape_.vocab, c_.dim, n);
 }
 
 }  // namespace llm::cpu

@@ -1,6 +1,8 @@
 // The CPU reference's forward pass in pieces, over a SLICE of the model: the whole model (the CPU reference,
 // engine/cpu_backend.cpp) or the shards one tensor-parallel rank holds (engine/cpu_tp_backend.cpp, engine/tp_plan.h).
-// One code path for both, so the simulated ranks check the sharding, not a second copy of the math.
+// One code path for both, so the simulated ranks check the sharding, not a second copy of the math. Each piece takes
+// n tokens at positions pos .. pos + n - 1 (speculative verify and prefill: each weight row read once for the n;
+// decode: n = 1), with the same logits, bit for bit, as n calls of one token.
 //
 // A slice holds FP32 weights (optionally rounded through BF16 first), its own KV cache for its KV heads and its own
 // scratch. Per layer it computes a PARTIAL block output: for the whole model that is the block output itself; for a
@@ -25,6 +27,12 @@ namespace cpu {
 // y[r] = sum_c W[r, c] * x[c] for r < rows; W [rows, cols] row-major. Large matrices are split over the cores by
 // output rows (each row's sum is the same whatever the split).
 void matmul(float* y, const float* x, const float* W, int64_t rows, int64_t cols);
+// The k-vector form: Y[j, r] = sum_c W[r, c] * X[j, c] for j < k (X [k, cols], Y [k, rows]), each Y[j] bit for bit
+// what matmul gives for X[j] alone; k = 1 is matmul. The vectors go kLanes at a time.
+constexpr int kLanes = 8;
+void matmul_k(float* Y, const float* X, const float* W, int64_t rows, int64_t cols, int k);
+// h[i] = silu(h[i]) * u[i]
+void swiglu(float* h, const float* u, int n);
 // out = x * 1/sqrt(mean(x^2) + eps) * w.   out may alias x.
 void rmsnorm(float* out, const float* x, const float* w, int n, float eps);
 // Rotates interleaved pairs (2i, 2i+1) of every head by pos * inv_freq[i].   v [n_heads, head_dim]
@@ -58,12 +66,14 @@ class CpuSlice {
   const SliceShape& shape() const { return shape_; }
   // x [dim] = the embedding row of `token`.
   void embed(int token, float* x) const;
-  // out [dim] = Wo * attention(Wq*xn; cached K/V including position pos), xn = rmsnorm(x): this slice's heads only.
-  void attention(int layer, int pos, const float* x, float* out);
-  // out [dim] = W_down * (silu(W_gate * xn) * (W_up * xn)), xn = rmsnorm(x): this slice's FFN rows only.
-  void ffn(int layer, const float* x, float* out);
-  // x = final rmsnorm(x) (in place), logits [shape.vocab] = head * x: this slice's vocabulary rows.
-  void head(float* x, float* logits);
+  // For each of n tokens j at position pos + j (x, out [n, dim]): out[j] = Wo * attention(Wq*xn; cached K/V up to
+  // and including its position), xn = rmsnorm(x[j]): this slice's heads only. Each token's K/V row is stored just
+  // before it attends, as n single-token calls would.
+  void attention(int layer, int pos, int n, const float* x, float* out);
+  // out[j] = W_down * (silu(W_gate * xn) * (W_up * xn)), xn = rmsnorm(x[j]): this slice's FFN rows only.
+  void ffn(int layer, int n, const float* x, float* out);
+  // x[j] = final rmsnorm(x[j]) (in place), logits [n, shape.vocab] = head * x[j]: this slice's vocabulary rows.
+  void head(int n, float* x, float* logits);
 
  private:
   struct Layer {
@@ -80,12 +90,17 @@ class CpuSlice {
   std::vector<float> final_norm_;  // [dim]
   std::vector<Layer> layers_;
 
+  // out [q_dim] = softmax(q . K[0..pos] / sqrt(head_dim)) V[0..pos] per query head, from `layer`'s cache as stored.
+  void attend(const float* q_all, int layer, int pos, float* out_all);
+  void reserve(int n);  // scratch for n tokens
+
   std::unique_ptr<CpuKvCache> kv_;  // K and V [n_layers, ctx, shape.n_kv_heads * head_dim]
   std::vector<float> kv_row_;       // [head_dim] one cached row decoded (BF16, FP8)
-  std::vector<float> xb_;           // [max(dim, q_dim)] normed input, then attention output
-  std::vector<float> q_, k_, v_;    // [q_dim], [kv_dim], [kv_dim] of the slice
+  int n_ = 0;                       // tokens the scratch below holds
+  std::vector<float> xb_;           // [n, max(dim, q_dim)] normed input ([n, dim]), then attention output ([n, q_dim])
+  std::vector<float> q_, k_, v_;    // [n, q_dim], [n, kv_dim], [n, kv_dim] of the slice
   std::vector<float> att_;          // [ctx] attention scores of one head
-  std::vector<float> hb_, hb2_;     // [hidden] gate, up
+  std::vector<float> hb_, hb2_;     // [n, hidden] gate, up
 };
 
 }  // namespace cpu

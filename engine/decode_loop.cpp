@@ -12,10 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 }  // namespace
 
 const char* stop_reason_name(StopReason r) {
@@ -30,8 +26,7 @@ const char* stop_reason_name(StopReason r) {
   return "unknown";
 }
 
-DecodeLoopResult decode_loop(Backend& backend, const std::vector<int>& prompt, const DecodeLoopOptions& opt,
-                             const std::function<bool(int)>& on_token) {
+void check_decode_loop_args(const Backend& backend, const std::vector<int>& prompt, const DecodeLoopOptions& opt) {
   const int n_prompt = int(prompt.size());
   const int ctx = backend.ctx_size();
   if (n_prompt == 0) fail("the prompt is empty (it needs at least the BOS token)");
@@ -40,6 +35,13 @@ DecodeLoopResult decode_loop(Backend& backend, const std::vector<int>& prompt, c
     fail("the prompt has ", n_prompt, " tokens, longer than the context of ", ctx, " positions",
          opt.start_pos > 0 ? " (after the " + std::to_string(opt.start_pos) + " already in use)" : std::string());
   if (opt.max_new < 1) fail("n_predict must be >= 1, found ", opt.max_new);
+}
+
+DecodeLoopResult decode_loop(Backend& backend, const std::vector<int>& prompt, const DecodeLoopOptions& opt,
+                             const std::function<bool(int)>& on_token) {
+  check_decode_loop_args(backend, prompt, opt);
+  const int n_prompt = int(prompt.size());
+  const int ctx = backend.ctx_size();
 
   DecodeLoopResult r;
   uint64_t step = opt.first_step;

@@ -2,6 +2,7 @@
 // run-llama (engine/generate.h), the chat (chat/session.h) and the A/B run (measure/ab_run.h) all run it, so the
 // quantized, long-context and persistent paths change one place.
 #pragma once
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <functional>
@@ -10,6 +11,11 @@
 #include "engine/backend.h"
 
 namespace llm {
+
+// Milliseconds since t0 on the steady clock: the loops' timings (decode_loop, speculative_loop, generate).
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // Why a loop stopped. Its name (stop_reason_name) is what results and reports carry.
 enum class StopReason {
@@ -48,6 +54,10 @@ struct DecodeLoopResult {
   int eval_tokens = 0;        // decode steps run after the prefill
   uint64_t next_step = 0;     // the sampler step a following loop continues from
 };
+
+// The checks every loop makes before it runs (decode_loop, speculative_loop): throws llm::Error when the prompt is
+// empty, start_pos is negative, start_pos + prompt.size() exceeds the context, or max_new < 1.
+void check_decode_loop_args(const Backend& backend, const std::vector<int>& prompt, const DecodeLoopOptions& opt);
 
 // on_token(id) is called with each produced token as soon as it is sampled (and, with cache_every_token, decoded);
 // returning false stops the loop after it (StopReason::kCallback). Throws llm::Error when the prompt is empty or

@@ -13,10 +13,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 }  // namespace
 
 GenerateResult generate(Backend& backend, const ModelConfig& config, const std::vector<int>& prompt,
@@ -28,11 +24,13 @@ GenerateResult generate(Backend& backend, const ModelConfig& config, const std::
   if (opt.stop_on_bos) lo.stop_bos_id = config.bos_id;
   lo.interrupt = opt.interrupt;
   const auto start = Clock::now();
-  DecodeLoopResult d = decode_loop(backend, prompt, lo, [&](int id) {
+  const auto emit = [&](int id) {
     if (on_token) on_token(id);
     return true;
-  });
+  };
   GenerateResult r;
+  DecodeLoopResult d = opt.drafter ? speculative_loop(backend, *opt.drafter, prompt, lo, opt.spec, &r.spec, emit)
+                                   : decode_loop(backend, prompt, lo, emit);
   r.tokens = std::move(d.tokens);
   r.stop_reason = stop_reason_name(d.stop);
   Timings& t = r.timings;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/speculative.h"
 
 namespace llm {
 
@@ -17,6 +18,8 @@ struct GenerateOptions {
   bool ignore_eos = false;                          // benchmarks: always run n_predict tokens
   bool stop_on_bos = false;                         // llama2.c: a sampled BOS ends the sequence
   const volatile std::sig_atomic_t* interrupt = nullptr;  // set (e.g. by a SIGINT handler) to stop after this token
+  Drafter* drafter = nullptr;                       // given: speculative decoding (engine/speculative.h)
+  SpecOptions spec;                                 // its draft lengths
 };
 
 // Times of one run, in milliseconds. A timed step ends with the sample that follows it, since that is where an
@@ -34,6 +37,7 @@ struct GenerateResult {
   std::vector<int> tokens;  // the generated tokens (a stopping EOS/BOS not included)
   std::string stop_reason;  // stop_reason_name(): "eos", "bos", "length", "context" or "interrupted"
   Timings timings;
+  SpecStats spec;           // with a drafter: drafted and accepted tokens
 };
 
 // Runs the prompt from position 0, then generates. on_token is called with each new token as soon as it is sampled.

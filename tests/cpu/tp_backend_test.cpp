@@ -18,6 +18,8 @@
 #include "core/error.h"
 #include "default_model_util.h"
 #include "engine/backend.h"
+#include "engine/generate.h"
+#include "engine/speculative.h"
 #include "engine/tp_plan.h"
 #include "models/model.h"
 #include "models/quantize_model.h"
@@ -172,6 +174,51 @@ TEST(TpSimulated, NonFiniteLogitsOfAnyRankStopTheRunOnlyWhenTheyAreCandidates) {
       }
     }
   }
+}
+
+// Speculative verify on the ranks: n tokens through each rank together give, row for row, the logits of n decode()
+// calls bit for bit (each rank's matmul_k is its matmul per vector; the all-reduce is element by element).
+TEST(TpSimulated, VerifyEqualsDecodeBitForBit) {
+  const llm::Model stories = llm::load_model(kStories);
+  const llm::Model tiny = llm_test::tiny_gqa_odd_vocab();
+  for (const llm::Model* m : {&stories, &tiny})
+    for (int n : {2, 4}) {
+      SCOPED_TRACE(m->source + " N = " + std::to_string(n));
+      const std::vector<int> ids = some_ids(m->config.vocab_size, 20);
+      auto seq = cpu_backend(*m, n), bat = cpu_backend(*m, n);
+      ASSERT_TRUE(bat->supports_verify());
+      const size_t V = size_t(m->config.vocab_size);
+      std::vector<float> want;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        seq->decode(ids[i], int(i));
+        const std::vector<float> l = seq->logits();
+        want.insert(want.end(), l.begin(), l.end());
+      }
+      bat->prefill(ids.data(), 11, 0);  // a pass of 8, then 3
+      EXPECT_EQ(bat->logits(), std::vector<float>(want.begin() + 10 * long(V), want.begin() + 11 * long(V)));
+      const std::vector<float> got = bat->verify(ids.data() + 11, 9, 11);
+      EXPECT_EQ(got, std::vector<float>(want.begin() + 11 * long(V), want.end()));
+      bat->rewind(15);
+      bat->decode(ids[15], 15);
+      EXPECT_EQ(bat->logits(), std::vector<float>(want.begin() + 15 * long(V), want.begin() + 16 * long(V)));
+    }
+}
+
+// --spec lookup over the simulated ranks: the greedy tokens of plain decoding on the same ranks.
+TEST(TpSimulated, SpeculativeLookupOnTheRanksGivesTheGreedyTokens) {
+  const llm::Model m = llm::load_model(kStories);
+  const std::vector<int> prompt = {1, 403, 407, 261, 378};
+  llm::GenerateOptions go;
+  go.n_predict = 80;
+  go.sampler.temperature = 0.0f;
+  auto plain = cpu_backend(m, 2, 128);
+  const llm::GenerateResult want = llm::generate(*plain, m.config, prompt, go, nullptr);
+  llm::LookupDrafter lookup;
+  go.drafter = &lookup;
+  auto spec = cpu_backend(m, 2, 128);
+  const llm::GenerateResult got = llm::generate(*spec, m.config, prompt, go, nullptr);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_GT(got.spec.drafted, 0);
 }
 
 TEST(TpSimulated, ShapesThatCannotBeSplitAreRefusedByName) {

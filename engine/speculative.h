@@ -1,0 +1,139 @@
+// Speculative decoding: a drafter proposes the next few tokens, the target runs them all in one verify() pass
+// (engine/backend.h: the logits of every position, each weight read once for the k vectors) and keeps the longest
+// prefix it agrees with, plus one token of its own; the KV cache is rewound past the rest. Greedy: a draft token is
+// kept when it is the target's argmax, so the output is the non-speculative one token for token. Sampling: the
+// standard rule (Leviathan et al. 2023, Chen et al. 2023) keeps the target's distribution exactly: draft token x
+// (drawn from the drafter's q) is accepted with probability min(1, p(x) / q(x)); on a rejection the token is drawn
+// from normalize(max(0, p - q)); when every draft is accepted one more comes from the last position's p. p and q
+// are sample_cpu's distributions (engine/sampler.h: temperature, top_k, top_p). Prompt lookup's q is a point mass on
+// its proposal (accepted with probability p(x), else drawn from p without x). Random numbers come from
+// rng_unit(seed, kSpecStream, n) (core/counter_rng.h), one counter per run: same seed, same tokens.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/decode_loop.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llm {
+
+// --spec none|lookup|draft
+enum class SpecMode { kNone, kLookup, kDraft };
+constexpr const char* kSpecModeNames = "none, lookup, draft";
+SpecMode parse_spec_mode(const std::string& flag, const std::string& value);  // llm::Error naming the value
+const char* spec_mode_name(SpecMode m);
+
+constexpr uint64_t kSpecStream = 0x53504543;  // "SPEC": the speculative loop's own random stream
+
+// The speculative loop's random numbers: rng_unit(seed, kSpecStream, counter++).
+struct SpecRng {
+  uint64_t seed = 0;
+  uint64_t counter = 0;
+  float next();
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  // Up to `max` tokens to follow `context` (the whole sequence so far, position 0 first). A drafter that samples
+  // (a draft model) draws with `sp` and `rng` and appends one probability row [vocab] per proposal to *q (q(x) for
+  // the accept rule); one that does not (prompt lookup) leaves *q empty: a point mass on each proposal.
+  virtual std::vector<int> propose(const std::vector<int>& context, int max, const SamplerParams& sp, SpecRng& rng,
+                                   std::vector<std::vector<double>>* q) = 0;
+};
+
+// Prompt lookup: the longest n-gram (ngram_max down to ngram_min tokens) ending the context that also occurs earlier
+// in it (the most recent such occurrence) proposes the up to `max` tokens that followed that occurrence. No model.
+std::vector<int> lookup_proposal(const std::vector<int>& context, int max, int ngram_max = 3, int ngram_min = 1);
+
+class LookupDrafter final : public Drafter {
+ public:
+  explicit LookupDrafter(int ngram_max = 3, int ngram_min = 1) : ngram_max_(ngram_max), ngram_min_(ngram_min) {}
+  std::string name() const override { return "lookup"; }
+  std::vector<int> propose(const std::vector<int>& context, int max, const SamplerParams& sp, SpecRng& rng,
+                           std::vector<std::vector<double>>* q) override;
+
+ private:
+  int ngram_max_, ngram_min_;
+};
+
+// A second model drafting for the target: a Backend with verify/rewind (its own KV cache), over a model with the
+// target's vocabulary (draft_vocab_mismatch). It keeps the ids its cache holds, rewinds to the longest prefix they
+// share with the context, runs the rest, then decodes its proposals one at a time (greedy with a greedy sampler,
+// else drawn from its own distribution under `sp`, or under `own` when given: tests use a q unlike p).
+class DraftModelDrafter final : public Drafter {
+ public:
+  explicit DraftModelDrafter(Backend& draft, const SamplerParams* own = nullptr);
+  std::string name() const override { return "draft"; }
+  std::vector<int> propose(const std::vector<int>& context, int max, const SamplerParams& sp, SpecRng& rng,
+                           std::vector<std::vector<double>>* q) override;
+
+ private:
+  Backend& draft_;
+  bool has_own_ = false;
+  SamplerParams own_;
+  std::vector<int> cached_;  // the ids in the draft's KV cache, position order
+};
+
+// "" when a draft model can draft for the target: the same vocabulary size, and where both have a tokenizer the same
+// pieces, BOS and EOS ids (and the models' BOS/EOS ids); otherwise the first difference, naming it:
+//   "its vocabulary has 512 tokens, the target's 49152"   "token 17 is 'a' in it, '<0x0E>' in the target".
+std::string draft_vocab_mismatch(const ModelConfig& target, const Tokenizer* target_tok, const ModelConfig& draft,
+                                 const Tokenizer* draft_tok);
+
+// The draft length adapts to the acceptance seen: it starts at max; a step whose drafts were all accepted adds one
+// (up to max), otherwise the next step drafts one more than were accepted (at least min). Steps with no draft (lookup
+// found nothing) leave it.
+class DraftLength {
+ public:
+  DraftLength(int min, int max);
+  int next() const { return n_; }
+  void update(int drafted, int accepted);
+
+ private:
+  int min_, max_, n_;
+};
+
+// How drafts are judged. kAcceptAll keeps every draft token without looking at p: the negative control of the
+// sampling test (tests/cpu/speculative_sampling_test.cpp), which must show it breaks the target's distribution.
+enum class AcceptRule { kExact, kAcceptAll };
+
+struct SpecOptions {
+  int draft_max = 8;   // tokens drafted per step at most (>= 1)
+  int draft_min = 1;   // the adaptive length's floor (0 .. draft_max)
+  AcceptRule rule = AcceptRule::kExact;
+  const std::vector<int>* history = nullptr;  // the ids already in the cache, positions [0, start_pos) (the chat's
+                                              // earlier turns): the drafters see them as context
+};
+
+struct SpecStats {
+  int64_t drafted = 0;   // draft tokens verified
+  int64_t accepted = 0;  // of those, accepted
+  int64_t steps = 0;     // verify passes
+  double accept_rate() const { return drafted > 0 ? double(accepted) / double(drafted) : 0.0; }
+  void add(const SpecStats& o) {
+    drafted += o.drafted;
+    accepted += o.accepted;
+    steps += o.steps;
+  }
+};
+
+// decode_loop's contract (engine/decode_loop.h: stop ids, stop_bos_id, max_new, the context limit, interrupt,
+// cache_every_token, on_token, the StopReason vocabulary) run speculatively: the prompt's last token goes into the
+// first verify pass with the first drafts. prompt_ms is the prefill of the other prompt tokens; eval_ms the verify
+// steps, eval_tokens the tokens produced in them; next_step continues the random counter. Throws llm::Error when the
+// target has no verify() (naming the backend) or the options are out of range. `stats` (if given) gets the counts.
+DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::vector<int>& prompt,
+                                  const DecodeLoopOptions& opt, const SpecOptions& spec, SpecStats* stats = nullptr,
+                                  const std::function<bool(int)>& on_token = nullptr);
+
+// llama.cpp's line: "draft: n_drafted = 120, n_accept = 90, accept = 75.000%" (and the verify steps).
+void print_spec_stats(const SpecStats& s, std::FILE* out = stderr);
+
+}  // namespace llm

@@ -1,0 +1,464 @@
+// Speculative decoding on the CPU reference (engine/speculative.h): verify() against one decode() per token, rewinds
+// (F32, BF16, FP8 within and across the open block), greedy output with and without speculation (stories260K,
+// synthetic shapes, SmolLM2, a chat keeping its cache across turns), prompt lookup, the adaptive draft length, the
+// draft model's vocabulary check and the command line's refusals. The sampling exactness test is in
+// speculative_sampling_test.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chat/session.h"
+#include "chat/template.h"
+#include "default_model_util.h"  // LLM_REQUIRE_SMOLLM2, smollm2_path
+#include "engine/backend.h"
+#include "engine/generate.h"
+#include "engine/speculative.h"
+#include "engine_test_util.h"   // rel_err
+#include "models/model.h"
+#include "models_test_util.h"   // TempDir
+#include "run_program_util.h"   // expect_run_llama_refused
+#include "tokenizer/load.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using llm::KvDtype;
+
+const std::string kBin = LLM_BINARY_DIR;
+const std::string kStories = std::string(LLM_TEST_MODELS) + "/stories260K";
+const std::string kStoriesBin = kStories + "/stories260K.bin";
+const std::string kTok512 = kStories + "/tok512.model";
+
+const llm::Model& model(const std::string& path) {
+  static std::map<std::string, std::unique_ptr<llm::Model>> cache;
+  auto& m = cache[path];
+  if (!m) m = std::make_unique<llm::Model>(llm::load_model(path));
+  return *m;
+}
+
+std::unique_ptr<llm::Backend> cpu(const llm::Model& m, KvDtype kv = KvDtype::Default, int ctx = 0) {
+  llm::BackendOptions o;
+  o.kv_dtype = kv;
+  o.ctx_size = ctx;
+  return llm::make_cpu_backend(m, o);
+}
+
+// Deterministic token ids in [1, vocab).
+std::vector<int> some_ids(int n, int vocab, uint32_t seed) {
+  std::vector<int> ids;
+  for (int i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    ids.push_back(1 + int((seed >> 8) % uint32_t(vocab - 1)));
+  }
+  return ids;
+}
+
+double max_abs_diff(const float* a, const float* b, size_t n) {
+  double m = 0.0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
+  return m;
+}
+
+const char* kv_name(KvDtype kv) { return kv == KvDtype::F32 ? "f32" : kv == KvDtype::BF16 ? "bf16" : "fp8"; }
+
+// ----- verify == decode, token by token -----
+
+// 50 positions: a prefill of 3, then verify passes of 1, 2, 3, 5, 8, 16, 1, 7, 4 tokens (crossing the FP8 block of
+// 32 inside a pass), against one decode() per position on a fresh backend: every row equal, bit for bit (matmul_k adds
+// each vector's products in matmul's order, and each token's KV row is stored just before it attends).
+void expect_verify_equals_decode(const std::string& path, KvDtype kv) {
+  SCOPED_TRACE(path + " kv " + kv_name(kv));
+  const llm::Model& m = model(path);
+  const std::vector<int> ids = some_ids(50, m.config.vocab_size, 7);
+  auto seq = cpu(m, kv), bat = cpu(m, kv);
+  const size_t V = size_t(m.config.vocab_size);
+  std::vector<float> want;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    seq->decode(ids[i], int(i));
+    const std::vector<float> l = seq->logits();
+    want.insert(want.end(), l.begin(), l.end());
+  }
+  bat->prefill(ids.data(), 3, 0);
+  EXPECT_EQ(bat->logits(), std::vector<float>(want.begin() + 2 * V, want.begin() + 3 * V));
+  int pos = 3;
+  for (int n : {1, 2, 3, 5, 8, 16, 1, 7, 4}) {
+    ASSERT_LE(pos + n, int(ids.size()));
+    const std::vector<float> got = bat->verify(ids.data() + pos, n, pos);
+    ASSERT_EQ(got.size(), size_t(n) * V);
+    for (int j = 0; j < n; ++j)
+      EXPECT_EQ(max_abs_diff(got.data() + size_t(j) * V, want.data() + size_t(pos + j) * V, V), 0.0)
+          << "position " << pos + j << " (verify of " << n << " at " << pos << ")";
+    EXPECT_EQ(bat->logits(), std::vector<float>(got.end() - long(V), got.end())) << "the last row is current";
+    pos += n;
+  }
+  EXPECT_EQ(pos, 50);
+}
+
+TEST(SpecVerify, EqualsDecodeOnStories260KEveryKvDtype) {
+  ASSERT_TRUE(fs::exists(kStoriesBin)) << kStoriesBin;
+  for (KvDtype kv : {KvDtype::F32, KvDtype::BF16, KvDtype::FP8}) expect_verify_equals_decode(kStoriesBin, kv);
+}
+
+TEST(SpecVerify, EqualsDecodeOnSyntheticShapesEveryKvDtype) {
+  // tiny-gqa: 4 query heads on 2 KV heads, untied head; tiny-hd: q_dim 96 != dim 48, one KV head, tied.
+  for (const char* name : {"synthetic:tiny-gqa", "synthetic:tiny-hd"})
+    for (KvDtype kv : {KvDtype::F32, KvDtype::BF16, KvDtype::FP8}) expect_verify_equals_decode(name, kv);
+}
+
+TEST(SpecVerify, RefusesBadArgumentsByName) {
+  auto b = cpu(model(kStoriesBin), KvDtype::Default, 64);
+  const std::vector<int> ids{1, 2, 3};
+  EXPECT_THROW(b->verify(ids.data(), 0, 0), llm::Error);
+  EXPECT_THROW(b->verify(ids.data(), 3, 62), llm::Error);  // past the context of 64
+  EXPECT_THROW(b->rewind(65), llm::Error);
+  const std::vector<int> bad{1, 100000};
+  try {
+    b->verify(bad.data(), 2, 0);
+    FAIL() << "an id outside the vocabulary was verified";
+  } catch (const llm::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 100000"), std::string::npos) << e.what();
+  }
+}
+
+// ----- rewind -----
+
+// A backend that verified `wrong` tokens at `at`, was rewound to `at` and decoded the right ones from there, against
+// one that only ever saw the right ones: the logits of every position after the rewind.
+double rewind_worst(const std::string& path, KvDtype kv, int at, int n_wrong, int n_after) {
+  const llm::Model& m = model(path);
+  const int V = m.config.vocab_size;
+  const std::vector<int> ids = some_ids(at + n_after, V, 11), wrong = some_ids(n_wrong, V, 99);
+  auto fresh = cpu(m, kv), back = cpu(m, kv);
+  fresh->prefill(ids.data(), at, 0);
+  back->prefill(ids.data(), at, 0);
+  back->verify(wrong.data(), n_wrong, at);
+  back->rewind(at);
+  double worst = 0.0;
+  for (int i = at; i < at + n_after; ++i) {
+    fresh->decode(ids[size_t(i)], i);
+    back->decode(ids[size_t(i)], i);
+    worst = std::max(worst, llm_test::rel_err(fresh->logits(), back->logits()));
+  }
+  return worst;
+}
+
+TEST(SpecRewind, ThenRedecodeIsAsNeverThereF32AndBf16Exactly) {
+  for (KvDtype kv : {KvDtype::F32, KvDtype::BF16}) {
+    SCOPED_TRACE(kv_name(kv));
+    EXPECT_EQ(rewind_worst(kStoriesBin, kv, 10, 6, 8), 0.0);
+    EXPECT_EQ(rewind_worst(kStoriesBin, kv, 30, 6, 8), 0.0);  // the wrong rows crossed a 32-position block
+    EXPECT_EQ(rewind_worst("synthetic:tiny-gqa", kv, 20, 16, 20), 0.0);
+  }
+}
+
+TEST(SpecRewind, Fp8ExactInsideTheOpenBlockBoundedAcrossIt) {
+  // Inside the open block (positions 40..45 of block 32..63): its rows are kept as computed, the rewind is exact.
+  EXPECT_EQ(rewind_worst(kStoriesBin, KvDtype::FP8, 40, 6, 10), 0.0);
+  EXPECT_EQ(rewind_worst("synthetic:tiny-gqa", KvDtype::FP8, 33, 16, 10), 0.0);
+  // Across it (wrong rows 30..35 opened block 1; the rewind goes back into block 0): block 0's rows come back from
+  // their FP8 codes and are rounded once more (engine/kv_cache.h): not exact, bounded by one more E4M3 rounding.
+  const double across = rewind_worst(kStoriesBin, KvDtype::FP8, 30, 6, 10);
+  std::printf("stories260K FP8 KV: rewind back across a block boundary, worst relative L2 of the logits %.2e\n",
+              across);
+  EXPECT_LT(across, 0.05);
+}
+
+// ----- greedy output with and without speculation -----
+
+// Greedy decoding by hand (one decode per token), with the top-2 margin of every step: the non-speculative reference.
+struct Greedy {
+  std::vector<int> tokens;
+  std::vector<float> margin;  // top-1 minus top-2 logit at each produced token
+};
+
+Greedy greedy_reference(llm::Backend& b, const std::vector<int>& prompt, int n, const std::vector<int>& stop) {
+  Greedy g;
+  b.prefill(prompt.data(), int(prompt.size()), 0);
+  int pos = int(prompt.size());
+  for (int i = 0; i < n; ++i) {
+    const std::vector<float> l = b.logits();
+    const int t = llm::argmax(l.data(), int(l.size()));
+    float second = -INFINITY;
+    for (size_t j = 0; j < l.size(); ++j)
+      if (int(j) != t) second = std::max(second, l[j]);
+    if (std::find(stop.begin(), stop.end(), t) != stop.end()) break;
+    g.tokens.push_back(t);
+    g.margin.push_back(l[size_t(t)] - second);
+    if (i + 1 < n) b.decode(t, pos++);
+  }
+  return g;
+}
+
+// Speculative greedy output against the reference: equal token for token, except that a position whose top-2 margin
+// is under 1e-3 may differ (the sums of a batched pass may round differently); such positions are counted and printed.
+void expect_greedy_same(const std::string& what, llm::Backend& ref, llm::Backend& target, llm::Drafter& drafter,
+                        const llm::ModelConfig& c, const std::vector<int>& prompt, int n, int draft_max = 8) {
+  SCOPED_TRACE(what);
+  const Greedy want = greedy_reference(ref, prompt, n, c.eos_ids);
+  llm::GenerateOptions go;
+  go.n_predict = n;
+  go.sampler.temperature = 0.0f;
+  go.drafter = &drafter;
+  go.spec.draft_max = draft_max;
+  const llm::GenerateResult got = llm::generate(target, c, prompt, go, nullptr);
+  int near_ties = 0;
+  for (float mgn : want.margin) near_ties += mgn < 1e-3f;
+  size_t first_diff = 0;
+  while (first_diff < want.tokens.size() && first_diff < got.tokens.size() &&
+         want.tokens[first_diff] == got.tokens[first_diff])
+    ++first_diff;
+  std::printf("%s: %zu tokens, drafted %lld, accepted %lld (%.1f%%) in %lld verify steps; %d near-tie positions "
+              "(top-2 margin < 1e-3)\n",
+              what.c_str(), got.tokens.size(), (long long)got.spec.drafted, (long long)got.spec.accepted,
+              100.0 * got.spec.accept_rate(), (long long)got.spec.steps, near_ties);
+  if (first_diff < want.tokens.size() && first_diff < got.tokens.size()) {
+    EXPECT_LT(want.margin[first_diff], 1e-3f) << "greedy outputs differ at token " << first_diff
+                                              << " where the target's top-2 margin is " << want.margin[first_diff];
+  } else {
+    EXPECT_EQ(got.tokens, want.tokens);
+  }
+  EXPECT_GE(got.spec.drafted, got.spec.accepted);
+  if (got.stop_reason == "length") {
+    EXPECT_EQ(got.spec.steps + got.spec.accepted, int64_t(got.tokens.size()))
+        << "every verify step yields its accepted drafts and one token of the target's";
+  }
+}
+
+TEST(SpecGreedy, Stories260KLookupAndDraftModelGiveTheSameTokens) {
+  const llm::Model& m = model(kStoriesBin);
+  auto tok = llm::load_tokenizer(m, kTok512);
+  const std::vector<int> prompt = tok->encode("Once upon a time, there was a little girl named Lily. Lily", true);
+  for (KvDtype kv : {KvDtype::F32, KvDtype::FP8}) {
+    llm::LookupDrafter lookup;
+    auto ref = cpu(m, kv), target = cpu(m, kv);
+    expect_greedy_same(std::string("stories260K lookup, kv ") + kv_name(kv), *ref, *target, lookup, m.config, prompt,
+                       120);
+  }
+  // A draft model: the same weights rounded to BF16 (a close but different model, so some drafts are rejected).
+  llm::BackendOptions bo;
+  bo.bf16_weights = true;
+  auto draft_backend = llm::make_cpu_backend(m, bo);
+  llm::DraftModelDrafter draft(*draft_backend);
+  auto ref = cpu(m), target = cpu(m);
+  expect_greedy_same("stories260K draft model (BF16 copy)", *ref, *target, draft, m.config, prompt, 120, 5);
+  // The target itself drafting: every draft is accepted.
+  auto self_backend = cpu(m);
+  llm::DraftModelDrafter self(*self_backend);
+  auto ref2 = cpu(m), target2 = cpu(m);
+  expect_greedy_same("stories260K drafting for itself", *ref2, *target2, self, m.config, prompt, 60, 4);
+}
+
+TEST(SpecGreedy, SyntheticShapeGivesTheSameTokens) {
+  const llm::Model& m = model("synthetic:tiny-gqa");
+  std::vector<int> prompt = some_ids(12, m.config.vocab_size, 5);
+  prompt.insert(prompt.end(), prompt.begin(), prompt.begin() + 6);  // a repeat, so lookup has something to propose
+  llm::LookupDrafter lookup;
+  auto ref = cpu(m), target = cpu(m);
+  expect_greedy_same("synthetic tiny-gqa lookup", *ref, *target, lookup, m.config, prompt, 80, 16);
+}
+
+TEST(SpecGreedy, SmolLM2LookupGivesTheSameTokens) {
+  LLM_REQUIRE_SMOLLM2();
+#if defined(LLM_SANITIZED)
+  GTEST_SKIP() << "135M-parameter forward passes are too slow under AddressSanitizer; runs in the main suite";
+#endif
+  const llm::Model& m = model(llm_test::smollm2_path());
+  auto tok = llm::load_tokenizer(m, "");
+  const std::vector<int> prompt = tok->encode(
+      "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\n# The same two functions with "
+      "docstrings:\ndef add(a, b):\n",
+      false);
+  llm::LookupDrafter lookup;
+  auto ref = cpu(m), target = cpu(m);
+  expect_greedy_same("SmolLM2 lookup", *ref, *target, lookup, m.config, prompt, 24);
+}
+
+// A chat keeps its KV cache across turns with speculation too: the same replies, the same cached ids, and the cache
+// holds what a fresh prefill of those ids gives.
+TEST(SpecGreedy, ChatKeepsItsCacheAcrossTurns) {
+  const llm::Model& m = model(kStoriesBin);
+  auto tok = llm::load_tokenizer(m, kTok512);
+  const llm::ChatTemplate tmpl(llm::ChatFormat::kZephyr);
+  llm::ChatSessionOptions plain;
+  plain.sampler.temperature = 0.0f;
+  llm::LookupDrafter lookup;
+  llm::ChatSessionOptions spec = plain;
+  spec.drafter = &lookup;
+  spec.spec.draft_max = 6;
+  auto b0 = cpu(m), b1 = cpu(m);
+  llm::ChatSession s0(*b0, *tok, m.config, tmpl, plain), s1(*b1, *tok, m.config, tmpl, spec);
+  for (const char* user : {"Tell me a story about a cat.", "And then what happened?", "Who was there?"}) {
+    const llm::ChatReply r0 = s0.send(user, 40, nullptr), r1 = s1.send(user, 40, nullptr);
+    EXPECT_EQ(r1.tokens, r0.tokens) << user;
+    EXPECT_EQ(r1.stop_reason, r0.stop_reason) << user;
+    EXPECT_EQ(s1.ids(), s0.ids()) << user;
+  }
+  EXPECT_GT(s1.spec_stats().steps, 0);
+  // The speculative session's cache: its next decode after the kept ids equals a fresh backend's over the same ids.
+  const std::vector<int>& ids = s1.ids();
+  ASSERT_LT(ids.size() + 1, size_t(b1->ctx_size()));
+  auto fresh = cpu(m);
+  fresh->prefill(ids.data(), int(ids.size()), 0);
+  fresh->decode(5, int(ids.size()));
+  b1->decode(5, int(ids.size()));
+  EXPECT_EQ(b1->logits(), fresh->logits());
+}
+
+// ----- drafters and the draft length -----
+
+TEST(SpecLookup, LongestRecentNgramProposesWhatFollowedIt) {
+  using llm::lookup_proposal;
+  EXPECT_EQ(lookup_proposal({1, 2, 3, 4, 1, 2, 3}, 3), (std::vector<int>{4, 1, 2}));
+  // The longest n-gram wins over a more recent shorter one: [1 2 3] (at 0) beats [3] (at 5).
+  EXPECT_EQ(lookup_proposal({1, 2, 3, 4, 9, 3, 5, 1, 2, 3}, 3), (std::vector<int>{4, 9, 3}));
+  // Among occurrences of the same n-gram, the most recent: [5 6] at 3, not at 0.
+  EXPECT_EQ(lookup_proposal({5, 6, 7, 5, 6, 8, 5, 6}, 2), (std::vector<int>{8, 5}));
+  // The continuation stops at the end of the context; max bounds it.
+  EXPECT_EQ(lookup_proposal({1, 2, 1}, 5), (std::vector<int>{2, 1}));
+  EXPECT_EQ(lookup_proposal({1, 2, 3, 4, 5, 6, 1, 2}, 1), (std::vector<int>{3}));
+  // n-gram bounds: a 3-gram needed for a match that only n = 3 finds is missed with ngram_max 2... and a unigram
+  // match is refused with ngram_min 2.
+  EXPECT_EQ(lookup_proposal({7, 1, 2, 3, 8, 9, 3}, 2, 3, 2), (std::vector<int>{}));
+  EXPECT_EQ(lookup_proposal({7, 1, 2, 3, 8, 9, 3}, 2, 3, 1), (std::vector<int>{8, 9}));
+  // Nothing to find.
+  EXPECT_TRUE(lookup_proposal({1, 2, 3, 4}, 4).empty());
+  EXPECT_TRUE(lookup_proposal({1}, 4).empty());
+  EXPECT_TRUE(lookup_proposal({}, 4).empty());
+  EXPECT_TRUE(lookup_proposal({1, 1}, 0).empty());
+}
+
+TEST(SpecDraftLength, AdaptsToTheAcceptanceSeen) {
+  llm::DraftLength d(2, 8);
+  EXPECT_EQ(d.next(), 8);
+  d.update(8, 8);
+  EXPECT_EQ(d.next(), 8);  // capped at max
+  d.update(8, 3);
+  EXPECT_EQ(d.next(), 4);  // one more than were accepted
+  d.update(4, 4);
+  EXPECT_EQ(d.next(), 5);  // all accepted: one more
+  d.update(5, 0);
+  EXPECT_EQ(d.next(), 2);  // floor
+  d.update(0, 0);
+  EXPECT_EQ(d.next(), 2);  // no draft: unchanged
+  EXPECT_THROW(llm::DraftLength(5, 4), llm::Error);
+  EXPECT_THROW(llm::DraftLength(0, 0), llm::Error);
+}
+
+// A tokenizer that is another one but for the spelling of one piece.
+class OnePieceDiffers final : public llm::Tokenizer {
+ public:
+  OnePieceDiffers(const llm::Tokenizer& t, int id) : t_(t), id_(id) {}
+  int vocab_size() const override { return t_.vocab_size(); }
+  int bos_id() const override { return t_.bos_id(); }
+  int eos_id() const override { return t_.eos_id(); }
+  std::vector<int> encode(const std::string& s, bool bos) const override { return t_.encode(s, bos); }
+  std::string decode(const std::vector<int>& ids) const override { return t_.decode(ids); }
+  std::string piece(int id) const override { return id == id_ ? "<changed>" : t_.piece(id); }
+  int token_id(const std::string& p) const override { return t_.token_id(p); }
+  PieceKind piece_kind(int id) const override { return t_.piece_kind(id); }
+  std::string unk_surface() const override { return t_.unk_surface(); }
+  LeadingSpace leading_space() const override { return t_.leading_space(); }
+
+ private:
+  const llm::Tokenizer& t_;
+  int id_;
+};
+
+TEST(SpecDraftModel, VocabularyMismatchIsNamed) {
+  const llm::Model& s = model(kStoriesBin);
+  auto tok = llm::load_tokenizer(s, kTok512);
+  EXPECT_EQ(llm::draft_vocab_mismatch(s.config, tok.get(), s.config, tok.get()), "");
+  const llm::Model& g = model("synthetic:tiny-gqa");
+  EXPECT_EQ(llm::draft_vocab_mismatch(s.config, tok.get(), g.config, nullptr),
+            "its vocabulary has 256 tokens, the target's 512");
+  OnePieceDiffers other(*tok, 300);
+  EXPECT_EQ(llm::draft_vocab_mismatch(s.config, tok.get(), s.config, &other),
+            "token 300 is '<changed>' in it, '" + tok->piece(300) + "' in the target");
+  EXPECT_EQ(llm::draft_vocab_mismatch(s.config, tok.get(), s.config, nullptr), "it has no tokenizer to compare");
+  llm::ModelConfig c = s.config;
+  c.bos_id = 7;
+  EXPECT_NE(llm::draft_vocab_mismatch(s.config, tok.get(), c, tok.get()).find("its BOS id is 7"), std::string::npos);
+}
+
+TEST(SpecDraftModel, LoopRefusesABackendWithoutVerify) {
+  // A backend that keeps the defaults (as the CUDA engine does today) is refused by name, before anything runs.
+  struct NoVerify final : llm::Backend {
+    std::string name() const override { return "test"; }
+    int ctx_size() const override { return 64; }
+    void prefill(const int*, int, int) override {}
+    void decode(int, int) override {}
+    int sample(const llm::SamplerParams&, uint64_t) override { return 0; }
+    std::vector<float> logits() override { return {}; }
+  } b;
+  EXPECT_FALSE(b.supports_verify());
+  const std::vector<int> ids{1, 2};
+  try {
+    b.verify(ids.data(), 2, 0);
+    FAIL();
+  } catch (const llm::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "test backend: speculative decoding needs verify() (2 tokens at position 0), not supported by this "
+              "backend");
+  }
+  EXPECT_THROW(b.rewind(0), llm::Error);
+  llm::LookupDrafter lookup;
+  llm::DecodeLoopOptions lo;
+  EXPECT_THROW(llm::speculative_loop(b, lookup, ids, lo, llm::SpecOptions{}), llm::Error);
+  EXPECT_THROW(llm::DraftModelDrafter{b}, llm::Error);
+}
+
+// ----- the command line -----
+
+TEST(SpecCli, RunLlamaRefusesBadCombinationsByName) {
+  llm_test::TempDir tmp;
+  const std::string exe = kBin + "/run-llama";
+  const std::vector<std::string> stories{"--model", kStoriesBin, "--tokenizer", kTok512, "--prompt", "Once", "-n",
+                                         "4"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = stories;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  llm_test::expect_run_llama_refused(exe, with({"--device", "cpu", "--spec", "draft"}), 2,
+                                     {"--spec draft needs --model-draft PATH"}, tmp);
+  llm_test::expect_run_llama_refused(exe, with({"--device", "cpu", "--model-draft", kStoriesBin}), 2,
+                                     {"--model-draft needs --spec draft"}, tmp);
+  llm_test::expect_run_llama_refused(exe, with({"--device", "cpu", "--spec", "sometimes"}), 2, {"sometimes"}, tmp);
+  llm_test::expect_run_llama_refused(exe, with({"--device", "cpu", "--spec", "lookup", "--draft-min", "9"}), 2,
+                                     {"--draft-min 9 is above --draft-max 8"}, tmp);
+  llm_test::expect_run_llama_refused(exe, with({"--device", "cuda", "--spec", "lookup"}), 2,
+                                     {"--spec lookup runs on the CPU reference only", "verify and rewind"}, tmp);
+  llm_test::expect_run_llama_refused(
+      exe, with({"--device", "cpu", "--spec", "draft", "--model-draft", "synthetic:tiny-gqa"}), 1,
+      {"--model-draft synthetic:tiny-gqa cannot draft for", "its vocabulary has 256 tokens, the target's 512"}, tmp);
+}
+
+TEST(SpecCli, RunLlamaGreedyTextIsTheSameAndSaysTheAcceptance) {
+  llm_test::TempDir tmp;
+  const std::string exe = kBin + "/run-llama";
+  const std::vector<std::string> base{"--model", kStoriesBin, "--tokenizer", kTok512, "--device", "cpu",
+                                      "--prompt", "Once upon a time", "-n", "40", "--temp", "0"};
+  const llm_test::ProgramRun plain = llm_test::run_program(exe, base, tmp);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  for (std::vector<std::string> spec : {std::vector<std::string>{"--spec", "lookup", "--draft-max", "4"},
+                                        std::vector<std::string>{"--spec", "draft", "--model-draft", kStoriesBin}}) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), spec.begin(), spec.end());
+    const llm_test::ProgramRun r = llm_test::run_program(exe, a, tmp);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, plain.out);
+    EXPECT_NE(r.err.find("draft: n_drafted = "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(", n_accept = "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("llama_perf_context_print:        eval time"), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
