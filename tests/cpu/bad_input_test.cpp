@@ -148,25 +148,26 @@ TEST_F(BadInput, ContextLimits) {
                  {"the prompt has 7 tokens", "context of 4 positions"}, tmp_);
 }
 
-// The 8B shape at its full 131072-position context needs ~66 GB (FP32 weights + KV cache): refused before any
-// allocation, naming both byte counts. Skipped on hosts that could actually hold it.
-TEST_F(BadInput, ModelTooBigForHostMemory) {
+// True when /proc/meminfo's MemAvailable is known and at most `gib` GiB (a host-memory refusal can happen here).
+bool host_available_at_most_gib(uint64_t gib) {
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   uint64_t kb = 0;
   while (meminfo >> key >> kb && key != "MemAvailable:") meminfo.ignore(1 << 10, '\n');
-  if (key != "MemAvailable:" || kb > (uint64_t(60) << 20)) GTEST_SKIP() << "MemAvailable unknown or above 60 GiB";
+  return key == "MemAvailable:" && kb <= (gib << 20);
+}
+
+// The 8B shape at its full 131072-position context needs ~66 GB (FP32 weights + KV cache): refused before any
+// allocation, naming both byte counts. Skipped on hosts that could actually hold it.
+TEST_F(BadInput, ModelTooBigForHostMemory) {
+  if (!host_available_at_most_gib(60)) GTEST_SKIP() << "MemAvailable unknown or above 60 GiB";
   refused("synthetic:llama3.1-8b", 1, {"not enough host memory for synthetic:llama3.1-8b", "need ", "available "},
           {"--ctx-size", "131072"});
 }
 
 // Llama 3.1 70B's shape on the CPU reference: 282 GB of FP32 weights, refused by name before any allocation.
 TEST_F(BadInput, SeventyBOnTheCpuReferenceIsRefusedWithTheBytes) {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  while (meminfo >> key >> kb && key != "MemAvailable:") meminfo.ignore(1 << 10, '\n');
-  if (key != "MemAvailable:" || kb > (uint64_t(300) << 20)) GTEST_SKIP() << "MemAvailable unknown or above 300 GiB";
+  if (!host_available_at_most_gib(300)) GTEST_SKIP() << "MemAvailable unknown or above 300 GiB";
   refused("synthetic:llama3.1-70b", 1, {"not enough host memory for synthetic:llama3.1-70b", "need ", "available "},
           {"--ctx-size", "256"});
 }
