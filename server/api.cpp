@@ -102,6 +102,7 @@ void common_fields(const json& body, GenerationRequest& r) {
   if (const json* v = field(body, "seed")) r.seed = uint64_t(integer_in(*v, "seed", 0, 1LL << 62));
   if (const json* v = field(body, "stop")) r.stop = stop_strings(*v);
   if (const json* v = field(body, "stream")) r.stream = boolean(*v, "stream");
+  if (const json* v = field(body, "ignore_eos")) r.ignore_eos = boolean(*v, "ignore_eos");
   if (const json* v = field(body, "n"); v && integer_in(*v, "n", 1, 128) != 1)
     bad("n", "only n = 1 is supported: the server generates one choice per request");
   if (const json* v = field(body, "stream_options")) {

@@ -6,7 +6,8 @@
 //   developer (= system), user or assistant; content a string or an array of {"type": "text", "text": ...} parts),
 //   prompt (completions: a string, or an array of exactly one string), max_tokens / max_completion_tokens
 //   (1 to 1000000; absent = up to the end of the context), temperature (0 to 2), top_p (0 to 1), top_k (extension,
-//   0 = all, as run-llama's --top-k), seed (0 to 2^62), stop (a string or an array of at most 4 non-empty strings of
+//   0 = all, as run-llama's --top-k), ignore_eos (extension, bool, as llama.cpp's server: generate past the model's
+//   end-of-text tokens, for benchmarks), seed (0 to 2^62), stop (a string or an array of at most 4 non-empty strings of
 //   at most 256 bytes), stream (bool), stream_options.include_usage (bool), n (1 only). Other fields are ignored, as
 //   clients send many (user, frequency_penalty, ...). Every failure is an ApiError naming the field.
 #pragma once
@@ -54,6 +55,7 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
+  bool ignore_eos = false;             // extension: the model's stop tokens do not end the generation
 };
 
 // The body as JSON: ApiError 400 for malformed JSON, a body that is not an object, or nesting deeper than

@@ -173,7 +173,7 @@ void Generator::generate(Job& job, const std::vector<int>& prompt) {
   lo.start_pos = int(lcp);
   lo.max_new = req.max_tokens > 0 ? req.max_tokens : backend_.ctx_size();
   lo.sampler = {req.temperature, req.top_k, req.top_p, *req.seed};
-  lo.stop_ids = req.chat ? chat_stop_ids_ : completion_stop_ids_;
+  if (!req.ignore_eos) lo.stop_ids = req.chat ? chat_stop_ids_ : completion_stop_ids_;
   lo.cache_every_token = false;
 
   StreamDecoder dec(tok_, /*strip_leading_space=*/req.chat || req.prompt.empty());

@@ -44,7 +44,7 @@ TEST(ServerApi, ParsesAChatRequestWithEveryField) {
                                {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Again"}],
     "max_completion_tokens": 7, "max_tokens": 99, "temperature": 0.5, "top_p": 0.9, "top_k": 3, "seed": 12,
     "stop": ["\n\n", "END"], "stream": true, "stream_options": {"include_usage": true}, "n": 1,
-    "user": "ignored", "frequency_penalty": 0})");
+    "ignore_eos": true, "user": "ignored", "frequency_penalty": 0})");
   EXPECT_TRUE(r.chat);
   EXPECT_EQ(r.model, "m");
   ASSERT_EQ(r.messages.size(), 4u);
@@ -60,6 +60,7 @@ TEST(ServerApi, ParsesAChatRequestWithEveryField) {
   EXPECT_EQ(r.stop, (std::vector<std::string>{"\n\n", "END"}));
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.ignore_eos);
 }
 
 TEST(ServerApi, CompletionDefaultsAreTheOpenAiOnes) {
@@ -73,6 +74,7 @@ TEST(ServerApi, CompletionDefaultsAreTheOpenAiOnes) {
   EXPECT_FALSE(r.seed.has_value());
   EXPECT_EQ(r.stop, std::vector<std::string>{"x"});
   EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.ignore_eos);
   EXPECT_EQ(parse_completion_request(R"({"prompt": ["one string"]})").prompt, "one string");
 }
 
@@ -94,6 +96,7 @@ TEST(ServerApi, EveryBadFieldIsA400NamingIt) {
       {R"({"prompt": "x", "temperature": "0"})", false, "temperature"},
       {R"({"prompt": "x", "top_p": -0.1})", false, "top_p"},
       {R"({"prompt": "x", "top_k": -1})", false, "top_k"},
+      {R"({"prompt": "x", "ignore_eos": 1})", false, "ignore_eos"},
       {R"({"prompt": "x", "seed": -1})", false, "seed"},
       {R"({"prompt": "x", "seed": 18446744073709551615})", false, "seed"},
       {R"({"prompt": "x", "stop": ""})", false, "stop"},
