@@ -113,6 +113,10 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
   o.integer("--wait-timeout", "MS", &t->persistent_timeout_ms, 0, 1LL << 40,
             "--decode persistent: a step whose wait lasts longer than MS fails with an error (0 = the kernel's "
             "default)");
+  o.choice("--fuse-norm", "on|off", &t->fuse_norm, {"on", "off"}, [](const std::string& v) { return v == "on"; },
+           "graph path: fold each RMSNorm into the GEMV that writes the residual and the GEMV that reads the norm; "
+           "off: one norm kernel each (what the fold is worth)")
+      .default_is("on");
   o.flag("--all-forms", &t->persistent_all_forms,
          "--decode persistent: run quantized weights on the kernel built with every quantized form (tests, tuning)");
 }

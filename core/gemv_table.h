@@ -74,6 +74,10 @@ struct GemvRow {
   QuantGemvKind quant;            // meaningful only when quant_types != 0
   uint32_t quant_types;           // GGML types (1u << id) the quantized form runs; 0: no quantized form
   PersistentGemv quant_persistent;
+  // The BF16 form runs the RMSNorm fold in its epilogue (kernels/gemv/gemv_epilogue.h): every form of ours does, a
+  // library's (cuBLAS) cannot; the quantized forms all do. Where a plan's form cannot, the graph path keeps the norm
+  // kernels.
+  bool bf16_fuses_norm = true;
 
   constexpr bool has_bf16() const { return bf16 != GemvBf16Form::None; }
   constexpr bool has_quant() const { return quant_types != 0; }
@@ -98,7 +102,7 @@ inline constexpr GemvRow kGemvTable[] = {
      GemvBf16Form::Colmajor, GemvAccess::ColumnMajor, PersistentGemv::None, nullptr, QuantGemvKind::Warp, 0,
      PersistentGemv::None},
     {"cublas", "cublasGemmEx on the row-major weight: the vendor yardstick", GemvBf16Form::Cublas,
-     GemvAccess::LibraryModel, PersistentGemv::None, nullptr, QuantGemvKind::Warp, 0, PersistentGemv::None},
+     GemvAccess::LibraryModel, PersistentGemv::None, nullptr, QuantGemvKind::Warp, 0, PersistentGemv::None, false},
     {"thread-splitk", "control: thread's uncoalesced loads, K split so the GPU is full", GemvBf16Form::ThreadSplitk,
      GemvAccess::AcrossRows, PersistentGemv::None, nullptr, QuantGemvKind::Warp, 0, PersistentGemv::None},
     {"warp-few", "control: warp's coalesced loads with only as many warps as thread launches", GemvBf16Form::WarpFew,

@@ -26,6 +26,9 @@ struct EngineTuning {
   unsigned long long persistent_timeout_ms = 0;  // a persistent wait longer than this fails the step; 0: the
                                                  // kernel's default (kernels/persistent/persistent_decode.h)
   bool persistent_all_forms = false;  // tests: the quantized persistent kernel with code for every form
+  bool fuse_norm = true;           // graph path: each RMSNorm folded into the GEMVs around it (the residual GEMV's
+                                   // epilogue and the next GEMV's output scale: kernels/gemv/gemv_epilogue.h); off:
+                                   // one norm kernel each (for comparison: what the fold is worth)
 };
 
 struct BackendOptions {

@@ -25,6 +25,11 @@ struct Activations {
   float* gate_up = nullptr;    // [2 hidden]: gate, then up (the fused GEMV writes both)
   float* hb = nullptr;         // [hidden] SwiGLU output
   float* logits = nullptr;     // [vocab]
+  // The RMSNorm fold (kernels/gemv/gemv_epilogue.h): the producing GEMV's block sums, its arrival counter (0 between
+  // launches) and 1 / rms of the two norms a layer reads: [0] attention's (and the final norm's), [1] the MLP's.
+  float* norm_partials = nullptr;    // [kGemvEpiloguePartials]
+  unsigned* norm_arrivals = nullptr; // [1]
+  float* norm_inv = nullptr;         // [2]
 
   // Prefill, one pass of up to max_chunk tokens.
   float* px = nullptr;         // [chunk, dim] residual stream

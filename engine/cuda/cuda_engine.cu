@@ -194,6 +194,9 @@ CudaEngine::~CudaEngine() {
 // Embed, then per layer: norm, q|k|v, RoPE + KV store, attention, o + residual, norm, gate|up, SwiGLU, down +
 // residual; then the final norm and the head. Reads {pos, token} from the device step word, so the graph path
 // captures it once and replays it at every position. marks (profiling) ends each region with its DecodeProfile part.
+// With the RMSNorm fold (EngineTuning::fuse_norm, where the mapping's forms run it) no norm kernel runs: the residual
+// GEMVs (o, down; the embedding for the first layer) also write g * x into xb and 1 / rms(x) into norm_inv, and the
+// GEMVs reading xb (q|k|v, gate|up, the head) scale their rows by it (kernels/gemv/gemv_epilogue.h).
 void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
   const ModelConfig& c = cfg_;
   const Activations& a = act_;
@@ -203,32 +206,58 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
   auto mark = [&](int part) {
     if (marks) marks->mark(part);
   };
-  auto gemv = [&](const DecodeWeight& w, const float* x, float* y, bool acc, int part) {
-    mappings_->launch(ms, w, x, y, acc);  // acc: y += W x (the residual rides on the GEMV)
+  const bool fold = tuning_.fuse_norm && ms.fuses_norm;
+  // ep of a GEMV: `reads` scales its rows by norm_inv[reads] (-1: none); `writes` >= 0 makes it the producer of the
+  // norm with weights norm_w into xb and norm_inv[writes].
+  auto epilogue = [&](int reads, int writes, const float* norm_w) {
+    GemvEpilogue ep;
+    if (!fold) return ep;
+    if (reads >= 0) ep.scale = a.norm_inv + reads;
+    if (writes >= 0) {
+      ep.norm_w = norm_w;
+      ep.xg = a.xb;
+      ep.inv = a.norm_inv + writes;
+      ep.partials = a.norm_partials;
+      ep.arrivals = a.norm_arrivals;
+      ep.eps = c.norm_eps;
+    }
+    return ep;
+  };
+  auto gemv = [&](const DecodeWeight& w, const float* x, float* y, bool acc, int part, const GemvEpilogue& ep) {
+    mappings_->launch(ms, w, x, y, acc, ep);  // acc: y += W x (the residual rides on the GEMV)
     mark(part);
   };
-
-  embed_lookup(model_.embedding, d_tok, 1, c.dim, a.x, s);
-  for (size_t l = 0; l < model_.layers.size(); ++l) {
-    const DevLayer& L = model_.layers[l];
-    rmsnorm(a.x, L.attn_norm, a.xb, 1, c.dim, c.norm_eps, s);
+  auto norm = [&](const float* w) {  // the unfolded RMSNorm: xb = RMSNorm(x) * w
+    if (fold) return;
+    rmsnorm(a.x, w, a.xb, 1, c.dim, c.norm_eps, s);
     mark(DecodeProfile::kNorm);
-    gemv(ms.layer(l, kFQkv), a.xb, a.qkv, false, DecodeProfile::kQKV);  // q, k, v in one GEMV
+  };
+  constexpr int kAttnNorm = 0, kFfnNorm = 1;  // norm_inv slots
+
+  const size_t n_layers = model_.layers.size();
+  if (fold)
+    embed_rmsnorm_fold(model_.embedding, d_tok, c.dim, model_.layers[0].attn_norm, c.norm_eps, a.x, a.xb,
+                       a.norm_inv + kAttnNorm, s);
+  else
+    embed_lookup(model_.embedding, d_tok, 1, c.dim, a.x, s);
+  for (size_t l = 0; l < n_layers; ++l) {
+    const DevLayer& L = model_.layers[l];
+    const float* next_norm = l + 1 < n_layers ? model_.layers[l + 1].attn_norm : model_.final_norm;
+    norm(L.attn_norm);
+    gemv(ms.layer(l, kFQkv), a.xb, a.qkv, false, DecodeProfile::kQKV, epilogue(kAttnNorm, -1, nullptr));  // q|k|v
     kv_->store(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, 1, s);     // RoPE on q, k; k and v into the cache
     mark(DecodeProfile::kOther);
     kv_->attend_decode(int(l), a.q, d_pos, a.att, a.attn_scratch, s);
     mark(DecodeProfile::kAttention);
-    gemv(ms.layer(l, kFO), a.att, a.x, true, DecodeProfile::kO);  // x += Wo att
-    rmsnorm(a.x, L.ffn_norm, a.xb, 1, c.dim, c.norm_eps, s);
-    mark(DecodeProfile::kNorm);
-    gemv(ms.layer(l, kFGateUp), a.xb, a.gate_up, false, DecodeProfile::kGateUp);  // gate, up in one GEMV
+    gemv(ms.layer(l, kFO), a.att, a.x, true, DecodeProfile::kO, epilogue(-1, kFfnNorm, L.ffn_norm));  // x += Wo att
+    norm(L.ffn_norm);
+    gemv(ms.layer(l, kFGateUp), a.xb, a.gate_up, false, DecodeProfile::kGateUp, epilogue(kFfnNorm, -1, nullptr));
     swiglu_fused(a.gate_up, a.hb, size_t(c.hidden_dim), s);
     mark(DecodeProfile::kOther);
-    gemv(ms.layer(l, kFDown), a.hb, a.x, true, DecodeProfile::kDown);  // x += Wdown hb
+    gemv(ms.layer(l, kFDown), a.hb, a.x, true, DecodeProfile::kDown, epilogue(-1, kAttnNorm, next_norm));  // x += Wd hb
   }
-  rmsnorm(a.x, model_.final_norm, a.xb, 1, c.dim, c.norm_eps, s);
-  mark(DecodeProfile::kNorm);
-  gemv(ms.head(), a.xb, a.logits, false, DecodeProfile::kHead);
+  norm(model_.final_norm);
+  gemv(ms.head(), a.xb, a.logits, false, DecodeProfile::kHead, epilogue(kAttnNorm, -1, nullptr));
   CUDA_CHECK_LAUNCH("the decode step");
 }
 
@@ -286,6 +315,7 @@ void CudaEngine::set_persistent(bool on) {
 }
 
 void CudaEngine::set_tuning(const EngineTuning& t) {
+  if (t.fuse_norm != tuning_.fuse_norm) mappings_->drop_graphs();  // the forward pass launches other kernels
   tuning_ = t;
   persistent_path_->set_tuning(t);
 }

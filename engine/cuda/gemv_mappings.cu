@@ -121,6 +121,15 @@ MappingState& GemvMappings::prepare(const GemvPlan& plan, size_t bytes_per_token
     st->weights.push_back(std::move(dw));
   }
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+  bool fuses = true;
+  for (size_t i = 0; i < st->weights.size(); ++i) {
+    const DecodeWeight& dw = st->weights[i];
+    const bool residual = i + 1 < st->weights.size() && (i % kFusedPerLayer == kFO || i % kFusedPerLayer == kFDown);
+    if (residual && dw.size() != 1) fuses = false;
+    for (const PieceWeight& p : dw)
+      if (!p.quant && !gemv_row(st->mapping->form)->bf16_fuses_norm) fuses = false;
+  }
+  st->fuses_norm = fuses;
   MappingState& ref = *st;
   mappings_[name] = std::move(st);
   return ref;
@@ -144,13 +153,22 @@ size_t GemvMappings::device_bytes() const {
   return b;
 }
 
-void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const float* x, float* y, bool acc) const {
+void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const float* x, float* y, bool acc,
+                          const GemvEpilogue& ep) const {
+  if (ep.any() && !ms.fuses_norm) fail("GEMV mapping '", ms.plan.name, "': the RMSNorm fold on a plan that cannot run it");
+  if (ep.producer() && w.size() != 1) fail("GEMV mapping '", ms.plan.name, "': an RMSNorm-fold producer in ", w.size(),
+                                           " pieces");
   for (const PieceWeight& p : w) {
     if (p.quant)
-      quant_gemv_launch(ms.plan.quant, p.q, x, y + p.row0, acc, stream_);
+      quant_gemv_launch(ms.plan.quant, p.q, x, y + p.row0, acc, stream_, ep);
     else
-      ms.mapping->launch(p.bf16, x, y + p.row0, acc, ctx_);
+      ms.mapping->launch(p.bf16, x, y + p.row0, acc, ep, ctx_);
   }
+}
+
+void GemvMappings::drop_graphs() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  for (auto& kv : mappings_) kv.second->graph_cache.reset();
 }
 
 }  // namespace llm

@@ -49,6 +49,9 @@ struct MappingState {
   // gate|up [2 hidden, dim], down [dim, hidden] (FusedProj order); then the head [vocab, dim].
   std::vector<DecodeWeight> weights;
   size_t bytes_read = 0;                 // weight bytes one decode step reads (codes + scales for quantized pieces)
+  // Every piece's form runs the RMSNorm fold (kernels/gemv/gemv_epilogue.h; not cuBLAS) and the residual matrices
+  // (o, down) are one piece each: the graph path may fold the norms into the GEMVs.
+  bool fuses_norm = false;
   std::unique_ptr<PathCache> graph_cache;       // engine/cuda/graph_path.h
   std::unique_ptr<PathCache> persistent_cache;  // engine/cuda/persistent_path.h
 
@@ -71,8 +74,12 @@ class GemvMappings {
   size_t device_bytes() const;  // the prepacked copies of every mapping kept
   bool any_quant() const { return any_quant_; }  // some decode matrix is kept quantized
 
-  // y = W x (acc: y += W x) on the engine's stream, each piece through ms's form.
-  void launch(const MappingState& ms, const DecodeWeight& w, const float* x, float* y, bool acc) const;
+  // y = W x (acc: y += W x) on the engine's stream, each piece through ms's form; ep: the RMSNorm fold (a consumer's
+  // scale applies to every piece; a producer needs w to be one piece and ms.fuses_norm).
+  void launch(const MappingState& ms, const DecodeWeight& w, const float* x, float* y, bool acc,
+              const GemvEpilogue& ep = GemvEpilogue{}) const;
+  // Drops every mapping's captured graphs (a change of what the forward pass launches: EngineTuning::fuse_norm).
+  void drop_graphs();
 
  private:
   // Where one piece of a decode matrix comes from: the BF16 row-major matrix on the device, or (weights kept

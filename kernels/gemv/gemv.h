@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include "core/gemv_table.h"  // GemvBf16Form, the rows: name and why of each form
+#include "kernels/gemv/gemv_epilogue.h"  // GemvEpilogue: the RMSNorm fold
 
 namespace llm {
 
@@ -55,15 +56,18 @@ struct GemvMapping {
   // Builds this mapping's layout from a row-major BF16 [N, K] matrix already on the device (w_rowmajor may be freed
   // afterwards). Allocates out->data.
   void (*prepack)(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStream_t stream);
-  // y = W x (accumulate: y += W x). x and y are device FP32. No allocation, no sync.
-  void (*launch)(const GemvWeight& w, const float* x, float* y, bool accumulate, GemvContext* ctx);
+  // y = W x (accumulate: y += W x). x and y are device FP32. No allocation, no sync. ep: the RMSNorm fold
+  // (kernels/gemv/gemv_epilogue.h); ep.any() only where the table row says fuses_norm (cuBLAS has no epilogue).
+  void (*launch)(const GemvWeight& w, const float* x, float* y, bool accumulate, const GemvEpilogue& ep,
+                 GemvContext* ctx);
   GemvLaunchShape (*shape)(int N, int K);
 };
 
 // How a kernel file defines its mapping: the name comes from the form's row of core/gemv_table.h.
 constexpr GemvMapping gemv_mapping_of(GemvBf16Form form,
                                       void (*prepack)(const uint16_t*, int, int, GemvWeight*, cudaStream_t),
-                                      void (*launch)(const GemvWeight&, const float*, float*, bool, GemvContext*),
+                                      void (*launch)(const GemvWeight&, const float*, float*, bool,
+                                                     const GemvEpilogue&, GemvContext*),
                                       GemvLaunchShape (*shape)(int, int)) {
   return GemvMapping{gemv_row(form)->name, form, prepack, launch, shape};
 }

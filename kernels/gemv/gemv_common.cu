@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "kernels/cuda_check.h"
+#include "kernels/gemv/gemv_epilogue.cuh"
 #include "kernels/gemv/gemv_internal.h"
 
 namespace llm {
@@ -25,6 +26,14 @@ void gemv_check_launch(const char* mapping, const GemvWeight& w, const float* x,
   if (w.data == nullptr || w.N <= 0 || w.K <= 0)
     fail("gemv '", mapping, "': weight not prepacked (N=", w.N, ", K=", w.K, ")");
   if (x == nullptr || y == nullptr) fail("gemv '", mapping, "': null x or y for a [", w.N, ", ", w.K, "] weight");
+}
+
+void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t grid) {
+  if (!ep.producer()) return;
+  if (!ep.norm_w || !ep.inv || !ep.partials || !ep.arrivals)
+    fail("gemv '", mapping, "': an RMSNorm-fold producer needs norm_w, inv, partials and arrivals");
+  if (grid > kGemvEpiloguePartials)
+    fail("gemv '", mapping, "': an RMSNorm-fold producer of ", grid, " blocks (at most ", kGemvEpiloguePartials, ")");
 }
 
 cudaStream_t gemv_stream(const GemvContext* ctx) { return ctx ? ctx->stream : nullptr; }
@@ -75,19 +84,26 @@ void gemv_check_padded_rows(const char* mapping, const GemvWeight& w) {
          " (prepack with this mapping)");
 }
 
-// One thread per output; reads are coalesced along n. Fixed summation order = same bits on every run.
+// One thread per output; reads are coalesced along n. Fixed summation order = same bits on every run. The final
+// writer of the split-K mappings, so it runs their epilogue (every thread reaches gemv_epilogue_finish).
 __global__ void gemv_sum_partials_kernel(const float* __restrict__ partial, int splits, int N, float* __restrict__ y,
-                                         int accumulate) {
+                                         int accumulate, GemvEpilogue ep) {
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  if (n >= N) return;
-  float s = 0.0f;
-  for (int i = 0; i < splits; ++i) s += partial[size_t(i) * N + n];
-  y[n] = accumulate ? y[n] + s : s;
+  float ss = 0.0f;
+  if (n < N) {
+    float s = 0.0f;
+    for (int i = 0; i < splits; ++i) s += partial[size_t(i) * N + n];
+    gemv_store_row(ep, y, n, s, accumulate, &ss);
+  }
+  gemv_epilogue_finish(ep, ss, N);
 }
 
-void gemv_sum_partials(const float* partial, int splits, int N, float* y, bool accumulate, cudaStream_t stream) {
+void gemv_sum_partials(const float* partial, int splits, int N, float* y, bool accumulate, const GemvEpilogue& ep,
+                       cudaStream_t stream) {
   const int block = 256;
-  gemv_sum_partials_kernel<<<(N + block - 1) / block, block, 0, stream>>>(partial, splits, N, y, accumulate ? 1 : 0);
+  const int grid = (N + block - 1) / block;
+  gemv_check_epilogue("split-K sum", ep, grid);
+  gemv_sum_partials_kernel<<<grid, block, 0, stream>>>(partial, splits, N, y, accumulate ? 1 : 0, ep);
   CUDA_CHECK_LAUNCH("gemv_sum_partials_kernel");
 }
 

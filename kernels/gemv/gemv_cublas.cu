@@ -45,8 +45,10 @@ void prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStre
 // cuBLAS picks its own kernels; report the conversion kernel's shape as unknown.
 GemvLaunchShape shape(int, int) { return GemvLaunchShape{}; }
 
-void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, GemvContext* ctx) {
+void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, const GemvEpilogue& ep,
+            GemvContext* ctx) {
   gemv_check_launch("cublas", w, x, y);
+  if (ep.any()) fail("gemv 'cublas': cuBLAS has no RMSNorm-fold epilogue (the engine runs the norm kernel for it)");
   if (ctx == nullptr || ctx->x_bf16 == nullptr || ctx->x_bf16_capacity < size_t(w.K))
     fail("gemv 'cublas': context BF16 x buffer holds ", ctx ? ctx->x_bf16_capacity : 0, " elements, need K = ", w.K,
          " (gemv_context_init max_k)");

@@ -14,6 +14,8 @@ int gemv_sm_count();
 
 // Checks the common preconditions of every launch (shape, pointers) and fails naming the mapping.
 void gemv_check_launch(const char* mapping, const GemvWeight& w, const float* x, const float* y);
+// A producer epilogue's buffers are all set and its partials hold one float per block of a `grid`-block launch.
+void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t grid);
 cudaStream_t gemv_stream(const GemvContext* ctx);
 
 // Copies a row-major BF16 [N, K] device matrix into a fresh allocation with row stride ld = K rounded up to a
@@ -37,7 +39,8 @@ GemvLaunchShape gemv_splitk_shape(int N, int K, int min_slice, int threads);
 void gemv_check_padded_rows(const char* mapping, const GemvWeight& w);
 
 // y[n] (+)= sum over s = 0 .. splits-1, in that order, of partial[s * N + n]: the deterministic second pass.
-void gemv_sum_partials(const float* partial, int splits, int N, float* y, bool accumulate, cudaStream_t stream);
+void gemv_sum_partials(const float* partial, int splits, int N, float* y, bool accumulate, const GemvEpilogue& ep,
+                       cudaStream_t stream);
 
 // The context's partial buffer, checked to hold splits * N floats.
 float* gemv_partial_buffer(const char* mapping, GemvContext* ctx, int splits, int N);
@@ -56,6 +59,6 @@ WarpGemvPlan warp_gemv_plan_fill(int N, int K);  // what "warp" launches: fills 
 GemvLaunchShape warp_gemv_shape(int N, int K, const WarpGemvPlan& plan);
 void warp_gemv_prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStream_t stream);
 void warp_gemv_launch(const char* mapping, const GemvWeight& w, const float* x, float* y, bool accumulate,
-                      const WarpGemvPlan& plan, cudaStream_t stream);
+                      const GemvEpilogue& ep, const WarpGemvPlan& plan, cudaStream_t stream);
 
 }  // namespace llm

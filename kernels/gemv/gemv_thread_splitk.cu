@@ -29,7 +29,8 @@ void prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStre
 
 GemvLaunchShape shape(int N, int K) { return gemv_splitk_shape(N, K, kMinSlice, kThreads); }
 
-void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, GemvContext* ctx) {
+void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, const GemvEpilogue& ep,
+            GemvContext* ctx) {
   gemv_check_launch("thread-splitk", w, x, y);
   const GemvSplitK plan = gemv_plan_splitk(w.N, w.K, kMinSlice);
   float* partial = gemv_partial_buffer("thread-splitk", ctx, plan.splits, w.N);
@@ -37,7 +38,7 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, Gemv
   gemv_thread_splitk_partial_bf16<<<grid, kThreads, 0, ctx->stream>>>(w.data, w.ld, w.N, w.K, x, plan.slice,
                                                                        partial);
   CUDA_CHECK_LAUNCH("gemv_thread_splitk_partial_bf16");
-  gemv_sum_partials(partial, plan.splits, w.N, y, accumulate, ctx->stream);
+  gemv_sum_partials(partial, plan.splits, w.N, y, accumulate, ep, ctx->stream);
 }
 
 }  // namespace

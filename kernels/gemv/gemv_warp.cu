@@ -21,6 +21,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_internal.h"
 #include "kernels/gemv/gemv_device.cuh"
+#include "kernels/gemv/gemv_epilogue.cuh"
 #include "kernels/ops/pdl.cuh"
 
 namespace llm {
@@ -33,7 +34,7 @@ constexpr int kWarpsPerBlock = kWarpGemvThreads / 32;
 template <bool kVecX>
 __global__ void __launch_bounds__(kWarpGemvThreads, 4)
     gemv_warp_per_row_bf16(const uint16_t* __restrict__ W, int64_t ld, int N, int K, const float* __restrict__ x,
-                           float* __restrict__ y, int accumulate, int splits) {
+                           float* __restrict__ y, int accumulate, int splits, GemvEpilogue ep) {
   __shared__ float slice_sums[kWarpsPerBlock];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int rows_per_block = kWarpsPerBlock / splits;
@@ -47,6 +48,7 @@ __global__ void __launch_bounds__(kWarpGemvThreads, 4)
   pdl_launch_dependents();
   // Nothing but weights is read before this thread has waited once.
   bool waited = false;
+  float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's rows (producer)
 
   // Block-uniform loop (every warp takes the same trips), so __syncthreads below is safe.
   for (int row0 = blockIdx.x * rows_per_block; row0 < N; row0 += gridDim.x * rows_per_block) {
@@ -82,18 +84,19 @@ __global__ void __launch_bounds__(kWarpGemvThreads, 4)
     }
     acc = warp_sum(acc);
     if (splits == 1) {
-      if (lane == 0 && row < N) y[row] = accumulate ? y[row] + acc : acc;
+      if (lane == 0 && row < N) gemv_store_row(ep, y, row, acc, accumulate, &ss);
     } else {
       if (lane == 0) slice_sums[warp] = acc;
       __syncthreads();
       if (slice == 0 && lane == 0 && row < N) {
         float s = 0.0f;
         for (int i = 0; i < splits; ++i) s += slice_sums[warp + i];
-        y[row] = accumulate ? y[row] + s : s;
+        gemv_store_row(ep, y, row, s, accumulate, &ss);
       }
       __syncthreads();
     }
   }
+  gemv_epilogue_finish(ep, ss, N);
 }
 
 // Warps the GPU holds at once with this kernel's register use (queried once; 32 per SM assumed without a device).
@@ -119,10 +122,11 @@ void prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStre
 
 GemvLaunchShape shape(int N, int K) { return warp_gemv_shape(N, K, warp_gemv_plan_fill(N, K)); }
 
-void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, GemvContext* ctx) {
+void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, const GemvEpilogue& ep,
+            GemvContext* ctx) {
   WarpGemvPlan plan = warp_gemv_plan_fill(w.N, w.K);
   plan.pdl = true;
-  warp_gemv_launch("warp", w, x, y, accumulate, plan, gemv_stream(ctx));
+  warp_gemv_launch("warp", w, x, y, accumulate, ep, plan, gemv_stream(ctx));
 }
 
 }  // namespace
@@ -158,8 +162,9 @@ GemvLaunchShape warp_gemv_shape(int N, int K, const WarpGemvPlan& plan) {
 }
 
 void warp_gemv_launch(const char* mapping, const GemvWeight& w, const float* x, float* y, bool accumulate,
-                      const WarpGemvPlan& plan, cudaStream_t stream) {
+                      const GemvEpilogue& ep, const WarpGemvPlan& plan, cudaStream_t stream) {
   gemv_check_launch(mapping, w, x, y);
+  gemv_check_epilogue(mapping, ep, plan.grid);
   gemv_check_padded_rows(mapping, w);
   if (plan.grid <= 0 || plan.splits < 1 || plan.splits > kWarpsPerBlock || kWarpsPerBlock % plan.splits != 0)
     fail("gemv '", mapping, "': bad plan (grid ", plan.grid, ", splits ", plan.splits, ")");
@@ -170,10 +175,10 @@ void warp_gemv_launch(const char* mapping, const GemvWeight& w, const float* x, 
   const int acc = accumulate ? 1 : 0;
   if (vec_x)
     CUDA_CHECK(cudaLaunchKernelEx(&config, gemv_warp_per_row_bf16<true>, w.data, w.ld, w.N, w.K, x, y, acc,
-                                  plan.splits));
+                                  plan.splits, ep));
   else
     CUDA_CHECK(cudaLaunchKernelEx(&config, gemv_warp_per_row_bf16<false>, w.data, w.ld, w.N, w.K, x, y, acc,
-                                  plan.splits));
+                                  plan.splits, ep));
 }
 
 extern const GemvMapping gemv_mapping_warp = gemv_mapping_of(GemvBf16Form::Warp, prepack, launch, shape);

@@ -21,8 +21,9 @@ void prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStre
 
 GemvLaunchShape shape(int N, int K) { return warp_gemv_shape(N, K, plan_few(N)); }
 
-void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, GemvContext* ctx) {
-  warp_gemv_launch("warp-few", w, x, y, accumulate, plan_few(w.N), gemv_stream(ctx));
+void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, const GemvEpilogue& ep,
+            GemvContext* ctx) {
+  warp_gemv_launch("warp-few", w, x, y, accumulate, ep, plan_few(w.N), gemv_stream(ctx));
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_internal.h"
 #include "kernels/gemv/gemv_device.cuh"
+#include "kernels/gemv/gemv_epilogue.cuh"
 #include "kernels/ops/pdl.cuh"
 
 namespace llm {
@@ -64,7 +65,8 @@ constexpr int kR2MinBlocks = 3;
 template <int R, int U, bool kVecX>
 __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
     gemv_warp_r2_bf16(const uint16_t* __restrict__ W, int64_t ld, int N, int K, const float* __restrict__ x,
-                         float* __restrict__ y, int accumulate, int splits, int64_t groups, int64_t lanes) {
+                         float* __restrict__ y, int accumulate, int splits, int64_t groups, int64_t lanes,
+                         GemvEpilogue ep) {
   __shared__ float slice_sums[kWarpsPerBlock][kMaxSplitGroups * R];  // split lanes only: [warp][group * R + row]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t j = int64_t(blockIdx.x) * (kWarpsPerBlock / splits) + warp / splits;
@@ -100,6 +102,7 @@ __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
   float acc[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+  float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's rows (producer)
   const uint4* p = group_ptr;
   int rem = lane_chunks, b = 0;
   for (int g = g_begin; g < g_end;) {
@@ -129,7 +132,7 @@ __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
       const int64_t row = int64_t(g) * R + lane;
       if (lane < R && row < N) {
         if (splits == 1)
-          y[row] = accumulate ? y[row] + mine : mine;
+          gemv_store_row(ep, y, row, mine, accumulate, &ss);
         else
           slice_sums[warp][(g - g_begin) * R + lane] = mine;
       }
@@ -146,12 +149,14 @@ __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
     if (slice == 0 && lane < (g_end - g_begin) * R && row < N) {
       float s = 0.0f;
       for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
-      y[row] = accumulate ? y[row] + s : s;
+      gemv_store_row(ep, y, row, s, accumulate, &ss);
     }
   }
+  gemv_epilogue_finish(ep, ss, N);
 }
 
-using R2Kernel = void (*)(const uint16_t*, int64_t, int, int, const float*, float*, int, int, int64_t, int64_t);
+using R2Kernel = void (*)(const uint16_t*, int64_t, int, int, const float*, float*, int, int, int64_t, int64_t,
+                          GemvEpilogue);
 
 // U * R = 8 loads of 16 bytes in flight per lane (128 bytes per lane, as in "warp").
 constexpr int kRows = 2;
@@ -210,11 +215,13 @@ GemvLaunchShape shape(int N, int K) {
   return s;
 }
 
-void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, GemvContext* ctx) {
+void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, const GemvEpilogue& ep,
+            GemvContext* ctx) {
   const char* mapping = "warp-r2";
   gemv_check_launch(mapping, w, x, y);
   gemv_check_padded_rows(mapping, w);
   const Plan plan = plan_for(w.N, w.K);
+  gemv_check_epilogue(mapping, ep, plan.grid);
   const int64_t lanes_per_block = kWarpsPerBlock / plan.splits;
   if (plan.grid <= 0 || plan.groups <= 0 || int64_t(plan.grid) * lanes_per_block < plan.groups)
     fail("gemv '", mapping, "': bad plan (grid ", plan.grid, ", splits ", plan.splits, ", groups ", plan.groups, ")");
@@ -225,7 +232,7 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, Gemv
   const R2Kernel kernel = vec_x ? pick_kernel<true>() : pick_kernel<false>();
   // lanes = groups: one group per lane.
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<const uint16_t*>(w.data), w.ld, w.N, w.K, x, y,
-                                accumulate ? 1 : 0, plan.splits, plan.groups, plan.groups));
+                                accumulate ? 1 : 0, plan.splits, plan.groups, plan.groups, ep));
 }
 
 }  // namespace

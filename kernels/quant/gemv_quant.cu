@@ -82,7 +82,7 @@ bool quant_gemv_has_planes(QuantGemvKind kind, const QuantGemvWeight& w) {
 }
 
 void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float* x, float* y, bool accumulate,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, const GemvEpilogue& ep) {
   const char* name = quant_gemv_kind_name(kind);
   quant_gemv_check_layout(w, "quantized gemv");
   if (w.n == 0) return;
@@ -95,10 +95,10 @@ void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float
     fail("quantized gemv '", name, "': x and y must be 4-byte aligned");
   const QuantGemvPlan plan = quant_gemv_plan(kind, w, gemv_sm_count());
   switch (kind) {
-    case QuantGemvKind::Warp: return quant_gemv_warp_launch(w, plan, x, y, accumulate, stream);
-    case QuantGemvKind::Thread: return quant_gemv_thread_launch(w, plan, x, y, accumulate, stream);
-    case QuantGemvKind::AsStored: return quant_gemv_as_stored_launch(w, plan, x, y, accumulate, stream);
-    case QuantGemvKind::WarpDp4a: return quant_gemv_warp_dp4a_launch(w, plan, x, y, accumulate, stream);
+    case QuantGemvKind::Warp: return quant_gemv_warp_launch(w, plan, x, y, accumulate, ep, stream);
+    case QuantGemvKind::Thread: return quant_gemv_thread_launch(w, plan, x, y, accumulate, ep, stream);
+    case QuantGemvKind::AsStored: return quant_gemv_as_stored_launch(w, plan, x, y, accumulate, ep, stream);
+    case QuantGemvKind::WarpDp4a: return quant_gemv_warp_dp4a_launch(w, plan, x, y, accumulate, ep, stream);
   }
   fail("quantized gemv: unknown mapping id ", int(kind));
 }

@@ -43,7 +43,7 @@ bool quant_gemv_has_planes(QuantGemvKind kind, const QuantGemvWeight& w);
 // programmatic dependent launch (kernels/ops/pdl.cuh): it streams its first weights before griddepcontrol.wait.
 // Fails (llm::Error) naming the mapping and the type when the planes it needs are missing or the layout is bad.
 void quant_gemv_launch(QuantGemvKind kind, const QuantGemvWeight& w, const float* x, float* y, bool accumulate,
-                       cudaStream_t stream);
+                       cudaStream_t stream, const GemvEpilogue& ep = GemvEpilogue{});
 
 // How `kind` launches on w (for the A/B report): grid and block, and the weight bytes each thread has requested
 // before first use (16-byte loads in flight for warp/thread; one block for as-stored).

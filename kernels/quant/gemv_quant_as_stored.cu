@@ -9,6 +9,7 @@
 // at K = 4096 only 16 lanes of 32 have a block. Same code -> float conversion and FP32 accumulation as "warp"; scales
 // computed exactly as models/quant.cpp's dequantizers (two-level: f16(d) * float(sc) and -(f16(dmin) * float(m))).
 #include "kernels/cuda_check.h"
+#include "kernels/gemv/gemv_internal.h"  // gemv_check_epilogue
 #include "kernels/quant/gemv_quant_device.cuh"
 #include "kernels/quant/gemv_quant_internal.h"
 #include "kernels/ops/pdl.cuh"
@@ -32,17 +33,19 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantAsStoredMinBlocks)
   pdl_wait();
   const float acc = row < a.n ? quant_as_stored_lane<kType, kVecX>(a, row, at.begin, at.end, lane) : 0.0f;
   const float s = warp_sum(acc);
+  float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's row (producer)
   if (splits == 1) {
-    if (lane == 0 && row < a.n) a.y[row] = a.accumulate ? a.y[row] + s : s;
+    if (lane == 0 && row < a.n) gemv_store_row(a.ep, a.y, row, s, a.accumulate, &ss);
   } else {  // block-uniform branch: every thread reaches the barrier
     if (lane == 0) slice_sums[warp] = s;
     __syncthreads();
     if (at.slice == 0 && lane == 0 && row < a.n) {
       float t = 0.0f;
       for (int i = 0; i < splits; ++i) t += slice_sums[warp + i];
-      a.y[row] = a.accumulate ? a.y[row] + t : t;
+      gemv_store_row(a.ep, a.y, row, t, a.accumulate, &ss);
     }
   }
+  gemv_epilogue_finish(a.ep, ss, a.n);
 }
 
 using Kernel = void (*)(AsStoredArgs);
@@ -59,7 +62,7 @@ struct Pick {
 }  // namespace
 
 void quant_gemv_as_stored_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
-                                 bool accumulate, cudaStream_t stream) {
+                                 bool accumulate, const GemvEpilogue& ep, cudaStream_t stream) {
   if (plan.grid <= 0 || plan.splits < 1 || plan.splits > kWarps || kWarps % plan.splits != 0 ||
       int64_t(plan.grid) * (kWarps / plan.splits) < plan.row_groups ||
       int64_t(plan.slice_units) * plan.splits < plan.units)
@@ -77,6 +80,8 @@ void quant_gemv_as_stored_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
   a.x = x;
   a.y = y;
   a.accumulate = accumulate ? 1 : 0;
+  a.ep = ep;
+  gemv_check_epilogue("as-stored", ep, plan.grid);
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   const Kernel kernel = vec_x ? quant_kernel_for<Pick<true>>(w.type_id, "as-stored")
                               : quant_kernel_for<Pick<false>>(w.type_id, "as-stored");

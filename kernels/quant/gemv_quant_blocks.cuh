@@ -18,6 +18,7 @@ struct AsStoredArgs {
   const float* x;
   float* y;
   int accumulate;
+  GemvEpilogue ep;        // the RMSNorm fold (kernels/gemv/gemv_epilogue.h)
 };
 
 QHD uint32_t quant_ld16(const uint8_t* p) {

@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"             // bits_to_f32; f16_to_f32 (host path)
 #include "kernels/gemv/gemv_device.cuh"  // load_weights_streaming, warp_sum
+#include "kernels/gemv/gemv_epilogue.cuh"  // GemvEpilogue, gemv_store_row
 #include "kernels/quant/gemv_quant_plan.h"
 #include "kernels/ops/pdl.cuh"
 
@@ -104,6 +105,7 @@ struct QuantPackedArgs : QuantPlanes {
   const float* x;                // [k]
   float* y;                      // [n]
   int accumulate;
+  GemvEpilogue ep;               // the RMSNorm fold (kernels/gemv/gemv_epilogue.h)
   // warp-dp4a, host emulation only: x quantized per block of 32 (quant_x_q8_block) into host arrays. (The device
   // kernel quantizes x into each block's shared memory.)
   const int8_t* xq;              // [k] int8 q, 16-byte aligned

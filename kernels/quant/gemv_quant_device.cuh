@@ -86,6 +86,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
   float acc[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+  float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's rows (producer)
   int64_t g = g_begin;
   int b = 0;
   while (g < g_end) {
@@ -115,7 +116,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
       const int64_t row = g * R + lane;
       if (lane < R && row < a.n) {
         if (splits == 1)
-          a.y[row] = a.accumulate ? a.y[row] + mine : mine;
+          gemv_store_row(a.ep, a.y, row, mine, a.accumulate, &ss);
         else
           slice_sums[warp][lane] = mine;
       }
@@ -129,9 +130,10 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     if (slice == 0 && g_begin < g_end && lane < R && row < a.n) {
       float s = 0.0f;
       for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
-      a.y[row] = a.accumulate ? a.y[row] + s : s;
+      gemv_store_row(a.ep, a.y, row, s, a.accumulate, &ss);
     }
   }
+  gemv_epilogue_finish(a.ep, ss, a.n);
 }
 #endif
 
@@ -142,7 +144,7 @@ inline float quant_code_bias(QuantCodeFamily family, int code_offset) {
 
 // Host: the kernel arguments of w for a prepacked-plane launch.
 inline QuantPackedArgs quant_packed_args(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
-                                         bool accumulate) {
+                                         bool accumulate, const GemvEpilogue& ep = GemvEpilogue{}) {
   QuantPackedArgs a;
   static_cast<QuantPlanes&>(a) = w.planes();
   a.n = int(w.n);
@@ -158,6 +160,7 @@ inline QuantPackedArgs quant_packed_args(const QuantGemvWeight& w, const QuantGe
   a.x = x;
   a.y = y;
   a.accumulate = accumulate ? 1 : 0;
+  a.ep = ep;
   a.xq = nullptr;
   a.xd = nullptr;
   a.xs16 = nullptr;

@@ -19,12 +19,12 @@ inline void quant_gemv_check_warp_plan(const char* mapping, const QuantGemvPlan&
 
 // Per-mapping launchers, called by quant_gemv_launch (kernels/quant/gemv_quant.cu) after the layout and plane checks.
 void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
-                            bool accumulate, cudaStream_t stream);
+                            bool accumulate, const GemvEpilogue& ep, cudaStream_t stream);
 void quant_gemv_thread_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
-                              bool accumulate, cudaStream_t stream);
+                              bool accumulate, const GemvEpilogue& ep, cudaStream_t stream);
 void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
-                                 bool accumulate, cudaStream_t stream);
+                                 bool accumulate, const GemvEpilogue& ep, cudaStream_t stream);
 void quant_gemv_as_stored_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
-                                 bool accumulate, cudaStream_t stream);
+                                 bool accumulate, const GemvEpilogue& ep, cudaStream_t stream);
 
 }  // namespace llm

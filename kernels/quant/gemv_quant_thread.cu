@@ -7,6 +7,7 @@
 // useful bytes); x as float4 loads at one address across the warp (broadcast). kQuantThreadUnroll = 4 chunks in
 // flight per thread. Same per-weight arithmetic as "warp".
 #include "kernels/cuda_check.h"
+#include "kernels/gemv/gemv_internal.h"  // gemv_check_epilogue
 #include "kernels/quant/gemv_quant_device.cuh"
 #include "kernels/quant/gemv_quant_internal.h"
 #include "kernels/ops/pdl.cuh"
@@ -19,9 +20,12 @@ __global__ void __launch_bounds__(kQuantGemvThreads) quant_gemv_thread_kernel(Qu
   const int64_t row = int64_t(blockIdx.x) * kQuantGemvThreads + threadIdx.x;
   pdl_launch_dependents();
   pdl_wait();  // launched without the PDL attribute: a no-op, kept so a PDL launch would stay correct
-  if (row >= a.n) return;
-  const float acc = quant_thread_row<kInt4, kTwoLevel, kHasMin, kVecX>(a, row);
-  a.y[row] = a.accumulate ? a.y[row] + acc : acc;
+  float ss = 0.0f;
+  if (row < a.n) {  // no early return: every thread reaches the epilogue's block sum
+    const float acc = quant_thread_row<kInt4, kTwoLevel, kHasMin, kVecX>(a, row);
+    gemv_store_row(a.ep, a.y, row, acc, a.accumulate, &ss);
+  }
+  gemv_epilogue_finish(a.ep, ss, a.n);
 }
 
 using Kernel = void (*)(QuantPackedArgs);
@@ -39,10 +43,11 @@ struct Pick {
 }  // namespace
 
 void quant_gemv_thread_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
-                              bool accumulate, cudaStream_t stream) {
+                              bool accumulate, const GemvEpilogue& ep, cudaStream_t stream) {
   if (plan.grid <= 0 || int64_t(plan.grid) * kQuantGemvThreads < w.n)
     fail("quantized gemv 'thread': bad plan (grid ", plan.grid, " for ", w.n, " rows)");
-  const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate);
+  gemv_check_epilogue("thread", ep, plan.grid);
+  const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate, ep);
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   const Kernel kernel = vec_x ? quant_kernel_for<Pick<true>>(w.type_id, "thread")
                               : quant_kernel_for<Pick<false>>(w.type_id, "thread");

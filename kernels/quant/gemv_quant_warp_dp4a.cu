@@ -9,6 +9,7 @@
 // from "warp" by the rounding of x. (A separate quantizing kernel, measured before on the H200, left a bubble of a few
 // microseconds between every two GEMVs: the quantizer waits for the previous GEMV's last block, the GEMV for it.)
 #include "kernels/cuda_check.h"
+#include "kernels/gemv/gemv_internal.h"  // gemv_check_epilogue
 #include "kernels/quant/gemv_quant_device.cuh"
 #include "kernels/quant/gemv_quant_internal.h"
 #include "kernels/ops/pdl.cuh"
@@ -31,7 +32,7 @@ struct Pick {
 }  // namespace
 
 void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
-                                 bool accumulate, cudaStream_t stream) {
+                                 bool accumulate, const GemvEpilogue& ep, cudaStream_t stream) {
   quant_gemv_check_warp_plan("warp-dp4a", plan);
   const int64_t smem = quant_x_smem_bytes(w.k);
   if (smem > kQuantMaxSmemBytes)
@@ -40,7 +41,8 @@ void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
   const Kernel kernel = quant_kernel_for<Pick>(w.type_id, "warp-dp4a");
   if (smem > 48 * 1024)  // beyond the default limit: opt in (not a stream operation; allowed while capturing)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate);
+  gemv_check_epilogue("warp-dp4a", ep, plan.grid);
+  const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate, ep);
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = pdl_launch_config(unsigned(plan.grid), kQuantGemvThreads, stream, true, &attr);
   config.dynamicSmemBytes = size_t(smem);

@@ -79,7 +79,7 @@ Result bench_one(const GemvMapping& m, int N, int K, const uint16_t* d_src, cons
   std::vector<GemvWeight> copies(size_t(r.copies));
   for (GemvWeight& w : copies) m.prepack(d_src, N, K, &w, stream);
   time_rotation(r, useful, repeats, stream, e0, e1,
-                [&](int i) { m.launch(copies[size_t(i % r.copies)], d_x, d_y, false, ctx); });
+                [&](int i) { m.launch(copies[size_t(i % r.copies)], d_x, d_y, false, {}, ctx); });
   for (GemvWeight& w : copies) gemv_free(&w);
   return r;
 }

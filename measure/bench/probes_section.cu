@@ -97,7 +97,7 @@ std::vector<BatchResult> probe_batch(Bench& b, const Options& o) {
         gemv_batched_launch(w, B, x, K, y, N, b.stream);
       });
       r.us_separate = graph_us(b, copies, 200, [&](const GemvWeight& w) {
-        for (int i = 0; i < B; ++i) warp.launch(w, x + size_t(i) * K, y + size_t(i) * N, false, &b.ctx);
+        for (int i = 0; i < B; ++i) warp.launch(w, x + size_t(i) * K, y + size_t(i) * N, false, {}, &b.ctx);
       });
       const double bytes = double(N) * double(K) * 2.0;
       r.gbps = bytes / (r.us_batched * 1e-6) / 1e9;
@@ -163,7 +163,7 @@ std::vector<TinyResult> probe_tiny(Bench& b, const Options& o) {
         if (rows)
           gemv_rows_per_warp_launch(w, x, y, b.stream);
         else
-          m->launch(w, x, y, false, &b.ctx);
+          m->launch(w, x, y, false, {}, &b.ctx);
       });
       free_copies(&copies);
       return us;

@@ -38,12 +38,12 @@ std::string profile_one(const GemvMapping& m, int N, int K, int id, int warmup, 
   m.prepack(d_src, N, K, &w, stream);
   CUDA_CHECK(cudaStreamSynchronize(stream));
   CUDA_CHECK(cudaFree(d_src));
-  for (int i = 0; i < warmup; ++i) m.launch(w, d_x, d_y, false, ctx);
+  for (int i = 0; i < warmup; ++i) m.launch(w, d_x, d_y, false, {}, ctx);
   CUDA_CHECK(cudaStreamSynchronize(stream));
 
   CUDA_CHECK(cudaProfilerStart());
   gemv_profile_marker(id, stream);
-  m.launch(w, d_x, d_y, false, ctx);
+  m.launch(w, d_x, d_y, false, {}, ctx);
   CUDA_CHECK(cudaStreamSynchronize(stream));
   CUDA_CHECK(cudaProfilerStop());
 

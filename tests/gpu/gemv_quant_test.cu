@@ -20,6 +20,7 @@
 
 #include "core/counter_rng.h"
 #include "random_util.h"  // test_seed, parallel_for
+#include "rmsnorm_fold_check.h"  // check_rmsnorm_fold
 #include "core/dtype.h"
 #include "engine/backend.h"  // cuda_device_available
 #include "engine/cuda_quant.h"  // quant_host_view
@@ -521,6 +522,26 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QuantGemvShapeTest,
                                   std::to_string(shape_k(std::get<0>(info.param), std::get<2>(info.param))) +
                                   (std::get<2>(info.param) == 4 ? "_" : "");
                          });
+
+// The RMSNorm fold (kernels/gemv/gemv_epilogue.h) in every quantized form, as producer and consumer: one-level and
+// two-level types, one row, rows not a multiple of the row group, split-K plans and more rows than one wave.
+TEST_F(QuantGemvTest, RmsNormFoldEpilogue) {
+  for (Q t : {Q::Q4_0, Q::Q8_0, Q::Q4_K, Q::Q6_K}) {
+    for (int n : {1, 7, 1000, 4099}) {
+      const HostProblem hp(t, n, shape_k(t, n == 4099 ? 3 : 1));
+      DeviceProblem p(hp, stream_);
+      p.upload_x(0, stream_);
+      for (QuantGemvKind kind : kAllKinds) {
+        SCOPED_TRACE(hp.name() + " mapping " + quant_gemv_kind_name(kind));
+        const std::vector<double>& dot = hp.want(kind, false);
+        llm_test::check_rmsnorm_fold(int(hp.n), dot, hp.y0, hp.ref_abs, p.d_y(0), stream_, kTol,
+                                     test_seed() + uint64_t(n), [&](float* y, bool acc, const GemvEpilogue& ep) {
+                                       quant_gemv_launch(kind, p.w, p.d_x(0), y, acc, stream_, ep);
+                                     });
+      }
+    }
+  }
+}
 
 // The lm_head shape of Llama 3: 128,256 x 4,096 (Q4_0 and Q8_0: quantized here in parallel, ~0.5 GB each on the GPU).
 TEST_F(QuantGemvTest, LargeHeadShape) {

@@ -20,6 +20,7 @@
 #include "engine/gemv_choice.h"  // gemv_plan: a name's BF16 form
 #include "core/counter_rng.h"  // rng_value, rng_mix: the random inputs
 #include "random_util.h"       // test_seed, parallel_for
+#include "rmsnorm_fold_check.h"  // check_rmsnorm_fold
 #include "core/dtype.h"        // f32_to_bf16 / bf16_to_f32
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv.h"
@@ -176,7 +177,7 @@ class GemvTest : public ::testing::Test {
       ASSERT_GE(w.bytes, w.useful_bytes());
       for (bool accumulate : {false, true}) {
         const double err = run_and_measure(p, accumulate, offset, stream_, [&](const float* x, float* y) {
-          m->launch(w, x, y, accumulate, &ctx_);
+          m->launch(w, x, y, accumulate, {}, &ctx_);
         });
         EXPECT_LE(err, kTol) << (accumulate ? "y += W x" : "y = W x") << ": relative L2 error " << err;
       }
@@ -206,6 +207,35 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvShapeTest,
                                   std::to_string(std::get<1>(info.param));
                          });
 
+// The RMSNorm fold (kernels/gemv/gemv_epilogue.h) in every mapping that runs it, as producer and consumer, on awkward
+// shapes (one row; N and K not multiples of 32; split-K plans; more rows than one wave); cuBLAS refuses it by name.
+TEST_F(GemvTest, RmsNormFoldEpilogue) {
+  const std::vector<std::pair<int, int>> shapes = {{1, 8}, {7, 33}, {1000, 200}, {1024, 4096}, {4097, 4104}};
+  for (const auto& [n, k] : shapes) {
+    const Problem p(n, k);
+    std::vector<double> scale(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) scale[size_t(i)] = p.ref_abs[size_t(i)] + std::fabs(double(p.y0[size_t(i)]));
+    for (const GemvMapping* m : gemv_mappings()) {
+      SCOPED_TRACE(std::string("mapping ") + m->name + ", N=" + std::to_string(n) + " K=" + std::to_string(k));
+      GemvWeight w;
+      m->prepack(p.d_w, p.N, p.K, &w, stream_);
+      p.upload_x(0, stream_);
+      if (!gemv_row(m->form)->bf16_fuses_norm) {
+        GemvEpilogue ep;
+        float s = 1.0f;
+        ep.scale = &s;
+        EXPECT_THROW(m->launch(w, p.d_x(0), p.d_y(0), false, ep, &ctx_), Error);
+      } else {
+        llm_test::check_rmsnorm_fold(n, p.ref, p.y0, scale, p.d_y(0), stream_, kTol, test_seed() + uint64_t(n),
+                                     [&](float* y, bool acc, const GemvEpilogue& ep) {
+                                       m->launch(w, p.d_x(0), y, acc, ep, &ctx_);
+                                     });
+      }
+      gemv_free(&w);
+    }
+  }
+}
+
 // x and y at 4-byte (not 16-byte) alignment, as a slice of a larger activation buffer would be.
 TEST_F(GemvTest, MisalignedXAndY) {
   const std::vector<std::pair<int, int>> shapes = {{1000, 200}, {7, 4097}, {1024, 4096}};
@@ -225,7 +255,7 @@ TEST_F(GemvTest, Deterministic) {
     std::vector<float> first(size_t(p.N)), again(size_t(p.N));
     for (std::vector<float>* out : {&first, &again}) {
       CUDA_CHECK(cudaMemsetAsync(p.d_y(0), 0xFF, size_t(p.N) * 4, stream_));
-      m->launch(w, p.d_x(0), p.d_y(0), false, &ctx_);
+      m->launch(w, p.d_x(0), p.d_y(0), false, {}, &ctx_);
       CUDA_CHECK(cudaMemcpyAsync(out->data(), p.d_y(0), size_t(p.N) * 4, cudaMemcpyDeviceToHost, stream_));
       CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
@@ -261,8 +291,8 @@ TEST_F(GemvTest, BackToBackLaunchesSeeThePreviousOutput) {
     m->prepack(d_w1, n, n, &a, stream_);
     m->prepack(p.d_w, n, n, &b, stream_);
     auto both = [&] {
-      m->launch(a, p.d_x(0), d_mid, false, &ctx_);
-      m->launch(b, d_mid, p.d_y(0), false, &ctx_);
+      m->launch(a, p.d_x(0), d_mid, false, {}, &ctx_);
+      m->launch(b, d_mid, p.d_y(0), false, {}, &ctx_);
     };
     for (bool graph : {false, true}) {  // the plain run first: it creates lazy state (the cuBLAS handle)
       SCOPED_TRACE(std::string("mapping ") + m->name + (graph ? ", CUDA graph" : ", stream"));
@@ -321,7 +351,7 @@ TEST_F(GemvTest, NegativeControlMissingReductionFails) {
   GemvWeight w;
   warp.prepack(p.d_w, p.N, p.K, &w, stream_);
   const double good = run_and_measure(p, false, 0, stream_, [&](const float* x, float* y) {
-    warp.launch(w, x, y, false, &ctx_);
+    warp.launch(w, x, y, false, {}, &ctx_);
   });
   const double broken = run_and_measure(p, false, 0, stream_, [&](const float* x, float* y) {
     gemv_warp_without_reduction<<<(p.N + 7) / 8, 256, 0, stream_>>>(w.data, w.ld, p.N, p.K, x, y);

@@ -202,6 +202,38 @@ TEST(CudaQuantModel, EveryFormMatchesCpuReference) {
   }
 }
 
+// The RMSNorm fold (EngineTuning::fuse_norm) against the norm kernels, every quantized form, mixed-type fused groups
+// included: the same arithmetic in another order (relative L2 <= 1e-5), except warp-dp4a, which rounds its x to int8
+// per 32: a scaled x may round a code the other way, so it is held to its own tolerance against the CPU above.
+TEST(CudaQuantModel, RmsNormFoldMatchesTheNormKernels) {
+  REQUIRE_GPU();
+  llm_test::TempDir tmp;
+  int file = 0;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, "f" + std::to_string(file++) + ".gguf");
+    const std::vector<int> ids = llm_test::tq_tokens(m.config.vocab_size, kTokens);
+    testing::internal::CaptureStderr();
+    auto eng = make_cuda_engine(m, cuda_options("", false));
+    testing::internal::GetCapturedStderr();
+    for (const char* form : kForms) {
+      if (!gemv_refusal(gemv_plan(form), m, false).empty()) continue;
+      eng->set_gemv(form);
+      std::vector<float> by_knob[2];
+      for (bool fold : {false, true}) {
+        EngineTuning t;
+        t.fuse_norm = fold;
+        eng->set_tuning(t);
+        by_knob[fold] = teacher_forced_logits(*eng, ids);
+      }
+      const bool dp4a = std::string(form) == "warp-dp4a";
+      const Measured r = compare(by_knob[1], by_knob[0], m.config.vocab_size, dp4a ? kTolDp4a : 1e-5, 1.0,
+                                 c.name + " gemv=" + form + " fold vs norm kernels");
+      std::printf("  %-9s fold vs norm kernels: worst rel L2 %.2e\n", form, r.worst);
+    }
+  }
+}
+
 // --dequantize: the BF16 mappings run the same file, matching the CPU on BF16-rounded weights; and reading the weights
 // quantized costs fewer bytes per token than reading them as BF16.
 TEST(CudaQuantModel, DequantizedBf16PathMatchesAndReadsMoreBytes) {
