@@ -146,6 +146,9 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_EQ(d.persistent_max_blocks, 0);
   EXPECT_EQ(d.persistent_timeout_ms, 0u);
   EXPECT_FALSE(d.persistent_all_forms);
+  EXPECT_TRUE(d.fuse_norm);
+  EXPECT_FALSE(parse({"--fuse-norm", "off"}).fuse_norm);
+  EXPECT_EQ(usage_message([&] { parse({"--fuse-norm", "no"}); }), "--fuse-norm: invalid value 'no' (allowed: on, off)");
   const EngineTuning t = parse({"--run-ahead", "off", "--grid-cap", "96", "--wait-timeout", "250", "--all-forms"});
   EXPECT_FALSE(t.run_ahead);
   EXPECT_EQ(t.persistent_max_blocks, 96);

@@ -208,5 +208,15 @@ TEST(GemvTable, EveryQuantizedFormPlansEveryTypeOfItsRow) {
 }
 #endif
 
+// The RMSNorm fold (kernels/gemv/gemv_epilogue.h) runs in every BF16 form of ours; cuBLAS's library kernels have no
+// epilogue, so a plan with cuBLAS keeps the norm kernels (engine/cuda/gemv_mappings.cu reads this column).
+TEST(GemvTable, EveryFormOfOursFoldsTheNormAndCublasDoesNot) {
+  for (const GemvRow& r : kGemvTable) {
+    SCOPED_TRACE(r.name);
+    if (!r.has_bf16()) continue;
+    EXPECT_EQ(r.bf16_fuses_norm, r.bf16 != GemvBf16Form::Cublas);
+  }
+}
+
 }  // namespace
 }  // namespace llm
