@@ -9,7 +9,7 @@ set -uo pipefail
 S=$PWD/.stage/h200; B=$S/bin; export LD_LIBRARY_PATH=$B:${LD_LIBRARY_PATH:-}
 M=$PWD/tests/data/models
 SMOL=${SMOL:-models-cache/SmolLM2-135M-Instruct.Q4_1.gguf}
-rows=$(mktemp)
+rows=${ROWS_FILE:-$(mktemp)}  # ROWS_FILE: keep the rows (e.g. under $OUT, so a call cut short still returns them)
 run() {  # tag, binary, llama-ab's arguments
   local tag=$1 bin=$2; shift 2
   local r
