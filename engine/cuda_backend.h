@@ -37,6 +37,9 @@ class CudaBackend : public Backend {
   virtual void set_persistent(bool on) = 0;
   virtual bool persistent() const = 0;
   virtual int persistent_grid() const = 0;  // blocks of the persistent kernel (0 before its first step)
+  // Kernels one decode step of the current mapping and path launches: its kernel boundaries per token (the graph's
+  // kernel nodes; 1 on the persistent path); 0 before the first step with them.
+  virtual int kernels_per_step() const = 0;
 
   // The knobs of BackendOptions::tuning, changed after construction (tests: a fault on, then off). The persistent
   // grid cap applies only before the persistent path's first use (its scratch is sized for the grid).

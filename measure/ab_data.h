@@ -51,6 +51,7 @@ struct AbMappingRun {
   // named "attention"); empty while it does not (attention is then inside "other").
   std::vector<double> attention_ms_per_token;
   int tokens_matching_first = -1;  // of the n_decode + 1 sampled tokens, leading ones equal to the first mapping's
+  int kernels_per_token = 0;       // kernel boundaries of one decode step (CudaBackend::kernels_per_step); 0: unknown
 };
 
 struct AbReportData {

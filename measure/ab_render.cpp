@@ -215,12 +215,15 @@ void budget_table(std::ostringstream& os, const AbSummary& s) {
         "persistent path exactly the kernel's time; on the graph path, when timed by the kernel timeline, exactly the "
         "replay's first-kernel-start to last-kernel-end span). Remainder: measured - profiled device, what the parts do not "
         "cover (launches, sampling, host; negative where the profiling pass spends device time the timed pass "
-        "does not).\n\n";
-  os << "| mapping | measured ms/token | profiled device ms/token | remainder ms/token | profiled % of measured |\n";
-  os << "| --- | ---: | ---: | ---: | ---: |\n";
+        "does not). Kernels: the kernel boundaries of one step (the graph's kernel nodes; 1 on the persistent "
+        "path).\n\n";
+  os << "| mapping | measured ms/token | profiled device ms/token | remainder ms/token | profiled % of measured "
+        "| kernels/token |\n";
+  os << "| --- | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& m : s.mappings)
     os << "| " << m.mapping << " | " << fmt("%.3f", m.ms.median) << " | " << fmt("%.3f", m.device_ms) << " | "
-       << signed_ms(m.rest_ms) << " | " << pct_of(m.device_ms, m.ms.median) << " |\n";
+       << signed_ms(m.rest_ms) << " | " << pct_of(m.device_ms, m.ms.median) << " | "
+       << (m.kernels_per_token > 0 ? std::to_string(m.kernels_per_token) : std::string("n/a")) << " |\n";
   os << "\n";
 }
 
@@ -465,6 +468,7 @@ json data_json(const AbReportData& d) {
                                 {"bytes_read", l.bytes_read}});
     jr["attention_ms_per_token"] = r.attention_ms_per_token;
     jr["tokens_matching_first"] = r.tokens_matching_first;
+    jr["kernels_per_token"] = r.kernels_per_token;
     j["runs"].push_back(jr);
   }
   return j;
@@ -491,6 +495,7 @@ json summary_json(const AbSummary& s) {
     jm["overhead_ms"] = m.overhead_ms;
     jm["device_ms"] = m.device_ms;
     jm["rest_ms"] = m.rest_ms;
+    jm["kernels_per_token"] = m.kernels_per_token;
     jm["part_ms"] = json::object();
     for (int p = 0; p < ProfileParts::kParts; ++p) jm["part_ms"][ProfileParts::part_name(p)] = m.part_ms[p];
     jm["gemv_gbps"] = m.gemv_gbps;
@@ -606,6 +611,7 @@ AbReportData ab_data_from_json(const std::string& text) {
                               l.value("bytes_read", int64_t(0))});  // absent before it: BF16 bytes
       r.attention_ms_per_token = jr.value("attention_ms_per_token", std::vector<double>());
       r.tokens_matching_first = jr.at("tokens_matching_first").get<int>();
+      r.kernels_per_token = jr.value("kernels_per_token", 0);  // absent before it: unknown
       d.runs.push_back(std::move(r));
     }
   } catch (const json::exception& e) {

@@ -433,6 +433,7 @@ void timed_rounds(AbSession& ab, Roofline& roofline, AbResult& res, std::vector<
                1e3 / measured.ms_per_token, measured.ms_per_token, prefill);
       last_tokens[i] = measured.tokens;
       if (timed) res.runs[i].ms_per_token.push_back(measured.ms_per_token);
+      res.runs[i].kernels_per_token = ab.cb.kernels_per_step();
     }
   }
 }

@@ -61,6 +61,7 @@ class CudaEngine final : public CudaBackend {
   void set_persistent(bool on) override;
   bool persistent() const override { return persistent_; }
   int persistent_grid() const override { return persistent_path_->grid(); }
+  int kernels_per_step() const override;
   void set_tuning(const EngineTuning& t) override;
   void set_profiler(std::shared_ptr<StepProfiler> profiler) override {
     if (profiling_ && !profiler) set_profiling(false);  // a profiled step never runs without its hook
@@ -312,6 +313,11 @@ void CudaEngine::set_persistent(bool on) {
   if (const std::string why = persistent_path_->refusal(*cur_); !why.empty()) fail(why);
   persistent_path_->prepare(tuning_);
   persistent_ = true;
+}
+
+int CudaEngine::kernels_per_step() const {
+  if (!cur_) return 0;
+  return persistent_ ? persistent_path_->kernels_per_step(*cur_) : graph_->kernels_per_step(*cur_);
 }
 
 void CudaEngine::set_tuning(const EngineTuning& t) {

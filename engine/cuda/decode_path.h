@@ -20,6 +20,8 @@ class DecodePathImpl {
   virtual void enqueue_step(MappingState& ms, int pos) = 0;
   // One profiled step: the same step, timed through the profiler hook, its parts added to *out (synchronous).
   virtual void profile_step(MappingState& ms, int pos, StepProfiler& prof, DecodeProfile* out) = 0;
+  // Kernels one step of ms launches (its kernel boundaries per token); 0 before the path has run ms.
+  virtual int kernels_per_step(const MappingState& ms) const = 0;
 };
 
 }  // namespace llm

@@ -22,6 +22,7 @@ class GraphPath final : public DecodePathImpl {
   void enqueue_step(MappingState& ms, int pos) override;
   // A replay of a second graph of the step, captured with the profiler's marks, under the kernel timeline.
   void profile_step(MappingState& ms, int pos, StepProfiler& prof, DecodeProfile* out) override;
+  int kernels_per_step(const MappingState& ms) const override;  // the kernel nodes of ms's captured graph
 
  private:
   // Captures one forward pass of ms into exec (marks as forward's).
@@ -29,6 +30,7 @@ class GraphPath final : public DecodePathImpl {
 
   Forward forward_;
   cudaStream_t stream_;
+  int kernels_ = 0;  // kernel nodes of the last plain graph captured
 };
 
 }  // namespace llm

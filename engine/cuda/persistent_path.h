@@ -43,6 +43,7 @@ class PersistentPath final : public DecodePathImpl {
   // The step timed by events, then run again by the kernel's profiling build for the cycle split (a step is
   // idempotent).
   void profile_step(MappingState& ms, int pos, StepProfiler& prof, DecodeProfile* out) override;
+  int kernels_per_step(const MappingState&) const override { return plan_.grid > 0 ? 1 : 0; }  // the one kernel
 
   // Before the first step: the plan (grid capped by t.persistent_max_blocks) and the scratch, once.
   void prepare(const EngineTuning& t);

@@ -641,7 +641,9 @@ AbReportData both_paths() {
 }
 
 TEST(AbReport, BothDecodePathsWithTheirTimeBudget) {
-  const AbReportData d = both_paths();
+  AbReportData d = both_paths();
+  d.runs[0].kernels_per_token = 259;  // the graph's kernel nodes
+  d.runs[1].kernels_per_token = 1;    // the persistent kernel
   const AbSummary s = summarize_ab(d);
   ASSERT_EQ(s.mappings.size(), 2u);
   EXPECT_EQ(s.mappings[0].decode, "graph");
@@ -667,8 +669,8 @@ TEST(AbReport, BothDecodePathsWithTheirTimeBudget) {
       << md;
   // The time budget: measured, profiled device, the remainder, and the device time's share.
   EXPECT_TRUE(contains(md, "### Time budget per token: measured vs profiled device time")) << md;
-  EXPECT_TRUE(contains(md, "| warp | 10.000 | 2.250 | +7.750 | 22.5% |")) << md;
-  EXPECT_TRUE(contains(md, "| warp@persistent | 8.000 | 4.250 | +3.750 | 53.1% |")) << md;
+  EXPECT_TRUE(contains(md, "| warp | 10.000 | 2.250 | +7.750 | 22.5% | 259 |")) << md;
+  EXPECT_TRUE(contains(md, "| warp@persistent | 8.000 | 4.250 | +3.750 | 53.1% | 1 |")) << md;
   EXPECT_TRUE(contains(md, "| warp@persistent | head | 128256x4096 | n/a (persistent kernel) |")) << md;
   EXPECT_TRUE(contains(md, "| warp -> warp@persistent | -2.000 | +0.000 | -2.000 |")) << md;
   // Without a persistent entry the report keeps its columns: no norm or wait, no persistent note.
@@ -676,7 +678,10 @@ TEST(AbReport, BothDecodePathsWithTheirTimeBudget) {
   const std::string mg = ab_markdown(g, summarize_ab(g));
   EXPECT_FALSE(contains(mg, "| wait |")) << mg;
   EXPECT_FALSE(contains(mg, "@persistent")) << mg;
-  EXPECT_TRUE(contains(mg, "| warp | 10.000 | 2.250 | +7.750 | 22.5% |")) << mg;
+  EXPECT_TRUE(contains(mg, "| warp | 10.000 | 2.250 | +7.750 | 22.5% | n/a |")) << mg;  // not recorded
+  const AbReportData with_kernels = ab_data_from_json(ab_json(d, s));
+  EXPECT_EQ(with_kernels.runs[0].kernels_per_token, 259);
+  EXPECT_EQ(with_kernels.runs[1].kernels_per_token, 1);
 
   // CSV: the decode path and the budget per row, at the end.
   const std::string csv = ab_csv(d, s);

@@ -143,6 +143,7 @@ TEST(CudaModel, RmsNormFoldMatchesTheNormKernels) {
     for (const GemvMapping* map : gemv_mappings()) {
       eng->set_gemv(map->name);
       std::vector<std::vector<float>> by_knob[2];
+      int kernels[2] = {0, 0};
       for (bool fold : {false, true}) {
         EngineTuning t;
         t.fuse_norm = fold;
@@ -151,14 +152,20 @@ TEST(CudaModel, RmsNormFoldMatchesTheNormKernels) {
           eng->decode(toks[size_t(i)], i);
           by_knob[fold].push_back(eng->logits());
         }
+        kernels[fold] = eng->kernels_per_step();
       }
+      // The fold removes every norm kernel (two per layer and the final one), where the mapping runs it.
+      const int removed = gemv_row(map->form)->bf16_fuses_norm ? 2 * m.config.n_layers + 1 : 0;
+      EXPECT_GT(kernels[1], 0);
+      EXPECT_EQ(kernels[0] - kernels[1], removed) << map->name << ": " << kernels[0] << " -> " << kernels[1];
       double worst = 0.0;
       for (int i = 0; i < kTokens; ++i) {
         const double e = rel_l2(by_knob[1][size_t(i)], by_knob[0][size_t(i)]);
         worst = std::max(worst, e);
         EXPECT_LE(e, 1e-5) << map->name << " pos " << i;
       }
-      std::printf("%s gemv=%s: fold vs norm kernels, worst rel L2 %.2e\n", src.c_str(), map->name, worst);
+      std::printf("%s gemv=%s: fold vs norm kernels, worst rel L2 %.2e; kernels per token %d -> %d\n", src.c_str(),
+                  map->name, worst, kernels[0], kernels[1]);
     }
   }
 }
