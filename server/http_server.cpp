@@ -47,10 +47,25 @@ void send_error(httplib::Response& res, const ApiError& e) {
 }
 
 // The route a request counts under in /metrics (unknown paths share one label, so the label set stays bounded).
+// The routes and the one method each takes (the handlers below): the metrics label and the 405's Allow.
+struct Route {
+  const char* path;
+  const char* method;
+};
+constexpr Route kRoutes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
+                             {"/health", "GET"}, {"/metrics", "GET"}};
+
 std::string route_label(const std::string& path) {
-  for (const char* r : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
-    if (path == r) return r;
+  for (const Route& r : kRoutes)
+    if (path == r.path) return r.path;
   return "other";
+}
+
+// The method a route of ours takes, or null for a path that is not one.
+const char* route_method(const std::string& path) {
+  for (const Route& r : kRoutes)
+    if (path == r.path) return r.method;
+  return nullptr;
 }
 
 // The SSE writer of one streamed job: role chunk first (chat), text chunks as they come, the closing chunk with the
@@ -145,7 +160,13 @@ void HttpServer::Impl::routes() {
   // Every status >= 400 passes here; those without a body yet (httplib's own: 404, 413, 400) get the error JSON.
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (res.status == 404)
+    const char* allowed = route_method(req.path);
+    if (allowed && req.method != allowed) {  // a route of ours, asked with another method (httplib: 404 or 400)
+      res.status = 405;
+      res.set_header("Allow", allowed);
+      send_error(res, ApiError(405, printable(req.method, 20) + " is not allowed on " + printable(req.path, 100) +
+                                        "; use " + allowed, "invalid_request_error"));
+    } else if (res.status == 404)
       send_error(res, ApiError(404, "no route " + printable(req.method, 20) + " " + printable(req.path, 100),
                                "not_found_error"));
     else if (res.status == 413)

@@ -62,7 +62,9 @@ expect "n = 2" 400 "e['param'] == 'n'" "${key[@]}" "$cmpl" -d '{"prompt": "x", "
 expect "missing key" 401 "e['type'] == 'authentication_error'" "$cmpl" -d '{"prompt": "Once"}'
 expect "wrong key" 401 "e['code'] == 'invalid_api_key'" -H "Authorization: Bearer k3z" "$cmpl" -d '{"prompt": "Once"}'
 expect "unknown route" 404 "e['type'] == 'not_found_error'" "${key[@]}" "$url/v1/engines"
-expect "wrong method" 404 "'GET /v1/completions' in e['message']" "${key[@]}" "$cmpl"
+expect "wrong method" 405 "'GET is not allowed on /v1/completions; use POST' in e['message']" "${key[@]}" "$cmpl"
+expect "POST on a GET route" 405 "'POST is not allowed on /v1/models; use GET' in e['message']" "${key[@]}" \
+  -X POST "$url/v1/models"
 expect "body over --max-body" 413 "'larger' in e['message']" "${key[@]}" "$cmpl" \
   -d "{\"prompt\": \"$(head -c 2000 /dev/zero | tr '\0' a)\"}"
 long=$(printf 'Once upon a time %.0s' $(seq 30))
