@@ -36,6 +36,7 @@ GenerateResult generate(Backend& backend, const ModelConfig& config, const std::
   Timings& t = r.timings;
   t.load_ms = load_ms;
   t.prompt_ms = d.prompt_ms;
+  if (!opt.drafter) t.first_token_ms = d.prompt_ms;
   t.prompt_tokens = d.prefilled;
   t.eval_ms = d.eval_ms;
   t.eval_tokens = d.eval_tokens;
@@ -52,6 +53,9 @@ void print_timings(const Timings& t, std::FILE* out) {
                "tokens per second)\n",
                t.prompt_ms, t.prompt_tokens, per_token(t.prompt_ms, t.prompt_tokens),
                per_second(t.prompt_ms, t.prompt_tokens));
+  if (t.first_token_ms >= 0.0)  // the prefill, the head and the first sample (one-time work at load is not in it)
+    std::fprintf(out, "llama_perf_context_print:  first token time = %10.2f ms (time to first token)\n",
+                 t.first_token_ms);
   std::fprintf(out,
                "llama_perf_context_print:        eval time = %10.2f ms / %5d runs   (%8.2f ms per token, %8.2f "
                "tokens per second)\n",

@@ -31,6 +31,9 @@ struct Timings {
   double eval_ms = 0.0;
   int eval_tokens = 0;     // decode steps run after the prefill
   double total_ms = 0.0;   // load + the whole of generate()
+  // Time to first token: from the start of the prefill to the first sampled id on the host (= prompt_ms of a plain
+  // run); < 0 where the run does not time it apart (speculative decoding: its first token comes out of a verify).
+  double first_token_ms = -1.0;
 };
 
 struct GenerateResult {

@@ -499,6 +499,7 @@ TEST(RunLlama, ExitCodesAndOutput) {
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("eval time"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("llama_perf_context_print:  first token time = "), std::string::npos) << r.out;
 
   for (const char* bad : {"-n abc", "-n 0", "--top-p 0", "--top-p 1.5", "--temp -1", "--top-k -3", "--ctx-size 0",
                           "--device tpu", "--bogus"}) {
