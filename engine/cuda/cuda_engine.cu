@@ -62,6 +62,7 @@ class CudaEngine final : public CudaBackend {
   bool persistent() const override { return persistent_; }
   int persistent_grid() const override { return persistent_path_->grid(); }
   int kernels_per_step() const override;
+  void warm_up();
   void set_tuning(const EngineTuning& t) override;
   void set_profiler(std::shared_ptr<StepProfiler> profiler) override {
     if (profiling_ && !profiler) set_profiling(false);  // a profiled step never runs without its hook
@@ -183,7 +184,30 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   persistent_path_->set_tuning(tuning_);
   CUDA_CHECK(cudaStreamSynchronize(s));
   cur_ = &mappings_->prepare(plan, gemv_bytes_per_token());
+  warm_up();
   if (opt.persistent) set_persistent(true);
+}
+
+// Work that happens once belongs to load time, not to the first prompt: one prefill pass, two decode steps (the
+// first runs eagerly and captures the current mapping's graph, the second replays it) and a greedy and a sampled
+// draw load every kernel module they use (CUDA loads modules lazily), run cuBLAS's first GEMM and instantiate the
+// graph. Then the cache and the logits are cleared and the engine is as construction left it.
+void CudaEngine::warm_up() {
+  if (ctx_ < 2) return;
+  const int tok = cfg_.bos_id >= 0 && cfg_.bos_id < cfg_.vocab_size ? cfg_.bos_id : 0;
+  prefill(&tok, 1, 0);
+  SamplerParams greedy;
+  greedy.temperature = 0.0f;
+  sample(greedy, 0);
+  decode(tok, 1);
+  decode(tok, 1);
+  sample(SamplerParams{}, 1);
+  kv_->clear(stream_.s);
+  CUDA_CHECK(cudaMemsetAsync(act_.logits, 0, size_t(cfg_.vocab_size) * sizeof(float), stream_.s));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  logits_pos_ = -1;
+  sampled_pos_ = -1;
+  step_sampled_ = false;
 }
 
 CudaEngine::~CudaEngine() {

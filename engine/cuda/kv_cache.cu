@@ -20,14 +20,18 @@ class Bf16KvCache final : public DeviceKvCache {
   void allocate(DeviceArena& arena, cudaStream_t s) override {
     const size_t per_layer = size_t(ctx_) * size_t(c_.kv_dim());
     uint16_t* kv = arena.alloc<uint16_t>(2 * size_t(c_.n_layers) * per_layer);
-    // Rows are always written before attention reads them; zeros keep a stray read from producing NaN.
-    CUDA_CHECK(cudaMemsetAsync(kv, 0, 2 * size_t(c_.n_layers) * per_layer * 2, s));
     k_.resize(size_t(c_.n_layers));
     v_.resize(size_t(c_.n_layers));
     for (int l = 0; l < c_.n_layers; ++l) {
       k_[size_t(l)] = kv + (2 * size_t(l)) * per_layer;
       v_[size_t(l)] = kv + (2 * size_t(l) + 1) * per_layer;
     }
+    clear(s);
+  }
+  // Rows are always written before attention reads them; zeros keep a stray read from producing NaN.
+  void clear(cudaStream_t s) const override {
+    const size_t per_layer = size_t(ctx_) * size_t(c_.kv_dim());
+    if (!k_.empty()) CUDA_CHECK(cudaMemsetAsync(k_[0], 0, 2 * size_t(c_.n_layers) * per_layer * 2, s));
   }
   void store(int l, float* q, float* k, const float* v, const float* inv_freq, const int* d_pos0, int n,
              cudaStream_t s) const override {
@@ -63,8 +67,11 @@ class Fp8KvCache final : public DeviceKvCache {
     for (int l = 0; l < c_.n_layers; ++l) {
       Fp8KvLayer& f = layers_[size_t(l)];
       f = fp8_kv_layer_carve(kv + size_t(l) * per_layer, ctx_, c_.n_kv_heads, c_.head_dim, kKvFp8Block);
-      fp8_kv_layer_init(f, ctx_, c_.n_kv_heads, c_.head_dim, kKvFp8Block, s);
     }
+    clear(s);
+  }
+  void clear(cudaStream_t s) const override {
+    for (const Fp8KvLayer& f : layers_) fp8_kv_layer_init(f, ctx_, c_.n_kv_heads, c_.head_dim, kKvFp8Block, s);
   }
   // One launch: q rotated in place, k rotated into the FP8 cache (k left as it was).
   void store(int l, float* q, float* k, const float* v, const float* inv_freq, const int* d_pos0, int n,

@@ -31,6 +31,8 @@ class DeviceKvCache {
   // Allocates every layer's cache from arena and initialises it on s (BF16: zeros, so a stray read gives no NaN;
   // FP8: CpuKvCache's fresh state).
   virtual void allocate(DeviceArena& arena, cudaStream_t s) = 0;
+  // Back to the state allocate() left (BF16: zeros; FP8: the fresh state), on s.
+  virtual void clear(cudaStream_t s) const = 0;
 
   // RoPE on q [n, q_dim] (in place) and k [n, kv_dim] at positions *d_pos0 .. *d_pos0 + n - 1, and the rotated k
   // with v [n, kv_dim] into layer `layer`'s rows, in one launch. k may be left unrotated (only the cache is read
