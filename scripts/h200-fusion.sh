@@ -14,3 +14,10 @@ echo "=== GPU tests: ${TESTS:=*RmsNormFold*:CudaModel.*:CudaQuantModel.*} ==="
 timeout "${TEST_TIMEOUT:-240}" "$B/gpu_tests" --gtest_brief=1 --gtest_filter="$TESTS" 2>&1 | tail -${TEST_TAIL:-30}
 echo "=== llama-ab, fusion off (llama-ab-base) then on (llama-ab) ==="
 DECODE=${DECODE:-graph} MODELS=${MODELS:-"8b 8b_q4_0 tiny smol_real smol_real_deq"} scripts/h200-ab-binaries.sh
+echo "=== time to first token (26-token prompt, graph path, warm-up at load) ==="
+SMOL=${SMOL:-models-cache/SmolLM2-135M-Instruct.Q4_1.gguf}
+for m in "synthetic:llama3.1-8b --quantize q4_0" "synthetic:llama3.1-8b" "$SMOL"; do
+  echo "-- $m"
+  $B/run-llama --model $m --prompt-ids "$(seq -s, 1000 1025)" -n 16 --ignore-eos --temp 0 --device cuda 2>&1 \
+    | grep -E "load time|prompt eval|first token|  eval time"
+done
