@@ -34,8 +34,6 @@ for m in ${MODELS:-stories smol tiny 8b}; do
   for v in ${BINS:-llama-ab-base llama-ab llama-ab-base llama-ab}; do run "$m" "$v" "${A[@]}"; done
 done
 echo
-echo "| model | mapping | test | llama-ab-base t/s | llama-ab t/s | new / base |"
-echo "| --- | --- | --- | ---: | ---: | ---: |"
 python3 - "$rows" <<'PY'
 import sys, statistics, collections
 t = collections.defaultdict(lambda: collections.defaultdict(list))
@@ -43,9 +41,14 @@ for line in open(sys.argv[1]):
     tag, binary, rest = line.split(None, 2)
     f = [x.strip() for x in rest.split('|')]
     t[(tag, f[1], f[2])][binary].append(float(f[3].split()[0].replace(',', '')))
+# Columns: each binary's median t/s (llama-ab-base first, the others in name order), then each other one / base.
+bins = sorted({b for by_bin in t.values() for b in by_bin}, key=lambda b: (b != 'llama-ab-base', b))
+print('| model | mapping | test | ' + ' | '.join(b + ' t/s' for b in bins) + ' | ' +
+      ' | '.join(b + ' / base' for b in bins[1:]) + ' |')
+print('| --- | --- | --- | ' + ' | '.join('---:' for _ in bins) + ' | ' + ' | '.join('---:' for _ in bins[1:]) + ' |')
 for key, by_bin in t.items():
-    bins = sorted(by_bin, key=lambda b: (b != 'llama-ab-base', b))
-    med = [statistics.median(by_bin[b]) for b in bins]
-    ratio = med[-1] / med[0] if len(med) == 2 and med[0] > 0 else float('nan')
-    print('| ' + ' | '.join(key) + ' | ' + ' | '.join('%.2f' % x for x in med) + ' | %.3f |' % ratio)
+    med = [statistics.median(by_bin[b]) if b in by_bin else float('nan') for b in bins]
+    ratios = [m / med[0] if med[0] > 0 else float('nan') for m in med[1:]]
+    print('| ' + ' | '.join(key) + ' | ' + ' | '.join('%.2f' % x for x in med) + ' | ' +
+          ' | '.join('%.3f' % r for r in ratios) + ' |')
 PY
