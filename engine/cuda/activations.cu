@@ -43,7 +43,6 @@ void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, DeviceA
   pbf = arena.alloc<uint16_t>(ch * wide);
 
   attn_scratch = arena.alloc<uint8_t>(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx));
-  attention_decode_scratch_init(attn_scratch, c.n_heads, c.head_dim, ctx, s);
   sample_scratch = arena.alloc<uint8_t>(sample_scratch_bytes(c.vocab_size));
   blas_workspace = arena.alloc<uint8_t>(kCublasWorkspaceBytes);
 }

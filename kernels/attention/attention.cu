@@ -179,16 +179,16 @@ __device__ __forceinline__ int decode_len(const int* d_pos, int max_ctx) { retur
 
 // Grid (attention_max_splits, n_kv_heads). Split s covers rows [s * chunk, (s + 1) * chunk) of the current length
 // (chunk = attention_split_rows of it); splits that start past the length exit at once (the merge reads only the
-// splits that exist), so the grid depends on max_ctx only and the launch can live in a CUDA graph. Each split writes
-// its partial (DecodeSplits: part_o unnormalised outputs, part_ml (max, sum)); the group's last split merges them.
+// splits that exist), so the grid depends on max_ctx only and the launch can live in a CUDA graph.
+// part_o [n_splits, n_heads, head_dim] unnormalised outputs, part_ml [n_splits, n_heads] (max, sum).
 template <bool kVec4>
 __global__ __launch_bounds__(kThreads) void attention_decode_split_kernel(
     const float* __restrict__ q, const uint16_t* __restrict__ kc, const uint16_t* __restrict__ vc,
     const int* __restrict__ d_pos, int n_heads, int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale,
-    DecodeSplits parts) {
+    float* __restrict__ part_o, float2* __restrict__ part_ml) {
   __shared__ AttnShared sh;
   const int len = decode_len(d_pos, max_ctx);
-  pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
+  pdl_launch_dependents();  // the merge may launch now; it waits for this grid before reading
   const int chunk = attention_split_rows(n_kv_heads, len, sms);
   const int split = blockIdx.x, start = split * chunk;
   if (start >= len) return;
@@ -201,11 +201,34 @@ __global__ __launch_bounds__(kThreads) void attention_decode_split_kernel(
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
     const int it = threadIdx.x + j * kThreads;
-    if (it < g * pairs)
-      reinterpret_cast<float2*>(parts.part_o + row * head_dim)[it] = make_float2(acc[j].x, acc[j].y);
+    if (it < g * pairs) reinterpret_cast<float2*>(part_o + row * head_dim)[it] = make_float2(acc[j].x, acc[j].y);
   }
-  if (threadIdx.x < g) parts.part_ml[row + threadIdx.x] = make_float2(sh.m[threadIdx.x], sh.l[threadIdx.x]);
-  merge_splits_if_last(parts, kvh, (len + chunk - 1) / chunk, g, h0, n_heads, head_dim);
+  if (threadIdx.x < g) part_ml[row + threadIdx.x] = make_float2(sh.m[threadIdx.x], sh.l[threadIdx.x]);
+}
+
+// One block per query head: out = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s over the splits that ran.
+__global__ void attention_decode_merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml,
+                                              const int* __restrict__ d_pos, int n_heads, int head_dim, int max_ctx,
+                                              int n_kv_heads, int sms, float* __restrict__ out) {
+  pdl_wait();               // launched early (programmatic dependent launch): the split pass's writes are visible now
+  pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
+  const int h = blockIdx.x;
+  const int len = decode_len(d_pos, max_ctx);
+  const int chunk = attention_split_rows(n_kv_heads, len, sms);
+  const int n_active = len > 0 ? (len + chunk - 1) / chunk : 0;
+  float mx = -INFINITY;
+  for (int s = 0; s < n_active; ++s) mx = fmaxf(mx, part_ml[int64_t(s) * n_heads + h].x);
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float l = 0.0f, o = 0.0f;
+    for (int s = 0; s < n_active; ++s) {
+      const int64_t row = int64_t(s) * n_heads + h;
+      const float2 ml = part_ml[row];
+      const float w = exp2f(ml.x - mx);
+      l = fmaf(w, ml.y, l);
+      o = fmaf(w, part_o[row * head_dim + d], o);
+    }
+    out[int64_t(h) * head_dim + d] = n_active > 0 ? o / l : 0.0f;
+  }
 }
 
 // Grid (n_tokens, n_kv_heads): query token t (position pos0 + t) of one group over rows [0, pos0 + t].
@@ -268,44 +291,32 @@ int attention_decode_chunk(int n_kv_heads, int len, int sms) { return attention_
 
 int attention_decode_chunk(int n_kv_heads, int len) { return attention_decode_chunk(n_kv_heads, len, gemv_sm_count()); }
 
-namespace {
-// The scratch: part_ml, then part_o, then the merge's arrival counters (one per KV head; n_heads bound it).
-size_t part_o_bytes(int n_heads, int head_dim, int max_ctx, int sms) {
-  return (max_decode_parts(max_ctx, sms) * size_t(n_heads) * size_t(head_dim) * sizeof(float) + 255) / 256 * 256;
-}
-}  // namespace
-
 size_t attention_decode_scratch_bytes(int n_heads, int head_dim, int max_ctx) {
   const int sms = gemv_sm_count();
-  return part_ml_bytes(n_heads, max_ctx, sms) + part_o_bytes(n_heads, head_dim, max_ctx, sms) +
-         size_t(n_heads) * sizeof(unsigned);
-}
-
-void attention_decode_scratch_init(void* scratch, int n_heads, int head_dim, int max_ctx, cudaStream_t s) {
-  if (scratch == nullptr) fail("attention_decode_scratch_init: null scratch");
-  CUDA_CHECK(cudaMemsetAsync(scratch, 0, attention_decode_scratch_bytes(n_heads, head_dim, max_ctx), s));
+  return part_ml_bytes(n_heads, max_ctx, sms) +
+         max_decode_parts(max_ctx, sms) * size_t(n_heads) * size_t(head_dim) * sizeof(float);
 }
 
 namespace {
 
-// One decode's split pass, which merges in its last split per group (kernels/attention/attention_merge.cuh), with
-// the checks both cache forms share: split(sms, parts) launches it.
+// The split pass (split(sms, part_o, part_ml)) and the merge of one decode, with the checks both cache forms share.
+// The merge is launched as a programmatic dependent of the split pass: its launch overlaps the split's run, and it
+// waits (griddepcontrol.wait) for the split grid's writes before reading them.
 template <typename Split>
 void decode_split_merge(const char* op, const int* d_pos, int n_heads, int n_kv_heads, int head_dim, int max_ctx,
                         float* out, void* scratch, cudaStream_t s, Split split) {
-  (void)d_pos;
   if (max_ctx <= 0) fail(op, ": max_ctx must be positive, found ", max_ctx);
   if (reinterpret_cast<uintptr_t>(scratch) % 16 != 0) fail(op, ": scratch must be 16-byte aligned");
-  if (n_kv_heads > n_heads) fail(op, ": ", n_kv_heads, " KV heads for ", n_heads, " query heads");
   const int sms = gemv_sm_count();
-  char* base = static_cast<char*>(scratch);
-  DecodeSplits parts;
-  parts.part_ml = reinterpret_cast<float2*>(base);
-  parts.part_o = reinterpret_cast<float*>(base + part_ml_bytes(n_heads, max_ctx, sms));
-  parts.arrivals = reinterpret_cast<unsigned*>(base + part_ml_bytes(n_heads, max_ctx, sms) +
-                                               part_o_bytes(n_heads, head_dim, max_ctx, sms));
-  parts.out = out;
-  split(sms, parts);
+  float2* part_ml = static_cast<float2*>(scratch);
+  float* part_o = reinterpret_cast<float*>(static_cast<char*>(scratch) + part_ml_bytes(n_heads, max_ctx, sms));
+  split(sms, part_o, part_ml);
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t config = pdl_launch_config(unsigned(n_heads), 128, s, true, &attr);
+  CUDA_CHECK(cudaLaunchKernelEx(&config, attention_decode_merge_kernel, static_cast<const float*>(part_o),
+                                static_cast<const float2*>(part_ml), d_pos, n_heads, head_dim, max_ctx, n_kv_heads,
+                                sms, out));
+  CUDA_CHECK_LAUNCH("attention_decode_merge_kernel");
 }
 
 void check_fp8(const char* op, int n_heads, int n_kv_heads, int head_dim, const float* q, const uint8_t* kc,
@@ -326,19 +337,20 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
   check_cache_alignment("attention_decode", k_cache, v_cache);
   const float qscale = query_scale(head_dim);
   decode_split_merge("attention_decode", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s,
-                     [&](int sms, const DecodeSplits& parts) {
+                     [&](int sms, float* part_o, float2* part_ml) {
     if (attention_tc_supported(head_dim, n_heads / n_kv_heads, q, k_cache, v_cache, out)) {
-      attention_decode_tc(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads, head_dim, max_ctx, sms, qscale, parts, s);
+      attention_decode_tc(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads, head_dim, max_ctx, sms, qscale, part_o,
+                          part_ml, s);
       return;
     }
     const dim3 grid{unsigned(attention_max_splits(n_kv_heads, max_ctx, sms)), unsigned(n_kv_heads)};
     if (use_vec4(k_cache, v_cache, head_dim))
       attention_decode_split_kernel<true><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads,
-                                                                    head_dim, max_ctx, sms, qscale, parts);
+                                                                    head_dim, max_ctx, sms, qscale, part_o, part_ml);
     else
       attention_decode_split_kernel<false><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, d_pos, n_heads,
                                                                      n_kv_heads, head_dim, max_ctx, sms, qscale,
-                                                                     parts);
+                                                                     part_o, part_ml);
     CUDA_CHECK_LAUNCH("attention_decode_split_kernel");
   });
 }
@@ -353,9 +365,9 @@ void attention_decode_fp8(const float* q, const uint8_t* k_codes, const uint8_t*
                           int max_ctx, float* out, void* scratch, cudaStream_t s) {
   check_fp8("attention_decode_fp8", n_heads, n_kv_heads, head_dim, q, k_codes, v_codes, k_scale, v_scale, out);
   decode_split_merge("attention_decode_fp8", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s,
-                     [&](int sms, const DecodeSplits& parts) {
+                     [&](int sms, float* part_o, float2* part_ml) {
     attention_decode_tc_fp8(q, k_codes, v_codes, k_scale, v_scale, d_pos, n_heads, n_kv_heads, head_dim, max_ctx,
-                            sms, query_scale(head_dim), parts, s);
+                            sms, query_scale(head_dim), part_o, part_ml, s);
   });
 }
 

@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "core/dtype.h"  // LLM_HD
-#include "kernels/attention/attention_merge.cuh"  // DecodeSplits
 
 namespace llm {
 
@@ -37,12 +36,12 @@ bool attention_tc_supported(int head_dim, int group, const void* q, const void* 
 void attention_prefill_tc(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int pos0, int n_tokens,
                           int n_heads, int n_kv_heads, int head_dim, float qscale, float* out, cudaStream_t s);
 
-// Decode attention in one launch: grid (attention_max_splits(), n_kv_heads), split rows attention_split_rows() of the
-// length on the device. Each split writes parts.part_o [splits, n_heads, head_dim] and parts.part_ml [splits, n_heads]
-// (max in the log2 domain, weight sum); the last split of a group merges them into parts.out.
+// Split pass of decode attention: grid (attention_max_splits(), n_kv_heads), split rows attention_split_rows() of the
+// length on the device. Writes part_o [splits, n_heads, head_dim] and part_ml [splits, n_heads] (max in the log2
+// domain, weight sum).
 void attention_decode_tc(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos,
                          int n_heads, int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale,
-                         const DecodeSplits& parts, cudaStream_t s);
+                         float* part_o, float2* part_ml, cudaStream_t s);
 
 // The same passes over the FP8 cache (E4M3 codes, one FP32 scale per kKvFp8Block positions and KV head: scales
 // [n_blocks, n_kv_heads]).
@@ -51,6 +50,6 @@ void attention_prefill_tc_fp8(const float* q, const uint8_t* k_codes, const uint
                               int head_dim, float qscale, float* out, cudaStream_t s);
 void attention_decode_tc_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
                              const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
-                             int max_ctx, int sms, float qscale, const DecodeSplits& parts, cudaStream_t s);
+                             int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s);
 
 }  // namespace llm

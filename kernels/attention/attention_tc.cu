@@ -405,14 +405,14 @@ __device__ __forceinline__ void combine_warps(uint8_t* smem, const float (&o)[HD
 
 // Grid (n_splits, n_kv_heads). Split s covers keys [s * chunk, (s + 1) * chunk) of the current length; warp w of it
 // takes the 16-key tiles w, w + 4, w + 8, ... (m = -inf, l = 0, o = 0 when it has none); the block combines its
-// warps and writes partial s; the last split of the group to finish merges every split into the output
-// (kernels/attention/attention_merge.cuh). Splits starting past the length exit at once: the merge reads only the
-// splits that exist.
+// warps and writes partial s. Splits starting past the length exit at once: the merge reads only the splits that
+// exist.
 template <int HD, bool kFp8>
 __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __restrict__ q, KvSource kv,
                                                                 const int* __restrict__ d_pos, int n_heads,
                                                                 int n_kv_heads, int max_ctx, int sms, float qscale,
-                                                                DecodeSplits parts) {
+                                                                float* __restrict__ part_o,
+                                                                float2* __restrict__ part_ml) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int S = row_stride<HD>(), KS = HD / 16, DT = HD / 8;
   pdl_launch_dependents();  // the merge may launch now; it waits for this grid before reading
@@ -504,8 +504,7 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
     __syncwarp();  // the whole warp is done with this stage before a later load refills it
   }
   l = quad_sum(l);
-  combine_warps<HD>(smem, o, m, l, g, h0, n_heads, parts.part_o, parts.part_ml);
-  merge_splits_if_last(parts, kvh, (len + chunk - 1) / chunk, g, h0, n_heads, HD);
+  combine_warps<HD>(smem, o, m, l, g, h0, n_heads, part_o, part_ml);
 }
 
 // Raises a kernel's dynamic shared-memory limit (above the default 48 KB); once per kernel, from its launcher.
@@ -529,13 +528,13 @@ void launch_prefill(const float* q, const KvSource& kv, int pos0, int n_tokens, 
 
 template <int HD, bool kFp8>
 void launch_decode(const float* q, const KvSource& kv, const int* d_pos, int n_heads, int n_kv_heads, int max_ctx,
-                   int sms, float qscale, const DecodeSplits& parts, cudaStream_t s) {
+                   int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s) {
   constexpr int smem = decode_smem_bytes<HD, kFp8>();
   static const bool once = allow_smem(flash_decode_kernel<HD, kFp8>, smem);
   (void)once;
   const dim3 grid{unsigned(attention_max_splits(n_kv_heads, max_ctx, sms)), unsigned(n_kv_heads)};
   flash_decode_kernel<HD, kFp8><<<grid, kThreads, smem, s>>>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms,
-                                                             qscale, parts);
+                                                             qscale, part_o, part_ml);
   CUDA_CHECK_LAUNCH("flash_decode_kernel");
 }
 
@@ -554,12 +553,12 @@ void prefill_for(int head_dim, const float* q, const KvSource& kv, int pos0, int
 
 template <bool kFp8>
 void decode_for(int head_dim, const float* q, const KvSource& kv, const int* d_pos, int n_heads, int n_kv_heads,
-                int max_ctx, int sms, float qscale, const DecodeSplits& parts, cudaStream_t s) {
+                int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s) {
   static_assert(kAttnMinSplitRows % (kWarps * kDecodeKeys) == 0, "a split is whole warp tiles");
   if (head_dim == 64)
-    launch_decode<64, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, parts, s);
+    launch_decode<64, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s);
   else if (head_dim == 128)
-    launch_decode<128, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, parts, s);
+    launch_decode<128, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s);
   else
     fail("attention: head_dim ", head_dim, " has no tensor-core kernel (64 and 128 have)");
 }
@@ -579,10 +578,10 @@ void attention_prefill_tc(const float* q, const uint16_t* kc, const uint16_t* vc
 }
 
 void attention_decode_tc(const float* q, const uint16_t* kc, const uint16_t* vc, const int* d_pos, int n_heads,
-                         int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale,
-                         const DecodeSplits& parts, cudaStream_t s) {
+                         int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale, float* part_o,
+                         float2* part_ml, cudaStream_t s) {
   decode_for<false>(head_dim, q, KvSource{kc, vc, nullptr, nullptr}, d_pos, n_heads, n_kv_heads, max_ctx, sms,
-                    qscale, parts, s);
+                    qscale, part_o, part_ml, s);
 }
 
 void attention_prefill_tc_fp8(const float* q, const uint8_t* kc, const uint8_t* vc, const float* k_scale,
@@ -594,9 +593,9 @@ void attention_prefill_tc_fp8(const float* q, const uint8_t* kc, const uint8_t* 
 
 void attention_decode_tc_fp8(const float* q, const uint8_t* kc, const uint8_t* vc, const float* k_scale,
                              const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
-                             int max_ctx, int sms, float qscale, const DecodeSplits& parts, cudaStream_t s) {
+                             int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s) {
   decode_for<true>(head_dim, q, KvSource{kc, vc, k_scale, v_scale}, d_pos, n_heads, n_kv_heads, max_ctx, sms,
-                   qscale, parts, s);
+                   qscale, part_o, part_ml, s);
 }
 
 }  // namespace llm

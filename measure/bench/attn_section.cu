@@ -147,8 +147,6 @@ void bench_decode(const Bench& b, std::vector<DecodeRow>* rows, std::vector<Skip
   gemv_fill_random_f32(q, size_t(b.q_dim()), 0x9e3779b9ull, b.stream);
 
   for (int L : o.contexts) {
-    // The layout (and where the merge counters sit) follows the context: zero the scratch for each.
-    CUDA_CHECK(cudaMemsetAsync(scratch, 0, scratch_bytes, b.stream));
     const CachePlan plan = plan_caches(b, L, 0);
     if (!say_plan(b, "decode", L, plan)) {
       skipped->push_back({"decode", L});

@@ -125,7 +125,6 @@ void check_decode_fp8(int hd, int g, int n_kv, int max_ctx, const std::vector<in
   DeviceBuffer<float> dq(q), dout(q.size());
   DeviceBuffer<int> dpos(1);
   DeviceBuffer<uint8_t> scratch(attention_decode_scratch_bytes(n_heads, hd, max_ctx));
-  attention_decode_scratch_init(scratch.get(), n_heads, hd, max_ctx, nullptr);  // its merge counters start at 0
   std::vector<double> exact(q.size()), plain(q.size());
   for (int len : lens) {
     SCOPED_TRACE("context " + std::to_string(len));
@@ -199,7 +198,6 @@ TEST(AttentionFp8, OtherHeadDimsFailByName) {
   EXPECT_TRUE(attention_fp8_supported(128, 32, 8));
   DeviceBuffer<float> q(64), out(64);
   DeviceBuffer<uint8_t> k(1024), v(1024), scratch(attention_decode_scratch_bytes(2, 32, 16));
-  attention_decode_scratch_init(scratch.get(), 2, 32, 16, nullptr);
   DeviceBuffer<float> s(16);
   DeviceBuffer<int> pos(std::vector<int>{0});
   try {

@@ -188,7 +188,6 @@ void check_decode_on(CacheOnDevice& cache, int hd, int group, int n_kv, int max_
   DeviceBuffer<float> dq(q), dout(q.size());
   DeviceBuffer<int> dpos(1);
   DeviceBuffer<uint8_t> scratch(attention_decode_scratch_bytes(n_heads, hd, max_ctx));
-  attention_decode_scratch_init(scratch.get(), n_heads, hd, max_ctx, nullptr);  // its merge counters start at 0
   std::vector<double> ref(q.size());
   double worst = 0.0;
   int worst_len = 0;
@@ -226,7 +225,6 @@ void check_graph_replay(int hd, int group, int n_kv, int max_ctx, const std::vec
   DeviceBuffer<float> dq(q), dout(q.size());
   DeviceBuffer<int> dpos(std::vector<int>{0});
   DeviceBuffer<uint8_t> scratch(attention_decode_scratch_bytes(n_heads, hd, max_ctx));
-  attention_decode_scratch_init(scratch.get(), n_heads, hd, max_ctx, nullptr);  // its merge counters start at 0
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreate(&s));
   cudaGraph_t graph;
@@ -314,7 +312,6 @@ TEST(OpsAttentionDecode, SingleRowReturnsItsValueRow) {
   DeviceBuffer<float> dq(normal_f32(size_t(n_heads) * hd, 3.0f, 78)), dout(size_t(n_heads) * hd);
   DeviceBuffer<int> dpos(std::vector<int>{0});
   DeviceBuffer<uint8_t> scratch(attention_decode_scratch_bytes(n_heads, hd, max_ctx));
-  attention_decode_scratch_init(scratch.get(), n_heads, hd, max_ctx, nullptr);  // its merge counters start at 0
   dout.poison();
   scratch.poison();
   attention_decode(dq.get(), cache.kd(), cache.vd(), dpos.get(), n_heads, n_kv, hd, max_ctx, dout.get(),
