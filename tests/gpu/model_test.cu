@@ -130,8 +130,10 @@ TEST(CudaModel, TeacherForcedMatchesCpuForEveryMapping) {
 }
 
 // The RMSNorm fold (EngineTuning::fuse_norm, kernels/gemv/gemv_epilogue.h) against the norm kernels it replaces, every
-// mapping, teacher-forced: the same arithmetic in another order, so the logits agree to FP32 rounding (relative L2
-// <= 1e-5), far tighter than the CPU comparison above. cuBLAS cannot fold (no epilogue) and runs the norm kernels
+// mapping, teacher-forced: the same arithmetic in another order, so the logits agree to FP32 rounding, far tighter
+// than the CPU comparison above. Measured on the H200 (2026-12-05): <= 2.2e-7 for the lanes-along-K and split-K
+// mappings on stories260K, 1.3e-6 on tiny-gqa, up to 3.6e-5 for "thread" (one FP32 running sum per row over K); the
+// bound is 1e-4. cuBLAS cannot fold (no epilogue) and runs the norm kernels
 // either way. Switching the knob re-captures the graphs.
 TEST(CudaModel, RmsNormFoldMatchesTheNormKernels) {
   REQUIRE_GPU();
@@ -162,7 +164,7 @@ TEST(CudaModel, RmsNormFoldMatchesTheNormKernels) {
       for (int i = 0; i < kTokens; ++i) {
         const double e = rel_l2(by_knob[1][size_t(i)], by_knob[0][size_t(i)]);
         worst = std::max(worst, e);
-        EXPECT_LE(e, 1e-5) << map->name << " pos " << i;
+        EXPECT_LE(e, 1e-4) << map->name << " pos " << i;
       }
       std::printf("%s gemv=%s: fold vs norm kernels, worst rel L2 %.2e; kernels per token %d -> %d\n", src.c_str(),
                   map->name, worst, kernels[0], kernels[1]);
@@ -267,7 +269,8 @@ TEST(CudaModel, ProfileSplitsTheStep) {
   for (int part = 0; part < DecodeProfile::kParts; ++part) {
     const bool per_matrix = part == DecodeProfile::kQ || part == DecodeProfile::kK || part == DecodeProfile::kV ||
                             part == DecodeProfile::kGate || part == DecodeProfile::kUp;
-    if (per_matrix)
+    // With the RMSNorm fold (the default) no norm kernel runs: its part stays 0.
+    if (per_matrix || part == DecodeProfile::kNorm)
       EXPECT_EQ(p.ms[part], 0.0) << DecodeProfile::part_name(part);
     else if (part != DecodeProfile::kWait)  // a timeline's holes may be none
       EXPECT_GT(p.ms[part], 0.0) << DecodeProfile::part_name(part);
