@@ -83,14 +83,16 @@ std::string served_name(const std::string& source) {
 }
 
 int run(const Args& a) {
-  if (a.engine.device.device == "cuda") llm::require_cuda_device();
-  // SIGINT and SIGTERM go to the watcher thread below only (blocked here, before any thread starts).
+  // SIGINT and SIGTERM go to the watcher thread below only: blocked here, before any thread starts, the CUDA
+  // runtime's included (its threads inherit the mask; one started before it took SIGTERM's default and killed the
+  // process mid-shutdown on the H200).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  if (a.engine.device.device == "cuda") llm::require_cuda_device();
 
   llm::Model model = llm::cli::load_engine_model(a.engine);
   std::unique_ptr<llm::Tokenizer> tok = llm::load_tokenizer(model, a.engine.tokenizer);

@@ -13,7 +13,7 @@ done
 # BASE_LLAMA_AB=PATH: an earlier build's llama-ab, staged as llama-ab-base for scripts/h200-ab-binaries.sh.
 if [ -n "${BASE_LLAMA_AB:-}" ]; then cp "$BASE_LLAMA_AB" "$S/bin/llama-ab-base"; fi
 mkdir -p "$S/tools" && cp tools/*.py "$S/tools/"
-for lib in libsentencepiece.so.0 libpcre2-8.so.0 libreadline.so.8; do cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$S/bin/"; done
+for lib in libsentencepiece.so.0 libpcre2-8.so.0 libreadline.so.8 libcpp-httplib.so.0.11; do cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$S/bin/"; done
 # CUPTI (the kernel timeline, measure/kernel_trace.cpp), under its soname, where the build links it: the library CMake
 # found. The test machine loads it from LD_LIBRARY_PATH=.stage/h200/bin.
 cupti=$(sed -n 's/^CUDA_cupti_LIBRARY:FILEPATH=//p' "$B/CMakeCache.txt" 2>/dev/null || true)

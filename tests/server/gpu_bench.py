@@ -79,6 +79,13 @@ for i in range(REPEATS + 1):
     if i > 0:  # the first is a warm-up
         rates.append((usage["completion_tokens"] - 1) / span)
 server_tps = statistics.median(rates)
+# The server's own figure for the last of them (decode tokens/s, /metrics), beside the client's.
+mc = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+mc.request("GET", "/metrics")
+metrics_text = mc.getresponse().read().decode()
+mc.close()
+m = re.search(r"^llm_decode_tokens_per_second_last ([\d.eE+-]+)$", metrics_text, re.M)
+metrics_tps = float(m.group(1)) if m else float("nan")
 
 # TTFT: a fresh one-turn chat (a new conversation each time: its first words differ) against the same conversation
 # resent with one more turn (history reused from the KV cache).
@@ -96,7 +103,11 @@ for i in range(REPEATS + 1):
     if i > 0:
         fresh.append(t_fresh)
         resent.append(t_resent[0])
-srv.stop()
+try:
+    srv.stop()
+    stopped = "exited 0 on SIGTERM"
+except RuntimeError as e:  # reported below, after the figures
+    stopped = str(e).splitlines()[0]
 
 # run-llama on the same prompt and engine arguments, the same number of tokens.
 rl = []
@@ -108,9 +119,10 @@ for i in range(3):
     rl.append(float(m.group(1)))
 run_tps = statistics.median(rl)
 
-print("| engine args | server streamed t/s | run-llama t/s | server / run-llama | TTFT fresh ms | TTFT resent ms |"
-      " resent / fresh |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| engine args | server streamed t/s (client) | server decode t/s (/metrics) | run-llama t/s "
+      "| streamed / run-llama | TTFT fresh ms | TTFT resent ms | resent / fresh |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 f, r = statistics.median(fresh) * 1e3, statistics.median(resent) * 1e3
-print("| %s | %.1f | %.1f | %.3f | %.2f | %.2f | %.3f |" % (" ".join(engine), server_tps, run_tps,
-                                                          server_tps / run_tps, f, r, r / f))
+print("| %s | %.1f | %.1f | %.1f | %.3f | %.2f | %.2f | %.3f |" % (" ".join(engine), server_tps, metrics_tps, run_tps,
+                                                                 server_tps / run_tps, f, r, r / f))
+print("server: " + stopped)
