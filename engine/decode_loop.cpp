@@ -54,7 +54,7 @@ DecodeLoopResult decode_loop(Backend& backend, const std::vector<int>& prompt, c
   auto t0 = Clock::now();
   const int piece = std::max(1, backend.prefill_piece());
   for (int p0 = 0; p0 < n_prompt; p0 += piece) {
-    if (interrupted()) {
+    if (interrupted() || (p0 > 0 && opt.cancelled && opt.cancelled())) {
       r.prompt_ms = ms_since(t0);
       r.stop = StopReason::kInterrupted;
       r.next_step = step;

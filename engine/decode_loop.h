@@ -39,6 +39,9 @@ struct DecodeLoopOptions {
   // (the chat, whose next turn continues after it); false: the last produced token is never decoded (one-shot runs).
   bool cache_every_token = false;
   const volatile std::sig_atomic_t* interrupt = nullptr;  // checked between prefill pieces and after each token
+  // Given: asked between prefill pieces (not before the first); true stops the loop as an interrupt does (the
+  // server's client that left while its long prompt was prefilling). After a token, on_token decides.
+  std::function<bool()> cancelled;
 };
 
 // Times in milliseconds. A timed step ends when its sampled id reaches the host: prompt = prefill + first sample;

@@ -175,6 +175,8 @@ void Generator::generate(Job& job, const std::vector<int>& prompt) {
   lo.sampler = {req.temperature, req.top_k, req.top_p, *req.seed};
   if (!req.ignore_eos) lo.stop_ids = req.chat ? chat_stop_ids_ : completion_stop_ids_;
   lo.cache_every_token = false;
+  // A client that leaves while its prompt prefills stops the prefill within one piece (Backend::prefill_piece).
+  lo.cancelled = [&job] { return job.cancel || (job.client_alive && !job.client_alive()); };
 
   StreamDecoder dec(tok_, /*strip_leading_space=*/req.chat || req.prompt.empty());
   StopText stop(req.stop);
@@ -197,6 +199,7 @@ void Generator::generate(Job& job, const std::vector<int>& prompt) {
     }
     return true;
   });
+  if (d.stop == StopReason::kInterrupted) cancelled = true;  // during the prefill (lo.cancelled)
   emit(stop.push(dec.flush()));
   emit(stop.flush());
 
