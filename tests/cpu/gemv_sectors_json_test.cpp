@@ -18,7 +18,9 @@ namespace {
 
 std::vector<nlohmann::json> run_json(const std::string& args) {
   const std::string bin = std::string(LLM_BINARY_DIR) + "/gemv-sectors";
-  const std::string out = std::string(LLM_BINARY_DIR) + "/gemv_sectors_json_test.out";
+  // One file per test: ctest runs the tests of this file in parallel processes.
+  const std::string out = std::string(LLM_BINARY_DIR) + "/gemv_sectors_json_test." +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".out";
   const int rc = std::system((bin + " " + args + " --json >" + out + " 2>&1").c_str());
   EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << bin << " " << args << " failed";
   std::ifstream f(out);
