@@ -18,7 +18,7 @@ for sec in $sections; do
     cpu_tests) step cpu_tests; $S/bin/cpu_tests --gtest_brief=1 2>&1 | tail -20 ;;
     sanitizer) step sanitizer
       F=${SAN_FILTER:-"FusedOps.*:OpsRmsnorm.*:OpsRope.*:OpsKvStore.*:OpsElementwise.*:OpsAttentionDecode.SplitsOf128And256Rows:OpsAttentionPrefill.CausalMatchesReference:OpsSample.*:Shapes/GemvShapeTest.MatchesFp64Reference/N7_K*:GemvTest.MisalignedXAndY:GemvBatchedTest.*:CudaModel.PrefillMatchesDecode"}
-      for tool in memcheck racecheck initcheck; do
+      for tool in ${SAN_TOOLS:-memcheck racecheck initcheck}; do
         timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 9 $S/bin/gpu_tests --gtest_brief=1 \
           --gtest_filter="$F" > $OUT/san_$tool.log 2>&1; echo "$tool rc=$? (0 = clean; 9 = errors; 124 = timed out)"; grep -E "ERROR SUMMARY|PASSED|FAILED" $OUT/san_$tool.log | tail -3
       done ;;
