@@ -51,4 +51,10 @@ GemvLaunchShape quant_gemv_shape(QuantGemvKind kind, const QuantGemvWeight& w);
 
 // Bytes read per call: quant_gemv_bytes_read(kind, w) in kernels/quant/gemv_quant_plan.h.
 
+// out [n, ld_out] row-major BF16 (ld_out >= k, a multiple of 8; columns past k untouched) = the weights of w from its
+// prepacked planes (the layout "warp", "thread" and "warp-dp4a" read; fails naming the type when they are absent),
+// bit for bit models/quant.h's packed_weight rounded to BF16 (kernels/quant/quant_dequant.h). Prefill's source for a
+// matrix kept quantized. Asynchronous on `stream`; no allocation.
+void quant_dequantize_bf16(const QuantGemvWeight& w, uint16_t* out, int64_t ld_out, cudaStream_t stream);
+
 }  // namespace llm

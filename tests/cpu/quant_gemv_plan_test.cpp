@@ -7,7 +7,12 @@
 #include <vector>
 
 #include "engine/gemv_choice.h"  // gemv_plan: a name's quantized form
+#include <cmath>
+#include <cstring>
+
+#include "core/counter_rng.h"
 #include "kernels/quant/gemv_quant_plan.h"
+#include "kernels/quant/quant_dequant.h"
 #include "models/quant.h"
 
 namespace llm {
@@ -189,6 +194,47 @@ TEST(QuantGemvPlan, OneDescriptionOfThePlanes) {
     w.clear_pointers();
     EXPECT_EQ(w.codes, nullptr);
     EXPECT_EQ(w.ld_codes, view.ld_codes);  // the pitches stay
+  }
+}
+
+// Prefill's dequantization (kernels/quant/quant_dequant.h, the device kernel's arithmetic run on the host) equals
+// packed_weight bit for bit, every weight of every type: real quantizer output where models/quant.h has one (Q4_1, Q5_1:
+// random blocks, fp16 fields included), awkward row counts, K of one and of several super-blocks.
+TEST(QuantDequant, PlaneWeightsEqualPackedWeightBitForBit) {
+  for (Q t : kTypes) {
+    for (int64_t k : {256, 768}) {
+      const int64_t n = 7;
+      SCOPED_TRACE(std::string(ggml_quant_name(t)) + " K=" + std::to_string(k));
+      std::vector<uint8_t> blocks;
+      if (t == Q::Q4_1 || t == Q::Q5_1) {
+        blocks.resize(ggml_quant_row_bytes(t, k) * size_t(n));
+        for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = uint8_t(rng_mix(uint64_t(int(t)) * 1000003u + i) & 0xFF);
+      } else {
+        std::vector<float> x(size_t(n * k));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = rng_value(uint64_t(int(t)), 4, i, 0.0f, 2.0f);
+        blocks = quantize_matrix(t, x.data(), n, k);
+      }
+      const PackedQuant p = pack_quant(blocks.data(), t, n, k);
+      QuantGemvWeight w = quant_gemv_describe(int(t), n, k);
+      w.planes() = p.planes();
+      int64_t mismatches = 0, finite = 0;
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t j0 = 0; j0 < k; j0 += 8) {
+          float got[8];
+          quant_plane_weights8(w, r, j0, got);
+          for (int e = 0; e < 8; ++e) {
+            const float want = packed_weight(p, r, j0 + e);
+            uint32_t a, b;
+            std::memcpy(&a, &got[e], 4);
+            std::memcpy(&b, &want, 4);
+            mismatches += a != b;
+            finite += std::isfinite(want) && want != 0.0f;
+          }
+        }
+      }
+      EXPECT_EQ(mismatches, 0);
+      EXPECT_GT(finite, n * k / 2) << "the check must see real weights, not zeros or NaNs";
+    }
   }
 }
 

@@ -98,7 +98,7 @@ inline void check_rmsnorm_fold(int N, const std::vector<double>& dot, const std:
     std::vector<float> v(static_cast<size_t>(vn));
     double ss = 0.0;
     for (int i = 0; i < vn; ++i) {
-      v[size_t(i)] = llm::rng_value(seed, 8, uint64_t(i), -3.0f, 3.0f);
+      v[size_t(i)] = llm::rng_value(seed, 8, uint64_t(i), 0.0f, 3.0f);
       ss += double(v[size_t(i)]) * double(v[size_t(i)]);
     }
     const double s = 1.0 / std::sqrt(ss / double(vn) + double(eps));
