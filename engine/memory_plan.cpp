@@ -29,6 +29,14 @@ std::vector<const HostTensor*> decode_matrices(const Model& m, bool tied) {
 
 }  // namespace
 
+bool kept_quantized(const HostTensor& t, bool dequantize) { return t.quant != 0 && !dequantize; }
+
+bool needs_bf16_copy(const std::vector<const HostTensor*>& members, bool dequantize) {
+  for (const HostTensor* t : members)
+    if (!kept_quantized(*t, dequantize)) return true;
+  return false;
+}
+
 std::string gib_str(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", gib(bytes));
@@ -51,6 +59,24 @@ MemoryPlanner::MemoryPlanner(const Model& model, bool tied, bool keep_quant, KvD
       by_type[quant ? ggml_quant_name(q) : "BF16"] +=
           quant ? double(ggml_quant_row_bytes(q, t->cols)) * double(t->rows) : 2.0 * double(t->numel());
     }
+    // The BF16 copy: the embedding, and each decode matrix with a member not kept quantized (needs_bf16_copy).
+    const bool dequantize = !keep_quant;
+    bf16_weights_ = 2.0 * double(model.weights.embedding.numel());
+    auto group = [&](const std::vector<const HostTensor*>& members) {
+      double elems = 0;
+      for (const HostTensor* t : members) elems += double(t->numel());
+      if (needs_bf16_copy(members, dequantize))
+        bf16_weights_ += 2.0 * elems;
+      else
+        prefill_dequant_ = std::max(prefill_dequant_, 2.0 * elems);
+    };
+    for (const LayerWeights& lw : model.weights.layers) {
+      group({&lw.wq, &lw.wk, &lw.wv});
+      group({&lw.wo});
+      group({&lw.w_gate, &lw.w_up});
+      group({&lw.w_down});
+    }
+    if (!tied_) group({&model.weights.head});
   }
   prepacked_by_type_.assign(by_type.begin(), by_type.end());
   std::stable_sort(prepacked_by_type_.begin(), prepacked_by_type_.end(),
@@ -71,7 +97,9 @@ MemoryPlan MemoryPlanner::plan(int ctx, int chunk) const {
                   4.0 * chunk * (dim + 2 * qd + 2 * kvd + 2 * hid) + 2.0 * chunk * wide + 4.0 * (4 + chunk);
   // The scratch query runs only for plausible contexts (an absurd ctx fails on the KV cache alone).
   const double attn = (p.kv < 1e12 && sizes_.attention_scratch) ? sizes_.attention_scratch(ctx) : 0.0;
-  p.scratch = attn + sizes_.sample_scratch + double(kCublasWorkspaceBytes) + sizes_.gemv_context + 2.0 * wide;
+  p.prefill_dequant = prefill_dequant_;
+  p.scratch = attn + sizes_.sample_scratch + double(kCublasWorkspaceBytes) + sizes_.gemv_context + 2.0 * wide +
+              prefill_dequant_;
   return p;
 }
 
@@ -94,13 +122,15 @@ int MemoryPlanner::choose_ctx(int requested, int want, int chunk, size_t free_by
 
 std::string MemoryPlanner::breakdown(const MemoryPlan& p, const std::string& gemv_name, int ctx) const {
   std::ostringstream o;
-  o << "weights " << gib_str(p.weights) << " GiB (BF16 row-major copy) + prepacked '" << gemv_name << "' "
+  o << "weights " << gib_str(p.weights) << " GiB (BF16 row-major copy"
+    << (p.prefill_dequant > 0 ? " of what is not kept quantized" : "") << ") + prepacked '" << gemv_name << "' "
     << gib_str(p.prepacked) << " GiB (";
   for (size_t i = 0; i < p.prepacked_by_type.size(); ++i)
     o << (i ? ", " : "") << p.prepacked_by_type[i].first << ' ' << gib_str(p.prepacked_by_type[i].second);
   o << ") + KV cache " << gib_str(p.kv) << " GiB (" << ctx << " positions, " << kv_dtype_name(kv_)
-    << ") + activations " << gib_str(p.activations) << " + scratch " << gib_str(p.scratch + p.norms)
-    << " + reserve " << gib_str(double(kReserveBytes));
+    << ") + activations " << gib_str(p.activations) << " + scratch " << gib_str(p.scratch + p.norms);
+  if (p.prefill_dequant > 0) o << " (prefill's dequantized matrix " << gib_str(p.prefill_dequant) << ")";
+  o << " + reserve " << gib_str(double(kReserveBytes));
   return o.str();
 }
 

@@ -2,9 +2,9 @@
 // the model's shapes and stored types before anything is allocated. A model or a context that does not fit is refused
 // with the bytes needed and free (never an out-of-memory half-way through the upload); a default context too large
 // for the KV cache is capped, said on stderr; and the plan is said at load in one line a user can read:
-//   memory plan: weights 14.96 GiB (BF16 row-major copy) + prepacked 'warp-dp4a' 4.22 GiB (Q4_0 3.94, Q6_K 0.28) +
-//   KV cache 1.00 GiB (8192 positions, bf16) + activations 0.52 + scratch 0.10 + reserve 0.50 = 21.30 GiB of 139.33
-//   GiB free
+//   memory plan: weights 0.98 GiB (BF16 row-major copy of what is not kept quantized) + prepacked 'warp-dp4a'
+//   4.22 GiB (Q4_0 3.94, Q6_K 0.28) + KV cache 1.00 GiB (8192 positions, bf16) + activations 0.52 + scratch 0.33
+//   (prefill's dequantized matrix 0.22) + reserve 0.50 = 6.55 GiB of 139.33 GiB free
 // Plain C++ (no CUDA): the sizes only the kernels know (the KV cache's layout, attention and sampling scratch) come in
 // as DeviceSizes, so CI checks the arithmetic, the refusals and the wording on any machine.
 #pragma once
@@ -27,6 +27,15 @@ constexpr int kMaxPrefillChunk = 2048;
 
 std::string gib_str(double bytes);  // "12.34" (GiB)
 
+// Which weights the GPU holds in BF16 (issue 35: a quantized model costs its quantized bytes). A tensor is kept
+// quantized when it is stored quantized and the run does not --dequantize: the quantized GEMVs read its planes. A
+// decode matrix (q|k|v, o, gate|up, down, an untied head) gets a row-major BF16 copy only when some member is not kept
+// quantized; otherwise prefill dequantizes it, one matrix at a time, into a scratch of the largest such matrix just
+// before its GEMM. The embedding is always BF16 (decode's and prefill's lookup reads it). DeviceModel, GemvMappings and
+// the memory plan all ask these two.
+bool kept_quantized(const HostTensor& t, bool dequantize);
+bool needs_bf16_copy(const std::vector<const HostTensor*>& members, bool dequantize);
+
 // What the kernels need beside the weights, as the CUDA engine's rooms compute it (engine/cuda/kv_cache.h,
 // kernels/ops/ops.h, kernels/gemv/gemv.h).
 struct DeviceSizes {
@@ -41,6 +50,7 @@ struct DeviceSizes {
 // for weights kept quantized, BF16 otherwise), split by type in prepacked_by_type (largest first).
 struct MemoryPlan {
   double weights = 0, prepacked = 0, norms = 0, kv = 0, activations = 0, scratch = 0;
+  double prefill_dequant = 0;  // part of scratch: prefill's BF16 copy of one matrix kept quantized
   std::vector<std::pair<std::string, double>> prepacked_by_type;
   double total() const { return weights + prepacked + norms + kv + activations + scratch + double(kReserveBytes); }
 };
@@ -70,7 +80,8 @@ class MemoryPlanner {
   bool tied_;
   KvDtype kv_;
   DeviceSizes sizes_;
-  double bf16_weights_ = 0;  // bytes of the row-major BF16 copy
+  double bf16_weights_ = 0;     // bytes of the row-major BF16 copy
+  double prefill_dequant_ = 0;  // bytes of prefill's scratch for the largest matrix kept quantized (0: none)
   std::vector<std::pair<std::string, double>> prepacked_by_type_;
 };
 

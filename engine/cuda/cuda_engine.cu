@@ -80,6 +80,8 @@ class CudaEngine final : public CudaBackend {
   void forward_token(const MappingState& ms, ProfileMarks* marks);
   void prefill_chunk(int c, int pos0);
   void gemm(const DevMatrix& w, const uint16_t* x, int n, float* y, float beta);
+  DevMatrix prefill_source(size_t l, FusedProj p, const DevMatrix& whole);
+  const MappingState& planes_state();
   void enqueue_step(int pos);  // one decode step of the {pos, token} in the device step word
   void check_persistent_error() { persistent_path_->check_error(); }
   DecodePathImpl& path() { return persistent_ ? static_cast<DecodePathImpl&>(*persistent_path_) : *graph_; }
@@ -166,7 +168,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   host_io_.alloc(sizeof(int) * size_t(4 + max_chunk_));
   CUBLAS_CHECK(cublasCreate(&blas_.h));
 
-  model_.upload(model, cfg_, tied_, arena_, s);
+  model_.upload(model, cfg_, tied_, dequantize_, arena_, s);
   mappings_ = std::make_unique<GemvMappings>(model, model_, tied_, dequantize_, &gctx_.c, s);
   kv_ = DeviceKvCache::make(cfg_, kv, ctx_);
   kv_->allocate(arena_, s);
@@ -370,28 +372,57 @@ void CudaEngine::gemm(const DevMatrix& w, const uint16_t* x, int n, float* y, fl
                             CUDA_R_16BF, w.K, &beta, y, CUDA_R_32F, w.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// The quantized planes prefill dequantizes from: the current mapping's, unless its form reads GGUF's blocks as stored
+// ("as-stored", a measurement control), then those of "warp" (prepared once, kept by the mapping cache).
+const MappingState& CudaEngine::planes_state() {
+  if (cur_->plan.has_quant && cur_->plan.quant != QuantGemvKind::AsStored) return *cur_;
+  return mappings_->prepare(gemv_plan("warp"), gemv_bytes_per_token());
+}
+
+// Prefill's BF16 source of decode matrix p of layer l: its row-major copy when it has one; otherwise (every member
+// kept quantized: engine/memory_plan.h) its quantized pieces dequantized into the prefill scratch, each at its rows.
+// One scratch for every matrix: the stream runs each GEMM before the next matrix overwrites it.
+DevMatrix CudaEngine::prefill_source(size_t l, FusedProj p, const DevMatrix& whole) {
+  if (whole.data) return whole;
+  if (size_t(whole.N) * size_t(whole.K) > model_.prefill_scratch_elems)
+    fail("cuda backend: prefill scratch of ", model_.prefill_scratch_elems, " elements for a [", whole.N, ", ",
+         whole.K, "] matrix kept quantized");
+  for (const PieceWeight& piece : planes_state().layer(l, p)) {
+    if (!piece.quant) fail("cuda backend: layer ", l, ": a matrix without a BF16 copy has a BF16 piece");
+    quant_dequantize_bf16(piece.q, model_.prefill_scratch + size_t(piece.row0) * size_t(whole.K), whole.K,
+                          stream_.s);
+  }
+  return DevMatrix{model_.prefill_scratch, whole.N, whole.K};
+}
+
 // One batched pass over c tokens already in prefill_ids[1..c] at positions pos0 .. pos0 + c - 1: the forward pass
-// of forward_token with GEMMs (residuals through beta = 1), every token's K and V into the cache.
+// of forward_token with GEMMs (residuals through beta = 1), every token's K and V into the cache. Matrices kept
+// quantized are dequantized one at a time just before their GEMM (prefill_source).
 void CudaEngine::prefill_chunk(int c, int pos0) {
   const ModelConfig& m = cfg_;
   const Activations& a = act_;
   cudaStream_t s = stream_.s;
   const int* d_pos0 = a.prefill_ids;
+  const int qd = m.q_dim(), kvd = m.kv_dim();
+  auto rows = [](const DevMatrix& w, int row0, int n) {
+    return DevMatrix{w.data + size_t(row0) * size_t(w.K), n, w.K};
+  };
   embed_lookup(model_.embedding, a.prefill_ids + 1, c, m.dim, a.px, s);
   for (size_t l = 0; l < model_.layers.size(); ++l) {
     const DevLayer& L = model_.layers[l];
     rmsnorm_bf16(a.px, L.attn_norm, a.pbf, c, m.dim, m.norm_eps, s);
-    gemm(L.w[kWq], a.pbf, c, a.pq, 0.0f);
-    gemm(L.w[kWk], a.pbf, c, a.pk, 0.0f);
-    gemm(L.w[kWv], a.pbf, c, a.pv, 0.0f);
+    const DevMatrix qkv = prefill_source(l, kFQkv, L.qkv);
+    gemm(rows(qkv, 0, qd), a.pbf, c, a.pq, 0.0f);
+    gemm(rows(qkv, qd, kvd), a.pbf, c, a.pk, 0.0f);
+    gemm(rows(qkv, qd + kvd, kvd), a.pbf, c, a.pv, 0.0f);
     kv_->store(int(l), a.pq, a.pk, a.pv, model_.inv_freq, d_pos0, c, s);
     kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, s);
     convert_f32_to_bf16(a.patt, a.pbf, size_t(c) * size_t(m.q_dim()), s);
-    gemm(L.w[kWo], a.pbf, c, a.px, 1.0f);  // residual through beta = 1
+    gemm(prefill_source(l, kFO, L.w[kWo]), a.pbf, c, a.px, 1.0f);  // residual through beta = 1
     rmsnorm_bf16(a.px, L.ffn_norm, a.pbf, c, m.dim, m.norm_eps, s);
-    gemm(L.gate_up, a.pbf, c, a.pgate_up, 0.0f);  // one GEMM for gate|up: rows [gate_t | up_t]
+    gemm(prefill_source(l, kFGateUp, L.gate_up), a.pbf, c, a.pgate_up, 0.0f);  // one GEMM: rows [gate_t | up_t]
     swiglu_rows_bf16(a.pgate_up, a.pbf, c, m.hidden_dim, s);
-    gemm(L.w[kDown], a.pbf, c, a.px, 1.0f);
+    gemm(prefill_source(l, kFDown, L.w[kDown]), a.pbf, c, a.px, 1.0f);
   }
   CUDA_CHECK_LAUNCH("a prefill layer");
 }

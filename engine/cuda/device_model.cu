@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "engine/memory_plan.h"  // needs_bf16_copy: which matrices get a BF16 copy
 #include "kernels/cuda_check.h"
 #include "kernels/ops/ops.h"  // fill_synthetic_bf16
 
@@ -95,16 +96,26 @@ float* DeviceModel::upload_f32(const HostTensor& t) {
   return d;
 }
 
-void DeviceModel::upload(const Model& model, const ModelConfig& c, bool tied, DeviceArena& arena, cudaStream_t s) {
+void DeviceModel::upload(const Model& model, const ModelConfig& c, bool tied, bool dequantize, DeviceArena& arena,
+                         cudaStream_t s) {
   const auto& w = model.weights;
   if (!staging_done_[0].e)
     for (auto& e : staging_done_) e.create(cudaEventDisableTiming);
   LoadProgress progress;
   auto real_bytes = [](const HostTensor& t) { return t.synthetic ? uint64_t(0) : uint64_t(t.numel()) * 2; };
-  progress.total = real_bytes(w.embedding) + (c.tied_embeddings ? 0 : real_bytes(w.head));
+  auto copied = [&](const std::vector<const HostTensor*>& group) { return needs_bf16_copy(group, dequantize); };
+  auto group_bytes = [&](const std::vector<const HostTensor*>& group) {
+    uint64_t b = 0;
+    for (const HostTensor* t : group) b += copied(group) ? real_bytes(*t) : 0;
+    return b;
+  };
+  progress.total = real_bytes(w.embedding) + (tied ? 0 : group_bytes({&w.head}));
   for (const auto& lw : w.layers)
-    for (const HostTensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
-      progress.total += real_bytes(*t);
+    progress.total += group_bytes({&lw.wq, &lw.wk, &lw.wv}) + group_bytes({&lw.wo}) +
+                      group_bytes({&lw.w_gate, &lw.w_up}) + group_bytes({&lw.w_down});
+  prefill_scratch = nullptr;
+  prefill_scratch_elems = 0;
+  auto needs_scratch = [&](size_t elems) { prefill_scratch_elems = std::max(prefill_scratch_elems, elems); };
   arena_ = &arena;
   stream_ = s;
   progress_ = &progress;
@@ -125,7 +136,9 @@ void DeviceModel::upload(const Model& model, const ModelConfig& c, bool tied, De
     head = DevMatrix{embedding, c.vocab_size, c.dim};
   } else {
     check_matrix(w.head, c.vocab_size, c.dim);
-    head = DevMatrix{upload_bf16(w.head), c.vocab_size, c.dim};
+    const bool copy = copied({&w.head});
+    head = DevMatrix{copy ? upload_bf16(w.head) : nullptr, c.vocab_size, c.dim};
+    if (!copy) needs_scratch(size_t(c.vocab_size) * size_t(c.dim));
   }
   const int qd = c.q_dim(), kvd = c.kv_dim();
   const int shape[kProjPerLayer][2] = {{qd, c.dim},         {kvd, c.dim},         {kvd, c.dim},      {c.dim, qd},
@@ -140,24 +153,35 @@ void DeviceModel::upload(const Model& model, const ModelConfig& c, bool tied, De
     dl.attn_norm = upload_f32(lw.attn_norm);
     dl.ffn_norm = upload_f32(lw.ffn_norm);
     for (int p = 0; p < kProjPerLayer; ++p) check_matrix(*src[p], shape[p][0], shape[p][1]);
-    // q|k|v and gate|up each in one buffer, rows concatenated; the per-matrix views are its row slices.
-    uint16_t* qkv = arena.alloc<uint16_t>(size_t(qd + 2 * kvd) * size_t(c.dim));
-    uint16_t* gate_up = arena.alloc<uint16_t>(2 * size_t(c.hidden_dim) * size_t(c.dim));
+    // q|k|v and gate|up each in one buffer, rows concatenated; the per-matrix views are its row slices. A group kept
+    // quantized has no buffer (null views of the right shapes; prefill's scratch holds its largest).
+    const bool copy_qkv = copied({&lw.wq, &lw.wk, &lw.wv}), copy_gate_up = copied({&lw.w_gate, &lw.w_up});
+    const size_t qkv_elems = size_t(qd + 2 * kvd) * size_t(c.dim), gate_up_elems = 2 * size_t(c.hidden_dim) * size_t(c.dim);
+    uint16_t* qkv = copy_qkv ? arena.alloc<uint16_t>(qkv_elems) : nullptr;
+    uint16_t* gate_up = copy_gate_up ? arena.alloc<uint16_t>(gate_up_elems) : nullptr;
+    if (!copy_qkv) needs_scratch(qkv_elems);
+    if (!copy_gate_up) needs_scratch(gate_up_elems);
     dl.qkv = DevMatrix{qkv, qd + 2 * kvd, c.dim};
     dl.gate_up = DevMatrix{gate_up, 2 * c.hidden_dim, c.dim};
-    uint16_t* base[kProjPerLayer] = {qkv,
-                                     qkv + size_t(qd) * size_t(c.dim),
-                                     qkv + size_t(qd + kvd) * size_t(c.dim),
-                                     nullptr,
-                                     gate_up,
-                                     gate_up + size_t(c.hidden_dim) * size_t(c.dim),
-                                     nullptr};
+    const size_t at[kProjPerLayer] = {0, size_t(qd) * size_t(c.dim), size_t(qd + kvd) * size_t(c.dim), 0, 0,
+                                      size_t(c.hidden_dim) * size_t(c.dim), 0};
+    uint16_t* const group_base[kProjPerLayer] = {qkv, qkv, qkv, nullptr, gate_up, gate_up, nullptr};
+    const bool in_group[kProjPerLayer] = {true, true, true, false, true, true, false};
     for (int p = 0; p < kProjPerLayer; ++p) {
-      uint16_t* d = base[p] ? base[p] : arena.alloc<uint16_t>(size_t(shape[p][0]) * size_t(shape[p][1]));
-      upload_bf16_into(*src[p], d);
+      const size_t elems = size_t(shape[p][0]) * size_t(shape[p][1]);
+      uint16_t* d = nullptr;
+      if (in_group[p]) {
+        d = group_base[p] ? group_base[p] + at[p] : nullptr;
+      } else if (copied({src[p]})) {
+        d = arena.alloc<uint16_t>(elems);
+      } else {
+        needs_scratch(elems);
+      }
+      if (d) upload_bf16_into(*src[p], d);
       dl.w[p] = DevMatrix{d, shape[p][0], shape[p][1]};
     }
   }
+  if (prefill_scratch_elems > 0) prefill_scratch = arena.alloc<uint16_t>(prefill_scratch_elems);
   std::vector<float> inv = rope_inv_freq(c);
   float* d_inv = arena.alloc<float>(inv.size());
   CUDA_CHECK(cudaMemcpy(d_inv, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));

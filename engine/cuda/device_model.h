@@ -4,7 +4,9 @@
 // BF16 [N, K] matrix on the device: real checkpoints are converted on the host (read_rows_bf16) in 32 MiB chunks
 // through two pinned staging buffers (the copy of one chunk overlaps the conversion of the next); synthetic tensors
 // are generated on the GPU by fill_synthetic_bf16 (no host data: an 8B model builds in seconds). The row-major copy is
-// KEPT: cuBLAS prefill GEMMs read it, and every GEMV mapping prepacks from it (engine/cuda/gemv_mappings.h). Per
+// KEPT: cuBLAS prefill GEMMs read it, and every GEMV mapping prepacks from it (engine/cuda/gemv_mappings.h). A matrix
+// whose members are all kept quantized (engine/memory_plan.h needs_bf16_copy) has no copy: its DevMatrix has the shape
+// and null data; decode reads its quantized planes and prefill dequantizes it into `prefill_scratch` first. Per
 // layer, wq, wk, wv are written straight into ONE row-major [q_dim + 2 kv_dim, dim] buffer and w_gate, w_up into ONE
 // [2 hidden, dim] buffer; the per-matrix views (DevLayer::w) are row slices of those (a pointer offset), so the fused
 // decode GEMVs cost no memory: prefill GEMMs read the slices, decode prepacks the whole buffers. Norm weights are FP32.
@@ -23,9 +25,9 @@ namespace llm {
 
 // A row-major BF16 [N, K] matrix on the device (the source of every mapping's prepack and of the prefill GEMMs).
 struct DevMatrix {
-  const uint16_t* data = nullptr;  // [N, K] row-major BF16
+  const uint16_t* data = nullptr;  // [N, K] row-major BF16; null: kept quantized, no BF16 copy
   int N = 0, K = 0;
-  size_t bytes() const { return size_t(N) * size_t(K) * 2; }
+  size_t bytes() const { return data ? size_t(N) * size_t(K) * 2 : 0; }
 };
 
 enum Proj { kWq, kWk, kWv, kWo, kGate, kUp, kDown, kProjPerLayer };
@@ -44,15 +46,20 @@ class DeviceModel {
   // Checks every tensor's shape against c and writes the weights into `arena` on stream s (asynchronous; the
   // staging buffers are reused chunk by chunk behind events). tied: the head is the embedding. A real checkpoint of
   // 256 MiB or more shows a progress bar (a terminal) or a line per quarter (stderr).
-  void upload(const Model& model, const ModelConfig& c, bool tied, DeviceArena& arena, cudaStream_t s);
+  // dequantize: every quantized weight also gets its BF16 copy (--dequantize); otherwise those kept quantized do not.
+  void upload(const Model& model, const ModelConfig& c, bool tied, bool dequantize, DeviceArena& arena,
+              cudaStream_t s);
 
   const uint16_t* embedding = nullptr;  // [vocab, dim] row-major BF16
   const float* final_norm = nullptr;    // [dim] FP32
   const float* inv_freq = nullptr;      // [head_dim / 2] FP32: RoPE's frequencies (rope_inv_freq, scaling applied)
   DevMatrix head;                       // [vocab, dim]; the embedding when tied
   std::vector<DevLayer> layers;         // [n_layers]
+  // Prefill's BF16 copy of one matrix kept quantized (the largest such matrix's elements; null when none is).
+  uint16_t* prefill_scratch = nullptr;
+  size_t prefill_scratch_elems = 0;
 
-  // Bytes of the row-major BF16 projection matrices and the head (what a step reads before any mapping is chosen).
+  // Bytes of the row-major BF16 projection matrices and the head held on the device (matrices kept quantized count 0).
   size_t matrix_bytes() const;
 
  private:

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "engine/memory_plan.h"  // gib_str, kReserveBytes
+#include "engine/memory_plan.h"  // gib_str, kReserveBytes, kept_quantized
 #include "engine/cuda_quant.h"        // upload_quant_matrix: GGUF blocks -> the quantized GEMVs' planes
 #include "kernels/cuda_check.h"
 #include "models/quant.h"             // ggml_quant_name
@@ -29,7 +29,7 @@ MappingState::~MappingState() {
 // piece of its own, writing its rows of the shared output.
 GemvMappings::Slot GemvMappings::make_slot(const std::vector<const HostTensor*>& members, const DevMatrix& whole,
                                            const std::vector<DevMatrix>& parts) {
-  auto kept_quant = [&](const HostTensor& t) { return t.quant != 0 && !dequantize_; };
+  auto kept_quant = [&](const HostTensor& t) { return kept_quantized(t, dequantize_); };
   bool all_bf16 = true, one_type = true;
   for (const HostTensor* t : members) {
     all_bf16 = all_bf16 && !kept_quant(*t);

@@ -94,12 +94,39 @@ TEST(MemoryPlan, QuantizedWeightsArePrepackedAtTheirStoredSizeByType) {
   EXPECT_GE(quant_types, 2);
   EXPECT_LT(p.prepacked, 0.5 * 2.0 * (matrix_elements(m.config) + double(head.numel())));
 
-  // --dequantize: every decode matrix is prepacked as BF16.
+  // No BF16 copy of what is kept quantized (issue 35): the embedding, and the head only when it is not quantized;
+  // prefill's scratch holds the largest matrix kept quantized (gate|up), once.
+  const llm::ModelConfig& c = m.config;
+  const double embedding = 2.0 * double(m.weights.embedding.numel());
+  EXPECT_DOUBLE_EQ(p.weights, embedding + (head.quant ? 0.0 : 2.0 * double(head.numel())));
+  EXPECT_DOUBLE_EQ(p.prefill_dequant, 2.0 * 2.0 * double(c.hidden_dim) * double(c.dim));
+  EXPECT_GE(p.scratch, p.prefill_dequant);
+  const std::string line = kept.describe(p, "warp", 256, size_t(1) << 40);
+  EXPECT_NE(line.find("(BF16 row-major copy of what is not kept quantized)"), std::string::npos) << line;
+  EXPECT_NE(line.find("(prefill's dequantized matrix " + llm::gib_str(p.prefill_dequant) + ")"), std::string::npos)
+      << line;
+
+  // --dequantize: every decode matrix is prepacked as BF16, and the BF16 copy is whole again (no prefill scratch).
   const MemoryPlanner deq(m, false, /*keep_quant=*/false, llm::KvDtype::BF16, fake_sizes());
   const MemoryPlan d = deq.plan(256, 256);
   ASSERT_EQ(d.prepacked_by_type.size(), 1u);
   EXPECT_EQ(d.prepacked_by_type[0].first, "BF16");
   EXPECT_DOUBLE_EQ(d.prepacked, 2.0 * (matrix_elements(m.config) + double(head.numel())));
+  EXPECT_DOUBLE_EQ(d.weights, embedding + 2.0 * (matrix_elements(c) + double(head.numel())));
+  EXPECT_DOUBLE_EQ(d.prefill_dequant, 0.0);
+}
+
+// Which matrices keep a BF16 copy: a group with any member not kept quantized keeps one (a fused q|k|v with a BF16 v
+// is uploaded whole); --dequantize keeps every one.
+TEST(MemoryPlan, ABf16CopyOnlyWhereSomeMemberIsNotKeptQuantized) {
+  llm::HostTensor q4, bf;
+  q4.quant = uint32_t(llm::GgmlQuantType::Q4_0);
+  EXPECT_TRUE(llm::kept_quantized(q4, false));
+  EXPECT_FALSE(llm::kept_quantized(q4, true));
+  EXPECT_FALSE(llm::kept_quantized(bf, false));
+  EXPECT_FALSE(llm::needs_bf16_copy({&q4, &q4, &q4}, false));
+  EXPECT_TRUE(llm::needs_bf16_copy({&q4, &q4, &bf}, false));
+  EXPECT_TRUE(llm::needs_bf16_copy({&q4}, true));
 }
 
 TEST(MemoryPlan, DefaultContextIsCappedToWhatFitsAndSaidOnStderr) {

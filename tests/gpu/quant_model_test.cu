@@ -285,3 +285,49 @@ TEST(CudaQuantModel, DequantizedBf16PathMatchesAndReadsMoreBytes) {
     }
   }
 }
+
+// Issue 35: a model kept quantized holds no BF16 copy of its quantized matrices; prefill dequantizes each one into a
+// reused scratch just before its GEMM (from the current form's planes, or "warp"'s when the form reads GGUF's blocks
+// as stored). Its logits after prompts of 1, 7 and 24 tokens match the CPU reference (exact weights) at that position
+// and --dequantize's prefill (the BF16 copy); the engine holds fewer device bytes than with --dequantize.
+TEST(CudaQuantModel, PrefillWithoutABf16CopyMatchesAndHoldsLess) {
+  REQUIRE_GPU();
+  llm_test::TempDir tmp;
+  int file = 0;
+  double worst_cpu = 0.0, worst_deq = 0.0;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, "p" + std::to_string(file++) + ".gguf");
+    const int vocab = m.config.vocab_size;
+    const std::vector<int> ids = llm_test::tq_tokens(vocab, kTokens);
+    const std::vector<float> ref = cpu_logits(m, ids, false);
+    testing::internal::CaptureStderr();
+    auto kept = make_cuda_engine(m, cuda_options("", false));
+    auto deq = make_cuda_engine(m, cuda_options("", true));
+    testing::internal::GetCapturedStderr();
+    EXPECT_LT(kept->device_bytes(), deq->device_bytes()) << "kept quantized must hold less than --dequantize";
+    for (const char* form : {"warp", "as-stored", "warp-dp4a"}) {
+      if (!gemv_refusal(gemv_plan(form), m, false).empty()) continue;
+      kept->set_gemv(form);
+      const bool dp4a = std::string(form) == "warp-dp4a";
+      for (int n : {1, 7, kTokens}) {
+        const std::string what = c.name + " gemv=" + form + " prefill of " + std::to_string(n);
+        kept->prefill(ids.data(), n, 0);
+        const std::vector<float> got = kept->logits();
+        const std::vector<float> want(ref.begin() + size_t(n - 1) * size_t(vocab), ref.begin() + size_t(n) * size_t(vocab));
+        const Measured r = compare(got, want, vocab, dp4a ? kTolDp4a : kTol, dp4a ? 2.0 : 1.0, what + " vs CPU");
+        deq->prefill(ids.data(), n, 0);
+        const Measured d = compare(got, deq->logits(), vocab, dp4a ? kTolDp4a : kTol, dp4a ? 2.0 : 1.0,
+                                   what + " vs --dequantize");
+        if (!dp4a) {
+          worst_cpu = std::max(worst_cpu, r.worst);
+          worst_deq = std::max(worst_deq, d.worst);
+        }
+      }
+    }
+    std::printf("[%s] device bytes kept quantized %zu, --dequantize %zu\n", c.name.c_str(), kept->device_bytes(),
+                deq->device_bytes());
+  }
+  std::printf("prefill without a BF16 copy (warp, as-stored): worst rel L2 %.3e vs CPU, %.3e vs --dequantize\n",
+              worst_cpu, worst_deq);
+}
