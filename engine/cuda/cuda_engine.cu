@@ -155,7 +155,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   max_chunk_ = chunk_ = std::min(kMaxPrefillChunk, ctx_);
   const MemoryPlan mem = planner.plan(ctx_, max_chunk_);
   planner.require_fit(mem, free_b, plan.name, ctx_, opt.ctx_size > 0);
-  if (mem.weights >= double(size_t(1) << 30))  // a model worth a line (small test models stay quiet)
+  if (mem.weights + mem.prepacked >= double(size_t(1) << 30))  // a model worth a line (small test models stay quiet)
     std::fprintf(stderr, "%s\n", planner.describe(mem, plan.name, ctx_, free_b).c_str());
   if (ctx_ > cfg_.max_seq_len)
     fail("cuda backend: ctx_size ", ctx_, " exceeds the model's maximum of ", cfg_.max_seq_len, " positions");
@@ -188,6 +188,13 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   cur_ = &mappings_->prepare(plan, gemv_bytes_per_token());
   warm_up();
   if (opt.persistent) set_persistent(true);
+  if (mem.weights + mem.prepacked >= double(size_t(1) << 30)) {  // what the plan said, against what the GPU now holds
+    size_t free_now = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_now, &total_b));
+    std::fprintf(stderr, "memory in use: %s GiB on the GPU after load (plan %s GiB without its reserve)\n",
+                 gib_str(double(free_b) - double(free_now)).c_str(),
+                 gib_str(mem.total() - double(kReserveBytes)).c_str());
+  }
 }
 
 // Work that happens once belongs to load time, not to the first prompt: one prefill pass, two decode steps (the
