@@ -32,7 +32,7 @@ struct EngineOptions {
   EngineTuning tuning;                     // the developer options (--run-ahead, --grid-cap, ...)
 };
 
-static_assert(kDefaultCtxCap == 8192, "the --ctx-size help below states the default cap");
+static_assert(kDefaultCtxCap == 8192 && kDefaultCudaCtxCap == 131072, "the --ctx-size help below states the caps");
 static_assert(kKvFp8Block == 32, "the --kv-dtype help below states the FP8 block");
 
 // Section "model": --model, --tokenizer, --ctx-size.
@@ -44,7 +44,8 @@ inline void add_model_options(Options& o, EngineOptions& a) {
       .default_is("the one beside the model, or the vocabulary inside a GGUF");
   o.integer("-c, --ctx-size", "N", &a.ctx_size, 1, 1 << 24,
             "context size in positions, up to the model's maximum; less if the KV cache would not fit in memory")
-      .default_is("the smaller of the model's maximum and 8192, said on stderr when it caps");
+      .default_is("the model's maximum, at most 8192 on cpu and 131072 on cuda (there also what fits in GPU memory), "
+                  "said on stderr when it caps");
 }
 
 // Section "device" (and the developer tuning section after it).

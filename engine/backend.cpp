@@ -28,12 +28,11 @@ void require_cuda_device() {
 #endif
 }
 
-int default_ctx_size(const ModelConfig& c, std::FILE* note) {
-  if (c.max_seq_len <= kDefaultCtxCap) return c.max_seq_len;
+int default_ctx_size(const ModelConfig& c, std::FILE* note, int cap) {
+  if (c.max_seq_len <= cap) return c.max_seq_len;
   if (note)
-    std::fprintf(note, "context: %d positions (model maximum %d; raise with --ctx-size)\n", kDefaultCtxCap,
-                 c.max_seq_len);
-  return kDefaultCtxCap;
+    std::fprintf(note, "context: %d positions (model maximum %d; raise with --ctx-size)\n", cap, c.max_seq_len);
+  return cap;
 }
 
 int sampling_vocab(const ModelConfig& c, int tokenizer_vocab) {

@@ -33,7 +33,7 @@ struct EngineTuning {
 
 struct BackendOptions {
   std::string device = "cpu";   // "cpu", "cuda" or "auto" (make_backend resolves it with resolve_device)
-  int ctx_size = 0;             // KV cache length; 0 = default_ctx_size() (then capped to memory)
+  int ctx_size = 0;             // KV cache length; 0 = default_ctx_size() (on cuda its own cap, then memory)
   int sample_vocab = 0;         // ids sample() may return: [0, sample_vocab); 0 = every row of the head. A tokenizer
                                 // smaller than the (padded) embedding sets it to its own size (sampling_vocab())
   bool bf16_weights = false;    // CPU: round weights to BF16 first (to compare with the GPU on identical weights)
@@ -49,12 +49,15 @@ struct BackendOptions {
                                 // as N simulated ranks (make_cpu_tp_backend); the CUDA engine refuses it for now
 };
 
-// The context a backend gets when BackendOptions::ctx_size is 0: the model's maximum, at most kDefaultCtxCap
-// positions (a file may claim millions of positions; the KV cache is sized by the context, so the default must not
-// come from the file alone). --ctx-size raises it up to the model's maximum. When the cap applies and `note` is given
-// (stderr), one line says so: "context: 8192 positions (model maximum 16777216; raise with --ctx-size)".
+// The context a backend gets when BackendOptions::ctx_size is 0: the model's maximum, at most `cap` positions
+// (kDefaultCtxCap on the CPU, whose cache is FP32 in host memory; kDefaultCudaCtxCap on the GPU, which then also caps
+// it to what fits beside the weights). A file may claim millions of positions; the KV cache is sized by the context, so
+// the default must not come from the file alone. --ctx-size raises it up to the model's maximum. When the cap applies
+// and `note` is given (stderr), one line says so: "context: 8192 positions (model maximum 16777216; raise with
+// --ctx-size)".
 constexpr int kDefaultCtxCap = 8192;
-int default_ctx_size(const ModelConfig& c, std::FILE* note = nullptr);
+constexpr int kDefaultCudaCtxCap = 131072;  // Llama 3.1's whole context
+int default_ctx_size(const ModelConfig& c, std::FILE* note = nullptr, int cap = kDefaultCtxCap);
 
 // BackendOptions::sample_vocab for a model whose tokenizer has `tokenizer_vocab` pieces (0 or less: no tokenizer):
 // the tokenizer's size where it is smaller than the model's vocabulary (padded embeddings), else 0 (all rows).

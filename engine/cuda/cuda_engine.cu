@@ -149,7 +149,9 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   sizes.sample_scratch = double(sample_scratch_bytes(cfg_.vocab_size));
   sizes.gemv_context = double(kCublasWorkspaceBytes) + 4.0 * double(kGemvPartialFloats);
   const MemoryPlanner planner(model, tied_, !dequantize_, kv, sizes);
-  const int ctx_default = opt.ctx_size > 0 ? 0 : default_ctx_size(cfg_, stderr);
+  // No --ctx-size: the model's maximum up to kDefaultCudaCtxCap, then capped to what fits beside everything else
+  // (choose_ctx says so on stderr).
+  const int ctx_default = opt.ctx_size > 0 ? 0 : default_ctx_size(cfg_, stderr, kDefaultCudaCtxCap);
   const int ctx_guess = opt.ctx_size > 0 ? opt.ctx_size : ctx_default;
   ctx_ = planner.choose_ctx(opt.ctx_size, ctx_default, std::min(kMaxPrefillChunk, ctx_guess), free_b);
   max_chunk_ = chunk_ = std::min(kMaxPrefillChunk, ctx_);

@@ -365,7 +365,7 @@ TEST(HostileNumbers, HelpStatesTheDefaultContext) {
   TempDir tmp;
   const Outcome r = run_llama({"--help"}, tmp);
   EXPECT_EQ(r.code, 0);
-  EXPECT_NE(llm_test::unwrapped(r.out).find("the smaller of the model's maximum and 8192"), std::string::npos) << r.out;
+  EXPECT_NE(llm_test::unwrapped(r.out).find("the model's maximum, at most 8192 on cpu and 131072 on cuda"), std::string::npos) << r.out;
 }
 
 // ---- non-finite logits ----
