@@ -51,11 +51,15 @@ MemoryPlanner::MemoryPlanner(const Model& model, bool tied, bool keep_quant, KvD
   std::map<std::string, double> by_type;
   const std::vector<const HostTensor*> mats = decode_matrices(model, tied_);
   if (mats.size() != size_t(c_.n_layers) * 7 + 1 || model.weights.layers.empty()) {
-    by_type["BF16"] = 2.0 * (c_.n_layers * layer_mats + voc * dim);  // shapes from the config alone
+    const int a = sizes_.bf16_rowmajor_align;  // shapes from the config alone
+    const bool in_place = a > 0 && c_.dim % a == 0 && c_.q_dim() % a == 0 && c_.hidden_dim % a == 0;
+    if (!in_place) by_type["BF16"] = 2.0 * (c_.n_layers * layer_mats + voc * dim);
   } else {
+    const int align = sizes_.bf16_rowmajor_align;
     for (const HostTensor* t : mats) {
       const bool quant = keep_quant && t->quant != 0;
       const GgmlQuantType q = GgmlQuantType(t->quant);
+      if (!quant && align > 0 && t->cols % align == 0) continue;  // read in place from the BF16 copy
       by_type[quant ? ggml_quant_name(q) : "BF16"] +=
           quant ? double(ggml_quant_row_bytes(q, t->cols)) * double(t->rows) : 2.0 * double(t->numel());
     }
@@ -127,6 +131,7 @@ std::string MemoryPlanner::breakdown(const MemoryPlan& p, const std::string& gem
     << gib_str(p.prepacked) << " GiB (";
   for (size_t i = 0; i < p.prepacked_by_type.size(); ++i)
     o << (i ? ", " : "") << p.prepacked_by_type[i].first << ' ' << gib_str(p.prepacked_by_type[i].second);
+  if (p.prepacked_by_type.empty()) o << "none: it reads the BF16 copy in place";
   o << ") + KV cache " << gib_str(p.kv) << " GiB (" << ctx << " positions, " << kv_dtype_name(kv_)
     << ") + activations " << gib_str(p.activations) << " + scratch " << gib_str(p.scratch + p.norms);
   if (p.prefill_dequant > 0) o << " (prefill's dequantized matrix " << gib_str(p.prefill_dequant) << ")";

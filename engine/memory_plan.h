@@ -43,6 +43,9 @@ struct DeviceSizes {
   std::function<double(int ctx)> attention_scratch;  // decode attention's split-K scratch at ctx positions
   double sample_scratch = 0;                         // the device sampler's scratch
   double gemv_context = 0;                           // the GEMV context: its cuBLAS workspace and split-K partials
+  // The mapping's BF16 layout is the row-major copy itself where K % align == 0 (GemvMapping::rowmajor_align: no
+  // prepacked copy of those matrices); 0: every BF16 matrix is prepacked.
+  int bf16_rowmajor_align = 0;
 };
 
 // Bytes per item. weights: the row-major BF16 copy of every projection, the embedding and an untied head (prefill's

@@ -148,6 +148,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   };
   sizes.sample_scratch = double(sample_scratch_bytes(cfg_.vocab_size));
   sizes.gemv_context = double(kCublasWorkspaceBytes) + 4.0 * double(kGemvPartialFloats);
+  sizes.bf16_rowmajor_align = plan.bf16 == GemvBf16Form::None ? 0 : gemv_mapping(plan.bf16).rowmajor_align;
   const MemoryPlanner planner(model, tied_, !dequantize_, kv, sizes);
   // No --ctx-size: the model's maximum up to kDefaultCudaCtxCap, then capped to what fits beside everything else
   // (choose_ctx says so on stderr).

@@ -91,7 +91,11 @@ PieceWeight GemvMappings::prepack(const MappingState& st, const SlotPiece& src, 
     *bytes_read += size_t(quant_gemv_bytes_read(st.plan.quant, pw.q));
   } else {
     if (!st.mapping) fail("GEMV mapping '", name, "' exists only for quantized weights; this model has BF16 ones");
-    st.mapping->prepack(src.bf16.data, src.bf16.N, src.bf16.K, &pw.bf16, stream_);
+    // A row-major layout reads the BF16 copy itself (no second copy: 8B BF16 holds 15 GiB, not 30); else prepack.
+    if (st.mapping->views_rowmajor(src.bf16.K) && (reinterpret_cast<uintptr_t>(src.bf16.data) & 15) == 0)
+      pw.bf16 = gemv_view_rowmajor(src.bf16.data, src.bf16.N, src.bf16.K);
+    else
+      st.mapping->prepack(src.bf16.data, src.bf16.N, src.bf16.K, &pw.bf16, stream_);
     const GemvWeight& gw = pw.bf16;
     if (gw.N != src.bf16.N || gw.K != src.bf16.K || !gw.data)
       fail("GEMV mapping '", name, "': prepack of [", src.bf16.N, ", ", src.bf16.K, "] produced [", gw.N, ", ", gw.K,

@@ -19,9 +19,10 @@ namespace llm {
 // A matrix in the layout one mapping reads (prepacked once at load).
 struct GemvWeight {
   int N = 0, K = 0;          // logical shape: y[N] = W[N, K] x[K]
-  uint16_t* data = nullptr;  // device BF16 bits, layout chosen by the mapping (owned; free with gemv_free)
+  uint16_t* data = nullptr;  // device BF16 bits, layout chosen by the mapping (owned unless a view; gemv_free)
   int64_t ld = 0;            // leading dimension in elements (row stride for row-major, column stride for [K, N])
-  size_t bytes = 0;          // bytes allocated (padding included)
+  size_t bytes = 0;          // bytes allocated (padding included); 0 for a view
+  bool owned = true;         // false: a view of a row-major matrix owned elsewhere (gemv_view_rowmajor)
   size_t useful_bytes() const { return size_t(N) * size_t(K) * 2; }
 };
 
@@ -61,6 +62,11 @@ struct GemvMapping {
   void (*launch)(const GemvWeight& w, const float* x, float* y, bool accumulate, const GemvEpilogue& ep,
                  GemvContext* ctx);
   GemvLaunchShape (*shape)(int N, int K);
+  // > 0: prepack's layout is the row-major matrix with rows padded to a multiple of this many elements, so where K is
+  // a multiple of it the row-major matrix itself serves (gemv_view_rowmajor: no second copy of the weights); 0: some
+  // other layout (colmajor).
+  int rowmajor_align = 0;
+  bool views_rowmajor(int K) const { return rowmajor_align > 0 && K % rowmajor_align == 0; }
 };
 
 // How a kernel file defines its mapping: the name comes from the form's row of core/gemv_table.h.
@@ -68,15 +74,19 @@ constexpr GemvMapping gemv_mapping_of(GemvBf16Form form,
                                       void (*prepack)(const uint16_t*, int, int, GemvWeight*, cudaStream_t),
                                       void (*launch)(const GemvWeight&, const float*, float*, bool,
                                                      const GemvEpilogue&, GemvContext*),
-                                      GemvLaunchShape (*shape)(int, int)) {
-  return GemvMapping{gemv_row(form)->name, form, prepack, launch, shape};
+                                      GemvLaunchShape (*shape)(int, int), int rowmajor_align = 0) {
+  return GemvMapping{gemv_row(form)->name, form, prepack, launch, shape, rowmajor_align};
 }
+
+// A non-owning GemvWeight over a row-major BF16 [N, K] device matrix (ld = K), for a mapping whose views_rowmajor(K):
+// what its prepack would have built, without the copy. gemv_free leaves the matrix alone.
+GemvWeight gemv_view_rowmajor(const uint16_t* w_rowmajor, int N, int K);
 
 // Every BF16 form's kernels, in form order (core/gemv_table.h LLM_GEMV_BF16_FORMS).
 const std::vector<const GemvMapping*>& gemv_mappings();
 // The kernels of one form (a GemvPlan's bf16); throws llm::Error for GemvBf16Form::None.
 const GemvMapping& gemv_mapping(GemvBf16Form form);
 const char* gemv_default_name();
-void gemv_free(GemvWeight* w);
+void gemv_free(GemvWeight* w);  // frees what a prepack allocated; a view is only cleared
 
 }  // namespace llm

@@ -64,6 +64,6 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, cons
 
 }  // namespace
 
-extern const GemvMapping gemv_mapping_cublas = gemv_mapping_of(GemvBf16Form::Cublas, prepack, launch, shape);
+extern const GemvMapping gemv_mapping_cublas = gemv_mapping_of(GemvBf16Form::Cublas, prepack, launch, shape, 8);
 
 }  // namespace llm

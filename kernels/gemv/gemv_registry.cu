@@ -47,8 +47,21 @@ const GemvMapping& gemv_mapping(GemvBf16Form form) {
 
 void gemv_free(GemvWeight* w) {
   if (w == nullptr) return;
-  if (w->data) cudaFree(w->data);  // called from destructors: never throws
+  if (w->data && w->owned) cudaFree(w->data);  // called from destructors: never throws
   *w = GemvWeight{};
+}
+
+GemvWeight gemv_view_rowmajor(const uint16_t* w_rowmajor, int N, int K) {
+  if (N <= 0 || K <= 0 || w_rowmajor == nullptr || (reinterpret_cast<uintptr_t>(w_rowmajor) & 15) != 0)
+    fail("gemv view: bad row-major [N, K] = [", N, ", ", K, "] (data must be non-null and 16-byte aligned)");
+  GemvWeight w;
+  w.N = N;
+  w.K = K;
+  w.data = const_cast<uint16_t*>(w_rowmajor);  // the kernels only read it
+  w.ld = K;
+  w.bytes = 0;
+  w.owned = false;
+  return w;
 }
 
 void gemv_context_init(GemvContext* ctx, cudaStream_t stream, int max_k) {

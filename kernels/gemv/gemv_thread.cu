@@ -47,6 +47,6 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, cons
 
 }  // namespace
 
-extern const GemvMapping gemv_mapping_thread = gemv_mapping_of(GemvBf16Form::Thread, prepack, launch, shape);
+extern const GemvMapping gemv_mapping_thread = gemv_mapping_of(GemvBf16Form::Thread, prepack, launch, shape, 1);
 
 }  // namespace llm

@@ -44,6 +44,6 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, cons
 }  // namespace
 
 extern const GemvMapping gemv_mapping_thread_splitk =
-    gemv_mapping_of(GemvBf16Form::ThreadSplitk, prepack, launch, shape);
+    gemv_mapping_of(GemvBf16Form::ThreadSplitk, prepack, launch, shape, 1);
 
 }  // namespace llm

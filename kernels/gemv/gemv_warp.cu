@@ -185,6 +185,6 @@ void warp_gemv_launch(const char* mapping, const GemvWeight& w, const float* x, 
                                   plan.splits, ep));
 }
 
-extern const GemvMapping gemv_mapping_warp = gemv_mapping_of(GemvBf16Form::Warp, prepack, launch, shape);
+extern const GemvMapping gemv_mapping_warp = gemv_mapping_of(GemvBf16Form::Warp, prepack, launch, shape, 8);
 
 }  // namespace llm

@@ -28,6 +28,6 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, cons
 
 }  // namespace
 
-extern const GemvMapping gemv_mapping_warp_few = gemv_mapping_of(GemvBf16Form::WarpFew, prepack, launch, shape);
+extern const GemvMapping gemv_mapping_warp_few = gemv_mapping_of(GemvBf16Form::WarpFew, prepack, launch, shape, 8);
 
 }  // namespace llm

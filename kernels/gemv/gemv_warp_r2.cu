@@ -236,6 +236,6 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, cons
 
 }  // namespace
 
-extern const GemvMapping gemv_mapping_warp_r2 = gemv_mapping_of(GemvBf16Form::WarpR2, prepack, launch, shape);
+extern const GemvMapping gemv_mapping_warp_r2 = gemv_mapping_of(GemvBf16Form::WarpR2, prepack, launch, shape, 8);
 
 }  // namespace llm

@@ -54,6 +54,36 @@ TEST(MemoryPlan, Bf16ModelCountsTheRowMajorCopyAndOnePrepackedCopy) {
   EXPECT_NEAR(p.weights / kGiB, 14.96, 0.01);
 }
 
+// A mapping whose layout is the row-major copy (warp, warp-r2, thread, cuBLAS: GemvMapping::rowmajor_align) reads
+// that copy in place: no prepacked BF16 bytes, so 8B BF16 holds 15 GiB of weights, not 30, and 70B BF16 (131 GiB) fits
+// a 139 GiB H200 with the context that fits beside it.
+TEST(MemoryPlan, ARowMajorMappingReadsTheBf16CopyInPlace) {
+  DeviceSizes sizes = fake_sizes();
+  sizes.bf16_rowmajor_align = 8;
+  const Model m = llm::load_synthetic("llama3.1-8b");
+  const MemoryPlan p = MemoryPlanner(m, false, true, llm::KvDtype::BF16, sizes).plan(8192, 2048);
+  EXPECT_DOUBLE_EQ(p.prepacked, 0.0);
+  EXPECT_TRUE(p.prepacked_by_type.empty());
+  EXPECT_NEAR(p.weights / kGiB, 14.96, 0.01);
+  const std::string line = MemoryPlanner(m, false, true, llm::KvDtype::BF16, sizes).describe(p, "warp-r2", 8192, 1);
+  EXPECT_NE(line.find("prepacked 'warp-r2' 0.00 GiB (none: it reads the BF16 copy in place)"), std::string::npos)
+      << line;
+
+  const Model big = llm::load_synthetic("llama3.1-70b");
+  DeviceSizes real = sizes;  // the 70B KV cache as the engine sizes it: 80 layers x 2 x 8 heads x 128 x 2 bytes
+  real.kv_bytes = [](int ctx) { return double(ctx) * 80.0 * 2 * 8 * 128 * 2; };
+  real.attention_scratch = [](int ctx) { return double(ctx) * 64.0; };
+  const MemoryPlanner planner(big, false, true, llm::KvDtype::BF16, real);
+  const size_t h200_free = size_t(139.3 * kGiB);
+  testing::internal::CaptureStderr();
+  const int ctx = planner.choose_ctx(0, 131072, 2048, h200_free);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_GE(ctx, 8192) << err;
+  EXPECT_LT(ctx, 131072) << err;
+  EXPECT_NE(err.find("ctx_size capped to " + std::to_string(ctx)), std::string::npos) << err;
+  EXPECT_NO_THROW(planner.require_fit(planner.plan(ctx, 2048), h200_free, "warp-r2", ctx, false));
+}
+
 TEST(MemoryPlan, QuantizedWeightsArePrepackedAtTheirStoredSizeByType) {
   Model m = llm::load_synthetic("tiny-gqa");
   llm::quantize_model(m, llm::parse_quantize_type("q4_k_m"), 1);
