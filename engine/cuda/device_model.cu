@@ -2,13 +2,12 @@
 // progress bar, and the norms and RoPE frequencies.
 #include "engine/cuda/device_model.h"
 
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
 #include "core/error.h"
+#include "engine/load_progress.h"
 #include "engine/memory_plan.h"  // needs_bf16_copy: which matrices get a BF16 copy
 #include "kernels/cuda_check.h"
 #include "kernels/ops/ops.h"  // fill_synthetic_bf16
@@ -28,31 +27,6 @@ void check_vector(const HostTensor& t, int64_t n) {
 }
 
 }  // namespace
-
-// Progress of converting and uploading a real checkpoint's weights (multi-gigabyte loads take a while): a bar with
-// bytes and rate when stderr is a terminal, a plain line at every quarter otherwise; silent for small models.
-struct LoadProgress {
-  uint64_t total = 0, done = 0;
-  int quarter = 0;
-  bool tty = isatty(2) != 0;
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  void add(uint64_t bytes) {
-    if (total < (uint64_t(1) << 28)) return;  // under 256 MiB: nothing worth watching
-    done += bytes;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double gb = double(done) / 1e9, rate = s > 0 ? gb / s : 0.0;
-    if (tty) {
-      const int width = 30, fill = int(double(width) * double(done) / double(total));
-      std::fprintf(stderr, "\rloading weights [%.*s%*s] %.2f / %.2f GB  %.2f GB/s", fill,
-                   "##############################", width - fill, "", gb, double(total) / 1e9, rate);
-      if (done >= total) std::fputc('\n', stderr);
-    } else {
-      for (; quarter < 4 && done * 4 >= total * uint64_t(quarter + 1); ++quarter)
-        std::fprintf(stderr, "loading weights: %d%% (%.2f / %.2f GB, %.2f GB/s)\n", 25 * (quarter + 1), gb,
-                     double(total) / 1e9, rate);
-    }
-  }
-};
 
 uint16_t* DeviceModel::upload_bf16(const HostTensor& t) {
   uint16_t* d = arena_->alloc<uint16_t>(size_t(t.numel()));
@@ -101,7 +75,6 @@ void DeviceModel::upload(const Model& model, const ModelConfig& c, bool tied, bo
   const auto& w = model.weights;
   if (!staging_done_[0].e)
     for (auto& e : staging_done_) e.create(cudaEventDisableTiming);
-  LoadProgress progress;
   auto real_bytes = [](const HostTensor& t) { return t.synthetic ? uint64_t(0) : uint64_t(t.numel()) * 2; };
   auto copied = [&](const std::vector<const HostTensor*>& group) { return needs_bf16_copy(group, dequantize); };
   auto group_bytes = [&](const std::vector<const HostTensor*>& group) {
@@ -109,10 +82,11 @@ void DeviceModel::upload(const Model& model, const ModelConfig& c, bool tied, bo
     for (const HostTensor* t : group) b += copied(group) ? real_bytes(*t) : 0;
     return b;
   };
-  progress.total = real_bytes(w.embedding) + (tied ? 0 : group_bytes({&w.head}));
+  uint64_t total = real_bytes(w.embedding) + (tied ? 0 : group_bytes({&w.head}));
   for (const auto& lw : w.layers)
-    progress.total += group_bytes({&lw.wq, &lw.wk, &lw.wv}) + group_bytes({&lw.wo}) +
-                      group_bytes({&lw.w_gate, &lw.w_up}) + group_bytes({&lw.w_down});
+    total += group_bytes({&lw.wq, &lw.wk, &lw.wv}) + group_bytes({&lw.wo}) + group_bytes({&lw.w_gate, &lw.w_up}) +
+             group_bytes({&lw.w_down});
+  LoadProgress progress("loading weights", total);
   prefill_scratch = nullptr;
   prefill_scratch_elems = 0;
   auto needs_scratch = [&](size_t elems) { prefill_scratch_elems = std::max(prefill_scratch_elems, elems); };

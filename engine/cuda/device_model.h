@@ -71,7 +71,7 @@ class DeviceModel {
   cudaStream_t stream_ = nullptr;
   PinnedBuffer staging_[2];       // [kStagingBytes] each, real checkpoints only
   EventHolder staging_done_[2];   // each buffer's last copy has read it
-  struct LoadProgress* progress_ = nullptr;  // set while upload runs
+  class LoadProgress* progress_ = nullptr;  // set while upload runs (engine/load_progress.h)
 };
 
 }  // namespace llm

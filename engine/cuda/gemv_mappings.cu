@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "engine/load_progress.h"
 #include "engine/memory_plan.h"  // gib_str, kReserveBytes, kept_quantized
 #include "engine/cuda_quant.h"        // upload_quant_matrix: GGUF blocks -> the quantized GEMVs' planes
 #include "kernels/cuda_check.h"
@@ -119,9 +120,17 @@ MappingState& GemvMappings::prepare(const GemvPlan& plan, size_t bytes_per_token
   st->plan = plan;
   st->mapping = plan.bf16 == GemvBf16Form::None ? nullptr : &gemv_mapping(plan.bf16);
   st->weights.reserve(slots_.size());
+  uint64_t quant_bytes = 0;  // the GGUF blocks packed on the host and uploaded: the slow part of a large load
+  for (const Slot& slot : slots_)
+    for (const SlotPiece& src : slot)
+      for (const HostTensor& t : src.quant) quant_bytes += uint64_t(t.nbytes());
+  LoadProgress progress("prepacking '" + name + "'", quant_bytes);
   for (const Slot& slot : slots_) {
     DecodeWeight dw;
-    for (const SlotPiece& src : slot) dw.push_back(prepack(*st, src, &st->bytes_read));
+    for (const SlotPiece& src : slot) {
+      dw.push_back(prepack(*st, src, &st->bytes_read));
+      for (const HostTensor& t : src.quant) progress.add(uint64_t(t.nbytes()));
+    }
     st->weights.push_back(std::move(dw));
   }
   CUDA_CHECK(cudaStreamSynchronize(stream_));
