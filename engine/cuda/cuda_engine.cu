@@ -46,6 +46,13 @@ class CudaEngine final : public CudaBackend {
   std::string name() const override { return "cuda"; }
   int ctx_size() const override { return ctx_; }
   void prefill(const int* tokens, int n, int pos) override;
+  // Speculative decoding's verify pass (engine/backend.h): a prefill pass over the n tokens, then every row through
+  // the final norm and the decode head GEMV. BF16 KV only (the FP8 cache's open block would need re-encoding on
+  // rewind); rewind is then nothing to undo (attention reads positions up to its own; the next write overwrites).
+  bool supports_verify() const override { return !kv_->fp8(); }
+  int sample_vocab() const override { return sample_vocab_; }
+  std::vector<float> verify(const int* tokens, int n, int pos) override;
+  void rewind(int pos) override;
   void decode(int token, int pos) override;
   int sample(const SamplerParams& p, uint64_t step) override;
   std::vector<float> logits() override;
@@ -81,6 +88,8 @@ class CudaEngine final : public CudaBackend {
   void prefill_chunk(int c, int pos0);
   void gemm(const DevMatrix& w, const uint16_t* x, int n, float* y, float beta);
   DevMatrix prefill_source(size_t l, FusedProj p, const DevMatrix& whole);
+  void check_tokens(const char* what, const int* tokens, int n, int pos) const;
+  void upload_tokens(const int* tokens, int n, int pos);
   const MappingState& planes_state();
   void enqueue_step(int pos);  // one decode step of the {pos, token} in the device step word
   void check_persistent_error() { persistent_path_->check_error(); }
@@ -117,6 +126,8 @@ class CudaEngine final : public CudaBackend {
   std::unique_ptr<GraphPath> graph_;
   std::unique_ptr<PersistentPath> persistent_path_;
   MappingState* cur_ = nullptr;
+  float* verify_logits_ = nullptr;  // [verify_rows_, vocab]: verify's logits of every row (allocated on first use)
+  int verify_rows_ = 0;
   DecodeProfile profile_;
 };
 
@@ -437,23 +448,32 @@ void CudaEngine::prefill_chunk(int c, int pos0) {
   CUDA_CHECK_LAUNCH("a prefill layer");
 }
 
-void CudaEngine::prefill(const int* tokens, int n, int pos) {
-  if (n <= 0) fail("cuda backend: prefill needs at least one token, found ", n);
+void CudaEngine::check_tokens(const char* what, const int* tokens, int n, int pos) const {
+  if (n <= 0) fail("cuda backend: ", what, " needs at least one token, found ", n);
   if (pos < 0 || int64_t(pos) + n > ctx_)
-    fail("cuda backend: prefill of ", n, " tokens at position ", pos, " exceeds the context of ", ctx_);
+    fail("cuda backend: ", what, " of ", n, " tokens at position ", pos, " exceeds the context of ", ctx_);
   for (int i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size)
-      fail("cuda backend: prompt token ", i, " = ", tokens[i], " outside the vocabulary of ", cfg_.vocab_size);
+      fail("cuda backend: ", what, " token ", i, " = ", tokens[i], " outside the vocabulary of ", cfg_.vocab_size);
+}
+
+// {pos, tokens[0..n)} into prefill_ids (n <= chunk_), once the previous pass's copy has read the staging ints (one
+// pass stays queued ahead).
+void CudaEngine::upload_tokens(const int* tokens, int n, int pos) {
   int* io = static_cast<int*>(host_io_.p) + 3;
+  CUDA_CHECK(cudaEventSynchronize(prefill_copied_.e));
+  io[0] = pos;
+  std::copy(tokens, tokens + n, io + 1);
+  CUDA_CHECK(cudaMemcpyAsync(act_.prefill_ids, io, size_t(1 + n) * sizeof(int), cudaMemcpyHostToDevice, stream_.s));
+  CUDA_CHECK(cudaEventRecord(prefill_copied_.e, stream_.s));
+}
+
+void CudaEngine::prefill(const int* tokens, int n, int pos) {
+  check_tokens("prefill", tokens, n, pos);
   int last = 0;
   for (int t0 = 0; t0 < n; t0 += chunk_) {
     const int c = std::min(chunk_, n - t0);
-    // The previous chunk's copy has read io (it ran after the chunk before it: one chunk stays queued ahead).
-    CUDA_CHECK(cudaEventSynchronize(prefill_copied_.e));
-    io[0] = pos + t0;
-    std::copy(tokens + t0, tokens + t0 + c, io + 1);
-    CUDA_CHECK(cudaMemcpyAsync(act_.prefill_ids, io, size_t(1 + c) * sizeof(int), cudaMemcpyHostToDevice, stream_.s));
-    CUDA_CHECK(cudaEventRecord(prefill_copied_.e, stream_.s));
+    upload_tokens(tokens + t0, c, pos + t0);
     prefill_chunk(c, pos + t0);
     last = c - 1;
   }
@@ -465,6 +485,43 @@ void CudaEngine::prefill(const int* tokens, int n, int pos) {
   logits_pos_ = pos + n - 1;
   step_sampled_ = false;
   ring_.forget_in_kernel();
+}
+
+std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
+  if (kv_->fp8()) fail("cuda backend: verify() with an FP8 KV cache is not built (use --kv-dtype bf16)");
+  check_tokens("verify", tokens, n, pos);
+  if (n > chunk_) fail("cuda backend: verify of ", n, " tokens exceeds one prefill pass of ", chunk_);
+  drop_sampled();
+  const size_t vocab = size_t(cfg_.vocab_size);
+  if (n > verify_rows_) {  // kept for the engine's life (a draft length rarely grows past its first maximum)
+    verify_rows_ = std::max(n, 17);
+    verify_logits_ = arena_.alloc<float>(size_t(verify_rows_) * vocab);
+  }
+  upload_tokens(tokens, n, pos);
+  prefill_chunk(n, pos);
+  // Every row through the final norm and the decode head (the same GEMV a decode step's logits come from).
+  for (int i = 0; i < n; ++i) {
+    rmsnorm(act_.px + size_t(i) * size_t(cfg_.dim), model_.final_norm, act_.xb, 1, cfg_.dim, cfg_.norm_eps,
+            stream_.s);
+    mappings_->launch(*cur_, cur_->head(), act_.xb, verify_logits_ + size_t(i) * vocab, false);
+  }
+  CUDA_CHECK(cudaMemcpyAsync(act_.logits, verify_logits_ + size_t(n - 1) * vocab, vocab * sizeof(float),
+                             cudaMemcpyDeviceToDevice, stream_.s));
+  std::vector<float> out(size_t(n) * vocab);
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), verify_logits_, out.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                             stream_.s));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  logits_pos_ = pos + n - 1;
+  step_sampled_ = false;
+  ring_.forget_in_kernel();
+  return out;
+}
+
+void CudaEngine::rewind(int pos) {
+  if (pos < 0 || pos > ctx_)
+    fail("cuda backend: rewind to position ", pos, " outside the context of ", ctx_, " positions");
+  if (kv_->fp8()) fail("cuda backend: rewind with an FP8 KV cache is not built (use --kv-dtype bf16)");
+  drop_sampled();
 }
 
 void CudaEngine::set_prefill_chunk(int n) {
