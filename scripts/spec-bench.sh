@@ -6,8 +6,8 @@
 #
 #   scripts/spec-bench.sh [-n N] [--draft-max D] [--model PATH] [--device cpu] [--prompts DIR] [--bin DIR] [--limit K]
 #
-# Defaults: -n 256, --draft-max 8, the default model (SmolLM2-135M-Instruct Q4_1), --device cpu (the CUDA engine has
-# no verify pass yet), bench/spec_prompts, build/. --limit K runs the first K prompts only. Exit status 1 when an
+# Defaults: -n 256, --draft-max 8, the default model (SmolLM2-135M-Instruct Q4_1), --device cpu (--device cuda: the
+# CUDA engine's prefill-pass verify), bench/spec_prompts, build/. --limit K runs the first K prompts only. Exit status 1 when an
 # output differs or a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
