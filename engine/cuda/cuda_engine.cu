@@ -218,13 +218,21 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
 void CudaEngine::warm_up() {
   if (ctx_ < 2) return;
   const int tok = cfg_.bos_id >= 0 && cfg_.bos_id < cfg_.vocab_size ? cfg_.bos_id : 0;
+  // A broken model's non-finite logits stop its first real step with the step named (sample's error), not the load:
+  // the warm-up's draws only load the sampling kernels, so their refusal is dropped here.
+  auto draw = [&](const SamplerParams& p, uint64_t step) {
+    try {
+      sample(p, step);
+    } catch (const Error&) {
+    }
+  };
   prefill(&tok, 1, 0);
   SamplerParams greedy;
   greedy.temperature = 0.0f;
-  sample(greedy, 0);
+  draw(greedy, 0);
   decode(tok, 1);
   decode(tok, 1);
-  sample(SamplerParams{}, 1);
+  draw(SamplerParams{}, 1);
   kv_->clear(stream_.s);
   CUDA_CHECK(cudaMemsetAsync(act_.logits, 0, size_t(cfg_.vocab_size) * sizeof(float), stream_.s));
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));

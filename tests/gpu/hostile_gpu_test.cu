@@ -218,7 +218,7 @@ TEST(HostileGpu, DefaultContextIsCapped) {
   m.config.max_seq_len = 1 << 24;  // a model that claims 16M positions
   BackendOptions bo;
   bo.device = "cuda";
-  EXPECT_EQ(make_backend(m, bo)->ctx_size(), kDefaultCtxCap);
+  EXPECT_EQ(make_backend(m, bo)->ctx_size(), kDefaultCudaCtxCap);  // tiny-gqa's KV cache at 131,072 fits
   bo.ctx_size = 10000;
   EXPECT_EQ(make_backend(m, bo)->ctx_size(), 10000);
 }
