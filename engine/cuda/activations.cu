@@ -5,6 +5,7 @@
 
 #include "engine/memory_plan.h"  // kCublasWorkspaceBytes
 #include "kernels/cuda_check.h"
+#include "kernels/gemv/gemv_epilogue.h"  // kGemvEpiloguePartials
 #include "kernels/ops/ops.h"  // attention_decode_scratch_bytes, sample_scratch_bytes
 
 namespace llm {
@@ -28,6 +29,10 @@ void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, DeviceA
   hb = arena.alloc<float>(hid);
   logits = arena.alloc<float>(size_t(c.vocab_size));
   CUDA_CHECK(cudaMemsetAsync(logits, 0, size_t(c.vocab_size) * sizeof(float), s));
+  norm_partials = arena.alloc<float>(kGemvEpiloguePartials);
+  norm_arrivals = arena.alloc<unsigned>(1);
+  norm_inv = arena.alloc<float>(2);
+  CUDA_CHECK(cudaMemsetAsync(norm_arrivals, 0, sizeof(unsigned), s));
 
   px = arena.alloc<float>(ch * dim);
   pq = arena.alloc<float>(ch * qd);

@@ -18,13 +18,18 @@ struct Activations {
 
   // Decode, one token.
   float* x = nullptr;          // [dim] residual stream
-  float* xb = nullptr;         // [dim] normed input of a GEMV (under the RMSNorm fold: g * x, not yet / rms(x))
+  float* xb = nullptr;         // [dim] normed input of a GEMV
   float* qkv = nullptr;        // [q_dim + 2 kv_dim]: q, k, v are its slices (the fused GEMV writes all three)
   float *q = nullptr, *k = nullptr, *v = nullptr;  // [q_dim], [kv_dim], [kv_dim] inside qkv
   float* att = nullptr;        // [q_dim] attention output
   float* gate_up = nullptr;    // [2 hidden]: gate, then up (the fused GEMV writes both)
   float* hb = nullptr;         // [hidden] SwiGLU output
   float* logits = nullptr;     // [vocab]
+  // The RMSNorm fold (kernels/gemv/gemv_epilogue.h): the producing GEMV's block sums, its arrival counter (0 between
+  // launches) and 1 / rms of the two norms a layer reads: [0] attention's (and the final norm's), [1] the MLP's.
+  float* norm_partials = nullptr;    // [kGemvEpiloguePartials]
+  unsigned* norm_arrivals = nullptr; // [1]
+  float* norm_inv = nullptr;         // [2]
 
   // Prefill, one pass of up to max_chunk tokens.
   float* px = nullptr;         // [chunk, dim] residual stream

@@ -251,9 +251,8 @@ CudaEngine::~CudaEngine() {
 // residual; then the final norm and the head. Reads {pos, token} from the device step word, so the graph path
 // captures it once and replays it at every position. marks (profiling) ends each region with its DecodeProfile part.
 // With the RMSNorm fold (EngineTuning::fuse_norm, where the mapping's forms run it) no norm kernel runs: the residual
-// GEMVs (o, down; the embedding for the first layer) also write g * x into xb, and the GEMVs reading xb (q|k|v,
-// gate|up, the head) scale their rows by 1 / rms(x), which each of their blocks computes from x
-// (kernels/gemv/gemv_epilogue.h).
+// GEMVs (o, down; the embedding for the first layer) also write g * x into xb and 1 / rms(x) into norm_inv, and the
+// GEMVs reading xb (q|k|v, gate|up, the head) scale their rows by it (kernels/gemv/gemv_epilogue.h).
 void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
   const ModelConfig& c = cfg_;
   const Activations& a = act_;
@@ -264,19 +263,19 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     if (marks) marks->mark(part);
   };
   const bool fold = tuning_.fuse_norm && ms.fuses_norm;
-  // ep of a GEMV: a consumer (reads xb) scales its rows by 1 / rms(x); a producer (writes x) also writes
-  // xb = norm_w * x, the next norm's input.
-  enum { kNone, kReads, kWrites };
-  auto epilogue = [&](int role, const float* norm_w) {
+  // ep of a GEMV: `reads` scales its rows by norm_inv[reads] (-1: none); `writes` >= 0 makes it the producer of the
+  // norm with weights norm_w into xb and norm_inv[writes].
+  auto epilogue = [&](int reads, int writes, const float* norm_w) {
     GemvEpilogue ep;
     if (!fold) return ep;
-    if (role == kReads) {
-      ep.norm_x = a.x;
-      ep.norm_n = c.dim;
-      ep.eps = c.norm_eps;
-    } else if (role == kWrites) {
+    if (reads >= 0) ep.scale = a.norm_inv + reads;
+    if (writes >= 0) {
       ep.norm_w = norm_w;
       ep.xg = a.xb;
+      ep.inv = a.norm_inv + writes;
+      ep.partials = a.norm_partials;
+      ep.arrivals = a.norm_arrivals;
+      ep.eps = c.norm_eps;
     }
     return ep;
   };
@@ -289,30 +288,32 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     rmsnorm(a.x, w, a.xb, 1, c.dim, c.norm_eps, s);
     mark(DecodeProfile::kNorm);
   };
+  constexpr int kAttnNorm = 0, kFfnNorm = 1;  // norm_inv slots
 
   const size_t n_layers = model_.layers.size();
   if (fold)
-    embed_fold(model_.embedding, d_tok, c.dim, model_.layers[0].attn_norm, a.x, a.xb, s);
+    embed_rmsnorm_fold(model_.embedding, d_tok, c.dim, model_.layers[0].attn_norm, c.norm_eps, a.x, a.xb,
+                       a.norm_inv + kAttnNorm, s);
   else
     embed_lookup(model_.embedding, d_tok, 1, c.dim, a.x, s);
   for (size_t l = 0; l < n_layers; ++l) {
     const DevLayer& L = model_.layers[l];
     const float* next_norm = l + 1 < n_layers ? model_.layers[l + 1].attn_norm : model_.final_norm;
     norm(L.attn_norm);
-    gemv(ms.layer(l, kFQkv), a.xb, a.qkv, false, DecodeProfile::kQKV, epilogue(kReads, nullptr));  // q|k|v
+    gemv(ms.layer(l, kFQkv), a.xb, a.qkv, false, DecodeProfile::kQKV, epilogue(kAttnNorm, -1, nullptr));  // q|k|v
     kv_->store(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, 1, s);     // RoPE on q, k; k and v into the cache
     mark(DecodeProfile::kOther);
     kv_->attend_decode(int(l), a.q, d_pos, a.att, a.attn_scratch, s);
     mark(DecodeProfile::kAttention);
-    gemv(ms.layer(l, kFO), a.att, a.x, true, DecodeProfile::kO, epilogue(kWrites, L.ffn_norm));  // x += Wo att
+    gemv(ms.layer(l, kFO), a.att, a.x, true, DecodeProfile::kO, epilogue(-1, kFfnNorm, L.ffn_norm));  // x += Wo att
     norm(L.ffn_norm);
-    gemv(ms.layer(l, kFGateUp), a.xb, a.gate_up, false, DecodeProfile::kGateUp, epilogue(kReads, nullptr));
+    gemv(ms.layer(l, kFGateUp), a.xb, a.gate_up, false, DecodeProfile::kGateUp, epilogue(kFfnNorm, -1, nullptr));
     swiglu_fused(a.gate_up, a.hb, size_t(c.hidden_dim), s);
     mark(DecodeProfile::kOther);
-    gemv(ms.layer(l, kFDown), a.hb, a.x, true, DecodeProfile::kDown, epilogue(kWrites, next_norm));  // x += Wd hb
+    gemv(ms.layer(l, kFDown), a.hb, a.x, true, DecodeProfile::kDown, epilogue(-1, kAttnNorm, next_norm));  // x += Wd hb
   }
   norm(model_.final_norm);
-  gemv(ms.head(), a.xb, a.logits, false, DecodeProfile::kHead, epilogue(kReads, nullptr));
+  gemv(ms.head(), a.xb, a.logits, false, DecodeProfile::kHead, epilogue(kAttnNorm, -1, nullptr));
   CUDA_CHECK_LAUNCH("the decode step");
 }
 

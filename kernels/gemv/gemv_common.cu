@@ -28,11 +28,12 @@ void gemv_check_launch(const char* mapping, const GemvWeight& w, const float* x,
   if (x == nullptr || y == nullptr) fail("gemv '", mapping, "': null x or y for a [", w.N, ", ", w.K, "] weight");
 }
 
-void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep) {
-  if (ep.producer() && !ep.norm_w) fail("gemv '", mapping, "': an RMSNorm-fold producer needs norm_w beside xg");
-  if (ep.consumer() && (ep.norm_n <= 0 || !(ep.eps >= 0.0f)))
-    fail("gemv '", mapping, "': an RMSNorm-fold consumer needs norm_n > 0 and eps >= 0 (norm_n ", ep.norm_n, ", eps ",
-         ep.eps, ")");
+void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t grid) {
+  if (!ep.producer()) return;
+  if (!ep.norm_w || !ep.inv || !ep.partials || !ep.arrivals)
+    fail("gemv '", mapping, "': an RMSNorm-fold producer needs norm_w, inv, partials and arrivals");
+  if (grid > kGemvEpiloguePartials)
+    fail("gemv '", mapping, "': an RMSNorm-fold producer of ", grid, " blocks (at most ", kGemvEpiloguePartials, ")");
 }
 
 cudaStream_t gemv_stream(const GemvContext* ctx) { return ctx ? ctx->stream : nullptr; }
@@ -84,23 +85,24 @@ void gemv_check_padded_rows(const char* mapping, const GemvWeight& w) {
 }
 
 // One thread per output; reads are coalesced along n. Fixed summation order = same bits on every run. The final
-// writer of the split-K mappings, so it runs their epilogue.
+// writer of the split-K mappings, so it runs their epilogue (every thread reaches gemv_epilogue_finish).
 __global__ void gemv_sum_partials_kernel(const float* __restrict__ partial, int splits, int N, float* __restrict__ y,
                                          int accumulate, GemvEpilogue ep) {
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  const float scale = gemv_epilogue_scale(ep);  // block-uniform: before any thread leaves
+  float ss = 0.0f;
   if (n < N) {
     float s = 0.0f;
     for (int i = 0; i < splits; ++i) s += partial[size_t(i) * N + n];
-    gemv_store_row(ep, y, n, s, accumulate, scale);
+    gemv_store_row(ep, y, n, s, accumulate, &ss);
   }
+  gemv_epilogue_finish(ep, ss, N);
 }
 
 void gemv_sum_partials(const float* partial, int splits, int N, float* y, bool accumulate, const GemvEpilogue& ep,
                        cudaStream_t stream) {
   const int block = 256;
   const int grid = (N + block - 1) / block;
-  gemv_check_epilogue("split-K sum", ep);
+  gemv_check_epilogue("split-K sum", ep, grid);
   gemv_sum_partials_kernel<<<grid, block, 0, stream>>>(partial, splits, N, y, accumulate ? 1 : 0, ep);
   CUDA_CHECK_LAUNCH("gemv_sum_partials_kernel");
 }

@@ -1,5 +1,5 @@
-// The device side of GemvEpilogue (kernels/gemv/gemv_epilogue.h): every GEMV kernel computes its block's scale with
-// gemv_epilogue_scale (block-uniform, after pdl_wait) and stores each finished row through gemv_store_row.
+// The device side of GemvEpilogue (kernels/gemv/gemv_epilogue.h): every GEMV kernel's final writer stores a row
+// through gemv_store_row and, when a producer, ends with gemv_epilogue_finish (block-uniform).
 #pragma once
 #include <cstdint>
 
@@ -9,28 +9,43 @@
 namespace llm {
 
 #if defined(__CUDACC__)
-// A consumer's row scale 1 / sqrt(mean(norm_x^2) + eps), the same for every block (same order of sums), or 1 when not
-// a consumer. Block-uniform: every thread of the block calls it (it has barriers), after pdl_wait (norm_x is the
-// predecessor's output). Same expression as the CPU reference's RMSNorm: 1 / sqrt(mean + eps), not rsqrtf.
-__device__ __forceinline__ float gemv_epilogue_scale(const GemvEpilogue& ep) {
-  if (!ep.norm_x) return 1.0f;
-  __shared__ float red[32];
-  float t = 0.0f;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < ep.norm_n; i += blockDim.x) {
-    const float v = ep.norm_x[i];
-    t = fmaf(v, v, t);
+// y[row] = dot (times *ep.scale), or y[row] += that when accumulate; a producer also writes xg[row] and adds the
+// final value's square to *ss (this thread's running sum of its rows).
+__device__ __forceinline__ void gemv_store_row(const GemvEpilogue& ep, float* y, int64_t row, float dot,
+                                               int accumulate, float* ss) {
+  if (ep.scale) dot *= __ldcg(ep.scale);  // written by the producer grid: read through L2
+  const float out = accumulate ? y[row] + dot : dot;
+  y[row] = out;
+  if (ep.xg) {
+    ep.xg[row] = ep.norm_w[row] * out;
+    *ss = fmaf(out, out, *ss);
   }
-  t = block_sum(t, red);
-  return 1.0f / sqrtf(t / float(ep.norm_n) + ep.eps);
 }
 
-// y[row] = scale * dot, or y[row] += that when accumulate; a producer also writes xg[row] = norm_w[row] * y[row].
-__device__ __forceinline__ void gemv_store_row(const GemvEpilogue& ep, float* y, int64_t row, float dot,
-                                               int accumulate, float scale) {
-  const float out = accumulate ? y[row] + scale * dot : scale * dot;
-  y[row] = out;
-  if (ep.xg) ep.xg[row] = ep.norm_w[row] * out;
+// A producer's end, called once by every thread of every block (block-uniform: blockDim.x a multiple of 32): the
+// block's sum of squares into partials[blockIdx.x]; the last block to arrive adds the partials in block order and
+// writes *inv, then re-arms the counter for the next launch. No-op unless ep is a producer. n: rows of the output.
+__device__ __forceinline__ void gemv_epilogue_finish(const GemvEpilogue& ep, float ss, int64_t n) {
+  if (!ep.xg) return;
+  __shared__ float red[32];
+  __shared__ bool last;
+  ss = block_sum(ss, red);
+  if (threadIdx.x == 0) {
+    __stcg(ep.partials + blockIdx.x, ss);
+    __threadfence();  // this block's partial is visible before its arrival is counted
+    last = atomicAdd(ep.arrivals, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // every other block's partial is visible (they fenced before arriving)
+  float t = 0.0f;
+  for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) t += __ldcg(ep.partials + i);
+  t = block_sum(t, red);
+  if (threadIdx.x == 0) {
+    // Same expression as the CPU reference's RMSNorm: 1 / sqrt(mean + eps), not rsqrtf.
+    *ep.inv = 1.0f / sqrtf(t / float(n) + ep.eps);
+    *ep.arrivals = 0u;
+  }
 }
 #endif
 

@@ -14,8 +14,8 @@ int gemv_sm_count();
 
 // Checks the common preconditions of every launch (shape, pointers) and fails naming the mapping.
 void gemv_check_launch(const char* mapping, const GemvWeight& w, const float* x, const float* y);
-// An epilogue's fields agree: a producer has norm_w beside xg, a consumer a positive norm_n and eps >= 0.
-void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep);
+// A producer epilogue's buffers are all set and its partials hold one float per block of a `grid`-block launch.
+void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t grid);
 cudaStream_t gemv_stream(const GemvContext* ctx);
 
 // Copies a row-major BF16 [N, K] device matrix into a fresh allocation with row stride ld = K rounded up to a

@@ -13,13 +13,14 @@ constexpr int kThreads = 256;
 __global__ void gemv_thread_per_row_bf16(const uint16_t* W, int64_t ld, int N, int K, const float* x, float* y,
                                          int accumulate, GemvEpilogue ep) {
   const int row = blockIdx.x * blockDim.x + threadIdx.x;
-  const float scale = gemv_epilogue_scale(ep);  // block-uniform: before any thread leaves
-  if (row < N) {
+  float ss = 0.0f;
+  if (row < N) {  // no early return: every thread reaches the epilogue's block sum
     const uint16_t* w = W + int64_t(row) * ld;
     float acc = 0.0f;
     for (int k = 0; k < K; ++k) acc = fmaf(__uint_as_float(uint32_t(w[k]) << 16), x[k], acc);
-    gemv_store_row(ep, y, row, acc, accumulate, scale);
+    gemv_store_row(ep, y, row, acc, accumulate, &ss);
   }
+  gemv_epilogue_finish(ep, ss, N);
 }
 
 void prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStream_t stream) {
@@ -39,7 +40,7 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, cons
             GemvContext* ctx) {
   gemv_check_launch("thread", w, x, y);
   const GemvLaunchShape s = shape(w.N, w.K);
-  gemv_check_epilogue("thread", ep);
+  gemv_check_epilogue("thread", ep, s.grid);
   gemv_thread_per_row_bf16<<<s.grid, s.block, 0, gemv_stream(ctx)>>>(w.data, w.ld, w.N, w.K, x, y,
                                                                      accumulate ? 1 : 0, ep);
   CUDA_CHECK_LAUNCH("gemv_thread_per_row_bf16");

@@ -48,8 +48,7 @@ __global__ void __launch_bounds__(kWarpGemvThreads, 4)
   pdl_launch_dependents();
   // Nothing but weights is read before this thread has waited once.
   bool waited = false;
-  bool scaled = false;  // block-uniform: set on the block's first row group
-  float scale = 1.0f;   // the RMSNorm fold's row scale (consumer)
+  float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's rows (producer)
 
   // Block-uniform loop (every warp takes the same trips), so __syncthreads below is safe.
   for (int row0 = blockIdx.x * rows_per_block; row0 < N; row0 += gridDim.x * rows_per_block) {
@@ -83,24 +82,21 @@ __global__ void __launch_bounds__(kWarpGemvThreads, 4)
       pdl_wait();
       waited = true;
     }
-    if (!scaled) {  // every thread has waited by now
-      scale = gemv_epilogue_scale(ep);
-      scaled = true;
-    }
     acc = warp_sum(acc);
     if (splits == 1) {
-      if (lane == 0 && row < N) gemv_store_row(ep, y, row, acc, accumulate, scale);
+      if (lane == 0 && row < N) gemv_store_row(ep, y, row, acc, accumulate, &ss);
     } else {
       if (lane == 0) slice_sums[warp] = acc;
       __syncthreads();
       if (slice == 0 && lane == 0 && row < N) {
         float s = 0.0f;
         for (int i = 0; i < splits; ++i) s += slice_sums[warp + i];
-        gemv_store_row(ep, y, row, s, accumulate, scale);
+        gemv_store_row(ep, y, row, s, accumulate, &ss);
       }
       __syncthreads();
     }
   }
+  gemv_epilogue_finish(ep, ss, N);
 }
 
 // Warps the GPU holds at once with this kernel's register use (queried once; 32 per SM assumed without a device).
@@ -168,7 +164,7 @@ GemvLaunchShape warp_gemv_shape(int N, int K, const WarpGemvPlan& plan) {
 void warp_gemv_launch(const char* mapping, const GemvWeight& w, const float* x, float* y, bool accumulate,
                       const GemvEpilogue& ep, const WarpGemvPlan& plan, cudaStream_t stream) {
   gemv_check_launch(mapping, w, x, y);
-  gemv_check_epilogue(mapping, ep);
+  gemv_check_epilogue(mapping, ep, plan.grid);
   gemv_check_padded_rows(mapping, w);
   if (plan.grid <= 0 || plan.splits < 1 || plan.splits > kWarpsPerBlock || kWarpsPerBlock % plan.splits != 0)
     fail("gemv '", mapping, "': bad plan (grid ", plan.grid, ", splits ", plan.splits, ")");

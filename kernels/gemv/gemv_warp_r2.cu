@@ -98,11 +98,11 @@ __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
   for (int u = 0; u < U; ++u)
     fill_slot(group_ptr, lane_chunks, g_begin < g_end, int64_t(g_begin) * R + 1 < N, u);
   pdl_wait();  // x and y are the predecessor's: nothing but weights was read above
-  const float scale = gemv_epilogue_scale(ep);  // the RMSNorm fold's row scale (consumer)
 
   float acc[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+  float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's rows (producer)
   const uint4* p = group_ptr;
   int rem = lane_chunks, b = 0;
   for (int g = g_begin; g < g_end;) {
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
       const int64_t row = int64_t(g) * R + lane;
       if (lane < R && row < N) {
         if (splits == 1)
-          gemv_store_row(ep, y, row, mine, accumulate, scale);
+          gemv_store_row(ep, y, row, mine, accumulate, &ss);
         else
           slice_sums[warp][(g - g_begin) * R + lane] = mine;
       }
@@ -149,9 +149,10 @@ __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
     if (slice == 0 && lane < (g_end - g_begin) * R && row < N) {
       float s = 0.0f;
       for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
-      gemv_store_row(ep, y, row, s, accumulate, scale);
+      gemv_store_row(ep, y, row, s, accumulate, &ss);
     }
   }
+  gemv_epilogue_finish(ep, ss, N);
 }
 
 using R2Kernel = void (*)(const uint16_t*, int64_t, int, int, const float*, float*, int, int, int64_t, int64_t,
@@ -220,7 +221,7 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, cons
   gemv_check_launch(mapping, w, x, y);
   gemv_check_padded_rows(mapping, w);
   const Plan plan = plan_for(w.N, w.K);
-  gemv_check_epilogue(mapping, ep);
+  gemv_check_epilogue(mapping, ep, plan.grid);
   const int64_t lanes_per_block = kWarpsPerBlock / plan.splits;
   if (plan.grid <= 0 || plan.groups <= 0 || int64_t(plan.grid) * lanes_per_block < plan.groups)
     fail("gemv '", mapping, "': bad plan (grid ", plan.grid, ", splits ", plan.splits, ", groups ", plan.groups, ")");

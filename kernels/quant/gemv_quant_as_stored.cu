@@ -31,20 +31,21 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantAsStoredMinBlocks)
   const int64_t row = at.row0;
   pdl_launch_dependents();
   pdl_wait();
-  const float scale = gemv_epilogue_scale(a.ep);  // the RMSNorm fold's row scale (consumer); block-uniform
   const float acc = row < a.n ? quant_as_stored_lane<kType, kVecX>(a, row, at.begin, at.end, lane) : 0.0f;
   const float s = warp_sum(acc);
+  float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's row (producer)
   if (splits == 1) {
-    if (lane == 0 && row < a.n) gemv_store_row(a.ep, a.y, row, s, a.accumulate, scale);
+    if (lane == 0 && row < a.n) gemv_store_row(a.ep, a.y, row, s, a.accumulate, &ss);
   } else {  // block-uniform branch: every thread reaches the barrier
     if (lane == 0) slice_sums[warp] = s;
     __syncthreads();
     if (at.slice == 0 && lane == 0 && row < a.n) {
       float t = 0.0f;
       for (int i = 0; i < splits; ++i) t += slice_sums[warp + i];
-      gemv_store_row(a.ep, a.y, row, t, a.accumulate, scale);
+      gemv_store_row(a.ep, a.y, row, t, a.accumulate, &ss);
     }
   }
+  gemv_epilogue_finish(a.ep, ss, a.n);
 }
 
 using Kernel = void (*)(AsStoredArgs);
@@ -80,7 +81,7 @@ void quant_gemv_as_stored_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
   a.y = y;
   a.accumulate = accumulate ? 1 : 0;
   a.ep = ep;
-  gemv_check_epilogue("as-stored", ep);
+  gemv_check_epilogue("as-stored", ep, plan.grid);
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   const Kernel kernel = vec_x ? quant_kernel_for<Pick<true>>(w.type_id, "as-stored")
                               : quant_kernel_for<Pick<false>>(w.type_id, "as-stored");

@@ -58,7 +58,6 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
 #pragma unroll
   for (int u = 0; u < U; ++u) fill(g_begin, 0, u);
   pdl_wait();  // x and y belong to the predecessor: only weights were read above
-  const float scale = gemv_epilogue_scale(a.ep);  // the RMSNorm fold's row scale (consumer); block-uniform
 
   // warp-dp4a: the block quantizes x to int8 per 32 into shared memory (quant_x_q8_block, one thread per block of 32)
   // while the ring's first loads are in flight: no separate launch, no scratch, and the dots read x from shared memory.
@@ -87,6 +86,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
   float acc[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+  float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's rows (producer)
   int64_t g = g_begin;
   int b = 0;
   while (g < g_end) {
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
       const int64_t row = g * R + lane;
       if (lane < R && row < a.n) {
         if (splits == 1)
-          gemv_store_row(a.ep, a.y, row, mine, a.accumulate, scale);
+          gemv_store_row(a.ep, a.y, row, mine, a.accumulate, &ss);
         else
           slice_sums[warp][lane] = mine;
       }
@@ -130,9 +130,10 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     if (slice == 0 && g_begin < g_end && lane < R && row < a.n) {
       float s = 0.0f;
       for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
-      gemv_store_row(a.ep, a.y, row, s, a.accumulate, scale);
+      gemv_store_row(a.ep, a.y, row, s, a.accumulate, &ss);
     }
   }
+  gemv_epilogue_finish(a.ep, ss, a.n);
 }
 #endif
 

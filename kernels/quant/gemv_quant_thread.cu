@@ -20,11 +20,12 @@ __global__ void __launch_bounds__(kQuantGemvThreads) quant_gemv_thread_kernel(Qu
   const int64_t row = int64_t(blockIdx.x) * kQuantGemvThreads + threadIdx.x;
   pdl_launch_dependents();
   pdl_wait();  // launched without the PDL attribute: a no-op, kept so a PDL launch would stay correct
-  const float scale = gemv_epilogue_scale(a.ep);  // block-uniform: before any thread leaves
-  if (row < a.n) {
+  float ss = 0.0f;
+  if (row < a.n) {  // no early return: every thread reaches the epilogue's block sum
     const float acc = quant_thread_row<kInt4, kTwoLevel, kHasMin, kVecX>(a, row);
-    gemv_store_row(a.ep, a.y, row, acc, a.accumulate, scale);
+    gemv_store_row(a.ep, a.y, row, acc, a.accumulate, &ss);
   }
+  gemv_epilogue_finish(a.ep, ss, a.n);
 }
 
 using Kernel = void (*)(QuantPackedArgs);
@@ -45,7 +46,7 @@ void quant_gemv_thread_launch(const QuantGemvWeight& w, const QuantGemvPlan& pla
                               bool accumulate, const GemvEpilogue& ep, cudaStream_t stream) {
   if (plan.grid <= 0 || int64_t(plan.grid) * kQuantGemvThreads < w.n)
     fail("quantized gemv 'thread': bad plan (grid ", plan.grid, " for ", w.n, " rows)");
-  gemv_check_epilogue("thread", ep);
+  gemv_check_epilogue("thread", ep, plan.grid);
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate, ep);
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   const Kernel kernel = vec_x ? quant_kernel_for<Pick<true>>(w.type_id, "thread")

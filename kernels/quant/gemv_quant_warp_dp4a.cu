@@ -41,7 +41,7 @@ void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
   const Kernel kernel = quant_kernel_for<Pick>(w.type_id, "warp-dp4a");
   if (smem > 48 * 1024)  // beyond the default limit: opt in (not a stream operation; allowed while capturing)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  gemv_check_epilogue("warp-dp4a", ep);
+  gemv_check_epilogue("warp-dp4a", ep, plan.grid);
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate, ep);
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = pdl_launch_config(unsigned(plan.grid), kQuantGemvThreads, stream, true, &attr);

@@ -222,8 +222,8 @@ TEST_F(GemvTest, RmsNormFoldEpilogue) {
       p.upload_x(0, stream_);
       if (!gemv_row(m->form)->bf16_fuses_norm) {
         GemvEpilogue ep;
-        ep.norm_x = p.d_x(0);
-        ep.norm_n = p.K;
+        float s = 1.0f;
+        ep.scale = &s;
         EXPECT_THROW(m->launch(w, p.d_x(0), p.d_y(0), false, ep, &ctx_), Error);
       } else {
         llm_test::check_rmsnorm_fold(n, p.ref, p.y0, scale, p.d_y(0), stream_, kTol, test_seed() + uint64_t(n),
