@@ -67,12 +67,13 @@ MemoryPlanner::MemoryPlanner(const Model& model, bool tied, bool keep_quant, KvD
     // The BF16 copy: the embedding, and each decode matrix with a member not kept quantized (needs_bf16_copy).
     const bool dequantize = !keep_quant;
     bf16_weights_ = 2.0 * double(model.weights.embedding.numel());
-    auto group = [&](const std::vector<const HostTensor*>& members) {
+    // prefill: the matrix goes through a prefill GEMM (the head does not: prefill and verify run it as a GEMV).
+    auto group = [&](const std::vector<const HostTensor*>& members, bool prefill = true) {
       double elems = 0;
       for (const HostTensor* t : members) elems += double(t->numel());
       if (needs_bf16_copy(members, dequantize))
         bf16_weights_ += 2.0 * elems;
-      else
+      else if (prefill)
         prefill_dequant_ = std::max(prefill_dequant_, 2.0 * elems);
     };
     for (const LayerWeights& lw : model.weights.layers) {
@@ -81,7 +82,7 @@ MemoryPlanner::MemoryPlanner(const Model& model, bool tied, bool keep_quant, KvD
       group({&lw.w_gate, &lw.w_up});
       group({&lw.w_down});
     }
-    if (!tied_) group({&model.weights.head});
+    if (!tied_) group({&model.weights.head}, /*prefill=*/false);
   }
   prepacked_by_type_.assign(by_type.begin(), by_type.end());
   std::stable_sort(prepacked_by_type_.begin(), prepacked_by_type_.end(),

@@ -111,8 +111,8 @@ void DeviceModel::upload(const Model& model, const ModelConfig& c, bool tied, bo
   } else {
     check_matrix(w.head, c.vocab_size, c.dim);
     const bool copy = copied({&w.head});
+    // Kept quantized: no copy and no scratch (prefill and verify run the head through the decode GEMV, row by row).
     head = DevMatrix{copy ? upload_bf16(w.head) : nullptr, c.vocab_size, c.dim};
-    if (!copy) needs_scratch(size_t(c.vocab_size) * size_t(c.dim));
   }
   const int qd = c.q_dim(), kvd = c.kv_dim();
   const int shape[kProjPerLayer][2] = {{qd, c.dim},         {kvd, c.dim},         {kvd, c.dim},      {c.dim, qd},

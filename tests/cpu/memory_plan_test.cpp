@@ -125,7 +125,8 @@ TEST(MemoryPlan, QuantizedWeightsArePrepackedAtTheirStoredSizeByType) {
   EXPECT_LT(p.prepacked, 0.5 * 2.0 * (matrix_elements(m.config) + double(head.numel())));
 
   // No BF16 copy of what is kept quantized (issue 35): the embedding, and the head only when it is not quantized;
-  // prefill's scratch holds the largest matrix kept quantized (gate|up), once.
+  // prefill's scratch holds the largest layer matrix kept quantized (gate|up), once (never the head: prefill runs it as
+  // a GEMV).
   const llm::ModelConfig& c = m.config;
   const double embedding = 2.0 * double(m.weights.embedding.numel());
   EXPECT_DOUBLE_EQ(p.weights, embedding + (head.quant ? 0.0 : 2.0 * double(head.numel())));
