@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -494,7 +496,8 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
 
   const size_t row_bytes = ggml_quant_row_bytes(t, k);
   const size_t bb = ggml_quant_block_bytes(t);
-  for (int64_t r = 0; r < n; ++r) {
+  auto pack_rows = [&](int64_t r_begin, int64_t r_end) {
+  for (int64_t r = r_begin; r < r_end; ++r) {
     const uint8_t* src = blocks + size_t(r) * row_bytes;
     uint8_t* codes = p.codes.data() + r * p.ld_codes;
     switch (t) {
@@ -562,6 +565,18 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
         break;
       }
     }
+  }
+  };
+  // Rows are independent: a large matrix is packed by several threads, each row by one (the same bytes as one thread;
+  // 8B Q4_0 packed at 0.78 GB/s on one thread, the slow part of loading a quantized model).
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t threads = n * k < (int64_t(1) << 22) ? 1 : std::min<int64_t>({int64_t(hw), n, int64_t(32)});
+  if (threads <= 1) {
+    pack_rows(0, n);
+  } else {
+    std::vector<std::thread> pool;
+    for (int64_t i = 0; i < threads; ++i) pool.emplace_back(pack_rows, n * i / threads, n * (i + 1) / threads);
+    for (std::thread& th : pool) th.join();
   }
   return p;
 }

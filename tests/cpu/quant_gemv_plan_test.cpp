@@ -240,3 +240,38 @@ TEST(QuantDequant, PlaneWeightsEqualPackedWeightBitForBit) {
 
 }  // namespace
 }  // namespace llm
+
+namespace llm {
+namespace {
+
+// pack_quant packs a large matrix on several threads (rows split among them): every plane byte equals what packing
+// each row alone (one thread) gives. Random blocks (the planes only move bytes; their values do not matter here).
+TEST(QuantPack, ThreadedPackingEqualsRowByRow) {
+  for (Q t : {Q::Q4_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q6_K}) {
+    SCOPED_TRACE(ggml_quant_name(t));
+    const int64_t n = 1031, k = 4096;  // n * k over the threaded threshold (2^22 weights); n odd
+    const size_t row_bytes = ggml_quant_row_bytes(t, k);
+    std::vector<uint8_t> blocks(row_bytes * size_t(n));
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = uint8_t(rng_mix(uint64_t(int(t)) * 7919u + i) & 0xFF);
+    const PackedQuant all = pack_quant(blocks.data(), t, n, k);
+    int64_t bad_rows = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      const PackedQuant one = pack_quant(blocks.data() + size_t(r) * row_bytes, t, 1, k);
+      auto same = [&](const auto& whole, const auto& row, int64_t ld) {
+        return ld == 0 || std::equal(row.begin(), row.begin() + ld, whole.begin() + r * ld);
+      };
+      const bool ok = same(all.codes, one.codes, all.ld_codes) &&
+                      (all.scales.empty() || same(all.scales, one.scales, all.ld_groups)) &&
+                      (all.mins.empty() || same(all.mins, one.mins, all.ld_groups)) &&
+                      (all.sub_scales.empty() || same(all.sub_scales, one.sub_scales, all.ld_sub)) &&
+                      (all.sub_mins.empty() || same(all.sub_mins, one.sub_mins, all.ld_sub)) &&
+                      (all.super_d.empty() || same(all.super_d, one.super_d, all.ld_super)) &&
+                      (all.super_dmin.empty() || same(all.super_dmin, one.super_dmin, all.ld_super));
+      bad_rows += !ok;
+    }
+    EXPECT_EQ(bad_rows, 0);
+  }
+}
+
+}  // namespace
+}  // namespace llm
