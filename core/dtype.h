@@ -25,6 +25,25 @@ inline const char* dtype_name(DType t) {
   return "?";
 }
 
+// a * b and a + b rounded once each, never contracted into an FMA (device code and FMA-capable hosts otherwise may),
+// so the host computes the kernels' bits.
+LLM_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  volatile float p = a * b;
+  return p;
+#endif
+}
+LLM_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  volatile float s = a + b;
+  return s;
+#endif
+}
+
 LLM_HD float bits_to_f32(uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);

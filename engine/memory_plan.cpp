@@ -58,7 +58,7 @@ MemoryPlanner::MemoryPlanner(const Model& model, bool tied, bool keep_quant, KvD
   } else {
     const int align = sizes_.bf16_rowmajor_align;
     for (const HostTensor* t : mats) {
-      const bool quant = keep_quant && t->quant != 0;
+      const bool quant = kept_quantized(*t, !keep_quant);
       const GgmlQuantType q = GgmlQuantType(t->quant);
       if (!quant && align > 0 && t->cols % align == 0) continue;  // read in place from the BF16 copy
       by_type[quant ? ggml_quant_name(q) : "BF16"] +=

@@ -42,15 +42,8 @@ QHD uint32_t quant_prmt(uint32_t x, uint32_t y, uint32_t sel) {
 #endif
 }
 
-// a * b rounded once, never contracted into an FMA.
-QHD float quant_mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  volatile float p = a * b;
-  return p;
-#endif
-}
+// a * b rounded once, never contracted into an FMA (core/dtype.h mul_rn).
+QHD float quant_mul_rn(float a, float b) { return mul_rn(a, b); }
 
 // 16 code bytes: the streaming 16-byte load on the device (volatile asm: stays ahead of griddepcontrol.wait).
 QHD uint4 quant_load_codes(const uint4* p) {

@@ -7,26 +7,10 @@
 #pragma once
 #include <cstdint>
 
-#include "core/dtype.h"  // LLM_HD, f16_to_f32, f32_to_bf16
+#include "core/dtype.h"  // LLM_HD, f16_to_f32, f32_to_bf16, mul_rn, add_rn
 #include "kernels/quant/gemv_quant_plan.h"
 
 namespace llm {
-
-// a * b and a + b rounded once each (device code would otherwise contract a * b + c into an FMA).
-LLM_HD float dequant_mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-LLM_HD float dequant_add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
 
 // Weights j0 .. j0 + 7 of row r (j0 % 8 == 0) as FP32, from the prepacked planes (pointers readable by the caller:
 // host arrays on the host, device arrays on the device).
@@ -39,8 +23,8 @@ LLM_HD void quant_plane_weights8(const QuantGemvWeight& w, int64_t r, int64_t j0
     if (w.has_min) m = f16_to_f32(w.mins[r * w.ld_groups + g]);
   } else {
     const int64_t sup = r * w.ld_super + g / w.groups_per_super;
-    s = dequant_mul_rn(f16_to_f32(w.super_d[sup]), float(w.sub_scales[r * w.ld_sub + g]));
-    if (w.has_min) m = -dequant_mul_rn(f16_to_f32(w.super_dmin[sup]), float(w.sub_mins[r * w.ld_sub + g]));
+    s = mul_rn(f16_to_f32(w.super_d[sup]), float(w.sub_scales[r * w.ld_sub + g]));
+    if (w.has_min) m = -mul_rn(f16_to_f32(w.super_dmin[sup]), float(w.sub_mins[r * w.ld_sub + g]));
   }
   for (int e = 0; e < 8; ++e) {
     const int64_t j = j0 + e;
@@ -52,8 +36,8 @@ LLM_HD void quant_plane_weights8(const QuantGemvWeight& w, int64_t r, int64_t j0
     } else {
       code = int(int8_t(row[j]));
     }
-    const float v = dequant_mul_rn(float(code + w.code_offset), s);
-    out[e] = w.has_min ? dequant_add_rn(v, m) : v;
+    const float v = mul_rn(float(code + w.code_offset), s);
+    out[e] = w.has_min ? add_rn(v, m) : v;
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "chat/session.h"
 #include "chat/template.h"
+#include "greedy_reference_util.h"  // Greedy, greedy_reference
 #include "default_model_util.h"  // LLM_REQUIRE_SMOLLM2, smollm2_path
 #include "engine/backend.h"
 #include "engine/generate.h"
@@ -173,36 +174,12 @@ TEST(SpecRewind, Fp8ExactInsideTheOpenBlockBoundedAcrossIt) {
 
 // ----- greedy output with and without speculation -----
 
-// Greedy decoding by hand (one decode per token), with the top-2 margin of every step: the non-speculative reference.
-struct Greedy {
-  std::vector<int> tokens;
-  std::vector<float> margin;  // top-1 minus top-2 logit at each produced token
-};
-
-Greedy greedy_reference(llm::Backend& b, const std::vector<int>& prompt, int n, const std::vector<int>& stop) {
-  Greedy g;
-  b.prefill(prompt.data(), int(prompt.size()), 0);
-  int pos = int(prompt.size());
-  for (int i = 0; i < n; ++i) {
-    const std::vector<float> l = b.logits();
-    const int t = llm::argmax(l.data(), int(l.size()));
-    float second = -INFINITY;
-    for (size_t j = 0; j < l.size(); ++j)
-      if (int(j) != t) second = std::max(second, l[j]);
-    if (std::find(stop.begin(), stop.end(), t) != stop.end()) break;
-    g.tokens.push_back(t);
-    g.margin.push_back(l[size_t(t)] - second);
-    if (i + 1 < n) b.decode(t, pos++);
-  }
-  return g;
-}
-
 // Speculative greedy output against the reference: equal token for token, except that a position whose top-2 margin
 // is under 1e-3 may differ (the sums of a batched pass may round differently); such positions are counted and printed.
 void expect_greedy_same(const std::string& what, llm::Backend& ref, llm::Backend& target, llm::Drafter& drafter,
                         const llm::ModelConfig& c, const std::vector<int>& prompt, int n, int draft_max = 8) {
   SCOPED_TRACE(what);
-  const Greedy want = greedy_reference(ref, prompt, n, c.eos_ids);
+  const llm_test::Greedy want = llm_test::greedy_reference(ref, prompt, n, c.eos_ids);
   llm::GenerateOptions go;
   go.n_predict = n;
   go.sampler.temperature = 0.0f;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../cpu/greedy_reference_util.h"  // Greedy, greedy_reference
 #include "../cpu/default_model_util.h"  // LLM_REQUIRE_SMOLLM2, smollm2_path
 #include "core/error.h"
 #include "engine/backend.h"
@@ -71,33 +72,11 @@ void expect_verify_rows_match_decode(const llm::Model& m, const std::vector<int>
   std::printf("%s: verify of %d rows vs teacher-forced decode: worst rel L2 %.3e\n", m.source.c_str(), k, worst);
 }
 
-struct Greedy {
-  std::vector<int> tokens;
-  std::vector<float> margin;
-};
-
-Greedy greedy_reference(llm::Backend& b, const std::vector<int>& prompt, int n, const std::vector<int>& stop) {
-  Greedy g;
-  b.prefill(prompt.data(), int(prompt.size()), 0);
-  int pos = int(prompt.size());
-  for (int i = 0; i < n; ++i) {
-    const std::vector<float> l = b.logits();
-    const int t = llm::argmax(l.data(), int(l.size()));
-    float second = -INFINITY;
-    for (size_t j = 0; j < l.size(); ++j)
-      if (int(j) != t) second = std::max(second, l[j]);
-    if (std::find(stop.begin(), stop.end(), t) != stop.end()) break;
-    g.tokens.push_back(t);
-    g.margin.push_back(l[size_t(t)] - second);
-    if (i + 1 < n) b.decode(t, pos++);
-  }
-  return g;
-}
 
 void expect_greedy_same(const std::string& what, const llm::Model& m, const std::vector<int>& prompt, int n) {
   SCOPED_TRACE(what);
   auto ref = cuda(m), target = cuda(m);
-  const Greedy want = greedy_reference(*ref, prompt, n, m.config.eos_ids);
+  const llm_test::Greedy want = llm_test::greedy_reference(*ref, prompt, n, m.config.eos_ids);
   llm::LookupDrafter lookup;
   llm::GenerateOptions go;
   go.n_predict = n;
