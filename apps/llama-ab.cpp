@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct Args {
   llm::cli::PromptOptions prompt{"Once upon a time, there was a little robot who", "", ""};  // one at most
   bool prompt_given = false;                // --prompt or --file was given (else synthetic models get fixed ids)
   llm::EngineTuning tuning;                // the developer options (--run-ahead, --grid-cap, ...)
+  std::vector<int> verify_k;                // --verify-k LIST
   int depth = 0;                            // --depth N: context depth before the timed steps (llama-bench -d)
   std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
   std::vector<llm::DecodePath> decode{llm::DecodePath::Graph};  // --decode: the paths every plain --ab entry runs on
@@ -103,6 +105,18 @@ void measure_and_output_options(llm::cli::Options& o, Args& a) {
   o.text("--chart", "FILE.png", &a.chart,
          "draw tokens/s and GB/s per mapping against the roofline (python3-matplotlib)");
   o.text("--chart-script", "PY", &a.chart_script, "tools/ab_chart.py to use").default_is("found beside the build tree");
+  o.custom("--verify-k", "LIST", [&a](const std::string& flag, const std::string& t) {
+    a.verify_k.clear();
+    std::stringstream ss(t);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      char* end = nullptr;
+      const long v = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v < 1 || v > 64) usage_error(flag + ": '" + item + "' is not a count in 1..64");
+      a.verify_k.push_back(int(v));
+    }
+  }, "after the passes, time speculative decoding's verify step of each k (comma-separated, each <= -n) against one "
+     "decode step, on the first mapping");
   llm::cli::add_tuning_options(o, &a.tuning);
 }
 
@@ -215,6 +229,7 @@ int run(const Args& a) {
   opt.prompt = build_prompt(a, prompt, model);
   opt.n_decode = a.n_decode;
   opt.depth = a.depth;
+  opt.verify_k = a.verify_k;
   opt.repeats = a.repeats;
   opt.warmup = a.warmup;
   opt.seed = a.seed;

@@ -116,6 +116,10 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
            "graph path: fold each RMSNorm into the GEMV that writes the residual and the GEMV that reads the norm; "
            "off: one norm kernel each (what the fold is worth)")
       .default_is("on");
+  o.integer("--batch-rows", "N", &t->quant_batch_rows, 0, 64,
+            "prefill and verify passes of at most N tokens read matrices kept quantized through the batch-k GEMV "
+            "(each weight once per 16 tokens); longer ones dequantize each matrix for cuBLAS; 0 = always dequantize")
+      .default_is("64");
   o.flag("--all-forms", &t->persistent_all_forms,
          "--decode persistent: run quantized weights on the kernel built with every quantized form (tests, tuning)");
 }

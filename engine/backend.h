@@ -29,6 +29,9 @@ struct EngineTuning {
   bool fuse_norm = true;           // graph path: each RMSNorm folded into the GEMVs around it (the residual GEMV's
                                    // epilogue and the next GEMV's output scale: kernels/gemv/gemv_epilogue.h); off:
                                    // one norm kernel each (for comparison: what the fold is worth)
+  int quant_batch_rows = 64;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
+                                   // quantized through the batch-k GEMV (kernels/quant/gemv_quant_batch.h: the weights
+                                   // once per 16 tokens); longer passes dequantize each matrix for a cuBLAS GEMM. 0: never
 };
 
 struct BackendOptions {

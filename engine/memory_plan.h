@@ -24,6 +24,9 @@ constexpr size_t kReserveBytes = size_t(512) << 20;         // CUDA/cuBLAS inter
 // Tokens per prefill pass: GEMMs of 2048 rows run near cuBLAS's peak (512 left ~40% on the table on the 8B shape);
 // the pass's activations, ~0.5 GB for Llama 3.1 8B, are in the memory plan.
 constexpr int kMaxPrefillChunk = 2048;
+// Tokens a prefill or verify pass may run through the batch-k quantized GEMV (EngineTuning::quant_batch_rows is capped
+// here): the int8 form of that many activation rows is in the activations (quant_batch_x_bytes).
+constexpr int kQuantBatchPassMax = 64;
 
 std::string gib_str(double bytes);  // "12.34" (GiB)
 

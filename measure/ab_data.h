@@ -61,6 +61,13 @@ struct AbReportData {
   int max_warps_per_sm = 0;   // resident-warp limit of one SM (64 on Hopper)
   int prompt_tokens = 0;
   int depth = 0;              // context depth before the timed steps (llama-bench -d); 0 = the prompt alone
+  // --verify-k: the wall-clock median of a verify of k tokens (forward pass, every row's logits copied to the host)
+  // and of one decode step (decode + greedy sample) at the same position, same loop.
+  struct VerifyCost {
+    int k = 0;
+    double ms = 0, step_ms = 0;
+  };
+  std::vector<VerifyCost> verify;
   double depth_prefill_ms = 0;  // depth > 0: the one prefill of the depth tokens (and its sample), wall clock
   int n_decode = 0;           // decode steps per pass (EOS ignored)
   int repeats = 0;            // timed repeats per mapping

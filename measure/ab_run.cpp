@@ -2,6 +2,7 @@
 #include "measure/ab_run.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <memory>
@@ -297,6 +298,10 @@ void check_options(const Model& model, const AbOptions& opt) {
   if (opt.repeats < 1) fail("A/B run: repeats must be >= 1, found ", opt.repeats);
   if (opt.warmup < 0) fail("A/B run: warm-up rounds must be >= 0, found ", opt.warmup);
   if (opt.depth < 0) fail("A/B run: depth must be >= 0, found ", opt.depth);
+  for (int k : opt.verify_k)
+    if (k < 1 || k > opt.n_decode)
+      fail("A/B run: --verify-k ", k, " outside 1..n_decode (", opt.n_decode, "): the verified tokens take the "
+           "positions the decode steps take");
   const int prompt_tokens = int(opt.prompt.size());
   if (opt.ctx_size != 0)
     if (const std::string why = ab_context_refusal(prompt_tokens, opt.depth, opt.n_decode, opt.ctx_size, true);
@@ -488,6 +493,39 @@ std::string profiling_method(bool graph_timeline, bool any_persistent) {
 
 }  // namespace
 
+// --verify-k: each k's verify (Backend::verify, synchronous: its rows come back to the host) against one decode step
+// with a greedy sample, both at the first timed step's position, medians of 15 after 3 untimed, on the first entry.
+void verify_costs(AbSession& ab, int pos, AbResult& res) {
+  if (ab.opt.verify_k.empty()) return;
+  ab.select(0);
+  ab.cb.set_persistent(false);  // verify runs the prefill path; the step beside it on the graph path
+  const int tok = ab.pass_prompt.back();
+  SamplerParams greedy;
+  greedy.temperature = 0.0f;
+  auto median_ms = [](auto fn) {
+    std::vector<double> t;
+    for (int r = 0; r < 18; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fn();
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (r >= 3) t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  };
+  const double step_ms = median_ms([&] {
+    ab.cb.decode(tok, pos);
+    ab.cb.sample(greedy, 0);
+  });
+  for (int k : ab.opt.verify_k) {
+    std::vector<int> toks(size_t(k), tok);
+    const double ms = median_ms([&] { ab.cb.verify(toks.data(), k, pos); });
+    res.verify.push_back({k, ms, step_ms});
+    progress(ab.opt, "ab: verify of %d tokens at position %d: %.3f ms = %.2f x one decode step (%.3f ms, decode + "
+             "greedy sample, same loop)\n", k, pos, ms, ms / step_ms, step_ms);
+  }
+}
+
 AbResult run_ab(const Model& model, const AbOptions& opt) {
   check_options(model, opt);
   const ModelConfig& c = model.config;
@@ -550,6 +588,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   timed_rounds(ab, roofline, res, last_tokens);
   bool graph_timeline = false;  // some graph entry was profiled (by the kernel timeline)
   profiling_rounds(ab, res, &graph_timeline);
+  verify_costs(ab, first_step_pos, res);
   for (size_t i = 0; i < res.runs.size(); ++i)
     res.runs[i].tokens_matching_first = leading_equal(last_tokens[0], last_tokens[i]);
   res.profiling_method = profiling_method(graph_timeline, any_persistent);

@@ -33,6 +33,9 @@ struct AbOptions {
   bool dequantize = false;   // GGUF quantized weights as BF16 (BackendOptions::dequantize)
   KvDtype kv_dtype = KvDtype::Default;  // BackendOptions::kv_dtype (the CUDA engine runs BF16 only for now)
   EngineTuning tuning;       // BackendOptions::tuning (--run-ahead, --grid-cap, ...)
+  // Speculative decoding's verify step (Backend::verify) of each k here, timed after the passes on the first entry's
+  // mapping against one decode step (decode + greedy sample) in the same loop: AbReportData::verify. Each k <= n_decode.
+  std::vector<int> verify_k;
   std::FILE* progress = stderr;  // one line per pass; nullptr = quiet
 };
 

@@ -3,7 +3,8 @@
 
 #include <algorithm>
 
-#include "engine/memory_plan.h"  // kCublasWorkspaceBytes
+#include "engine/memory_plan.h"  // kCublasWorkspaceBytes, kQuantBatchPassMax
+#include "kernels/quant/gemv_quant_plan.h"  // quant_batch_x_bytes
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_epilogue.h"  // kGemvEpiloguePartials
 #include "kernels/ops/ops.h"  // attention_decode_scratch_bytes, sample_scratch_bytes
@@ -41,6 +42,8 @@ void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, DeviceA
   patt = arena.alloc<float>(ch * qd);
   pgate_up = arena.alloc<float>(ch * 2 * hid);
   pbf = arena.alloc<uint16_t>(ch * wide);
+  batch_rows = std::min(max_chunk, kQuantBatchPassMax);
+  batch_xq = arena.alloc<uint8_t>(size_t(quant_batch_x_bytes(batch_rows, int64_t(wide))));
 
   attn_scratch = arena.alloc<uint8_t>(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx));
   sample_scratch = arena.alloc<uint8_t>(sample_scratch_bytes(c.vocab_size));

@@ -39,6 +39,9 @@ struct Activations {
   float* patt = nullptr;       // [chunk, q_dim]
   float* pgate_up = nullptr;   // [chunk, 2 hidden]: rows [gate_t | up_t]
   uint16_t* pbf = nullptr;     // [chunk, max(dim, q_dim, hidden)] BF16: the input of the next GEMM
+  void* batch_xq = nullptr;    // quant_batch_x_bytes(min(chunk, kQuantBatchPassMax), wide): pbf's rows in int8 for
+                               // the batch-k quantized GEMV (kernels/quant/gemv_quant_batch.h)
+  int batch_rows = 0;          // rows batch_xq holds
 
   void* attn_scratch = nullptr;    // attention_decode_scratch_bytes(n_heads, head_dim, ctx)
   void* sample_scratch = nullptr;  // sample_scratch_bytes(vocab)

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -33,6 +34,7 @@
 #include "engine/memory_plan.h"
 #include "kernels/cuda_check.h"
 #include "kernels/ops/ops.h"
+#include "kernels/quant/gemv_quant_batch.h"
 
 namespace llm {
 
@@ -88,6 +90,16 @@ class CudaEngine final : public CudaBackend {
   void prefill_chunk(int c, int pos0);
   void gemm(const DevMatrix& w, const uint16_t* x, int n, float* y, float beta);
   DevMatrix prefill_source(size_t l, FusedProj p, const DevMatrix& whole);
+  // Row slice [row0, row0 + rows) of a matrix, written to y with row pitch `rows` (as gemm writes it).
+  struct RowSlice {
+    int row0, rows;
+    float* y;
+  };
+  void prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, int c, std::initializer_list<RowSlice> slices,
+                      float beta);
+  bool batchable(const DecodeWeight& w, int c) const;
+  void quantize_rows(int c, int k);
+  void batch_rows(const DecodeWeight& w, int k, const RowSlice& slice, int c, bool accumulate);
   void check_tokens(const char* what, const int* tokens, int n, int pos) const;
   void upload_tokens(const int* tokens, int n, int pos);
   const MappingState& planes_state();
@@ -227,6 +239,13 @@ void CudaEngine::warm_up() {
     }
   };
   prefill(&tok, 1, 0);
+  if (model_.prefill_scratch) {  // matrices kept quantized: the short pass took the batch-k GEMV; load the long one's
+    const int saved = tuning_.quant_batch_rows;
+    tuning_.quant_batch_rows = 0;
+    const int two[2] = {tok, tok};
+    prefill(two, 2, 0);
+    tuning_.quant_batch_rows = saved;
+  }
   SamplerParams greedy;
   greedy.temperature = 0.0f;
   draw(greedy, 0);
@@ -425,6 +444,60 @@ DevMatrix CudaEngine::prefill_source(size_t l, FusedProj p, const DevMatrix& who
   return DevMatrix{model_.prefill_scratch, whole.N, whole.K};
 }
 
+// y_i (+)= pbf [c, K] W_i^T for the row slices W_i of decode matrix p of layer l (beta 0 or 1). A matrix kept
+// quantized runs the batch-k GEMV on its planes when the pass is short enough (batchable: each weight read once per 16
+// tokens); otherwise its BF16 copy, or its dequantized scratch (prefill_source), goes through cuBLAS.
+void CudaEngine::prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, int c,
+                                std::initializer_list<RowSlice> slices, float beta) {
+  if (!whole.data) {
+    const DecodeWeight& w = planes_state().layer(l, p);
+    if (batchable(w, c)) {
+      quantize_rows(c, whole.K);
+      for (const RowSlice& r : slices) batch_rows(w, whole.K, r, c, beta != 0.0f);
+      return;
+    }
+  }
+  const DevMatrix src = prefill_source(l, p, whole);
+  for (const RowSlice& r : slices)
+    gemm(DevMatrix{src.data + size_t(r.row0) * size_t(src.K), r.rows, src.K}, act_.pbf, c, r.y, beta);
+}
+
+// Whether a pass of c tokens reads w through the batch-k quantized GEMV: every piece quantized with its planes, and c
+// within EngineTuning::quant_batch_rows and the activations' int8 rows.
+bool CudaEngine::batchable(const DecodeWeight& w, int c) const {
+  if (c < 1 || c > std::min(tuning_.quant_batch_rows, act_.batch_rows) || w.empty()) return false;
+  for (const PieceWeight& piece : w)
+    if (!piece.quant || !quant_batch_supported(piece.q)) return false;
+  return true;
+}
+
+// pbf [c, k] (BF16, row pitch k) to its int8 form in batch_xq, kQuantBatchMax rows per group.
+void CudaEngine::quantize_rows(int c, int k) {
+  for (int g = 0; g * kQuantBatchMax < c; ++g) {
+    const int nb = std::min(kQuantBatchMax, c - g * kQuantBatchMax);
+    quant_batch_quantize_x(act_.pbf + size_t(g) * kQuantBatchMax * size_t(k), true, k, nb, k,
+                           static_cast<unsigned char*>(act_.batch_xq) + g * quant_batch_x_bytes(kQuantBatchMax, k),
+                           stream_.s);
+  }
+}
+
+// Rows [r.row0, r.row0 + r.rows) of w (its pieces, each at its rows) against the c rows quantize_rows left, into r.y
+// (row pitch r.rows): one launch per piece and group of kQuantBatchMax tokens.
+void CudaEngine::batch_rows(const DecodeWeight& w, int k, const RowSlice& r, int c, bool accumulate) {
+  for (const PieceWeight& piece : w) {
+    const int64_t lo = std::max<int64_t>(r.row0, piece.row0);
+    const int64_t hi = std::min<int64_t>(int64_t(r.row0) + r.rows, int64_t(piece.row0) + piece.q.n);
+    if (lo >= hi) continue;
+    for (int g = 0; g * kQuantBatchMax < c; ++g) {
+      const int nb = std::min(kQuantBatchMax, c - g * kQuantBatchMax);
+      quant_batch_gemv_launch(piece.q, lo - piece.row0, hi - lo,
+                              static_cast<const unsigned char*>(act_.batch_xq) + g * quant_batch_x_bytes(kQuantBatchMax, k),
+                              nb, r.y + size_t(g) * kQuantBatchMax * size_t(r.rows) + size_t(lo - r.row0), r.rows,
+                              accumulate, stream_.s);
+    }
+  }
+}
+
 // One batched pass over c tokens already in prefill_ids[1..c] at positions pos0 .. pos0 + c - 1: the forward pass
 // of forward_token with GEMMs (residuals through beta = 1), every token's K and V into the cache. Matrices kept
 // quantized are dequantized one at a time just before their GEMM (prefill_source).
@@ -434,25 +507,19 @@ void CudaEngine::prefill_chunk(int c, int pos0) {
   cudaStream_t s = stream_.s;
   const int* d_pos0 = a.prefill_ids;
   const int qd = m.q_dim(), kvd = m.kv_dim();
-  auto rows = [](const DevMatrix& w, int row0, int n) {
-    return DevMatrix{w.data + size_t(row0) * size_t(w.K), n, w.K};
-  };
   embed_lookup(model_.embedding, a.prefill_ids + 1, c, m.dim, a.px, s);
   for (size_t l = 0; l < model_.layers.size(); ++l) {
     const DevLayer& L = model_.layers[l];
     rmsnorm_bf16(a.px, L.attn_norm, a.pbf, c, m.dim, m.norm_eps, s);
-    const DevMatrix qkv = prefill_source(l, kFQkv, L.qkv);
-    gemm(rows(qkv, 0, qd), a.pbf, c, a.pq, 0.0f);
-    gemm(rows(qkv, qd, kvd), a.pbf, c, a.pk, 0.0f);
-    gemm(rows(qkv, qd + kvd, kvd), a.pbf, c, a.pv, 0.0f);
+    prefill_matmul(l, kFQkv, L.qkv, c, {{0, qd, a.pq}, {qd, kvd, a.pk}, {qd + kvd, kvd, a.pv}}, 0.0f);
     kv_->store(int(l), a.pq, a.pk, a.pv, model_.inv_freq, d_pos0, c, s);
     kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, s);
     convert_f32_to_bf16(a.patt, a.pbf, size_t(c) * size_t(m.q_dim()), s);
-    gemm(prefill_source(l, kFO, L.w[kWo]), a.pbf, c, a.px, 1.0f);  // residual through beta = 1
+    prefill_matmul(l, kFO, L.w[kWo], c, {{0, m.dim, a.px}}, 1.0f);  // residual through beta = 1
     rmsnorm_bf16(a.px, L.ffn_norm, a.pbf, c, m.dim, m.norm_eps, s);
-    gemm(prefill_source(l, kFGateUp, L.gate_up), a.pbf, c, a.pgate_up, 0.0f);  // one GEMM: rows [gate_t | up_t]
+    prefill_matmul(l, kFGateUp, L.gate_up, c, {{0, 2 * m.hidden_dim, a.pgate_up}}, 0.0f);  // rows [gate_t | up_t]
     swiglu_rows_bf16(a.pgate_up, a.pbf, c, m.hidden_dim, s);
-    gemm(prefill_source(l, kFDown, L.w[kDown]), a.pbf, c, a.px, 1.0f);
+    prefill_matmul(l, kFDown, L.w[kDown], c, {{0, m.dim, a.px}}, 1.0f);
   }
   CUDA_CHECK_LAUNCH("a prefill layer");
 }
@@ -508,11 +575,23 @@ std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
   }
   upload_tokens(tokens, n, pos);
   prefill_chunk(n, pos);
-  // Every row through the final norm and the decode head (the same GEMV a decode step's logits come from).
-  for (int i = 0; i < n; ++i) {
-    rmsnorm(act_.px + size_t(i) * size_t(cfg_.dim), model_.final_norm, act_.xb, 1, cfg_.dim, cfg_.norm_eps,
-            stream_.s);
-    mappings_->launch(*cur_, cur_->head(), act_.xb, verify_logits_ + size_t(i) * vocab, false);
+  // Every row through the final norm, then the head: cuBLAS on its BF16 copy, the batch-k GEMV on its quantized
+  // planes, or (a pass too long for those) the decode head GEMV row by row.
+  const DecodeWeight* head = model_.head.data ? nullptr : &planes_state().head();
+  if (!head || batchable(*head, n)) {
+    rmsnorm_bf16(act_.px, model_.final_norm, act_.pbf, n, cfg_.dim, cfg_.norm_eps, stream_.s);
+    if (!head) {
+      gemm(model_.head, act_.pbf, n, verify_logits_, 0.0f);
+    } else {
+      quantize_rows(n, cfg_.dim);
+      batch_rows(*head, cfg_.dim, RowSlice{0, cfg_.vocab_size, verify_logits_}, n, false);
+    }
+  } else {
+    for (int i = 0; i < n; ++i) {
+      rmsnorm(act_.px + size_t(i) * size_t(cfg_.dim), model_.final_norm, act_.xb, 1, cfg_.dim, cfg_.norm_eps,
+              stream_.s);
+      mappings_->launch(*cur_, cur_->head(), act_.xb, verify_logits_ + size_t(i) * vocab, false);
+    }
   }
   CUDA_CHECK(cudaMemcpyAsync(act_.logits, verify_logits_ + size_t(n - 1) * vocab, vocab * sizeof(float),
                              cudaMemcpyDeviceToDevice, stream_.s));

@@ -236,30 +236,36 @@ QHD void quant_chunk_fma(const uint4 (&w)[R], const uint2 (&raw)[R], const XSrc&
 
 // ---- warp-dp4a: int8 activations -------------------------------------------------------------------------------------
 
-// Quantizes x[32b .. 32b+31] as llama.cpp's quantize_row_q8_1: d = amax / 127, q = roundf(x / d) (as x * (1 / d)),
-// and the sums of q over each half. The kernel (one thread per block) and the tests' reference run this same code.
-QHD void quant_x_q8_block(const float* __restrict__ x, int64_t b, int8_t* __restrict__ xq, float* __restrict__ xd,
-                          int* __restrict__ xs16) {
-  float v[32];
+// Quantizes 32 values as llama.cpp's quantize_row_q8_1: d = amax / 127, q = roundf(x / d) (as x * (1 / d)), and the
+// sums of q over each half, into q[0..31], *d, s16[0..1]. quant_x_q8_block, the batched GEMV's x pass and the tests'
+// references run this same code.
+QHD void quant_x_q8_values(const float (&v)[32], int8_t* __restrict__ q, float* __restrict__ d, int* __restrict__ s16) {
   float amax = 0.0f;
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    v[j] = quant_ldg(x + 32 * b + j);
-    amax = fmaxf(amax, fabsf(v[j]));
-  }
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(v[j]));
+  const float dd = amax / 127.0f;
+  const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
   int s0 = 0, s1 = 0;
 #pragma unroll
   for (int j = 0; j < 32; ++j) {
     const float t = v[j] * id;
-    const int q = int(roundf(t));
-    xq[32 * b + j] = int8_t(q);
-    if (j < 16) s0 += q; else s1 += q;
+    const int qj = int(roundf(t));
+    q[j] = int8_t(qj);
+    if (j < 16) s0 += qj; else s1 += qj;
   }
-  xd[b] = d;
-  xs16[2 * b] = s0;
-  xs16[2 * b + 1] = s1;
+  *d = dd;
+  s16[0] = s0;
+  s16[1] = s1;
+}
+
+// x[32b .. 32b+31] through quant_x_q8_values into xq[32b ..], xd[b], xs16[2b ..]. The kernel (one thread per block)
+// and the tests' reference run this same code.
+QHD void quant_x_q8_block(const float* __restrict__ x, int64_t b, int8_t* __restrict__ xq, float* __restrict__ xd,
+                          int* __restrict__ xs16) {
+  float v[32];
+#pragma unroll
+  for (int j = 0; j < 32; ++j) v[j] = quant_ldg(x + 32 * b + j);
+  quant_x_q8_values(v, xq + 32 * b, xd + b, xs16 + 2 * b);
 }
 
 #if defined(__CUDACC__)

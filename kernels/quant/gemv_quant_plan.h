@@ -104,6 +104,13 @@ constexpr int64_t quant_x_smem_bytes_f32(int64_t k) { return k * 4; }
 // The most shared memory one block may ask for on sm_90 (227 KiB): k up to 169,000 for "warp-dp4a".
 constexpr int64_t kQuantMaxSmemBytes = 227 * 1024;
 
+// The batch-k GEMV (kernels/quant/gemv_quant_batch.h): vectors per launch, rows per block, and the int8 form of its
+// vectors (each as warp-dp4a's shared-memory form, 16-byte aligned).
+constexpr int kQuantBatchMax = 16;
+constexpr int kQuantBatchRows = 8;
+constexpr int64_t quant_batch_x_stride(int64_t k) { return (quant_x_smem_bytes(k) + 15) / 16 * 16; }
+constexpr int64_t quant_batch_x_bytes(int nb, int64_t k) { return int64_t(nb) * quant_batch_x_stride(k); }
+
 // Fills the type-derived fields and the packed planes' leading dimensions exactly as pack_quant does (minimum padded
 // strides), pointers left null. A convenience for callers that build a QuantGemvWeight from host arrays.
 inline QuantGemvWeight quant_gemv_describe(int type_id, int64_t n, int64_t k) {

@@ -27,6 +27,7 @@
 #include "engine/gemv_choice.h"  // gemv_plan: a name's quantized form
 #include "kernels/cuda_check.h"
 #include "kernels/quant/gemv_quant.h"
+#include "kernels/quant/gemv_quant_batch.h"
 #include "kernels/quant/gemv_quant_device.cuh"  // the per-lane code, run on the host by the emulation tests
 #include "models/quant.h"
 
@@ -760,6 +761,173 @@ TEST_F(QuantGemvTest, RefusesMissingPlanesByName) {
   cudaFree(d);
   quant_gemv_free(&w);
   EXPECT_EQ(w.codes, nullptr);
+}
+
+
+// ---- the batch-k GEMV (kernels/quant/gemv_quant_batch.h) -------------------------------------------------------------
+
+// nb activation vectors through quant_batch_quantize_x (FP32 or BF16 rows, pitch k + 8) and quant_batch_gemv_launch
+// over rows [row0, row0 + rows) into poisoned y with a pitch wider than the rows, then again with y += W x: every
+// vector's rows against the FP64 reference on that vector rounded as warp-dp4a rounds its x (the same int8 form, bit
+// for bit: checked), and nothing outside the slice written. A vector's result compared with another vector's
+// reference must fail (the vectors are not mixed up).
+void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int64_t rows, cudaStream_t stream) {
+  SCOPED_TRACE(std::string(ggml_quant_name(t)) + " N=" + std::to_string(n) + " K=" + std::to_string(k) + " nb=" +
+               std::to_string(nb) + (bf16 ? " bf16 x" : " f32 x") + " rows [" + std::to_string(row0) + ", " +
+               std::to_string(row0 + rows) + ")");
+  const uint64_t seed = rng_mix(test_seed() ^ (uint64_t(n) << 24) ^ uint64_t(k) ^ (uint64_t(t) << 50) ^ 0xba7c);
+  const std::vector<uint8_t> blocks = random_blocks(t, n, k, seed);
+  const PackedQuant packed = pack_quant(blocks.data(), t, n, k, "test");
+  QuantGemvWeight host = describe(packed, blocks);
+  host.blocks = nullptr;  // the batch GEMV reads the prepacked planes only
+  QuantGemvWeight w = quant_gemv_upload(host, stream);
+  const int64_t ldx = k + 8, ldy = rows + 5;
+  // x: FP32 values (BF16-representable when bf16, so both forms carry the same numbers).
+  std::vector<float> x(size_t(nb) * size_t(ldx), std::nanf(""));
+  std::vector<uint16_t> xb(x.size(), 0xFFFFu);
+  for (int b = 0; b < nb; ++b)
+    for (int64_t j = 0; j < k; ++j) {
+      float v = rng_value(seed, 3 + uint64_t(b), uint64_t(j), -1.0f, 1.0f) * (j % 97 == 5 ? 8.0f : 1.0f);
+      if (bf16) v = round_bf16(v);
+      x[size_t(b) * size_t(ldx) + size_t(j)] = v;
+      xb[size_t(b) * size_t(ldx) + size_t(j)] = f32_to_bf16(v);
+    }
+  std::vector<double> wd(size_t(rows) * size_t(k));
+  parallel_for(size_t(rows), [&](size_t b0, size_t e) {
+    for (size_t r = b0; r < e; ++r)
+      for (int64_t j = 0; j < k; ++j) wd[r * size_t(k) + size_t(j)] = packed_weight(packed, row0 + int64_t(r), j);
+  });
+  std::vector<RoundedX> xr;
+  std::vector<std::vector<double>> ref(static_cast<size_t>(nb)), scale(static_cast<size_t>(nb));
+  for (int b = 0; b < nb; ++b) {
+    xr.push_back(round_activations(std::vector<float>(x.begin() + b * ldx, x.begin() + b * ldx + k)));
+    ref[size_t(b)].resize(size_t(rows));
+    scale[size_t(b)].resize(size_t(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0.0, a = 0.0;
+      for (int64_t j = 0; j < k; ++j) {
+        s += wd[size_t(r * k + j)] * double(xr.back().value[size_t(j)]);
+        a += std::fabs(wd[size_t(r * k + j)] * double(x[size_t(b * ldx + j)]));
+      }
+      ref[size_t(b)][size_t(r)] = s;
+      scale[size_t(b)][size_t(r)] = a;
+    }
+  }
+  void* d_x = nullptr;
+  void* d_xq = nullptr;
+  float* d_y = nullptr;
+  const size_t xbytes = bf16 ? xb.size() * 2 : x.size() * 4;
+  const size_t ysize = size_t(nb) * size_t(ldy) + 1;
+  CUDA_CHECK(cudaMalloc(&d_x, xbytes));
+  CUDA_CHECK(cudaMalloc(&d_xq, size_t(quant_batch_x_bytes(nb, k))));
+  CUDA_CHECK(cudaMalloc(&d_y, ysize * 4));
+  CUDA_CHECK(cudaMemcpyAsync(d_x, bf16 ? static_cast<const void*>(xb.data()) : static_cast<const void*>(x.data()),
+                             xbytes, cudaMemcpyHostToDevice, stream));
+  quant_batch_quantize_x(d_x, bf16, ldx, nb, k, d_xq, stream);
+  // The int8 form, bit for bit the host's quant_x_q8_block.
+  std::vector<unsigned char> xq(size_t(quant_batch_x_bytes(nb, k)));
+  CUDA_CHECK(cudaMemcpyAsync(xq.data(), d_xq, xq.size(), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (int b = 0; b < nb; ++b) {
+    const unsigned char* base = xq.data() + b * quant_batch_x_stride(k);
+    EXPECT_EQ(std::memcmp(base, xr[size_t(b)].q.data(), size_t(k)), 0) << "int8 q of vector " << b;
+    EXPECT_EQ(std::memcmp(base + quant_x_smem_offset_d(k), xr[size_t(b)].d.data(), size_t(k / 32) * 4), 0)
+        << "d of vector " << b;
+    EXPECT_EQ(std::memcmp(base + quant_x_smem_offset_s16(k), xr[size_t(b)].s16.data(), size_t(k / 16) * 4), 0)
+        << "sums of vector " << b;
+  }
+  std::vector<float> y0(ysize);
+  for (size_t i = 0; i < ysize; ++i) y0[i] = rng_value(seed, 99, i, -2.0f, 2.0f);
+  for (bool accumulate : {false, true}) {
+    std::vector<float> y(ysize);
+    if (accumulate)
+      y = y0;
+    else
+      std::fill(y.begin(), y.end(), std::nanf(""));
+    CUDA_CHECK(cudaMemcpyAsync(d_y, y.data(), ysize * 4, cudaMemcpyHostToDevice, stream));
+    quant_batch_gemv_launch(w, row0, rows, d_xq, nb, d_y, ldy, accumulate, stream);
+    std::vector<float> got(ysize);
+    CUDA_CHECK(cudaMemcpyAsync(got.data(), d_y, ysize * 4, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    double worst = 0.0;
+    for (int b = 0; b < nb; ++b) {
+      std::vector<float> mine(static_cast<size_t>(rows));
+      std::vector<double> want(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        const size_t i = size_t(b) * size_t(ldy) + size_t(r);
+        mine[size_t(r)] = accumulate ? float(double(got[i]) - double(y0[i])) : got[i];
+        want[size_t(r)] = ref[size_t(b)][size_t(r)];
+      }
+      const double err = relative_l2_error(mine.data(), want, scale[size_t(b)]);
+      EXPECT_LE(err, accumulate ? 1e-3 : kTol) << "vector " << b << (accumulate ? " y += Wx" : " y = Wx");
+      worst = std::max(worst, err);
+      if (nb > 1 && rows >= 8) {  // negative control: another vector's reference
+        const double wrong = relative_l2_error(mine.data(), ref[size_t((b + 1) % nb)], scale[size_t(b)]);
+        EXPECT_GT(wrong, kLooseTol) << "vector " << b << " matched vector " << (b + 1) % nb << "'s reference";
+      }
+      for (int64_t r = rows; r < ldy && b * ldy + r < int64_t(ysize); ++r) {  // the pitch's gap is untouched
+        const size_t i = size_t(b) * size_t(ldy) + size_t(r);
+        uint32_t gb, wb;
+        std::memcpy(&gb, &got[i], 4);
+        std::memcpy(&wb, &y[i], 4);
+        if (gb != wb) {
+          ADD_FAILURE() << "vector " << b << ": wrote y[" << r << "] past the " << rows << " rows";
+          break;
+        }
+      }
+    }
+    uint32_t last_g, last_w;
+    std::memcpy(&last_g, &got[ysize - 1], 4);
+    std::memcpy(&last_w, &y[ysize - 1], 4);
+    EXPECT_EQ(last_g, last_w) << "wrote past the last vector";
+    if (!accumulate) std::cout << "[ qbatch  ] worst relative L2 error " << worst << "\n";
+  }
+  cudaFree(d_x);
+  cudaFree(d_xq);
+  cudaFree(d_y);
+  quant_gemv_free(&w);
+}
+
+TEST_F(QuantGemvTest, BatchMatchesFp64ReferenceForEveryVectorCount) {
+  for (Q t : kAllTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const int64_t k_small = kq ? 256 : 96, k_mid = kq ? 768 : 576;
+    for (int nb : {1, 2, 3, 8, 16}) {
+      check_batch(t, 1, k_small, nb, nb % 2 == 1, 0, 1, stream_);
+      check_batch(t, 13, k_mid, nb, nb % 2 == 0, 0, 13, stream_);
+      check_batch(t, 203, 4096, nb, nb >= 8, 5, 190, stream_);  // a slice: rows [5, 195) of 203
+    }
+  }
+}
+
+TEST_F(QuantGemvTest, BatchLongRowsAndRefusals) {
+  check_batch(Q::Q4_0, 64, 14336, 16, true, 0, 64, stream_);
+  check_batch(Q::Q4_K, 37, 14336, 5, false, 0, 37, stream_);
+  const HostProblem hp(Q::Q4_0, 64, 256);
+  QuantGemvWeight host = hp.host_weight();
+  host.codes = nullptr;  // no prepacked planes
+  QuantGemvWeight w = quant_gemv_upload(host, stream_);
+  EXPECT_FALSE(quant_batch_supported(w));
+  void* d = nullptr;
+  CUDA_CHECK(cudaMalloc(&d, 1 << 20));
+  auto refused = [&](auto fn, const char* needle) {
+    try {
+      fn();
+      ADD_FAILURE() << "not refused: " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused([&] { quant_batch_gemv_launch(w, 0, 64, d, 2, static_cast<float*>(d), 64, false, stream_); }, "Q4_0");
+  QuantGemvWeight ok = quant_gemv_upload(hp.host_weight(), stream_);
+  refused([&] { quant_batch_gemv_launch(ok, 0, 64, d, 17, static_cast<float*>(d), 64, false, stream_); }, "17");
+  refused([&] { quant_batch_gemv_launch(ok, 60, 8, d, 2, static_cast<float*>(d), 64, false, stream_); }, "68");
+  refused([&] { quant_batch_quantize_x(d, false, 256, 0, 256, d, stream_); }, "0 vectors");
+  refused([&] { quant_batch_quantize_x(d, false, 256, 2, 250, d, stream_); }, "250");
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  cudaFree(d);
+  quant_gemv_free(&w);
+  quant_gemv_free(&ok);
 }
 
 }  // namespace

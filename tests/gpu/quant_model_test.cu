@@ -298,7 +298,7 @@ TEST(CudaQuantModel, PrefillWithoutABf16CopyMatchesAndHoldsLess) {
   REQUIRE_GPU();
   llm_test::TempDir tmp;
   int file = 0;
-  double worst_cpu = 0.0, worst_deq = 0.0;
+  double worst_cpu = 0.0, worst_deq = 0.0, worst_cpu_batch = 0.0, worst_deq_batch = 0.0;
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
     const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, "p" + std::to_string(file++) + ".gguf");
@@ -313,27 +313,40 @@ TEST(CudaQuantModel, PrefillWithoutABf16CopyMatchesAndHoldsLess) {
     for (const char* form : {"warp", "as-stored", "warp-dp4a"}) {
       if (!gemv_refusal(gemv_plan(form), m, false).empty()) continue;
       kept->set_gemv(form);
-      const bool dp4a = std::string(form) == "warp-dp4a";
-      for (int n : {1, 7, kTokens}) {
-        const std::string what = c.name + " gemv=" + form + " prefill of " + std::to_string(n);
-        kept->prefill(ids.data(), n, 0);
-        const std::vector<float> got = kept->logits();
-        const std::vector<float> want(ref.begin() + size_t(n - 1) * size_t(vocab), ref.begin() + size_t(n) * size_t(vocab));
-        const Measured r = compare(got, want, vocab, dp4a ? kTolDp4a : kTol, dp4a ? 2.0 : 1.0, what + " vs CPU");
-        deq->prefill(ids.data(), n, 0);
-        const Measured d = compare(got, deq->logits(), vocab, dp4a ? kTolDp4a : kTol, dp4a ? 2.0 : 1.0,
-                                   what + " vs --dequantize");
-        if (!dp4a) {
-          worst_cpu = std::max(worst_cpu, r.worst);
-          worst_deq = std::max(worst_deq, d.worst);
+      // Two prefill paths for matrices kept quantized: the batch-k GEMV (passes of up to quant_batch_rows tokens; x
+      // rounded to int8 per 32 as warp-dp4a rounds it) and the dequantized matrix through cuBLAS (quant_batch_rows 0).
+      for (const bool batch : {true, false}) {
+        EngineTuning t;
+        t.quant_batch_rows = batch ? 64 : 0;
+        kept->set_tuning(t);
+        const bool dp4a = batch || std::string(form) == "warp-dp4a";
+        for (int n : {1, 7, kTokens}) {
+          const std::string what = c.name + " gemv=" + form + (batch ? " batch-k" : " dequantized") +
+                                   " prefill of " + std::to_string(n);
+          kept->prefill(ids.data(), n, 0);
+          const std::vector<float> got = kept->logits();
+          const std::vector<float> want(ref.begin() + size_t(n - 1) * size_t(vocab),
+                                        ref.begin() + size_t(n) * size_t(vocab));
+          const Measured r = compare(got, want, vocab, dp4a ? kTolDp4a : kTol, dp4a ? 2.0 : 1.0, what + " vs CPU");
+          deq->prefill(ids.data(), n, 0);
+          const Measured d = compare(got, deq->logits(), vocab, dp4a ? kTolDp4a : kTol, dp4a ? 2.0 : 1.0,
+                                     what + " vs --dequantize");
+          double& wc = batch ? worst_cpu_batch : worst_cpu;
+          double& wd = batch ? worst_deq_batch : worst_deq;
+          if (batch || !dp4a) {
+            wc = std::max(wc, r.worst);
+            wd = std::max(wd, d.worst);
+          }
         }
       }
+      kept->set_tuning(EngineTuning{});
     }
     std::printf("[%s] device bytes kept quantized %zu, --dequantize %zu\n", c.name.c_str(), kept->device_bytes(),
                 deq->device_bytes());
   }
-  std::printf("prefill without a BF16 copy (warp, as-stored): worst rel L2 %.3e vs CPU, %.3e vs --dequantize\n",
-              worst_cpu, worst_deq);
+  std::printf("prefill without a BF16 copy, dequantized (warp, as-stored): worst rel L2 %.3e vs CPU, %.3e vs "
+              "--dequantize; batch-k GEMV: %.3e vs CPU, %.3e vs --dequantize\n",
+              worst_cpu, worst_deq, worst_cpu_batch, worst_deq_batch);
 }
 
 // Issue 35 at 8B: synthetic Llama 3.1 8B quantized to Q4_0 at load holds its quantized bytes on the GPU, not a BF16

@@ -1,0 +1,249 @@
+// The batch-k quantized GEMV (kernels/quant/gemv_quant_batch.h): x's int8 pass and the dp4a kernel over nb vectors.
+#include "core/dtype.h"
+#include "kernels/cuda_check.h"
+#include "kernels/quant/gemv_quant.h"
+#include "kernels/quant/gemv_quant_batch.h"
+#include "kernels/quant/gemv_quant_device.cuh"
+
+namespace llm {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int R = kQuantBatchRows;
+
+struct QuantBatchArgs {
+  QuantPackedArgs p;      // planes, chunks, group/super shifts, code_offset (x, y, plan fields unused)
+  int64_t row0, rows;     // rows [row0, row0 + rows) of the planes
+  const unsigned char* xq;
+  int64_t x_stride;       // quant_batch_x_stride(k)
+  int64_t off_d, off_s16; // within one vector's form
+  int nb;
+  float* y;
+  int64_t ldy;
+  int accumulate;
+};
+
+// The int8 form of vector b (quant_x_q8_values per block of 32), one thread per block of 32.
+template <bool kBf16>
+__global__ void quant_batch_quantize_x_kernel(const void* __restrict__ x, int64_t ldx, int nb, int64_t k,
+                                              unsigned char* __restrict__ xq, int64_t stride, int64_t off_d,
+                                              int64_t off_s16) {
+  const int64_t per = k / 32;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= per * nb) return;
+  const int64_t b = t / per, blk = t % per;
+  float v[32];
+  if constexpr (kBf16) {
+    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + b * ldx + 32 * blk);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint4 u = __ldg(src + i);
+      const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        v[8 * i + 2 * h] = bf16_to_f32(uint16_t(w[h] & 0xffffu));
+        v[8 * i + 2 * h + 1] = bf16_to_f32(uint16_t(w[h] >> 16));
+      }
+    }
+  } else {
+    const float* src = static_cast<const float*>(x) + b * ldx + 32 * blk;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) v[j] = __ldg(src + j);
+  }
+  unsigned char* base = xq + b * stride;
+  quant_x_q8_values(v, reinterpret_cast<int8_t*>(base) + 32 * blk, reinterpret_cast<float*>(base + off_d) + blk,
+                    reinterpret_cast<int*>(base + off_s16) + 2 * blk);
+}
+
+// Halving exchanges over the warp's offsets 16, 8, 4, 2, 1: while a lane holds M > 1 values it keeps one half (the
+// upper one where lane & O) and adds its partner's copy of that half; once M == 1 the pair just adds. At the end lane l
+// holds max(1, V / 32) sums; quant_batch_index says which.
+template <int M, int O>
+__device__ __forceinline__ void reduce_step(float* v, int lane) {
+  if constexpr (M > 1) {
+    constexpr int H = M / 2;
+    const bool upper = (lane & O) != 0;
+#pragma unroll
+    for (int i = 0; i < H; ++i) {
+      const float send = upper ? v[i] : v[i + H];
+      const float keep = upper ? v[i + H] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+  } else {
+    v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+  }
+  if constexpr (O > 1) reduce_step<(M > 1 ? M / 2 : 1), O / 2>(v, lane);
+}
+// The original index of sum t (t < max(1, V / 32)) on lane l after reduce_step<V, 16>, and whether l is the one
+// lane (of the lanes holding the same sum) that writes it.
+template <int V>
+__device__ __forceinline__ int quant_batch_index(int t, int lane, bool* writer) {
+  int idx = t, m = V;
+  bool w = true;
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) {
+    if (m > 1) {
+      m /= 2;
+      if (lane & o) idx += m;
+    } else if (lane & o) {
+      w = false;
+    }
+  }
+  *writer = w;
+  return idx;
+}
+
+// Block = kQuantBatchRows rows; its 128 threads take chunks tid, tid + 128, ... (U chunks' loads of all rows in
+// flight before the first dot). Each thread keeps acc[B][R]; vectors b >= nb are skipped (no x reads, zero sums).
+template <bool kInt4, bool kTwoLevel, bool kHasMin, int B>
+__global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchArgs a) {
+  constexpr int U = B >= 16 ? 1 : 2;
+  constexpr int V = B * R;
+  constexpr int M = V >= 32 ? V / 32 : 1;
+  __shared__ float red[kWarps][V];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t local0 = int64_t(blockIdx.x) * R;
+  const int chunks = a.p.chunks;
+  const int nb = a.nb;
+
+  float acc[B][R];
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+#pragma unroll
+    for (int i = 0; i < R; ++i) acc[b][i] = 0.0f;
+
+  for (int c0 = tid; c0 < chunks; c0 += kThreads * U) {
+    uint4 wv[U][R];
+    uint2 raw[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + kThreads * u;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const int64_t row = a.row0 + local0 + i;
+        if (c < chunks && local0 + i < a.rows) {
+          wv[u][i] = quant_load_codes(reinterpret_cast<const uint4*>(a.p.codes + row * a.p.ld_codes) + c);
+          raw[u][i] = quant_load_scale_raw<kTwoLevel, kHasMin>(a.p, row, c);
+        } else {
+          wv[u][i] = make_uint4(0u, 0u, 0u, 0u);
+          raw[u][i] = make_uint2(0u, 0u);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + kThreads * u;
+      if (c >= chunks) break;
+#pragma unroll
+      for (int b = 0; b < B; ++b) {
+        if (b >= nb) break;
+        const unsigned char* base = a.xq + b * a.x_stride;
+        const QuantXq8 xb{reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + a.off_d),
+                          reinterpret_cast<const int*>(base + a.off_s16)};
+        quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], xb, c, a.p.code_offset, acc[b]);
+      }
+    }
+  }
+
+  float* v = &acc[0][0];
+  reduce_step<V, 16>(v, lane);
+#pragma unroll
+  for (int t = 0; t < M; ++t) {
+    bool writer;
+    const int idx = quant_batch_index<V>(t, lane, &writer);
+    if (writer) red[warp][idx] = v[t];
+  }
+  __syncthreads();
+  for (int idx = tid; idx < V; idx += kThreads) {
+    const int b = idx / R, i = idx % R;
+    if (b >= nb || local0 + i >= a.rows) continue;
+    float s = red[0][idx];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) s += red[w][idx];
+    float* yp = a.y + int64_t(b) * a.ldy + local0 + i;
+    *yp = a.accumulate ? *yp + s : s;
+  }
+}
+
+using Kernel = void (*)(QuantBatchArgs);
+template <int B>
+struct Pick {
+  template <int kType>
+  static Kernel get() {
+    using F = QuantPackedForm<kType>;
+    return quant_batch_gemv_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, B>;
+  }
+};
+
+}  // namespace
+
+bool quant_batch_supported(const QuantGemvWeight& w) {
+  return w.k % 32 == 0 && quant_gemv_has_planes(QuantGemvKind::Warp, w);
+}
+
+void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int64_t k, void* xq,
+                            cudaStream_t stream) {
+  if (nb < 1 || nb > kQuantBatchMax || k <= 0 || k % 32 != 0 || ldx < k)
+    fail("quant_batch_quantize_x: ", nb, " vectors of ", k, " (row pitch ", ldx, "): need 1..", kQuantBatchMax,
+         " vectors, k a positive multiple of 32, pitch >= k");
+  if (!x || !xq || (reinterpret_cast<uintptr_t>(xq) & 15) != 0)
+    fail("quant_batch_quantize_x: null x or an int8 scratch not 16-byte aligned");
+  if (x_bf16 && ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || ldx % 8 != 0))
+    fail("quant_batch_quantize_x: BF16 x needs 16-byte aligned rows (pitch ", ldx, ")");
+  const int64_t threads = int64_t(nb) * (k / 32);
+  const int block = 128;
+  const unsigned grid = unsigned((threads + block - 1) / block);
+  auto* out = static_cast<unsigned char*>(xq);
+  if (x_bf16)
+    quant_batch_quantize_x_kernel<true><<<grid, block, 0, stream>>>(x, ldx, nb, k, out, quant_batch_x_stride(k),
+                                                                    quant_x_smem_offset_d(k),
+                                                                    quant_x_smem_offset_s16(k));
+  else
+    quant_batch_quantize_x_kernel<false><<<grid, block, 0, stream>>>(x, ldx, nb, k, out, quant_batch_x_stride(k),
+                                                                     quant_x_smem_offset_d(k),
+                                                                     quant_x_smem_offset_s16(k));
+  CUDA_CHECK_LAUNCH("quant_batch_quantize_x_kernel");
+}
+
+void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
+                             int64_t ldy, bool accumulate, cudaStream_t stream) {
+  const char* name = quant_type_traits(w.type_id).name;
+  quant_gemv_check_layout(w, "batched quantized gemv");
+  if (!quant_batch_supported(w))
+    fail("batched quantized gemv: ", name, " [", w.n, ", ", w.k, "] has no prepacked planes (or k % 32 != 0)");
+  if (nb < 1 || nb > kQuantBatchMax)
+    fail("batched quantized gemv: ", nb, " vectors, outside 1..", kQuantBatchMax);
+  if (row0 < 0 || rows < 0 || row0 + rows > w.n)
+    fail("batched quantized gemv: rows [", row0, ", ", row0 + rows, ") of a ", name, " matrix of ", w.n, " rows");
+  if (rows == 0) return;
+  if (!xq || !y || (reinterpret_cast<uintptr_t>(xq) & 15) != 0 || (reinterpret_cast<uintptr_t>(y) & 3) != 0 ||
+      (nb > 1 && ldy < rows))
+    fail("batched quantized gemv: null or misaligned x/y, or a y pitch of ", ldy, " for ", rows, " rows");
+  QuantBatchArgs a;
+  a.p = quant_packed_args(w, QuantGemvPlan{}, nullptr, nullptr, false);
+  a.row0 = row0;
+  a.rows = rows;
+  a.xq = static_cast<const unsigned char*>(xq);
+  a.x_stride = quant_batch_x_stride(w.k);
+  a.off_d = quant_x_smem_offset_d(w.k);
+  a.off_s16 = quant_x_smem_offset_s16(w.k);
+  a.nb = nb;
+  a.y = y;
+  a.ldy = ldy;
+  a.accumulate = accumulate ? 1 : 0;
+  Kernel kernel;
+  if (nb <= 2)
+    kernel = quant_kernel_for<Pick<2>>(w.type_id, "batched");
+  else if (nb <= 4)
+    kernel = quant_kernel_for<Pick<4>>(w.type_id, "batched");
+  else if (nb <= 8)
+    kernel = quant_kernel_for<Pick<8>>(w.type_id, "batched");
+  else
+    kernel = quant_kernel_for<Pick<16>>(w.type_id, "batched");
+  const unsigned grid = unsigned((rows + R - 1) / R);
+  kernel<<<grid, kThreads, 0, stream>>>(a);
+  CUDA_CHECK_LAUNCH("quant_batch_gemv_kernel");
+}
+
+}  // namespace llm

@@ -1,0 +1,42 @@
+// The batch-k quantized GEMV (issues 35 and 36): Y[b] (+)= W X[b] for up to kQuantBatchMax activation vectors with
+// each weight read ONCE, from the prepacked planes "warp" and "warp-dp4a" read. Prefill of a short prompt and the
+// verification of k drafted tokens use it on matrices kept quantized, instead of dequantizing every matrix to BF16
+// (write 2 bytes, read 2 bytes per weight) for a cuBLAS GEMM: at 8 vectors a Q4_0 matrix costs its 0.56 bytes per
+// weight once.
+//
+// Two steps, so that one int8 form of X serves every matrix that reads the same X (q, k and v; gate and up):
+//   quant_batch_quantize_x: X [nb, ldx] (FP32 or BF16) to int8 per block of 32, exactly as warp-dp4a quantizes its
+//     one x (quant_x_q8_block: d = amax / 127, q = round(x / d), sums of q per 16) into a scratch of
+//     quant_batch_x_bytes(nb, k) bytes;
+//   quant_batch_gemv_launch: rows [row0, row0 + rows) of W against those nb vectors, dp4a integer dots per 4 codes
+//     (quant_chunk_dp4a, the arithmetic warp-dp4a runs) and one FP32 FMA per group, row and vector.
+// The kernel: a block of 128 threads takes kQuantBatchRows rows and walks K with its threads, 16-byte code loads of
+// the 8 rows in flight together; each x chunk (16 or 32 int8 per vector, read through L1) serves all 8 rows; the per
+// thread sums of [nb][8] are reduced across a warp by halving exchanges (about one shuffle per value, not five), then
+// across the 4 warps in a fixed order (deterministic, no atomics).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/quant/gemv_quant_plan.h"
+
+namespace llm {
+
+// kQuantBatchMax, kQuantBatchRows, quant_batch_x_stride, quant_batch_x_bytes: kernels/quant/gemv_quant_plan.h.
+
+// Whether w can run batched: the prepacked planes present and k a multiple of 32.
+bool quant_batch_supported(const QuantGemvWeight& w);
+
+// X [nb, ldx] (x_bf16: BF16 bits, else FP32; 1 <= nb <= kQuantBatchMax; k % 32 == 0) into xq (quant_batch_x_bytes(nb,
+// k) bytes, 16-byte aligned). Asynchronous; no allocation.
+void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int64_t k, void* xq, cudaStream_t stream);
+
+// Y[b, i] (+= with accumulate) = sum_j W[row0 + i, j] X[b, j] for b < nb and i < rows, Y FP32 with row pitch ldy, from
+// xq as quant_batch_quantize_x left it for the same nb and k = w.k. Fails naming the type when the planes are missing
+// or the arguments are out of range. Asynchronous; no allocation; capturable.
+void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
+                             int64_t ldy, bool accumulate, cudaStream_t stream);
+
+}  // namespace llm
