@@ -39,6 +39,13 @@ bool needs_bf16_copy(const std::vector<const HostTensor*>& members, bool dequant
   return false;
 }
 
+bool embedding_on_host(const Model& m, bool tied, bool dequantize) {
+  if (tied || dequantize) return false;
+  for (const HostTensor* t : decode_matrices(m, tied))
+    if (kept_quantized(*t, dequantize)) return true;
+  return false;
+}
+
 std::string gib_str(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", gib(bytes));
@@ -68,6 +75,10 @@ MemoryPlanner::MemoryPlanner(const Model& model, bool tied, bool keep_quant, KvD
     // The BF16 copy: the embedding, and each decode matrix with a member not kept quantized (needs_bf16_copy).
     const bool dequantize = !keep_quant;
     bf16_weights_ = 2.0 * double(model.weights.embedding.numel());
+    if (embedding_on_host(model, tied_, dequantize)) {
+      host_embedding_ = bf16_weights_;
+      bf16_weights_ = 0;
+    }
     // prefill: the matrix goes through a prefill GEMM (the head does not: prefill and verify run it as a GEMV).
     auto group = [&](const std::vector<const HostTensor*>& members, bool prefill = true) {
       double elems = 0;
@@ -107,6 +118,7 @@ MemoryPlan MemoryPlanner::plan(int ctx, int chunk) const {
   // The scratch query runs only for plausible contexts (an absurd ctx fails on the KV cache alone).
   const double attn = (p.kv < 1e12 && sizes_.attention_scratch) ? sizes_.attention_scratch(ctx) : 0.0;
   p.prefill_dequant = prefill_dequant_;
+  p.host_embedding = host_embedding_;
   p.scratch = attn + sizes_.sample_scratch + double(kCublasWorkspaceBytes) + sizes_.gemv_context + 2.0 * wide +
               prefill_dequant_;
   return p;
@@ -132,7 +144,9 @@ int MemoryPlanner::choose_ctx(int requested, int want, int chunk, size_t free_by
 std::string MemoryPlanner::breakdown(const MemoryPlan& p, const std::string& gemv_name, int ctx) const {
   std::ostringstream o;
   o << "weights " << gib_str(p.weights) << " GiB (BF16 row-major copy"
-    << (p.prefill_dequant > 0 ? " of what is not kept quantized" : "") << ") + prepacked '" << gemv_name << "' "
+    << (p.prefill_dequant > 0 ? " of what is not kept quantized" : "")
+    << (p.host_embedding > 0 ? "; the embedding's " + gib_str(p.host_embedding) + " GiB in pinned host memory" : "")
+    << ") + prepacked '" << gemv_name << "' "
     << gib_str(p.prepacked) << " GiB (";
   for (size_t i = 0; i < p.prepacked_by_type.size(); ++i)
     o << (i ? ", " : "") << p.prepacked_by_type[i].first << ' ' << gib_str(p.prepacked_by_type[i].second);

@@ -34,10 +34,15 @@ std::string gib_str(double bytes);  // "12.34" (GiB)
 // quantized when it is stored quantized and the run does not --dequantize: the quantized GEMVs read its planes. A
 // decode matrix (q|k|v, o, gate|up, down, an untied head) gets a row-major BF16 copy only when some member is not kept
 // quantized; otherwise prefill dequantizes it, one matrix at a time, into a scratch of the largest such matrix just
-// before its GEMM. The embedding is always BF16 (decode's and prefill's lookup reads it). DeviceModel, GemvMappings and
-// the memory plan all ask these two.
+// before its GEMM. The embedding is BF16 (decode's and prefill's lookup reads one row per token). DeviceModel,
+// GemvMappings and the memory plan all ask these.
 bool kept_quantized(const HostTensor& t, bool dequantize);
 bool needs_bf16_copy(const std::vector<const HostTensor*>& members, bool dequantize);
+// Where the embedding lives: an untied model with matrices kept quantized keeps its BF16 lookup table in pinned host
+// memory mapped into the device (the lookup kernels read one row of dim * 2 bytes per token over PCIe, as llama.cpp
+// keeps token_embd on the CPU): 1 GiB of GPU memory on Llama 3 8B, 2 GiB on 70B. A tied embedding is the head's matrix
+// and stays on the GPU; so does every embedding of a BF16 run.
+bool embedding_on_host(const Model& m, bool tied, bool dequantize);
 
 // What the kernels need beside the weights, as the CUDA engine's rooms compute it (engine/cuda/kv_cache.h,
 // kernels/ops/ops.h, kernels/gemv/gemv.h).
@@ -57,6 +62,7 @@ struct DeviceSizes {
 struct MemoryPlan {
   double weights = 0, prepacked = 0, norms = 0, kv = 0, activations = 0, scratch = 0;
   double prefill_dequant = 0;  // part of scratch: prefill's BF16 copy of one matrix kept quantized
+  double host_embedding = 0;   // not in total(): the embedding in pinned host memory (embedding_on_host)
   std::vector<std::pair<std::string, double>> prepacked_by_type;
   double total() const { return weights + prepacked + norms + kv + activations + scratch + double(kReserveBytes); }
 };
@@ -88,6 +94,7 @@ class MemoryPlanner {
   DeviceSizes sizes_;
   double bf16_weights_ = 0;     // bytes of the row-major BF16 copy
   double prefill_dequant_ = 0;  // bytes of prefill's scratch for the largest matrix kept quantized (0: none)
+  double host_embedding_ = 0;   // the embedding's bytes when it is in pinned host memory (embedding_on_host)
   std::vector<std::pair<std::string, double>> prepacked_by_type_;
 };
 

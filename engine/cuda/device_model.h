@@ -50,7 +50,9 @@ class DeviceModel {
   void upload(const Model& model, const ModelConfig& c, bool tied, bool dequantize, DeviceArena& arena,
               cudaStream_t s);
 
-  const uint16_t* embedding = nullptr;  // [vocab, dim] row-major BF16
+  const uint16_t* embedding = nullptr;  // [vocab, dim] row-major BF16: device memory, or pinned host memory mapped
+                                        // into the device where embedding_on_host (engine/memory_plan.h)
+  bool embedding_host = false;          // which of the two
   const float* final_norm = nullptr;    // [dim] FP32
   const float* inv_freq = nullptr;      // [head_dim / 2] FP32: RoPE's frequencies (rope_inv_freq, scaling applied)
   DevMatrix head;                       // [vocab, dim]; the embedding when tied
@@ -64,12 +66,14 @@ class DeviceModel {
 
  private:
   uint16_t* upload_bf16(const HostTensor& t);
+  uint16_t* upload_bf16_host(const HostTensor& t);
   void upload_bf16_into(const HostTensor& t, uint16_t* d);
   float* upload_f32(const HostTensor& t);
 
   DeviceArena* arena_ = nullptr;  // set while upload runs
   cudaStream_t stream_ = nullptr;
   PinnedBuffer staging_[2];       // [kStagingBytes] each, real checkpoints only
+  PinnedBuffer embedding_host_;   // the embedding, where embedding_on_host
   EventHolder staging_done_[2];   // each buffer's last copy has read it
   class LoadProgress* progress_ = nullptr;  // set while upload runs (engine/load_progress.h)
 };

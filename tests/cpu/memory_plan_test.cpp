@@ -124,18 +124,27 @@ TEST(MemoryPlan, QuantizedWeightsArePrepackedAtTheirStoredSizeByType) {
   EXPECT_GE(quant_types, 2);
   EXPECT_LT(p.prepacked, 0.5 * 2.0 * (matrix_elements(m.config) + double(head.numel())));
 
-  // No BF16 copy of what is kept quantized (issue 35): the embedding, and the head only when it is not quantized;
-  // prefill's scratch holds the largest layer matrix kept quantized (gate|up), once (never the head: prefill runs it as
-  // a GEMV).
+  // No BF16 copy of what is kept quantized (issue 35): the head only when it is not quantized; the untied embedding
+  // (the lookup table) in pinned host memory, outside the GPU's total; prefill's scratch holds the largest layer
+  // matrix kept quantized (gate|up), once (never the head: prefill runs it as a GEMV).
   const llm::ModelConfig& c = m.config;
   const double embedding = 2.0 * double(m.weights.embedding.numel());
-  EXPECT_DOUBLE_EQ(p.weights, embedding + (head.quant ? 0.0 : 2.0 * double(head.numel())));
+  EXPECT_TRUE(llm::embedding_on_host(m, false, false));
+  EXPECT_DOUBLE_EQ(p.weights, head.quant ? 0.0 : 2.0 * double(head.numel()));
+  EXPECT_DOUBLE_EQ(p.host_embedding, embedding);
   EXPECT_DOUBLE_EQ(p.prefill_dequant, 2.0 * 2.0 * double(c.hidden_dim) * double(c.dim));
   EXPECT_GE(p.scratch, p.prefill_dequant);
   const std::string line = kept.describe(p, "warp", 256, size_t(1) << 40);
-  EXPECT_NE(line.find("(BF16 row-major copy of what is not kept quantized)"), std::string::npos) << line;
+  EXPECT_NE(line.find("(BF16 row-major copy of what is not kept quantized"), std::string::npos) << line;
   EXPECT_NE(line.find("(prefill's dequantized matrix " + llm::gib_str(p.prefill_dequant) + ")"), std::string::npos)
       << line;
+  EXPECT_NE(line.find("the embedding's " + llm::gib_str(embedding) + " GiB in pinned host memory"), std::string::npos)
+      << line;
+  // Tied, the embedding is the head's matrix: on the GPU.
+  EXPECT_FALSE(llm::embedding_on_host(m, true, false));
+  const MemoryPlan t = MemoryPlanner(m, true, true, llm::KvDtype::BF16, fake_sizes()).plan(256, 256);
+  EXPECT_DOUBLE_EQ(t.host_embedding, 0.0);
+  EXPECT_DOUBLE_EQ(t.weights, embedding);
 
   // --dequantize: every decode matrix is prepacked as BF16, and the BF16 copy is whole again (no prefill scratch).
   const MemoryPlanner deq(m, false, /*keep_quant=*/false, llm::KvDtype::BF16, fake_sizes());
@@ -145,6 +154,8 @@ TEST(MemoryPlan, QuantizedWeightsArePrepackedAtTheirStoredSizeByType) {
   EXPECT_DOUBLE_EQ(d.prepacked, 2.0 * (matrix_elements(m.config) + double(head.numel())));
   EXPECT_DOUBLE_EQ(d.weights, embedding + 2.0 * (matrix_elements(c) + double(head.numel())));
   EXPECT_DOUBLE_EQ(d.prefill_dequant, 0.0);
+  EXPECT_FALSE(llm::embedding_on_host(m, false, true));
+  EXPECT_DOUBLE_EQ(d.host_embedding, 0.0);
 }
 
 // Which matrices keep a BF16 copy: a group with any member not kept quantized keeps one (a fused q|k|v with a BF16 v
