@@ -12,20 +12,56 @@
 
 namespace llm {
 
-// Weights j0 .. j0 + 7 of row r (j0 % 8 == 0) as FP32, from the prepacked planes (pointers readable by the caller:
-// host arrays on the host, device arrays on the device).
-LLM_HD void quant_plane_weights8(const QuantGemvWeight& w, int64_t r, int64_t j0, float out[8]) {
-  const uint8_t* row = w.codes + r * w.ld_codes;
-  const int64_t g = j0 / w.group;  // 8 consecutive weights never straddle a group (16 or 32 weights)
-  float s, m = 0.0f;
+// s and m of group g of row r (m = 0 without a min), rounded once each as group_scale/group_min.
+struct QuantPlaneScale {
+  float s = 0.0f, m = 0.0f;
+};
+LLM_HD QuantPlaneScale quant_plane_scale(const QuantGemvWeight& w, int64_t r, int64_t g) {
+  QuantPlaneScale sc;
   if (!w.two_level) {
-    s = f16_to_f32(w.scales[r * w.ld_groups + g]);
-    if (w.has_min) m = f16_to_f32(w.mins[r * w.ld_groups + g]);
+    sc.s = f16_to_f32(w.scales[r * w.ld_groups + g]);
+    if (w.has_min) sc.m = f16_to_f32(w.mins[r * w.ld_groups + g]);
   } else {
     const int64_t sup = r * w.ld_super + g / w.groups_per_super;
-    s = mul_rn(f16_to_f32(w.super_d[sup]), float(w.sub_scales[r * w.ld_sub + g]));
-    if (w.has_min) m = -mul_rn(f16_to_f32(w.super_dmin[sup]), float(w.sub_mins[r * w.ld_sub + g]));
+    sc.s = mul_rn(f16_to_f32(w.super_d[sup]), float(w.sub_scales[r * w.ld_sub + g]));
+    if (w.has_min) sc.m = -mul_rn(f16_to_f32(w.super_dmin[sup]), float(w.sub_mins[r * w.ld_sub + g]));
   }
+  return sc;
+}
+
+// One weight from its code: float(code + code_offset) * s (+ m), each operation rounded once.
+LLM_HD float quant_plane_value(const QuantGemvWeight& w, int code, QuantPlaneScale sc) {
+  const float v = mul_rn(float(code + w.code_offset), sc.s);
+  return w.has_min ? add_rn(v, sc.m) : v;
+}
+
+// Weights per 16-byte chunk of codes: 32 (Int4) or 16 (Int8).
+LLM_HD int quant_chunk_weights(const QuantGemvWeight& w) { return w.family == QuantCodeFamily::Int4 ? 32 : 16; }
+
+// The weights of 16-byte chunk c of row r (bytes 16c .. 16c+15 of its codes, given as four little-endian words):
+// out[0 .. 32) (kInt4, w's family Int4) or out[0 .. 16). A chunk never straddles a group (groups of 16 or 32 weights
+// start on a chunk). Int4: byte i holds weight 32c+i (low nibble) and weight 32c+16+i (high nibble). Int8: byte i is
+// weight 16c+i.
+template <bool kInt4>
+LLM_HD void quant_plane_chunk(const QuantGemvWeight& w, int64_t r, int64_t c, const uint32_t words[4], float* out) {
+  constexpr int kPer = kInt4 ? 32 : 16;
+  const QuantPlaneScale sc = quant_plane_scale(w, r, c * kPer / w.group);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int e = 0; e < kPer; ++e) {
+    const int i = kInt4 ? e % 16 : e;
+    const uint32_t byte = (words[i / 4] >> (8 * (i % 4))) & 0xFFu;
+    const int code = kInt4 ? (e < 16 ? int(byte & 0xFu) : int(byte >> 4)) : int(int8_t(uint8_t(byte)));
+    out[e] = quant_plane_value(w, code, sc);
+  }
+}
+
+// Weights j0 .. j0 + 7 of row r (j0 % 8 == 0), from the prepacked planes (pointers readable by the caller: host
+// arrays on the host, device arrays on the device): byte reads, the same arithmetic as quant_plane_chunk.
+LLM_HD void quant_plane_weights8(const QuantGemvWeight& w, int64_t r, int64_t j0, float out[8]) {
+  const uint8_t* row = w.codes + r * w.ld_codes;
+  const QuantPlaneScale sc = quant_plane_scale(w, r, j0 / w.group);  // 8 weights never straddle a group
   for (int e = 0; e < 8; ++e) {
     const int64_t j = j0 + e;
     int code;
@@ -36,8 +72,7 @@ LLM_HD void quant_plane_weights8(const QuantGemvWeight& w, int64_t r, int64_t j0
     } else {
       code = int(int8_t(row[j]));
     }
-    const float v = mul_rn(float(code + w.code_offset), s);
-    out[e] = w.has_min ? add_rn(v, m) : v;
+    out[e] = quant_plane_value(w, code, sc);
   }
 }
 

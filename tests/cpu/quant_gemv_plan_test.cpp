@@ -232,7 +232,26 @@ TEST(QuantDequant, PlaneWeightsEqualPackedWeightBitForBit) {
           }
         }
       }
+      // The device kernel's form: one 16-byte chunk of codes at a time (quant_plane_chunk).
+      const int per = quant_chunk_weights(w);
+      int64_t chunk_mismatches = 0;
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t c = 0; c < k / per; ++c) {
+          uint32_t words[4];
+          std::memcpy(words, w.codes + r * w.ld_codes + 16 * c, 16);
+          float got[32];
+          if (per == 32)
+            quant_plane_chunk<true>(w, r, c, words, got);
+          else
+            quant_plane_chunk<false>(w, r, c, words, got);
+          for (int e = 0; e < per; ++e) {
+            const float want = packed_weight(p, r, c * per + e);
+            chunk_mismatches += std::memcmp(&got[e], &want, 4) != 0;
+          }
+        }
+      }
       EXPECT_EQ(mismatches, 0);
+      EXPECT_EQ(chunk_mismatches, 0);
       EXPECT_GT(finite, n * k / 2) << "the check must see real weights, not zeros or NaNs";
     }
   }

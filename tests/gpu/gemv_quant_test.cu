@@ -930,5 +930,44 @@ TEST_F(QuantGemvTest, BatchLongRowsAndRefusals) {
   quant_gemv_free(&ok);
 }
 
+
+// Prefill's dequantization on the device (quant_dequantize_bf16): every weight bit for bit packed_weight rounded to
+// BF16, every type, rows wider than k (the pitch's columns past k untouched: poison stays).
+TEST_F(QuantGemvTest, DequantizeBf16EqualsPackedWeightBitForBit) {
+  for (Q t : kAllTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{7, kq ? 256 : 96}, {203, 4096}}) {
+      SCOPED_TRACE(std::string(ggml_quant_name(t)) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+      const uint64_t seed = rng_mix(test_seed() ^ uint64_t(n * k) ^ (uint64_t(t) << 40) ^ 0xdeadull);
+      const std::vector<uint8_t> blocks = random_blocks(t, n, k, seed);
+      const PackedQuant packed = pack_quant(blocks.data(), t, n, k, "test");
+      QuantGemvWeight host = describe(packed, blocks);
+      host.blocks = nullptr;
+      QuantGemvWeight w = quant_gemv_upload(host, stream_);
+      const int64_t ld = k + 8;
+      uint16_t* d = nullptr;
+      CUDA_CHECK(cudaMalloc(&d, size_t(n * ld) * 2));
+      CUDA_CHECK(cudaMemsetAsync(d, 0xFF, size_t(n * ld) * 2, stream_));
+      quant_dequantize_bf16(w, d, ld, stream_);
+      std::vector<uint16_t> got(size_t(n * ld));
+      CUDA_CHECK(cudaMemcpyAsync(got.data(), d, got.size() * 2, cudaMemcpyDeviceToHost, stream_));
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      int64_t bad = 0, pad = 0;
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < ld; ++j) {
+          const uint16_t g = got[size_t(r * ld + j)];
+          if (j >= k)
+            pad += g != 0xFFFFu;
+          else
+            bad += g != f32_to_bf16(packed_weight(packed, r, j));
+        }
+      EXPECT_EQ(bad, 0) << "weights differing from packed_weight rounded to BF16";
+      EXPECT_EQ(pad, 0) << "columns past k written";
+      cudaFree(d);
+      quant_gemv_free(&w);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace llm
