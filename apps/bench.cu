@@ -149,7 +149,7 @@ GemvOptions parse_gemv(int argc, char** argv) {
 ProbesOptions parse_probes(int argc, char** argv) {
   ProbesOptions o;
   cli::Options t(kProbesUsage);
-  t.choice("--section", "PART", &o.part, {"batch", "tiny", "all"}, "which probes to run");
+  t.choice("--section", "PART", &o.part, {"batch", "qbatch", "tiny", "all"}, "which probes to run");
   add_shapes(t, "--batch-shapes", &o.batch_shapes, "the batched GEMV's shapes, N rows x K columns");
   t.integer("--tiny-n", "N", &o.tiny_n, 1, 1 << 24, "rows of the tiny-K GEMVs");
   t.integers("--tiny-k", "k1,k2,...", &o.tiny_k, 1, 1 << 16, "the tiny-K GEMVs' K, comma-separated");

@@ -2,6 +2,8 @@
 // streaming-read roofline measured in the same run (gemv-probes' tables and JSON keys, as docs/results read them).
 //   batch:  Y[B, N] = X[B, K] W^T for B = 1, 2, 4, 8 with each weight chunk reused from registers
 //           (kernels/gemv/gemv_batched.h), against B separate "warp" GEMVs on the same weight (the reference).
+//   qbatch: the batch-k quantized GEMV (kernels/quant/gemv_quant_batch.h) for k = 1 .. 16 vectors on Q4_0, Q8_0 and
+//           Q4_K planes, against one warp-dp4a GEMV on the same planes (what one decode step's matrix costs).
 //   tiny K: "warp" vs "colmajor" vs several rows per warp for K of a few dozen, and the K where "warp" overtakes.
 #include <algorithm>
 #include <functional>
@@ -15,6 +17,12 @@
 #include "kernels/cuda_check.h"            // CUDA_CHECK
 #include "kernels/gemv/gemv.h"             // the mappings
 #include "kernels/gemv/gemv_batched.h"     // gemv_batched_launch, gemv_rows_per_warp_launch
+#include "kernels/quant/gemv_quant.h"      // quant_gemv_upload, quant_gemv_launch (warp-dp4a)
+#include "kernels/quant/gemv_quant_batch.h"  // quant_batch_quantize_x, quant_batch_gemv_launch
+#include "engine/cuda_quant.h"             // quant_host_view
+#include "models/quant.h"                  // quantize_matrix, pack_quant
+#include "models/quantize_model.h"         // parse_quantize_type
+#include "core/counter_rng.h"              // rng_value
 #include "measure/bench/harness.h"         // StreamEvents, measure_roofline, rotation_bytes, fmt, rounded, write_file
 #include "measure/bench/sections.h"        // ProbesOptions
 #include "measure/cuda_timing.h"           // graph_ms_per_call, current_device
@@ -112,6 +120,103 @@ std::vector<BatchResult> probe_batch(Bench& b, const Options& o) {
     free_copies(&copies);
   }
   return out;
+}
+
+// ---- qbatch ----
+
+struct QBatchResult {
+  int N = 0, K = 0, k = 0;
+  std::string type;
+  double us = 0.0, us_quantize = 0.0, us_one = 0.0;  // batch GEMV; its x pass; one warp-dp4a GEMV
+  double gbps = 0.0, pct_roofline = 0.0;
+};
+
+std::vector<QBatchResult> probe_qbatch(Bench& b, const Options& o) {
+  std::vector<QBatchResult> out;
+  for (const auto& shape : o.qbatch_shapes) {
+    const int N = shape.first, K = shape.second;
+    std::vector<float> wf(size_t(N) * size_t(K));
+    for (size_t i = 0; i < wf.size(); ++i) wf[i] = rng_value(0x9b47ull, uint64_t(N) ^ (uint64_t(K) << 20), i, -1.0f, 1.0f);
+    for (const std::string& name : o.qbatch_types) {
+      const GgmlQuantType t = parse_quantize_type(name).type;
+      const std::vector<uint8_t> blocks = quantize_matrix(t, wf.data(), N, K);
+      const PackedQuant packed = pack_quant(blocks.data(), t, N, K, "bench");
+      QuantGemvWeight host = quant_host_view(packed);
+      host.blocks = nullptr;
+      const double bytes = double(quant_gemv_bytes_read(QuantGemvKind::WarpDp4a, host));
+      const size_t n = std::max<size_t>(2, size_t((double(b.rotation_bytes) + bytes - 1) / bytes));
+      std::vector<QuantGemvWeight> copies(n);
+      for (QuantGemvWeight& w : copies) w = quant_gemv_upload(host, b.stream);
+      const int kmax = *std::max_element(o.qbatch_k.begin(), o.qbatch_k.end());
+      float* x = nullptr;
+      float* y = nullptr;
+      void* xq = nullptr;
+      CUDA_CHECK(cudaMalloc(&x, size_t(kmax) * size_t(K) * 4));
+      CUDA_CHECK(cudaMalloc(&y, size_t(kmax) * size_t(N) * 4));
+      CUDA_CHECK(cudaMalloc(&xq, size_t(quant_batch_x_bytes(kQuantBatchMax, K)) * size_t((kmax + 15) / 16)));
+      gemv_fill_random_f32(x, size_t(kmax) * size_t(K), 0x5a7full ^ uint64_t(K), b.stream);
+      auto timed = [&](int min_calls, const std::function<void(const QuantGemvWeight&)>& call) {
+        const int nc = int(copies.size());
+        for (int i = 0; i < nc; ++i) call(copies[size_t(i)]);
+        CUDA_CHECK(cudaStreamSynchronize(b.stream));
+        const int iters = (std::max(min_calls, nc) + nc - 1) / nc * nc;
+        return 1e3 * graph_ms_per_call(b.stream, b.e0, b.e1, iters, b.repeats,
+                                       [&](int i) { call(copies[size_t(i % nc)]); });
+      };
+      const double us_one = timed(200, [&](const QuantGemvWeight& w) {
+        quant_gemv_launch(QuantGemvKind::WarpDp4a, w, x, y, false, b.stream);
+      });
+      for (int k : o.qbatch_k) {
+        QBatchResult r;
+        r.N = N;
+        r.K = K;
+        r.k = k;
+        r.type = ggml_quant_name(t);
+        r.us_one = us_one;
+        auto quantize = [&] {
+          for (int g = 0; g * kQuantBatchMax < k; ++g)
+            quant_batch_quantize_x(x + size_t(g) * kQuantBatchMax * size_t(K), false, K,
+                                   std::min(kQuantBatchMax, k - g * kQuantBatchMax), K,
+                                   static_cast<unsigned char*>(xq) + g * quant_batch_x_bytes(kQuantBatchMax, K),
+                                   b.stream);
+        };
+        quantize();
+        r.us_quantize = timed(200, [&](const QuantGemvWeight&) { quantize(); });
+        r.us = timed(200, [&](const QuantGemvWeight& w) {
+          for (int g = 0; g * kQuantBatchMax < k; ++g)
+            quant_batch_gemv_launch(w, 0, N, static_cast<unsigned char*>(xq) + g * quant_batch_x_bytes(kQuantBatchMax, K),
+                                    std::min(kQuantBatchMax, k - g * kQuantBatchMax),
+                                    y + size_t(g) * kQuantBatchMax * size_t(N), N, false, b.stream);
+        });
+        r.gbps = bytes / (r.us * 1e-6) / 1e9;
+        r.pct_roofline = 100.0 * r.gbps / b.roof.gbps;
+        std::cerr << "qbatch " << r.type << " " << N << "x" << K << " k=" << k << ": " << fmt(r.us, 2) << " us ("
+                  << fmt(r.us / us_one, 2) << "x one warp-dp4a GEMV of " << fmt(us_one, 2) << " us)\n";
+        out.push_back(r);
+      }
+      CUDA_CHECK(cudaFree(x));
+      CUDA_CHECK(cudaFree(y));
+      CUDA_CHECK(cudaFree(xq));
+      for (QuantGemvWeight& w : copies) quant_gemv_free(&w);
+    }
+  }
+  return out;
+}
+
+void print_qbatch(const Bench& b, const std::vector<QBatchResult>& rs) {
+  std::cout << "## Batch-k quantized GEMV: Y[k, N] = X[k, K] W^T from the prepacked planes, each weight read once per "
+               "16 vectors\n\n"
+            << "GB/s of the planes' bytes (counted once per call); one = one warp-dp4a GEMV on the same planes (a "
+               "decode step's matrix); x pass = quant_batch_quantize_x of the k vectors (run once per pass and input, "
+               "shared by the matrices reading it); roofline "
+            << fmt(b.roof.gbps, 0) << " GB/s\n\n"
+            << "| type | shape | k | us | GB/s | % roofline | us one | k-step / one-step | us x pass |\n"
+            << "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const QBatchResult& r : rs)
+    std::cout << "| " << r.type << " | " << r.N << " x " << r.K << " | " << r.k << " | " << fmt(r.us, 2) << " | "
+              << fmt(r.gbps, 0) << " | " << fmt(r.pct_roofline, 1) << "% | " << fmt(r.us_one, 2) << " | "
+              << fmt(r.us / r.us_one, 2) << "x | " << fmt(r.us_quantize, 2) << " |\n";
+  std::cout << "\n";
 }
 
 void print_batch(const Bench& b, const std::vector<BatchResult>& rs) {
@@ -275,13 +380,16 @@ int run_probes(const Options& o) {
 
   std::vector<BatchResult> batch;
   std::vector<TinyResult> tiny;
-  if (o.part != "tiny") batch = probe_batch(b, o);
-  if (o.part != "batch") tiny = probe_tiny(b, o);
+  std::vector<QBatchResult> qbatch;
+  if (o.part == "all" || o.part == "batch") batch = probe_batch(b, o);
+  if (o.part == "all" || o.part == "qbatch") qbatch = probe_qbatch(b, o);
+  if (o.part == "all" || o.part == "tiny") tiny = probe_tiny(b, o);
 
   std::cout << "roofline: " << fmt(b.roof.gbps, 0) << " GB/s (streaming read, best of " << b.roof.shapes_tried
             << " grid shapes); device: " << b.dev.name << "; weights rotated over >= " << (b.rotation_bytes >> 20)
             << " MiB of copies; CUDA-graph timed, median of " << b.repeats << " repeats\n\n";
   if (!batch.empty()) print_batch(b, batch);
+  if (!qbatch.empty()) print_qbatch(b, qbatch);
   if (!tiny.empty()) print_tiny(b, o, tiny);
   if (!o.json_path.empty()) write_json(o.json_path, b, o, batch, tiny);
   gemv_context_destroy(&b.ctx);

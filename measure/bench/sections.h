@@ -30,7 +30,12 @@ struct GemvOptions {
 int run_gemv(const GemvOptions& o);  // measure/bench/gemv_section.cu
 
 struct ProbesOptions {
-  std::string part = "all";  // batch, tiny or all
+  std::string part = "all";  // batch, qbatch, tiny or all
+  // qbatch: the batch-k quantized GEMV (kernels/quant/gemv_quant_batch.h) per shape, type and k, against one
+  // warp-dp4a GEMV (the one-token decode step's) on the same planes
+  Shapes qbatch_shapes = {{4096, 4096}, {14336, 4096}, {4096, 14336}};
+  std::vector<std::string> qbatch_types = {"q4_0", "q8_0", "q4_k"};
+  std::vector<int> qbatch_k = {1, 2, 4, 8, 16};
   Shapes batch_shapes = {{4096, 4096}, {14336, 4096}};
   std::vector<int> batches = {1, 2, 4, 8};
   int tiny_n = 65536;
