@@ -10,7 +10,6 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int R = kQuantBatchRows;
 
 struct QuantBatchArgs {
   QuantPackedArgs p;      // planes, chunks, group/super shifts, code_offset (x, y, plan fields unused)
@@ -24,36 +23,33 @@ struct QuantBatchArgs {
   int accumulate;
 };
 
-// The int8 form of vector b (quant_x_q8_values per block of 32), one thread per block of 32.
+// The int8 form of the nb vectors: 8 lanes per block of 32 values (4 values each: a float4 or four BF16 in one 8-byte
+// load), amax and the sums of 16 by shuffles among the 8 (quant_x_q8_lanes, bit for bit quant_x_q8_block). Every lane
+// of a warp reaches the shuffles; lanes past the last block only skip the stores.
 template <bool kBf16>
 __global__ void quant_batch_quantize_x_kernel(const void* __restrict__ x, int64_t ldx, int nb, int64_t k,
                                               unsigned char* __restrict__ xq, int64_t stride, int64_t off_d,
                                               int64_t off_s16) {
   const int64_t per = k / 32;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= per * nb) return;
-  const int64_t b = t / per, blk = t % per;
-  float v[32];
-  if constexpr (kBf16) {
-    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + b * ldx + 32 * blk);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint4 u = __ldg(src + i);
-      const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-      for (int h = 0; h < 4; ++h) {
-        v[8 * i + 2 * h] = bf16_to_f32(uint16_t(w[h] & 0xffffu));
-        v[8 * i + 2 * h + 1] = bf16_to_f32(uint16_t(w[h] >> 16));
-      }
+  const int64_t gb = t >> 3;  // the block of 32 this lane's group of 8 takes
+  const int sub = int(t & 7);
+  const bool in = gb < per * nb;
+  const int64_t b = in ? gb / per : 0, blk = in ? gb % per : 0;
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (in) {
+    if constexpr (kBf16) {
+      const uint2 u = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(x) + b * ldx + 32 * blk) + sub);
+      v = make_float4(bf16_to_f32(uint16_t(u.x & 0xffffu)), bf16_to_f32(uint16_t(u.x >> 16)),
+                      bf16_to_f32(uint16_t(u.y & 0xffffu)), bf16_to_f32(uint16_t(u.y >> 16)));
+    } else {
+      const float* p = static_cast<const float*>(x) + b * ldx + 32 * blk + 4 * sub;
+      v = make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
     }
-  } else {
-    const float* src = static_cast<const float*>(x) + b * ldx + 32 * blk;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) v[j] = __ldg(src + j);
   }
   unsigned char* base = xq + b * stride;
-  quant_x_q8_values(v, reinterpret_cast<int8_t*>(base) + 32 * blk, reinterpret_cast<float*>(base + off_d) + blk,
-                    reinterpret_cast<int*>(base + off_s16) + 2 * blk);
+  quant_x_q8_lanes(v, int(blk), in, sub, reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + off_d),
+                   reinterpret_cast<int*>(base + off_s16));
 }
 
 // Halving exchanges over the warp's offsets 16, 8, 4, 2, 1: while a lane holds M > 1 values it keeps one half (the
@@ -94,9 +90,61 @@ __device__ __forceinline__ int quant_batch_index(int t, int lane, bool* writer) 
   return idx;
 }
 
+// One 16-byte chunk c of R rows against the nb vectors: each row's scale (and min) decoded once, then per vector its x
+// chunk (int8 q, d, sums) loaded once and the dp4a dots of all R rows on it; the arithmetic of quant_chunk_dp4a:
+// acc += (s * d_x) * float(dot + code_offset * sum q) (+ (m * d_x) * float(sum q)).
+template <bool kInt4, bool kTwoLevel, bool kHasMin, int R, int B>
+__device__ __forceinline__ void batch_chunk(const uint4 (&w)[R], const uint2 (&raw)[R], const QuantBatchArgs& a,
+                                            int c, float (&acc)[B][R]) {
+  float s[R], m[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    s[i] = quant_scale<kTwoLevel>(raw[i]);
+    m[i] = kHasMin ? quant_min<kTwoLevel>(raw[i]) : 0.0f;
+  }
+#pragma unroll
+  for (int b = 0; b < B; ++b) {
+    if (b >= a.nb) break;
+    const unsigned char* base = a.xq + b * a.x_stride;
+    const uint4* xq16 = reinterpret_cast<const uint4*>(base);
+    const float* xd = reinterpret_cast<const float*>(base + a.off_d);
+    const int* xs = reinterpret_cast<const int*>(base + a.off_s16);
+    if constexpr (kInt4) {
+      const uint4 xlo = xq16[2 * c], xhi = xq16[2 * c + 1];
+      const float dx = xd[c];
+      const int qsum = xs[2 * c] + xs[2 * c + 1];
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        int dlo = 0, dhi16 = 0;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint32_t v = quant_word(w[i], q);
+          dlo = quant_dp4a(v & 0x0F0F0F0Fu, quant_word(xlo, q), dlo);
+          dhi16 = quant_dp4a_us(v & 0xF0F0F0F0u, quant_word(xhi, q), dhi16);
+        }
+        const int dot = dlo + (dhi16 >> 4);
+        acc[b][i] = fmaf(s[i] * dx, float(dot + a.p.code_offset * qsum), acc[b][i]);
+        if (kHasMin) acc[b][i] = fmaf(m[i] * dx, float(qsum), acc[b][i]);
+      }
+    } else {
+      const uint4 xv = xq16[c];
+      const float dx = xd[c >> 1];
+      const int qsum = kHasMin ? xs[c] : 0;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        int dot = 0;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) dot = quant_dp4a(quant_word(w[i], q), quant_word(xv, q), dot);
+        acc[b][i] = fmaf(s[i] * dx, float(dot), acc[b][i]);
+        if (kHasMin) acc[b][i] = fmaf(m[i] * dx, float(qsum), acc[b][i]);
+      }
+    }
+  }
+}
+
 // Block = kQuantBatchRows rows; its 128 threads take chunks tid, tid + 128, ... (U chunks' loads of all rows in
 // flight before the first dot). Each thread keeps acc[B][R]; vectors b >= nb are skipped (no x reads, zero sums).
-template <bool kInt4, bool kTwoLevel, bool kHasMin, int B>
+template <bool kInt4, bool kTwoLevel, bool kHasMin, int B, int R>
 __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchArgs a) {
   constexpr int U = B >= 16 ? 1 : 2;
   constexpr int V = B * R;
@@ -105,7 +153,6 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t local0 = int64_t(blockIdx.x) * R;
   const int chunks = a.p.chunks;
-  const int nb = a.nb;
 
   float acc[B][R];
 #pragma unroll
@@ -135,14 +182,7 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
     for (int u = 0; u < U; ++u) {
       const int c = c0 + kThreads * u;
       if (c >= chunks) break;
-#pragma unroll
-      for (int b = 0; b < B; ++b) {
-        if (b >= nb) break;
-        const unsigned char* base = a.xq + b * a.x_stride;
-        const QuantXq8 xb{reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + a.off_d),
-                          reinterpret_cast<const int*>(base + a.off_s16)};
-        quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], xb, c, a.p.code_offset, acc[b]);
-      }
+      batch_chunk<kInt4, kTwoLevel, kHasMin, R, B>(wv[u], raw[u], a, c, acc);
     }
   }
 
@@ -157,7 +197,7 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
   __syncthreads();
   for (int idx = tid; idx < V; idx += kThreads) {
     const int b = idx / R, i = idx % R;
-    if (b >= nb || local0 + i >= a.rows) continue;
+    if (b >= a.nb || local0 + i >= a.rows) continue;
     float s = red[0][idx];
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) s += red[w][idx];
@@ -167,14 +207,21 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
 }
 
 using Kernel = void (*)(QuantBatchArgs);
-template <int B>
+template <int B, int R>
 struct Pick {
   template <int kType>
   static Kernel get() {
     using F = QuantPackedForm<kType>;
-    return quant_batch_gemv_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, B>;
+    return quant_batch_gemv_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, B, R>;
   }
 };
+template <int R>
+Kernel pick(int type_id, int nb) {
+  if (nb <= 2) return quant_kernel_for<Pick<2, R>>(type_id, "batched");
+  if (nb <= 4) return quant_kernel_for<Pick<4, R>>(type_id, "batched");
+  if (nb <= 8) return quant_kernel_for<Pick<8, R>>(type_id, "batched");
+  return quant_kernel_for<Pick<16, R>>(type_id, "batched");
+}
 
 }  // namespace
 
@@ -191,8 +238,8 @@ void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int
     fail("quant_batch_quantize_x: null x or an int8 scratch not 16-byte aligned");
   if (x_bf16 && ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || ldx % 8 != 0))
     fail("quant_batch_quantize_x: BF16 x needs 16-byte aligned rows (pitch ", ldx, ")");
-  const int64_t threads = int64_t(nb) * (k / 32);
-  const int block = 128;
+  const int64_t threads = int64_t(nb) * (k / 32) * 8;
+  const int block = 256;
   const unsigned grid = unsigned((threads + block - 1) / block);
   auto* out = static_cast<unsigned char*>(xq);
   if (x_bf16)
@@ -207,7 +254,7 @@ void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int
 }
 
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
-                             int64_t ldy, bool accumulate, cudaStream_t stream) {
+                             int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block) {
   const char* name = quant_type_traits(w.type_id).name;
   quant_gemv_check_layout(w, "batched quantized gemv");
   if (!quant_batch_supported(w))
@@ -232,16 +279,10 @@ void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t row
   a.y = y;
   a.ldy = ldy;
   a.accumulate = accumulate ? 1 : 0;
-  Kernel kernel;
-  if (nb <= 2)
-    kernel = quant_kernel_for<Pick<2>>(w.type_id, "batched");
-  else if (nb <= 4)
-    kernel = quant_kernel_for<Pick<4>>(w.type_id, "batched");
-  else if (nb <= 8)
-    kernel = quant_kernel_for<Pick<8>>(w.type_id, "batched");
-  else
-    kernel = quant_kernel_for<Pick<16>>(w.type_id, "batched");
-  const unsigned grid = unsigned((rows + R - 1) / R);
+  if (rows_per_block != 4 && rows_per_block != 8)
+    fail("batched quantized gemv: ", rows_per_block, " rows per block (4 or 8)");
+  const Kernel kernel = rows_per_block == 8 ? pick<8>(w.type_id, nb) : pick<4>(w.type_id, nb);
+  const unsigned grid = unsigned((rows + rows_per_block - 1) / rows_per_block);
   kernel<<<grid, kThreads, 0, stream>>>(a);
   CUDA_CHECK_LAUNCH("quant_batch_gemv_kernel");
 }

@@ -35,8 +35,9 @@ void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int
 
 // Y[b, i] (+= with accumulate) = sum_j W[row0 + i, j] X[b, j] for b < nb and i < rows, Y FP32 with row pitch ldy, from
 // xq as quant_batch_quantize_x left it for the same nb and k = w.k. Fails naming the type when the planes are missing
-// or the arguments are out of range. Asynchronous; no allocation; capturable.
+// or the arguments are out of range. Asynchronous; no allocation; capturable. rows_per_block: 8 (kQuantBatchRows, the
+// engine's) or 4 (fewer registers, each x chunk serving fewer rows: bench probes measures both).
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
-                             int64_t ldy, bool accumulate, cudaStream_t stream);
+                             int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block = kQuantBatchRows);
 
 }  // namespace llm

@@ -771,10 +771,11 @@ TEST_F(QuantGemvTest, RefusesMissingPlanesByName) {
 // vector's rows against the FP64 reference on that vector rounded as warp-dp4a rounds its x (the same int8 form, bit
 // for bit: checked), and nothing outside the slice written. A vector's result compared with another vector's
 // reference must fail (the vectors are not mixed up).
-void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int64_t rows, cudaStream_t stream) {
+void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int64_t rows, cudaStream_t stream,
+                 int rows_per_block = kQuantBatchRows) {
   SCOPED_TRACE(std::string(ggml_quant_name(t)) + " N=" + std::to_string(n) + " K=" + std::to_string(k) + " nb=" +
                std::to_string(nb) + (bf16 ? " bf16 x" : " f32 x") + " rows [" + std::to_string(row0) + ", " +
-               std::to_string(row0 + rows) + ")");
+               std::to_string(row0 + rows) + ") " + std::to_string(rows_per_block) + " rows per block");
   const uint64_t seed = rng_mix(test_seed() ^ (uint64_t(n) << 24) ^ uint64_t(k) ^ (uint64_t(t) << 50) ^ 0xba7c);
   const std::vector<uint8_t> blocks = random_blocks(t, n, k, seed);
   const PackedQuant packed = pack_quant(blocks.data(), t, n, k, "test");
@@ -845,7 +846,7 @@ void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int
     else
       std::fill(y.begin(), y.end(), std::nanf(""));
     CUDA_CHECK(cudaMemcpyAsync(d_y, y.data(), ysize * 4, cudaMemcpyHostToDevice, stream));
-    quant_batch_gemv_launch(w, row0, rows, d_xq, nb, d_y, ldy, accumulate, stream);
+    quant_batch_gemv_launch(w, row0, rows, d_xq, nb, d_y, ldy, accumulate, stream, rows_per_block);
     std::vector<float> got(ysize);
     CUDA_CHECK(cudaMemcpyAsync(got.data(), d_y, ysize * 4, cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -896,6 +897,7 @@ TEST_F(QuantGemvTest, BatchMatchesFp64ReferenceForEveryVectorCount) {
       check_batch(t, 1, k_small, nb, nb % 2 == 1, 0, 1, stream_);
       check_batch(t, 13, k_mid, nb, nb % 2 == 0, 0, 13, stream_);
       check_batch(t, 203, 4096, nb, nb >= 8, 5, 190, stream_);  // a slice: rows [5, 195) of 203
+      check_batch(t, 13, k_mid, nb, nb % 2 == 1, 2, 11, stream_, 4);  // 4 rows per block
     }
   }
 }
