@@ -10,9 +10,9 @@
 //     quant_batch_x_bytes(nb, k) bytes;
 //   quant_batch_gemv_launch: rows [row0, row0 + rows) of W against those nb vectors, dp4a integer dots per 4 codes
 //     (quant_chunk_dp4a, the arithmetic warp-dp4a runs) and one FP32 FMA per group, row and vector.
-// The kernel: a block of 128 threads takes kQuantBatchRows rows and walks K with its threads, 16-byte code loads of
-// the 8 rows in flight together; each x chunk (16 or 32 int8 per vector, read through L1) serves all 8 rows; the per
-// thread sums of [nb][8] are reduced across a warp by halving exchanges (about one shuffle per value, not five), then
+// The kernel: a block of 128 threads takes kQuantBatchRows (4) rows and walks K with its threads, 16-byte code loads of
+// its rows in flight together; each x chunk (16 or 32 int8 per vector, read through L1) serves all of them; the per
+// thread sums of [nb][rows] are reduced across a warp by halving exchanges (about one shuffle per value, not five), then
 // across the 4 warps in a fixed order (deterministic, no atomics).
 #pragma once
 #include <cstddef>
@@ -35,8 +35,8 @@ void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int
 
 // Y[b, i] (+= with accumulate) = sum_j W[row0 + i, j] X[b, j] for b < nb and i < rows, Y FP32 with row pitch ldy, from
 // xq as quant_batch_quantize_x left it for the same nb and k = w.k. Fails naming the type when the planes are missing
-// or the arguments are out of range. Asynchronous; no allocation; capturable. rows_per_block: 8 (kQuantBatchRows, the
-// engine's) or 4 (fewer registers, each x chunk serving fewer rows: bench probes measures both).
+// or the arguments are out of range. Asynchronous; no allocation; capturable. rows_per_block: 4 (kQuantBatchRows, the
+// engine's: fewer registers, more blocks resident) or 8 (each x chunk serves more rows); bench probes measures both.
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
                              int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block = kQuantBatchRows);
 

@@ -128,7 +128,7 @@ struct QBatchResult {
   int N = 0, K = 0, k = 0;
   std::string type;
   double us = 0.0, us_quantize = 0.0, us_one = 0.0;  // batch GEMV; its x pass; one warp-dp4a GEMV
-  double us_r4 = 0.0;                                // the batch GEMV with 4 rows per block (the engine runs 8)
+  double us_other = 0.0;  // the batch GEMV with the other rows per block (8 where the engine runs 4, else 4)
   double gbps = 0.0, pct_roofline = 0.0;
 };
 
@@ -189,11 +189,12 @@ std::vector<QBatchResult> probe_qbatch(Bench& b, const Options& o) {
                                     std::min(kQuantBatchMax, k - g * kQuantBatchMax),
                                     y + size_t(g) * kQuantBatchMax * size_t(N), N, false, b.stream);
         });
-        r.us_r4 = timed(200, [&](const QuantGemvWeight& w) {
+        r.us_other = timed(200, [&](const QuantGemvWeight& w) {
           for (int g = 0; g * kQuantBatchMax < k; ++g)
             quant_batch_gemv_launch(w, 0, N, static_cast<unsigned char*>(xq) + g * quant_batch_x_bytes(kQuantBatchMax, K),
                                     std::min(kQuantBatchMax, k - g * kQuantBatchMax),
-                                    y + size_t(g) * kQuantBatchMax * size_t(N), N, false, b.stream, 4);
+                                    y + size_t(g) * kQuantBatchMax * size_t(N), N, false, b.stream,
+                                    kQuantBatchRows == 8 ? 4 : 8);
         });
         r.gbps = bytes / (r.us * 1e-6) / 1e9;
         r.pct_roofline = 100.0 * r.gbps / b.roof.gbps;
@@ -217,12 +218,13 @@ void print_qbatch(const Bench& b, const std::vector<QBatchResult>& rs) {
                "decode step's matrix); x pass = quant_batch_quantize_x of the k vectors (run once per pass and input, "
                "shared by the matrices reading it); roofline "
             << fmt(b.roof.gbps, 0) << " GB/s\n\n"
-            << "| type | shape | k | us | GB/s | % roofline | us one | k-step / one-step | us x pass | us, 4 rows per block |\n"
+            << "| type | shape | k | us | GB/s | % roofline | us one | k-step / one-step | us x pass | us, "
+            << (kQuantBatchRows == 8 ? 4 : 8) << " rows per block |\n"
             << "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const QBatchResult& r : rs)
     std::cout << "| " << r.type << " | " << r.N << " x " << r.K << " | " << r.k << " | " << fmt(r.us, 2) << " | "
               << fmt(r.gbps, 0) << " | " << fmt(r.pct_roofline, 1) << "% | " << fmt(r.us_one, 2) << " | "
-              << fmt(r.us / r.us_one, 2) << "x | " << fmt(r.us_quantize, 2) << " | " << fmt(r.us_r4, 2) << " |\n";
+              << fmt(r.us / r.us_one, 2) << "x | " << fmt(r.us_quantize, 2) << " | " << fmt(r.us_other, 2) << " |\n";
   std::cout << "\n";
 }
 
