@@ -115,14 +115,7 @@ __device__ __forceinline__ void batch_chunk(const uint4 (&w)[R], const uint2 (&r
       const int qsum = xs[2 * c] + xs[2 * c + 1];
 #pragma unroll
       for (int i = 0; i < R; ++i) {
-        int dlo = 0, dhi16 = 0;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const uint32_t v = quant_word(w[i], q);
-          dlo = quant_dp4a(v & 0x0F0F0F0Fu, quant_word(xlo, q), dlo);
-          dhi16 = quant_dp4a_us(v & 0xF0F0F0F0u, quant_word(xhi, q), dhi16);
-        }
-        const int dot = dlo + (dhi16 >> 4);
+        const int dot = quant_dot_int4(w[i], xlo, xhi);
         acc[b][i] = fmaf(s[i] * dx, float(dot + a.p.code_offset * qsum), acc[b][i]);
         if (kHasMin) acc[b][i] = fmaf(m[i] * dx, float(qsum), acc[b][i]);
       }
@@ -132,9 +125,7 @@ __device__ __forceinline__ void batch_chunk(const uint4 (&w)[R], const uint2 (&r
       const int qsum = kHasMin ? xs[c] : 0;
 #pragma unroll
       for (int i = 0; i < R; ++i) {
-        int dot = 0;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) dot = quant_dp4a(quant_word(w[i], q), quant_word(xv, q), dot);
+        const int dot = quant_dot_int8(w[i], xv);
         acc[b][i] = fmaf(s[i] * dx, float(dot), acc[b][i]);
         if (kHasMin) acc[b][i] = fmaf(m[i] * dx, float(qsum), acc[b][i]);
       }

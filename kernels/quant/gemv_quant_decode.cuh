@@ -336,6 +336,30 @@ struct QuantXq8 {
   const float* d;    // [k / 32]
   const int* s16;    // [k / 16]
 };
+// The exact integer dots of one 16-byte code chunk with x's int8 form (dp4a, 4 codes at a time).
+//   Int4: low nibbles with xlo's bytes, high nibbles with xhi's (the high nibbles in place, as 16 * code unsigned: one
+//   AND per word instead of a shift and an AND; that sum is 16 times theirs). Int8: signed codes with xv's bytes.
+QHD int quant_dot_int4(const uint4& w, const uint4& xlo, const uint4& xhi) {
+  int dlo = 0, dhi16 = 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t v = quant_word(w, q);
+    dlo = quant_dp4a(v & 0x0F0F0F0Fu, quant_word(xlo, q), dlo);
+    dhi16 = quant_dp4a_us(v & 0xF0F0F0F0u, quant_word(xhi, q), dhi16);
+  }
+  return dlo + (dhi16 >> 4);
+}
+QHD int quant_dot_int8(const uint4& w, const uint4& xv) {
+  int dot = 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int q = 0; q < 4; ++q) dot = quant_dp4a(quant_word(w, q), quant_word(xv, q), dot);
+  return dot;
+}
+
 template <bool kInt4, bool kTwoLevel, bool kHasMin, int R>
 QHD void quant_chunk_dp4a(const uint4 (&w)[R], const uint2 (&raw)[R], const QuantXq8& xq, int c, const int code_offset,
                           float (&acc)[R]) {
@@ -346,16 +370,7 @@ QHD void quant_chunk_dp4a(const uint4 (&w)[R], const uint2 (&raw)[R], const Quan
     const int qsum = xq.s16[2 * c] + xq.s16[2 * c + 1];
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      // High nibbles in place (16 * code as an unsigned byte): one AND per word instead of a shift and an AND; the
-      // exact integer sum is 16 times theirs.
-      int dlo = 0, dhi16 = 0;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const uint32_t v = quant_word(w[i], q);
-        dlo = quant_dp4a(v & 0x0F0F0F0Fu, quant_word(xlo, q), dlo);
-        dhi16 = quant_dp4a_us(v & 0xF0F0F0F0u, quant_word(xhi, q), dhi16);
-      }
-      const int dot = dlo + (dhi16 >> 4);
+      const int dot = quant_dot_int4(w[i], xlo, xhi);
       acc[i] = fmaf(quant_scale<kTwoLevel>(raw[i]) * dx, float(dot + code_offset * qsum), acc[i]);
       if (kHasMin) acc[i] = fmaf(quant_min<kTwoLevel>(raw[i]) * dx, float(qsum), acc[i]);
     }
@@ -365,9 +380,7 @@ QHD void quant_chunk_dp4a(const uint4 (&w)[R], const uint2 (&raw)[R], const Quan
     const int qsum = kHasMin ? xq.s16[c] : 0;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      int dot = 0;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) dot = quant_dp4a(quant_word(w[i], q), quant_word(xv, q), dot);
+      const int dot = quant_dot_int8(w[i], xv);
       acc[i] = fmaf(quant_scale<kTwoLevel>(raw[i]) * dx, float(dot), acc[i]);
       if (kHasMin) acc[i] = fmaf(quant_min<kTwoLevel>(raw[i]) * dx, float(qsum), acc[i]);
     }
