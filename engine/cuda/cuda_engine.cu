@@ -239,7 +239,12 @@ void CudaEngine::warm_up() {
     }
   };
   prefill(&tok, 1, 0);
-  if (model_.prefill_scratch) {  // matrices kept quantized: the short pass took the batch-k GEMV; load the long one's
+  if (model_.prefill_scratch) {
+    // Matrices kept quantized: the batch-k GEMV has a kernel per vector count class (2, 4, 8, 16); passes of 3, 5 and
+    // 9 tokens load the other three (CUDA loads each kernel at its first launch). Then the long pass's path once.
+    const std::vector<int> toks(9, tok);
+    for (int n : {3, 5, 9})
+      if (n <= std::min({ctx_, chunk_, tuning_.quant_batch_rows, act_.batch_rows})) prefill(toks.data(), n, 0);
     const int saved = tuning_.quant_batch_rows;
     tuning_.quant_batch_rows = 0;
     const int two[2] = {tok, tok};
