@@ -120,6 +120,9 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
             "prefill and verify passes of at most N tokens read matrices kept quantized through the batch-k GEMV "
             "(each weight once per 16 tokens); longer ones dequantize each matrix for cuBLAS; 0 = always dequantize")
       .default_is("64");
+  o.flag("--verify-graph", &t->verify_graph,
+         "speculative decoding on cuda: capture each draft length's verify pass in a CUDA graph and replay it "
+         "(not yet measured; off by default)");
   o.flag("--all-forms", &t->persistent_all_forms,
          "--decode persistent: run quantized weights on the kernel built with every quantized form (tests, tuning)");
 }

@@ -32,6 +32,8 @@ struct EngineTuning {
   int quant_batch_rows = 64;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
                                    // quantized through the batch-k GEMV (kernels/quant/gemv_quant_batch.h: the weights
                                    // once per 16 tokens); longer passes dequantize each matrix for a cuBLAS GEMM. 0: never
+  bool verify_graph = false;       // CUDA verify: each draft length's pass captured in a CUDA graph (at its second use)
+                                   // and replayed, instead of ~16 launches per layer; off by default until measured
 };
 
 struct BackendOptions {

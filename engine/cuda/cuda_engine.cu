@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <map>
+#include <set>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -66,7 +68,10 @@ class CudaEngine final : public CudaBackend {
 
   void set_gemv(const std::string& name) override;
   std::string gemv() const override { return cur_->plan.name; }
-  void release_other_gemvs() override { mappings_->release_others(cur_); }
+  void release_other_gemvs() override {
+    drop_verify_graphs();  // a captured verify may read another mapping's planes (planes_state)
+    mappings_->release_others(cur_);
+  }
   void set_persistent(bool on) override;
   bool persistent() const override { return persistent_; }
   int persistent_grid() const override { return persistent_path_->grid(); }
@@ -87,7 +92,10 @@ class CudaEngine final : public CudaBackend {
 
  private:
   void forward_token(const MappingState& ms, ProfileMarks* marks);
-  void prefill_chunk(int c, int pos0);
+  void prefill_chunk(int c, int pos0, bool device_pos = false);
+  void verify_pass(int n, int pos, bool device_pos);
+  std::unique_ptr<GraphExecHolder> capture_verify(int n);
+  void drop_verify_graphs();
   void gemm(const DevMatrix& w, const uint16_t* x, int n, float* y, float beta);
   DevMatrix prefill_source(size_t l, FusedProj p, const DevMatrix& whole);
   // Row slice [row0, row0 + rows) of a matrix, written to y with row pitch `rows` (as gemm writes it).
@@ -140,6 +148,12 @@ class CudaEngine final : public CudaBackend {
   MappingState* cur_ = nullptr;
   float* verify_logits_ = nullptr;  // [verify_rows_, vocab]: verify's logits of every row (allocated on first use)
   int verify_rows_ = 0;
+  // EngineTuning::verify_graph: one captured verify pass per n, for the mapping and batch threshold they were
+  // captured with; verify_eager_: the n that ran once eagerly.
+  std::map<int, std::unique_ptr<GraphExecHolder>> verify_graphs_;
+  std::set<int> verify_eager_;
+  const MappingState* verify_graph_ms_ = nullptr;
+  int verify_graph_batch_rows_ = -1;
   DecodeProfile profile_;
 };
 
@@ -506,7 +520,7 @@ void CudaEngine::batch_rows(const DecodeWeight& w, int k, const RowSlice& r, int
 // One batched pass over c tokens already in prefill_ids[1..c] at positions pos0 .. pos0 + c - 1: the forward pass
 // of forward_token with GEMMs (residuals through beta = 1), every token's K and V into the cache. Matrices kept
 // quantized are dequantized one at a time just before their GEMM (prefill_source).
-void CudaEngine::prefill_chunk(int c, int pos0) {
+void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos) {
   const ModelConfig& m = cfg_;
   const Activations& a = act_;
   cudaStream_t s = stream_.s;
@@ -518,7 +532,7 @@ void CudaEngine::prefill_chunk(int c, int pos0) {
     rmsnorm_bf16(a.px, L.attn_norm, a.pbf, c, m.dim, m.norm_eps, s);
     prefill_matmul(l, kFQkv, L.qkv, c, {{0, qd, a.pq}, {qd, kvd, a.pk}, {qd + kvd, kvd, a.pv}}, 0.0f);
     kv_->store(int(l), a.pq, a.pk, a.pv, model_.inv_freq, d_pos0, c, s);
-    kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, s);
+    kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, s, device_pos ? d_pos0 : nullptr);
     convert_f32_to_bf16(a.patt, a.pbf, size_t(c) * size_t(m.q_dim()), s);
     prefill_matmul(l, kFO, L.w[kWo], c, {{0, m.dim, a.px}}, 1.0f);  // residual through beta = 1
     rmsnorm_bf16(a.px, L.ffn_norm, a.pbf, c, m.dim, m.norm_eps, s);
@@ -568,20 +582,13 @@ void CudaEngine::prefill(const int* tokens, int n, int pos) {
   ring_.forget_in_kernel();
 }
 
-std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
-  if (kv_->fp8()) fail("cuda backend: verify() with an FP8 KV cache is not built (use --kv-dtype bf16)");
-  check_tokens("verify", tokens, n, pos);
-  if (n > chunk_) fail("cuda backend: verify of ", n, " tokens exceeds one prefill pass of ", chunk_);
-  drop_sampled();
+// The device work of a verify of n tokens already in prefill_ids: a prefill pass (device_pos: attention reads the
+// position from prefill_ids[0], so a captured pass replays at any position), then every row through the final norm
+// and the head: cuBLAS on its BF16 copy, the batch-k GEMV on its quantized planes, or (a pass too long for those) the
+// decode head GEMV row by row. Logits into verify_logits_ [n, vocab].
+void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
   const size_t vocab = size_t(cfg_.vocab_size);
-  if (n > verify_rows_) {  // kept for the engine's life (a draft length rarely grows past its first maximum)
-    verify_rows_ = std::max(n, 17);
-    verify_logits_ = arena_.alloc<float>(size_t(verify_rows_) * vocab);
-  }
-  upload_tokens(tokens, n, pos);
-  prefill_chunk(n, pos);
-  // Every row through the final norm, then the head: cuBLAS on its BF16 copy, the batch-k GEMV on its quantized
-  // planes, or (a pass too long for those) the decode head GEMV row by row.
+  prefill_chunk(n, pos, device_pos);
   const DecodeWeight* head = model_.head.data ? nullptr : &planes_state().head();
   if (!head || batchable(*head, n)) {
     rmsnorm_bf16(act_.px, model_.final_norm, act_.pbf, n, cfg_.dim, cfg_.norm_eps, stream_.s);
@@ -596,6 +603,58 @@ std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
       rmsnorm(act_.px + size_t(i) * size_t(cfg_.dim), model_.final_norm, act_.xb, 1, cfg_.dim, cfg_.norm_eps,
               stream_.s);
       mappings_->launch(*cur_, cur_->head(), act_.xb, verify_logits_ + size_t(i) * vocab, false);
+    }
+  }
+  CUDA_CHECK_LAUNCH("a verify pass");
+}
+
+std::unique_ptr<GraphExecHolder> CudaEngine::capture_verify(int n) {
+  auto exec = std::make_unique<GraphExecHolder>();
+  GraphHolder graph;
+  CUDA_CHECK(cudaStreamBeginCapture(stream_.s, cudaStreamCaptureModeThreadLocal));
+  try {
+    verify_pass(n, 0, true);
+  } catch (...) {
+    cudaStreamEndCapture(stream_.s, &graph.g);  // leave the stream usable
+    cudaGetLastError();
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(stream_.s, &graph.g));
+  CUDA_CHECK(cudaGraphInstantiate(&exec->g, graph.g, 0));
+  return exec;
+}
+
+void CudaEngine::drop_verify_graphs() {
+  verify_graphs_.clear();
+  verify_eager_.clear();
+}
+
+std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
+  if (kv_->fp8()) fail("cuda backend: verify() with an FP8 KV cache is not built (use --kv-dtype bf16)");
+  check_tokens("verify", tokens, n, pos);
+  if (n > chunk_) fail("cuda backend: verify of ", n, " tokens exceeds one prefill pass of ", chunk_);
+  drop_sampled();
+  const size_t vocab = size_t(cfg_.vocab_size);
+  if (n > verify_rows_) {  // kept for the engine's life (a draft length rarely grows past its first maximum)
+    verify_rows_ = std::max(n, 17);
+    verify_logits_ = arena_.alloc<float>(size_t(verify_rows_) * vocab);
+    drop_verify_graphs();  // they write the old buffer
+  }
+  upload_tokens(tokens, n, pos);
+  if (!tuning_.verify_graph) {
+    verify_pass(n, pos, false);
+  } else {
+    // One graph per n, captured at the second verify of that n (the first runs eagerly: whatever is made lazily, a
+    // mapping's planes or a kernel's first-use state, exists before capture); dropped when what it captured changes.
+    if (verify_graph_ms_ != cur_ || verify_graph_batch_rows_ != tuning_.quant_batch_rows) drop_verify_graphs();
+    verify_graph_ms_ = cur_;
+    verify_graph_batch_rows_ = tuning_.quant_batch_rows;
+    auto it = verify_graphs_.find(n);
+    if (it == verify_graphs_.end() && verify_eager_.insert(n).second) {
+      verify_pass(n, pos, false);
+    } else {
+      if (it == verify_graphs_.end()) it = verify_graphs_.emplace(n, capture_verify(n)).first;
+      CUDA_CHECK(cudaGraphLaunch(it->second->g, stream_.s));
     }
   }
   CUDA_CHECK(cudaMemcpyAsync(act_.logits, verify_logits_ + size_t(n - 1) * vocab, vocab * sizeof(float),

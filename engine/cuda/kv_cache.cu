@@ -43,8 +43,10 @@ class Bf16KvCache final : public DeviceKvCache {
     attention_decode(q, k_[size_t(l)], v_[size_t(l)], d_pos, c_.n_heads, c_.n_kv_heads, c_.head_dim, ctx_, out,
                      scratch, s);
   }
-  void attend_prefill(int l, const float* q, int pos0, int n, float* out, cudaStream_t s) const override {
-    attention_prefill(q, k_[size_t(l)], v_[size_t(l)], pos0, n, c_.n_heads, c_.n_kv_heads, c_.head_dim, out, s);
+  void attend_prefill(int l, const float* q, int pos0, int n, float* out, cudaStream_t s,
+                      const int* d_pos0) const override {
+    attention_prefill(q, k_[size_t(l)], v_[size_t(l)], pos0, n, c_.n_heads, c_.n_kv_heads, c_.head_dim, out, s,
+                      d_pos0);
   }
   uint16_t* k_bf16(int l) const override { return k_[size_t(l)]; }
   uint16_t* v_bf16(int l) const override { return v_[size_t(l)]; }
@@ -85,7 +87,9 @@ class Fp8KvCache final : public DeviceKvCache {
     attention_decode_fp8(q, f.k, f.v, f.k_scale, f.v_scale, d_pos, c_.n_heads, c_.n_kv_heads, c_.head_dim, ctx_, out,
                          scratch, s);
   }
-  void attend_prefill(int l, const float* q, int pos0, int n, float* out, cudaStream_t s) const override {
+  void attend_prefill(int l, const float* q, int pos0, int n, float* out, cudaStream_t s,
+                      const int* d_pos0) const override {
+    if (d_pos0) fail("cuda backend: a captured prefill pass over the FP8 KV cache is not built");
     const Fp8KvLayer& f = layers_[size_t(l)];
     attention_prefill_fp8(q, f.k, f.v, f.k_scale, f.v_scale, pos0, n, c_.n_heads, c_.n_kv_heads, c_.head_dim, out, s);
   }

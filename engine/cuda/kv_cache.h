@@ -44,7 +44,9 @@ class DeviceKvCache {
   virtual void attend_decode(int layer, const float* q, const int* d_pos, float* out, void* scratch,
                              cudaStream_t s) const = 0;
   // Causal prefill attention of q [n, q_dim] at positions pos0 .. pos0 + n - 1 into out [n, q_dim].
-  virtual void attend_prefill(int layer, const float* q, int pos0, int n, float* out, cudaStream_t s) const = 0;
+  // d_pos0 (BF16 cache only; the FP8 one refuses it): the kernels read pos0 on the device (a captured pass).
+  virtual void attend_prefill(int layer, const float* q, int pos0, int n, float* out, cudaStream_t s,
+                              const int* d_pos0 = nullptr) const = 0;
 
   // The BF16 rows [ctx, kv_dim] of layer `layer`'s K and V, for the persistent kernel (which reads BF16 only); null
   // in the FP8 form (the persistent path refuses FP8 first).

@@ -237,7 +237,9 @@ __global__ __launch_bounds__(kThreads) void attention_prefill_kernel(const float
                                                                      const uint16_t* __restrict__ kc,
                                                                      const uint16_t* __restrict__ vc, int pos0,
                                                                      int n_heads, int n_kv_heads, int head_dim,
-                                                                     float qscale, float* __restrict__ out) {
+                                                                     float qscale, float* __restrict__ out,
+                                                                     const int* __restrict__ d_pos0) {
+  if (d_pos0) pos0 = *d_pos0;  // a captured pass (verify's graph) reads its position on the device
   __shared__ AttnShared sh;
   const int t = blockIdx.x, kvh = blockIdx.y, g = n_heads / n_kv_heads, h0 = kvh * g, pairs = head_dim / 2;
   const int64_t q_off = int64_t(t) * n_heads * head_dim + int64_t(h0) * head_dim;
@@ -382,23 +384,23 @@ void attention_prefill_fp8(const float* q, const uint8_t* k_codes, const uint8_t
 }
 
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int pos0, int n_tokens,
-                       int n_heads, int n_kv_heads, int head_dim, float* out, cudaStream_t s) {
+                       int n_heads, int n_kv_heads, int head_dim, float* out, cudaStream_t s, const int* d_pos0) {
   check_attention_shape("attention_prefill", n_heads, n_kv_heads, head_dim);
   check_cache_alignment("attention_prefill", k_cache, v_cache);
   if (pos0 < 0 || n_tokens < 0) fail("attention_prefill: invalid pos0 ", pos0, " or n_tokens ", n_tokens);
   if (n_tokens == 0) return;
   const float qscale = query_scale(head_dim);
   if (attention_tc_supported(head_dim, n_heads / n_kv_heads, q, k_cache, v_cache, out)) {
-    attention_prefill_tc(q, k_cache, v_cache, pos0, n_tokens, n_heads, n_kv_heads, head_dim, qscale, out, s);
+    attention_prefill_tc(q, k_cache, v_cache, pos0, n_tokens, n_heads, n_kv_heads, head_dim, qscale, out, s, d_pos0);
     return;
   }
   const dim3 grid{unsigned(n_tokens), unsigned(n_kv_heads)};
   if (use_vec4(k_cache, v_cache, head_dim))
     attention_prefill_kernel<true><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, pos0, n_heads, n_kv_heads, head_dim,
-                                                             qscale, out);
+                                                             qscale, out, d_pos0);
   else
     attention_prefill_kernel<false><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, pos0, n_heads, n_kv_heads,
-                                                              head_dim, qscale, out);
+                                                              head_dim, qscale, out, d_pos0);
   CUDA_CHECK_LAUNCH("attention_prefill_kernel");
 }
 

@@ -34,7 +34,8 @@ bool attention_tc_supported(int head_dim, int group, const void* q, const void* 
 
 // Same contract as attention_prefill, with the query scale (log2(e) / sqrt(head_dim)) given.
 void attention_prefill_tc(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int pos0, int n_tokens,
-                          int n_heads, int n_kv_heads, int head_dim, float qscale, float* out, cudaStream_t s);
+                          int n_heads, int n_kv_heads, int head_dim, float qscale, float* out, cudaStream_t s,
+                          const int* d_pos0 = nullptr);
 
 // Split pass of decode attention: grid (attention_max_splits(), n_kv_heads), split rows attention_split_rows() of the
 // length on the device. Writes part_o [splits, n_heads, head_dim] and part_ml [splits, n_heads] (max in the log2

@@ -247,7 +247,9 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m)[2],
 template <int HD, bool kFp8>
 __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __restrict__ q, KvSource kv, int pos0,
                                                                  int n_tokens, int n_heads, int n_kv_heads,
-                                                                 float qscale, float* __restrict__ out) {
+                                                                 float qscale, float* __restrict__ out,
+                                                                 const int* __restrict__ d_pos0) {
+  if (d_pos0) pos0 = *d_pos0;  // a captured pass (verify's graph) reads its position on the device
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int S = row_stride<HD>(), NT = kPrefillKeys / 8, KS = HD / 16, DT = HD / 8;
   const int g = n_heads / n_kv_heads, tpb = kPrefillRows / g;
@@ -516,13 +518,14 @@ bool allow_smem(Kernel kernel, int bytes) {
 
 template <int HD, bool kFp8>
 void launch_prefill(const float* q, const KvSource& kv, int pos0, int n_tokens, int n_heads, int n_kv_heads,
-                    float qscale, float* out, cudaStream_t s) {
+                    float qscale, float* out, cudaStream_t s, const int* d_pos0) {
   constexpr int smem = prefill_smem_bytes<HD, kFp8>();
   static const bool once = allow_smem(flash_prefill_kernel<HD, kFp8>, smem);
   (void)once;
   const int tpb = kPrefillRows / (n_heads / n_kv_heads);
   const dim3 grid{unsigned((n_tokens + tpb - 1) / tpb), unsigned(n_kv_heads)};
-  flash_prefill_kernel<HD, kFp8><<<grid, kThreads, smem, s>>>(q, kv, pos0, n_tokens, n_heads, n_kv_heads, qscale, out);
+  flash_prefill_kernel<HD, kFp8><<<grid, kThreads, smem, s>>>(q, kv, pos0, n_tokens, n_heads, n_kv_heads, qscale, out,
+                                                              d_pos0);
   CUDA_CHECK_LAUNCH("flash_prefill_kernel");
 }
 
@@ -542,11 +545,11 @@ bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p)
 
 template <bool kFp8>
 void prefill_for(int head_dim, const float* q, const KvSource& kv, int pos0, int n_tokens, int n_heads,
-                 int n_kv_heads, float qscale, float* out, cudaStream_t s) {
+                 int n_kv_heads, float qscale, float* out, cudaStream_t s, const int* d_pos0 = nullptr) {
   if (head_dim == 64)
-    launch_prefill<64, kFp8>(q, kv, pos0, n_tokens, n_heads, n_kv_heads, qscale, out, s);
+    launch_prefill<64, kFp8>(q, kv, pos0, n_tokens, n_heads, n_kv_heads, qscale, out, s, d_pos0);
   else if (head_dim == 128)
-    launch_prefill<128, kFp8>(q, kv, pos0, n_tokens, n_heads, n_kv_heads, qscale, out, s);
+    launch_prefill<128, kFp8>(q, kv, pos0, n_tokens, n_heads, n_kv_heads, qscale, out, s, d_pos0);
   else
     fail("attention: head_dim ", head_dim, " has no tensor-core kernel (64 and 128 have)");
 }
@@ -572,9 +575,10 @@ bool attention_tc_supported(int head_dim, int group, const void* q, const void* 
 }
 
 void attention_prefill_tc(const float* q, const uint16_t* kc, const uint16_t* vc, int pos0, int n_tokens,
-                          int n_heads, int n_kv_heads, int head_dim, float qscale, float* out, cudaStream_t s) {
+                          int n_heads, int n_kv_heads, int head_dim, float qscale, float* out, cudaStream_t s,
+                          const int* d_pos0) {
   prefill_for<false>(head_dim, q, KvSource{kc, vc, nullptr, nullptr}, pos0, n_tokens, n_heads, n_kv_heads, qscale,
-                     out, s);
+                     out, s, d_pos0);
 }
 
 void attention_decode_tc(const float* q, const uint16_t* kc, const uint16_t* vc, const int* d_pos, int n_heads,

@@ -51,9 +51,11 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
                       cudaStream_t s);
 
 // Causal prefill attention: queries q [n_tokens, n_heads * head_dim] at positions pos0 .. pos0 + n_tokens - 1 over
-// cache rows 0 .. pos0 + n_tokens - 1 (already stored). out [n_tokens, n_heads * head_dim].
+// cache rows 0 .. pos0 + n_tokens - 1 (already stored). out [n_tokens, n_heads * head_dim]. d_pos0 (optional): the
+// kernel reads pos0 there instead (a captured pass replayed at other positions; the grid depends on n_tokens only).
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int pos0, int n_tokens,
-                       int n_heads, int n_kv_heads, int head_dim, float* out, cudaStream_t s);
+                       int n_heads, int n_kv_heads, int head_dim, float* out, cudaStream_t s,
+                       const int* d_pos0 = nullptr);
 
 // The same two ops over the FP8 KV cache (--kv-dtype fp8): E4M3 codes [ctx, kv_dim] for K and for V, and one FP32
 // scale per block of kKvFp8Block (core/kv_dtype.h, 32) positions and KV head, scales [n_blocks, n_kv_heads] (the

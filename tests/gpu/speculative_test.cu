@@ -23,6 +23,7 @@
 #include "engine/sampler.h"
 #include "engine/speculative.h"
 #include "models/model.h"
+#include "models/quantize_model.h"
 #include "tokenizer/load.h"
 #include "tokenizer/tokenizer.h"
 
@@ -35,9 +36,11 @@ const std::string kStories = std::string(LLM_TEST_MODELS) + "/stories260K";
 // Where verify's GEMM rows and decode's GEMV rows may round a greedy choice differently: a top-2 margin this small.
 constexpr float kNearTie = 5e-2f;
 
-std::unique_ptr<llm::Backend> cuda(const llm::Model& m, llm::KvDtype kv = llm::KvDtype::BF16, int ctx = 512) {
+std::unique_ptr<llm::Backend> cuda(const llm::Model& m, llm::KvDtype kv = llm::KvDtype::BF16, int ctx = 512,
+                                   bool verify_graph = false) {
   llm::BackendOptions o;
   o.device = "cuda";
+  o.tuning.verify_graph = verify_graph;
   o.ctx_size = ctx;
   o.kv_dtype = kv;
   return llm::make_backend(m, o);
@@ -176,4 +179,51 @@ TEST(CudaSpeculative, Fp8CacheIsRefusedByName) {
   } catch (const llm::Error& e) {
     EXPECT_NE(std::string(e.what()).find("FP8 KV cache"), std::string::npos) << e.what();
   }
+}
+
+// EngineTuning::verify_graph: the pass captured once per draft length and replayed reads its position on the device:
+// the same verifies, at moving positions with rewinds between them (eager, then captured, then replayed, for two
+// lengths), give the logits of the eager engine, within rounding (cuBLAS may pick another algorithm under capture),
+// with the same greedy choice at every row. stories260K (BF16, head_dim 8: the generic prefill attention kernel) and
+// synthetic SmolLM2-135M quantized to Q4_0 (its matrices through the batch-k GEMV, head_dim 64: the tensor-core one).
+void expect_graph_verify_matches_eager(const llm::Model& m) {
+  SCOPED_TRACE(m.source);
+  const int vocab = m.config.vocab_size;
+  std::vector<int> prompt;
+  for (int i = 0; i < 20; ++i) prompt.push_back(1 + (i * 37) % (vocab - 1));
+  auto g = cuda(m, llm::KvDtype::BF16, 512, true), e = cuda(m);
+  g->prefill(prompt.data(), int(prompt.size()), 0);
+  e->prefill(prompt.data(), int(prompt.size()), 0);
+  int pos = 20;
+  double worst = 0;
+  for (int round = 0; round < 8; ++round) {
+    const int k = round % 2 ? 5 : 3;
+    std::vector<int> drafts;
+    for (int i = 0; i < k; ++i) drafts.push_back(1 + (round * 131 + i * 17) % (vocab - 1));
+    const std::vector<float> got = g->verify(drafts.data(), k, pos);
+    const std::vector<float> want = e->verify(drafts.data(), k, pos);
+    ASSERT_EQ(got.size(), want.size());
+    for (int r = 0; r < k; ++r) {
+      const float* a = got.data() + size_t(r) * vocab;
+      const float* b = want.data() + size_t(r) * vocab;
+      const double err = rel_l2(a, b, size_t(vocab));
+      worst = std::max(worst, err);
+      EXPECT_LE(err, 1e-4) << "round " << round << " row " << r;
+      EXPECT_EQ(std::max_element(a, a + vocab) - a, std::max_element(b, b + vocab) - b) << "round " << round;
+    }
+    // Keep two of the k tokens, as an accepted prefix would, and move on.
+    pos += 2;
+    g->rewind(pos);
+    e->rewind(pos);
+  }
+  std::printf("%s: captured verify vs eager over 8 verifies at moving positions: worst rel L2 %.3e\n",
+              m.source.c_str(), worst);
+}
+
+TEST(CudaSpeculative, CapturedVerifyMatchesEagerAtMovingPositions) {
+  REQUIRE_GPU();
+  expect_graph_verify_matches_eager(llm::load_model(kStories + "/stories260K.bin"));
+  llm::Model q = llm::load_model("synthetic:smollm2-135m");
+  llm::quantize_model(q, llm::parse_quantize_type("q4_0"));
+  expect_graph_verify_matches_eager(q);
 }
