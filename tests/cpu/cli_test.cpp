@@ -149,6 +149,13 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_TRUE(d.fuse_norm);
   EXPECT_FALSE(parse({"--fuse-norm", "off"}).fuse_norm);
   EXPECT_EQ(usage_message([&] { parse({"--fuse-norm", "no"}); }), "--fuse-norm: invalid value 'no' (allowed: on, off)");
+  // The batch-k GEMV's pass limit (0 = always dequantize, at most kQuantBatchPassMax) and the captured verify.
+  EXPECT_EQ(d.quant_batch_rows, 64);
+  EXPECT_FALSE(d.verify_graph);
+  EXPECT_EQ(parse({"--batch-rows", "0"}).quant_batch_rows, 0);
+  EXPECT_EQ(parse({"--batch-rows", "16"}).quant_batch_rows, 16);
+  EXPECT_NE(usage_message([&] { parse({"--batch-rows", "65"}); }).find("--batch-rows"), std::string::npos);
+  EXPECT_TRUE(parse({"--verify-graph"}).verify_graph);
   const EngineTuning t = parse({"--run-ahead", "off", "--grid-cap", "96", "--wait-timeout", "250", "--all-forms"});
   EXPECT_FALSE(t.run_ahead);
   EXPECT_EQ(t.persistent_max_blocks, 96);
