@@ -107,7 +107,7 @@ class CudaEngine final : public CudaBackend {
                       float beta);
   bool batchable(const DecodeWeight& w, int c) const;
   void quantize_rows(int c, int k);
-  void batch_rows(const DecodeWeight& w, int k, const RowSlice& slice, int c, bool accumulate);
+  void batch_rows(const DecodeWeight& w, const RowSlice& slice, int c, bool accumulate);
   void check_tokens(const char* what, const int* tokens, int n, int pos) const;
   void upload_tokens(const int* tokens, int n, int pos);
   const MappingState& planes_state();
@@ -472,7 +472,7 @@ void CudaEngine::prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, i
     const DecodeWeight& w = planes_state().layer(l, p);
     if (batchable(w, c)) {
       quantize_rows(c, whole.K);
-      for (const RowSlice& r : slices) batch_rows(w, whole.K, r, c, beta != 0.0f);
+      for (const RowSlice& r : slices) batch_rows(w, r, c, beta != 0.0f);
       return;
     }
   }
@@ -490,30 +490,20 @@ bool CudaEngine::batchable(const DecodeWeight& w, int c) const {
   return true;
 }
 
-// pbf [c, k] (BF16, row pitch k) to its int8 form in batch_xq, kQuantBatchMax rows per group.
+// pbf [c, k] (BF16, row pitch k) to its int8 form in batch_xq.
 void CudaEngine::quantize_rows(int c, int k) {
-  for (int g = 0; g * kQuantBatchMax < c; ++g) {
-    const int nb = std::min(kQuantBatchMax, c - g * kQuantBatchMax);
-    quant_batch_quantize_x(act_.pbf + size_t(g) * kQuantBatchMax * size_t(k), true, k, nb, k,
-                           static_cast<unsigned char*>(act_.batch_xq) + g * quant_batch_x_bytes(kQuantBatchMax, k),
-                           stream_.s);
-  }
+  quant_batch_quantize_x(act_.pbf, true, k, c, k, act_.batch_xq, stream_.s);
 }
 
 // Rows [r.row0, r.row0 + r.rows) of w (its pieces, each at its rows) against the c rows quantize_rows left, into r.y
-// (row pitch r.rows): one launch per piece and group of kQuantBatchMax tokens.
-void CudaEngine::batch_rows(const DecodeWeight& w, int k, const RowSlice& r, int c, bool accumulate) {
+// (row pitch r.rows): one call per piece.
+void CudaEngine::batch_rows(const DecodeWeight& w, const RowSlice& r, int c, bool accumulate) {
   for (const PieceWeight& piece : w) {
     const int64_t lo = std::max<int64_t>(r.row0, piece.row0);
     const int64_t hi = std::min<int64_t>(int64_t(r.row0) + r.rows, int64_t(piece.row0) + piece.q.n);
     if (lo >= hi) continue;
-    for (int g = 0; g * kQuantBatchMax < c; ++g) {
-      const int nb = std::min(kQuantBatchMax, c - g * kQuantBatchMax);
-      quant_batch_gemv_launch(piece.q, lo - piece.row0, hi - lo,
-                              static_cast<const unsigned char*>(act_.batch_xq) + g * quant_batch_x_bytes(kQuantBatchMax, k),
-                              nb, r.y + size_t(g) * kQuantBatchMax * size_t(r.rows) + size_t(lo - r.row0), r.rows,
-                              accumulate, stream_.s);
-    }
+    quant_batch_gemv_launch(piece.q, lo - piece.row0, hi - lo, act_.batch_xq, c, r.y + size_t(lo - r.row0), r.rows,
+                            accumulate, stream_.s);
   }
 }
 
@@ -596,7 +586,7 @@ void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
       gemm(model_.head, act_.pbf, n, verify_logits_, 0.0f);
     } else {
       quantize_rows(n, cfg_.dim);
-      batch_rows(*head, cfg_.dim, RowSlice{0, cfg_.vocab_size, verify_logits_}, n, false);
+      batch_rows(*head, RowSlice{0, cfg_.vocab_size, verify_logits_}, n, false);
     }
   } else {
     for (int i = 0; i < n; ++i) {
@@ -611,15 +601,7 @@ void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
 std::unique_ptr<GraphExecHolder> CudaEngine::capture_verify(int n) {
   auto exec = std::make_unique<GraphExecHolder>();
   GraphHolder graph;
-  CUDA_CHECK(cudaStreamBeginCapture(stream_.s, cudaStreamCaptureModeThreadLocal));
-  try {
-    verify_pass(n, 0, true);
-  } catch (...) {
-    cudaStreamEndCapture(stream_.s, &graph.g);  // leave the stream usable
-    cudaGetLastError();
-    throw;
-  }
-  CUDA_CHECK(cudaStreamEndCapture(stream_.s, &graph.g));
+  capture_stream(stream_.s, graph, [&] { verify_pass(n, 0, true); });
   CUDA_CHECK(cudaGraphInstantiate(&exec->g, graph.g, 0));
   return exec;
 }

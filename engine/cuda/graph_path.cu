@@ -25,15 +25,7 @@ GraphCache& cache_of(MappingState& ms) {
 
 void GraphPath::capture(const MappingState& ms, GraphExecHolder& exec, ProfileMarks* marks) {
   GraphHolder graph;
-  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  try {
-    forward_(ms, marks);
-  } catch (...) {
-    cudaStreamEndCapture(stream_, &graph.g);  // leave the stream usable
-    cudaGetLastError();
-    throw;
-  }
-  CUDA_CHECK(cudaStreamEndCapture(stream_, &graph.g));
+  capture_stream(stream_, graph, [&] { forward_(ms, marks); });
   if (!marks) {  // the plain graph: count its kernels (a profiled one adds event nodes, not kernels)
     size_t n = 0;
     CUDA_CHECK(cudaGraphGetNodes(graph.g, nullptr, &n));

@@ -100,6 +100,21 @@ struct GraphHolder {
   }
 };
 
+// What record() enqueues on s, captured into graph (thread-local capture mode). When record throws, the capture is
+// ended (the stream stays usable), the sticky error cleared, and the exception rethrown.
+template <typename Record>
+void capture_stream(cudaStream_t s, GraphHolder& graph, Record&& record) {
+  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  try {
+    record();
+  } catch (...) {
+    cudaStreamEndCapture(s, &graph.g);
+    cudaGetLastError();
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(s, &graph.g));
+}
+
 // A GemvContext (kernels/gemv/gemv.h) once `live` (set after gemv_context_init succeeded); destroying it never throws.
 struct GemvContextHolder {
   GemvContext c;

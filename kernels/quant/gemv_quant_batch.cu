@@ -1,4 +1,6 @@
 // The batch-k quantized GEMV (kernels/quant/gemv_quant_batch.h): x's int8 pass and the dp4a kernel over nb vectors.
+#include <algorithm>
+
 #include "core/dtype.h"
 #include "kernels/cuda_check.h"
 #include "kernels/quant/gemv_quant.h"
@@ -222,9 +224,9 @@ bool quant_batch_supported(const QuantGemvWeight& w) {
 
 void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int64_t k, void* xq,
                             cudaStream_t stream) {
-  if (nb < 1 || nb > kQuantBatchMax || k <= 0 || k % 32 != 0 || ldx < k)
-    fail("quant_batch_quantize_x: ", nb, " vectors of ", k, " (row pitch ", ldx, "): need 1..", kQuantBatchMax,
-         " vectors, k a positive multiple of 32, pitch >= k");
+  if (nb < 1 || k <= 0 || k % 32 != 0 || ldx < k)
+    fail("quant_batch_quantize_x: ", nb, " vectors of ", k, " (row pitch ", ldx, "): need at least one vector, k a "
+         "positive multiple of 32, pitch >= k");
   if (!x || !xq || (reinterpret_cast<uintptr_t>(xq) & 15) != 0)
     fail("quant_batch_quantize_x: null x or an int8 scratch not 16-byte aligned");
   if (x_bf16 && ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || ldx % 8 != 0))
@@ -250,32 +252,34 @@ void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t row
   quant_gemv_check_layout(w, "batched quantized gemv");
   if (!quant_batch_supported(w))
     fail("batched quantized gemv: ", name, " [", w.n, ", ", w.k, "] has no prepacked planes (or k % 32 != 0)");
-  if (nb < 1 || nb > kQuantBatchMax)
-    fail("batched quantized gemv: ", nb, " vectors, outside 1..", kQuantBatchMax);
+  if (nb < 1) fail("batched quantized gemv: ", nb, " vectors (need at least one)");
   if (row0 < 0 || rows < 0 || row0 + rows > w.n)
     fail("batched quantized gemv: rows [", row0, ", ", row0 + rows, ") of a ", name, " matrix of ", w.n, " rows");
   if (rows == 0) return;
   if (!xq || !y || (reinterpret_cast<uintptr_t>(xq) & 15) != 0 || (reinterpret_cast<uintptr_t>(y) & 3) != 0 ||
       (nb > 1 && ldy < rows))
     fail("batched quantized gemv: null or misaligned x/y, or a y pitch of ", ldy, " for ", rows, " rows");
+  if (rows_per_block != 4 && rows_per_block != 8)
+    fail("batched quantized gemv: ", rows_per_block, " rows per block (4 or 8)");
   QuantBatchArgs a;
   a.p = quant_packed_args(w, QuantGemvPlan{}, nullptr, nullptr, false);
   a.row0 = row0;
   a.rows = rows;
-  a.xq = static_cast<const unsigned char*>(xq);
   a.x_stride = quant_batch_x_stride(w.k);
   a.off_d = quant_x_smem_offset_d(w.k);
   a.off_s16 = quant_x_smem_offset_s16(w.k);
-  a.nb = nb;
-  a.y = y;
   a.ldy = ldy;
   a.accumulate = accumulate ? 1 : 0;
-  if (rows_per_block != 4 && rows_per_block != 8)
-    fail("batched quantized gemv: ", rows_per_block, " rows per block (4 or 8)");
-  const Kernel kernel = rows_per_block == 8 ? pick<8>(w.type_id, nb) : pick<4>(w.type_id, nb);
   const unsigned grid = unsigned((rows + rows_per_block - 1) / rows_per_block);
-  kernel<<<grid, kThreads, 0, stream>>>(a);
-  CUDA_CHECK_LAUNCH("quant_batch_gemv_kernel");
+  // One launch per kQuantBatchMax vectors: vector b's int8 form is at b * x_stride, its output row at b * ldy.
+  for (int b0 = 0; b0 < nb; b0 += kQuantBatchMax) {
+    a.nb = std::min(kQuantBatchMax, nb - b0);
+    a.xq = static_cast<const unsigned char*>(xq) + int64_t(b0) * a.x_stride;
+    a.y = y + int64_t(b0) * ldy;
+    const Kernel kernel = rows_per_block == 8 ? pick<8>(w.type_id, a.nb) : pick<4>(w.type_id, a.nb);
+    kernel<<<grid, kThreads, 0, stream>>>(a);
+    CUDA_CHECK_LAUNCH("quant_batch_gemv_kernel");
+  }
 }
 
 }  // namespace llm

@@ -29,13 +29,13 @@ namespace llm {
 // Whether w can run batched: the prepacked planes present and k a multiple of 32.
 bool quant_batch_supported(const QuantGemvWeight& w);
 
-// X [nb, ldx] (x_bf16: BF16 bits, else FP32; 1 <= nb <= kQuantBatchMax; k % 32 == 0) into xq (quant_batch_x_bytes(nb,
-// k) bytes, 16-byte aligned). Asynchronous; no allocation.
+// X [nb, ldx] (x_bf16: BF16 bits, else FP32; nb >= 1; k % 32 == 0) into xq (quant_batch_x_bytes(nb, k) bytes, 16-byte
+// aligned; vector b's form at b * quant_batch_x_stride(k)). Asynchronous; no allocation.
 void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int64_t k, void* xq, cudaStream_t stream);
 
 // Y[b, i] (+= with accumulate) = sum_j W[row0 + i, j] X[b, j] for b < nb and i < rows, Y FP32 with row pitch ldy, from
-// xq as quant_batch_quantize_x left it for the same nb and k = w.k. Fails naming the type when the planes are missing
-// or the arguments are out of range. Asynchronous; no allocation; capturable. rows_per_block: 4 (kQuantBatchRows, the
+// xq as quant_batch_quantize_x left it for the same nb and k = w.k: one launch per kQuantBatchMax vectors, each
+// reading the weights once. Fails naming the type when the planes are missing or the arguments are out of range. Asynchronous; no allocation; capturable. rows_per_block: 4 (kQuantBatchRows, the
 // engine's: fewer registers, more blocks resident) or 8 (each x chunk serves more rows); bench probes measures both.
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
                              int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block = kQuantBatchRows);

@@ -106,7 +106,7 @@ constexpr int64_t kQuantMaxSmemBytes = 227 * 1024;
 
 // The batch-k GEMV (kernels/quant/gemv_quant_batch.h): vectors per launch, rows per block, and the int8 form of its
 // vectors (each as warp-dp4a's shared-memory form, 16-byte aligned).
-constexpr int kQuantBatchMax = 16;
+constexpr int kQuantBatchMax = 16;  // vectors per kernel launch (each launch reads the weights once)
 constexpr int kQuantBatchRows = 4;  // 4 measured faster than 8 at every shape, type and k (H100, bench probes qbatch)
 constexpr int64_t quant_batch_x_stride(int64_t k) { return (quant_x_smem_bytes(k) + 15) / 16 * 16; }
 constexpr int64_t quant_batch_x_bytes(int nb, int64_t k) { return int64_t(nb) * quant_batch_x_stride(k); }

@@ -66,8 +66,9 @@ void free_copies(std::vector<GemvWeight>* copies) {
 
 // Median microseconds per call of call(copy) over whole rotations, graph-timed: warm-up rotation on the stream first
 // (creates lazy state), then at least `min_calls` calls per replay.
-double graph_us(const Bench& b, const std::vector<GemvWeight>& copies, int min_calls,
-                const std::function<void(const GemvWeight&)>& call) {
+// Weight: a GemvWeight or a QuantGemvWeight; call(const Weight&) enqueues one call.
+template <typename Weight, typename Call>
+double graph_us(const Bench& b, const std::vector<Weight>& copies, int min_calls, const Call& call) {
   const int n = int(copies.size());
   for (int i = 0; i < n; ++i) call(copies[size_t(i)]);
   CUDA_CHECK(cudaStreamSynchronize(b.stream));
@@ -154,17 +155,9 @@ std::vector<QBatchResult> probe_qbatch(Bench& b, const Options& o) {
       void* xq = nullptr;
       CUDA_CHECK(cudaMalloc(&x, size_t(kmax) * size_t(K) * 4));
       CUDA_CHECK(cudaMalloc(&y, size_t(kmax) * size_t(N) * 4));
-      CUDA_CHECK(cudaMalloc(&xq, size_t(quant_batch_x_bytes(kQuantBatchMax, K)) * size_t((kmax + 15) / 16)));
+      CUDA_CHECK(cudaMalloc(&xq, size_t(quant_batch_x_bytes(kmax, K))));
       gemv_fill_random_f32(x, size_t(kmax) * size_t(K), 0x5a7full ^ uint64_t(K), b.stream);
-      auto timed = [&](int min_calls, const std::function<void(const QuantGemvWeight&)>& call) {
-        const int nc = int(copies.size());
-        for (int i = 0; i < nc; ++i) call(copies[size_t(i)]);
-        CUDA_CHECK(cudaStreamSynchronize(b.stream));
-        const int iters = (std::max(min_calls, nc) + nc - 1) / nc * nc;
-        return 1e3 * graph_ms_per_call(b.stream, b.e0, b.e1, iters, b.repeats,
-                                       [&](int i) { call(copies[size_t(i % nc)]); });
-      };
-      const double us_one = timed(200, [&](const QuantGemvWeight& w) {
+      const double us_one = graph_us(b, copies, 200, [&](const QuantGemvWeight& w) {
         quant_gemv_launch(QuantGemvKind::WarpDp4a, w, x, y, false, b.stream);
       });
       for (int k : o.qbatch_k) {
@@ -174,28 +167,16 @@ std::vector<QBatchResult> probe_qbatch(Bench& b, const Options& o) {
         r.k = k;
         r.type = ggml_quant_name(t);
         r.us_one = us_one;
-        auto quantize = [&] {
-          for (int g = 0; g * kQuantBatchMax < k; ++g)
-            quant_batch_quantize_x(x + size_t(g) * kQuantBatchMax * size_t(K), false, K,
-                                   std::min(kQuantBatchMax, k - g * kQuantBatchMax), K,
-                                   static_cast<unsigned char*>(xq) + g * quant_batch_x_bytes(kQuantBatchMax, K),
-                                   b.stream);
+        r.us_quantize = graph_us(b, copies, 200, [&](const QuantGemvWeight&) {
+          quant_batch_quantize_x(x, false, K, k, K, xq, b.stream);
+        });
+        auto batched = [&](int rows_per_block) {
+          return graph_us(b, copies, 200, [&](const QuantGemvWeight& w) {
+            quant_batch_gemv_launch(w, 0, N, xq, k, y, N, false, b.stream, rows_per_block);
+          });
         };
-        quantize();
-        r.us_quantize = timed(200, [&](const QuantGemvWeight&) { quantize(); });
-        r.us = timed(200, [&](const QuantGemvWeight& w) {
-          for (int g = 0; g * kQuantBatchMax < k; ++g)
-            quant_batch_gemv_launch(w, 0, N, static_cast<unsigned char*>(xq) + g * quant_batch_x_bytes(kQuantBatchMax, K),
-                                    std::min(kQuantBatchMax, k - g * kQuantBatchMax),
-                                    y + size_t(g) * kQuantBatchMax * size_t(N), N, false, b.stream);
-        });
-        r.us_other = timed(200, [&](const QuantGemvWeight& w) {
-          for (int g = 0; g * kQuantBatchMax < k; ++g)
-            quant_batch_gemv_launch(w, 0, N, static_cast<unsigned char*>(xq) + g * quant_batch_x_bytes(kQuantBatchMax, K),
-                                    std::min(kQuantBatchMax, k - g * kQuantBatchMax),
-                                    y + size_t(g) * kQuantBatchMax * size_t(N), N, false, b.stream,
-                                    kQuantBatchRows == 8 ? 4 : 8);
-        });
+        r.us = batched(kQuantBatchRows);
+        r.us_other = batched(kQuantBatchRows == 8 ? 4 : 8);
         r.gbps = bytes / (r.us * 1e-6) / 1e9;
         r.pct_roofline = 100.0 * r.gbps / b.roof.gbps;
         std::cerr << "qbatch " << r.type << " " << N << "x" << K << " k=" << k << ": " << fmt(r.us, 2) << " us ("

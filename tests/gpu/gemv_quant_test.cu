@@ -905,6 +905,9 @@ TEST_F(QuantGemvTest, BatchMatchesFp64ReferenceForEveryVectorCount) {
 TEST_F(QuantGemvTest, BatchLongRowsAndRefusals) {
   check_batch(Q::Q4_0, 64, 14336, 16, true, 0, 64, stream_);
   check_batch(Q::Q4_K, 37, 14336, 5, false, 0, 37, stream_);
+  // More vectors than one launch takes (kQuantBatchMax): the launcher splits them, each launch at its vectors.
+  check_batch(Q::Q8_0, 37, 576, 20, true, 3, 30, stream_);
+  check_batch(Q::Q4_1, 13, 96, 35, false, 0, 13, stream_);
   const HostProblem hp(Q::Q4_0, 64, 256);
   QuantGemvWeight host = hp.host_weight();
   host.codes = nullptr;  // no prepacked planes
@@ -922,7 +925,7 @@ TEST_F(QuantGemvTest, BatchLongRowsAndRefusals) {
   };
   refused([&] { quant_batch_gemv_launch(w, 0, 64, d, 2, static_cast<float*>(d), 64, false, stream_); }, "Q4_0");
   QuantGemvWeight ok = quant_gemv_upload(hp.host_weight(), stream_);
-  refused([&] { quant_batch_gemv_launch(ok, 0, 64, d, 17, static_cast<float*>(d), 64, false, stream_); }, "17");
+  refused([&] { quant_batch_gemv_launch(ok, 0, 64, d, 0, static_cast<float*>(d), 64, false, stream_); }, "0 vectors");
   refused([&] { quant_batch_gemv_launch(ok, 60, 8, d, 2, static_cast<float*>(d), 64, false, stream_); }, "68");
   refused([&] { quant_batch_quantize_x(d, false, 256, 0, 256, d, stream_); }, "0 vectors");
   refused([&] { quant_batch_quantize_x(d, false, 256, 2, 250, d, stream_); }, "250");
