@@ -28,6 +28,7 @@ void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, DeviceA
   att = arena.alloc<float>(qd);
   gate_up = arena.alloc<float>(2 * hid);
   hb = arena.alloc<float>(hid);
+  hb_q8 = arena.alloc<uint8_t>(size_t(quant_batch_x_bytes(1, int64_t(hid))));
   logits = arena.alloc<float>(size_t(c.vocab_size));
   CUDA_CHECK(cudaMemsetAsync(logits, 0, size_t(c.vocab_size) * sizeof(float), s));
   norm_partials = arena.alloc<float>(kGemvEpiloguePartials);

@@ -24,6 +24,8 @@ struct Activations {
   float* att = nullptr;        // [q_dim] attention output
   float* gate_up = nullptr;    // [2 hidden]: gate, then up (the fused GEMV writes both)
   float* hb = nullptr;         // [hidden] SwiGLU output
+  void* hb_q8 = nullptr;       // quant_batch_x_bytes(1, hidden): hb in warp-dp4a's int8 form (quant_batch_swiglu_x),
+                               // read by a down GEMV on warp-dp4a (GemvEpilogue::x_q8)
   float* logits = nullptr;     // [vocab]
   // The RMSNorm fold (kernels/gemv/gemv_epilogue.h): the producing GEMV's block sums, its arrival counter (0 between
   // launches) and 1 / rms of the two norms a layer reads: [0] attention's (and the final norm's), [1] the MLP's.

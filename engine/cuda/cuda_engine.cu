@@ -305,6 +305,7 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
   // norm with weights norm_w into xb and norm_inv[writes].
   auto epilogue = [&](int reads, int writes, const float* norm_w) {
     GemvEpilogue ep;
+    ep.l2_prefetch_bytes = int64_t(tuning_.l2_prefetch_mb) << 20;  // a hint (warp, warp-dp4a): values unchanged
     if (!fold) return ep;
     if (reads >= 0) ep.scale = a.norm_inv + reads;
     if (writes >= 0) {
@@ -346,9 +347,15 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     gemv(ms.layer(l, kFO), a.att, a.x, true, DecodeProfile::kO, epilogue(-1, kFfnNorm, L.ffn_norm));  // x += Wo att
     norm(L.ffn_norm);
     gemv(ms.layer(l, kFGateUp), a.xb, a.gate_up, false, DecodeProfile::kGateUp, epilogue(kFfnNorm, -1, nullptr));
-    swiglu_fused(a.gate_up, a.hb, size_t(c.hidden_dim), s);
+    GemvEpilogue down_ep = epilogue(-1, kAttnNorm, next_norm);
+    if (tuning_.fuse_swiglu_q8 && mappings_->takes_x_q8(ms, ms.layer(l, kFDown))) {
+      quant_batch_swiglu_x(a.gate_up, 2 * int64_t(c.hidden_dim), 1, c.hidden_dim, a.hb, c.hidden_dim, a.hb_q8, s);
+      down_ep.x_q8 = a.hb_q8;  // the down GEMV copies hb's int8 form instead of quantizing hb in each block
+    } else {
+      swiglu_fused(a.gate_up, a.hb, size_t(c.hidden_dim), s);
+    }
     mark(DecodeProfile::kOther);
-    gemv(ms.layer(l, kFDown), a.hb, a.x, true, DecodeProfile::kDown, epilogue(-1, kAttnNorm, next_norm));  // x += Wd hb
+    gemv(ms.layer(l, kFDown), a.hb, a.x, true, DecodeProfile::kDown, down_ep);  // x += Wd hb
   }
   norm(model_.final_norm);
   gemv(ms.head(), a.xb, a.logits, false, DecodeProfile::kHead, epilogue(kAttnNorm, -1, nullptr));
@@ -414,7 +421,9 @@ int CudaEngine::kernels_per_step() const {
 }
 
 void CudaEngine::set_tuning(const EngineTuning& t) {
-  if (t.fuse_norm != tuning_.fuse_norm) mappings_->drop_graphs();  // the forward pass launches other kernels
+  if (t.fuse_norm != tuning_.fuse_norm || t.fuse_swiglu_q8 != tuning_.fuse_swiglu_q8 ||
+      t.l2_prefetch_mb != tuning_.l2_prefetch_mb)
+    mappings_->drop_graphs();  // the forward pass launches other kernels
   tuning_ = t;
   persistent_path_->set_tuning(t);
 }

@@ -179,6 +179,13 @@ void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const f
   }
 }
 
+bool GemvMappings::takes_x_q8(const MappingState& ms, const DecodeWeight& w) const {
+  if (!ms.plan.has_quant || ms.plan.quant != QuantGemvKind::WarpDp4a || w.empty()) return false;
+  for (const PieceWeight& p : w)
+    if (!p.quant || p.q.k % 32 != 0) return false;
+  return true;
+}
+
 void GemvMappings::drop_graphs() {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   for (auto& kv : mappings_) kv.second->graph_cache.reset();

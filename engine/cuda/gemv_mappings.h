@@ -78,6 +78,9 @@ class GemvMappings {
   // scale applies to every piece; a producer needs w to be one piece and ms.fuses_norm).
   void launch(const MappingState& ms, const DecodeWeight& w, const float* x, float* y, bool acc,
               const GemvEpilogue& ep = GemvEpilogue{}) const;
+  // Whether every piece of w runs on a form that reads x's int8 form when given one (GemvEpilogue::x_q8: warp-dp4a),
+  // so the kernel before it may write that form (quant_batch_swiglu_x) instead of each block quantizing x.
+  bool takes_x_q8(const MappingState& ms, const DecodeWeight& w) const;
   // Drops every mapping's captured graphs (a change of what the forward pass launches: EngineTuning::fuse_norm).
   void drop_graphs();
 

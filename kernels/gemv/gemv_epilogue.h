@@ -24,6 +24,15 @@ struct GemvEpilogue {
   float* partials = nullptr;
   unsigned* arrivals = nullptr;
   float eps = 0.0f;
+  // An input hint, not part of the fold: x already in warp-dp4a's int8 form (quant_x_smem layout, quant_x_smem_bytes(K)
+  // bytes, 16-byte aligned; written by the kernel before, e.g. quant_batch_swiglu_x) for the same x the launch gets.
+  // warp-dp4a copies it into shared memory instead of quantizing x in every block; every other form ignores it (x
+  // stays valid), so it never changes which mappings may run a launch (any() leaves it out).
+  const void* x_q8 = nullptr;
+  // Also a hint: about this many bytes of the launch's weights (codes and scales, the first rows of each warp's run)
+  // requested into L2 by bulk prefetches before the kernel waits for its predecessor (warp, warp-dp4a; 0: none), so
+  // the stream runs during the wait and x's pass instead of only the ring's first loads. Values are unchanged.
+  int64_t l2_prefetch_bytes = 0;
 
   bool producer() const { return xg != nullptr; }
   bool any() const { return scale != nullptr || xg != nullptr; }

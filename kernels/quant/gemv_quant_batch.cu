@@ -6,6 +6,7 @@
 #include "kernels/quant/gemv_quant.h"
 #include "kernels/quant/gemv_quant_batch.h"
 #include "kernels/quant/gemv_quant_device.cuh"
+#include "kernels/ops/pdl.cuh"
 
 namespace llm {
 namespace {
@@ -27,11 +28,16 @@ struct QuantBatchArgs {
 
 // The int8 form of the nb vectors: 8 lanes per block of 32 values (4 values each: a float4 or four BF16 in one 8-byte
 // load), amax and the sums of 16 by shuffles among the 8 (quant_x_q8_lanes, bit for bit quant_x_q8_block). Every lane
-// of a warp reaches the shuffles; lanes past the last block only skip the stores.
-template <bool kBf16>
+// of a warp reaches the shuffles; lanes past the last block only skip the stores. kIn: XForm::F32 or Bf16 (x [nb, ldx]),
+// or Glu: x is FP32 [gate | up] rows of pitch ldx and the vector is silu(gate) * up (the expression of ops' swiglu,
+// so the form is bit for bit that of swiglu's output), also written to h [nb, ldh] when h is not null. Calls
+// pdl_launch_dependents first: the decode step's down GEMV (PDL) streams its weights while this runs.
+enum class XForm { F32, Bf16, Glu };
+template <XForm kIn>
 __global__ void quant_batch_quantize_x_kernel(const void* __restrict__ x, int64_t ldx, int nb, int64_t k,
                                               unsigned char* __restrict__ xq, int64_t stride, int64_t off_d,
-                                              int64_t off_s16) {
+                                              int64_t off_s16, float* __restrict__ h, int64_t ldh) {
+  pdl_launch_dependents();
   const int64_t per = k / 32;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t gb = t >> 3;  // the block of 32 this lane's group of 8 takes
@@ -40,13 +46,28 @@ __global__ void quant_batch_quantize_x_kernel(const void* __restrict__ x, int64_
   const int64_t b = in ? gb / per : 0, blk = in ? gb % per : 0;
   float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   if (in) {
-    if constexpr (kBf16) {
+    if constexpr (kIn == XForm::Bf16) {
       const uint2 u = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(x) + b * ldx + 32 * blk) + sub);
       v = make_float4(bf16_to_f32(uint16_t(u.x & 0xffffu)), bf16_to_f32(uint16_t(u.x >> 16)),
                       bf16_to_f32(uint16_t(u.y & 0xffffu)), bf16_to_f32(uint16_t(u.y >> 16)));
-    } else {
+    } else if constexpr (kIn == XForm::F32) {
       const float* p = static_cast<const float*>(x) + b * ldx + 32 * blk + 4 * sub;
       v = make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+    } else {
+      const float* g = static_cast<const float*>(x) + b * ldx + 32 * blk + 4 * sub;
+      const float* u = g + k;
+      float r[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float gi = __ldg(g + i);
+        r[i] = gi / (1.0f + expf(-gi)) * __ldg(u + i);
+      }
+      v = make_float4(r[0], r[1], r[2], r[3]);
+      if (h) {
+        float* o = h + b * ldh + 32 * blk + 4 * sub;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) o[i] = r[i];
+      }
     }
   }
   unsigned char* base = xq + b * stride;
@@ -222,28 +243,47 @@ bool quant_batch_supported(const QuantGemvWeight& w) {
   return w.k % 32 == 0 && quant_gemv_has_planes(QuantGemvKind::Warp, w);
 }
 
-void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int64_t k, void* xq,
-                            cudaStream_t stream) {
-  if (nb < 1 || k <= 0 || k % 32 != 0 || ldx < k)
-    fail("quant_batch_quantize_x: ", nb, " vectors of ", k, " (row pitch ", ldx, "): need at least one vector, k a "
-         "positive multiple of 32, pitch >= k");
-  if (!x || !xq || (reinterpret_cast<uintptr_t>(xq) & 15) != 0)
-    fail("quant_batch_quantize_x: null x or an int8 scratch not 16-byte aligned");
-  if (x_bf16 && ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || ldx % 8 != 0))
-    fail("quant_batch_quantize_x: BF16 x needs 16-byte aligned rows (pitch ", ldx, ")");
+namespace {
+
+template <XForm kIn>
+void quantize_x_launch(const void* x, int64_t ldx, int nb, int64_t k, void* xq, float* h, int64_t ldh,
+                       cudaStream_t stream) {
   const int64_t threads = int64_t(nb) * (k / 32) * 8;
   const int block = 256;
   const unsigned grid = unsigned((threads + block - 1) / block);
-  auto* out = static_cast<unsigned char*>(xq);
-  if (x_bf16)
-    quant_batch_quantize_x_kernel<true><<<grid, block, 0, stream>>>(x, ldx, nb, k, out, quant_batch_x_stride(k),
-                                                                    quant_x_smem_offset_d(k),
-                                                                    quant_x_smem_offset_s16(k));
-  else
-    quant_batch_quantize_x_kernel<false><<<grid, block, 0, stream>>>(x, ldx, nb, k, out, quant_batch_x_stride(k),
-                                                                     quant_x_smem_offset_d(k),
-                                                                     quant_x_smem_offset_s16(k));
+  quant_batch_quantize_x_kernel<kIn><<<grid, block, 0, stream>>>(x, ldx, nb, k, static_cast<unsigned char*>(xq),
+                                                                 quant_batch_x_stride(k), quant_x_smem_offset_d(k),
+                                                                 quant_x_smem_offset_s16(k), h, ldh);
   CUDA_CHECK_LAUNCH("quant_batch_quantize_x_kernel");
+}
+
+void check_x_args(const char* what, const void* x, int64_t ldx, int nb, int64_t k, const void* xq) {
+  if (nb < 1 || k <= 0 || k % 32 != 0 || ldx < k)
+    fail(what, ": ", nb, " vectors of ", k, " (row pitch ", ldx, "): need at least one vector, k a positive multiple "
+         "of 32, pitch >= k");
+  if (!x || !xq || (reinterpret_cast<uintptr_t>(xq) & 15) != 0)
+    fail(what, ": null x or an int8 scratch not 16-byte aligned");
+}
+
+}  // namespace
+
+void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int64_t k, void* xq,
+                            cudaStream_t stream) {
+  check_x_args("quant_batch_quantize_x", x, ldx, nb, k, xq);
+  if (x_bf16 && ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || ldx % 8 != 0))
+    fail("quant_batch_quantize_x: BF16 x needs 16-byte aligned rows (pitch ", ldx, ")");
+  if (x_bf16)
+    quantize_x_launch<XForm::Bf16>(x, ldx, nb, k, xq, nullptr, 0, stream);
+  else
+    quantize_x_launch<XForm::F32>(x, ldx, nb, k, xq, nullptr, 0, stream);
+}
+
+void quant_batch_swiglu_x(const float* gate_up, int64_t ldgu, int nb, int64_t k, float* h, int64_t ldh, void* xq,
+                          cudaStream_t stream) {
+  check_x_args("quant_batch_swiglu_x", gate_up, ldgu, nb, k, xq);
+  if (ldgu < 2 * k) fail("quant_batch_swiglu_x: row pitch ", ldgu, " shorter than gate and up (", 2 * k, ")");
+  if (h && ldh < k) fail("quant_batch_swiglu_x: output pitch ", ldh, " shorter than ", k);
+  quantize_x_launch<XForm::Glu>(gate_up, ldgu, nb, k, xq, h, ldh, stream);
 }
 
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,

@@ -33,6 +33,14 @@ bool quant_batch_supported(const QuantGemvWeight& w);
 // aligned; vector b's form at b * quant_batch_x_stride(k)). Asynchronous; no allocation.
 void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int64_t k, void* xq, cudaStream_t stream);
 
+// The SwiGLU of nb rows of [gate | up] (FP32, row pitch ldgu >= 2 k) in the same form: vector b is
+// silu(gate) * up, the expression of ops' swiglu (bit for bit its output, and so bit for bit
+// quant_batch_quantize_x of it), also written to h [nb, ldh] when h is not null. One pass instead of a SwiGLU kernel
+// and the x pass; the decode step's down GEMV reads the form it leaves (GemvEpilogue::x_q8, warp-dp4a) instead of
+// quantizing x in each of its blocks.
+void quant_batch_swiglu_x(const float* gate_up, int64_t ldgu, int nb, int64_t k, float* h, int64_t ldh, void* xq,
+                          cudaStream_t stream);
+
 // Y[b, i] (+= with accumulate) = sum_j W[row0 + i, j] X[b, j] for b < nb and i < rows, Y FP32 with row pitch ldy, from
 // xq as quant_batch_quantize_x left it for the same nb and k = w.k: one launch per kQuantBatchMax vectors, each
 // reading the weights once. Fails naming the type when the planes are missing or the arguments are out of range. Asynchronous; no allocation; capturable. rows_per_block: 4 (kQuantBatchRows, the

@@ -14,6 +14,30 @@ namespace llm {
 // ---- the kernels shared by two mappings --------------------------------------------------------------------------
 
 #if defined(__CUDACC__)
+// Bytes [p, p + bytes) rounded out to 16 into L2 (cp.async.bulk.prefetch: a hint, nothing waits for it). Every plane's
+// row pitch is a multiple of 16 bytes (pack_quant), so the rounding stays inside the row.
+__device__ __forceinline__ void quant_l2_prefetch(const void* p, int64_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(15);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes) + 15) & ~uintptr_t(15);
+  if (hi > lo) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(lo), "r"(unsigned(hi - lo)) : "memory");
+#endif
+}
+// Row r's code chunks [c0, c1) and the scale words they read (quant_load_scale_raw's planes) into L2.
+template <bool kTwoLevel, bool kHasMin>
+__device__ __forceinline__ void quant_prefetch_row_l2(const QuantPackedArgs& a, int64_t r, int c0, int c1) {
+  if (c1 <= c0) return;
+  quant_l2_prefetch(a.codes + r * a.ld_codes + int64_t(c0) * 16, int64_t(c1 - c0) * 16);
+  const int g0 = c0 >> a.group_shift, g1 = ((c1 - 1) >> a.group_shift) + 1;
+  if (!kTwoLevel) {
+    quant_l2_prefetch(a.scales + r * a.ld_groups + g0, int64_t(g1 - g0) * 2);
+    if (kHasMin) quant_l2_prefetch(a.mins + r * a.ld_groups + g0, int64_t(g1 - g0) * 2);
+  } else {
+    quant_l2_prefetch(reinterpret_cast<const unsigned char*>(a.sub_scales) + r * a.ld_sub + g0, g1 - g0);
+    if (kHasMin) quant_l2_prefetch(a.sub_mins + r * a.ld_sub + g0, g1 - g0);
+  }
+}
+
 // The "warp" and "warp-dp4a" kernel (kernels/quant/gemv_quant_warp.cu, gemv_quant_warp_dp4a.cu). Warp lane j (splits warps
 // of one block, one K slice each) walks row groups [j * groups / lanes, (j + 1) * groups / lanes) of R rows. A ring of
 // U slots per row: slot u holds, for each row of the group, the 16-byte code chunk c_begin + lane + 32 * (U * b + u)
@@ -57,6 +81,10 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
   };
 #pragma unroll
   for (int u = 0; u < U; ++u) fill(g_begin, 0, u);
+  if (a.prefetch_rows > 0) {  // GemvEpilogue::l2_prefetch_bytes: the first rows of the run into L2, a lane per row
+    const int64_t r0 = g_begin * R, rows = min(min(g_end * R, int64_t(a.n)) - r0, int64_t(a.prefetch_rows));
+    for (int64_t i = lane; i < rows; i += 32) quant_prefetch_row_l2<kTwoLevel, kHasMin>(a, r0 + i, c_begin, c_end);
+  }
   pdl_wait();  // x and y belong to the predecessor: only weights were read above
 
   // warp-dp4a: the block quantizes x to int8 per 32 into shared memory (quant_x_q8_block, one thread per block of 32)
@@ -68,7 +96,16 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     int8_t* sq = reinterpret_cast<int8_t*>(quant_x_smem);
     float* sd = reinterpret_cast<float*>(quant_x_smem + quant_x_smem_offset_d(k));
     int* ss = reinterpret_cast<int*>(quant_x_smem + quant_x_smem_offset_s16(k));
-    quant_x_q8_block_warps(a.x, k, sq, sd, ss, warp, lane);
+    if (a.ep.x_q8) {  // the kernel before left x's int8 form (GemvEpilogue::x_q8): copy it, 16 bytes per load
+      const int words = int(quant_x_smem_bytes(k) / 4);
+      const uint4* src = static_cast<const uint4*>(a.ep.x_q8);
+      uint4* dst = reinterpret_cast<uint4*>(quant_x_smem);
+      for (int i = threadIdx.x; i < words / 4; i += kQuantGemvThreads) dst[i] = __ldcg(src + i);
+      for (int i = (words / 4) * 4 + threadIdx.x; i < words; i += kQuantGemvThreads)
+        reinterpret_cast<unsigned*>(quant_x_smem)[i] = __ldcg(static_cast<const unsigned*>(a.ep.x_q8) + i);
+    } else {
+      quant_x_q8_block_warps(a.x, k, sq, sd, ss, warp, lane);
+    }
     __syncthreads();
     xq = QuantXq8{sq, sd, ss};
   }
@@ -161,6 +198,7 @@ inline QuantPackedArgs quant_packed_args(const QuantGemvWeight& w, const QuantGe
   a.y = y;
   a.accumulate = accumulate ? 1 : 0;
   a.ep = ep;
+  a.prefetch_rows = quant_prefetch_rows(plan, ep.l2_prefetch_bytes);
   a.xq = nullptr;
   a.xd = nullptr;
   a.xs16 = nullptr;

@@ -42,6 +42,8 @@ void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
   if (smem > 48 * 1024)  // beyond the default limit: opt in (not a stream operation; allowed while capturing)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   gemv_check_epilogue("warp-dp4a", ep, plan.grid);
+  if (ep.x_q8 && ((reinterpret_cast<uintptr_t>(ep.x_q8) & 15) != 0 || w.k % 32 != 0))
+    fail("quantized gemv 'warp-dp4a': x's int8 form must be 16-byte aligned and k (", w.k, ") a multiple of 32");
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate, ep);
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = pdl_launch_config(unsigned(plan.grid), kQuantGemvThreads, stream, true, &attr);

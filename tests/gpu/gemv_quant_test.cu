@@ -28,6 +28,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/quant/gemv_quant.h"
 #include "kernels/quant/gemv_quant_batch.h"
+#include "kernels/ops/ops.h"  // swiglu
 #include "kernels/quant/gemv_quant_device.cuh"  // the per-lane code, run on the host by the emulation tests
 #include "models/quant.h"
 
@@ -935,6 +936,113 @@ TEST_F(QuantGemvTest, BatchLongRowsAndRefusals) {
   quant_gemv_free(&ok);
 }
 
+
+// The SwiGLU's int8 form (quant_batch_swiglu_x): bit for bit ops' swiglu followed by the FP32 x pass, for one vector
+// and for three rows of a pitched [gate | up]; its FP32 output bit for bit swiglu's; nothing written past either
+// output. Then warp-dp4a given that form (GemvEpilogue::x_q8: the decode step's down GEMV) gives bit for bit the y it
+// computes quantizing x itself, for every type on awkward and long rows; a form of another x changes y (the
+// negative control: the hint is what the kernel reads).
+TEST_F(QuantGemvTest, SwigluXFormFeedsWarpDp4aBitForBit) {
+  const uint64_t seed = rng_mix(test_seed() ^ 0x5719u);
+  for (Q t : kAllTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    for (const auto& shape : {std::pair<int64_t, int64_t>{130, kq ? 256 : 96}, {37, 4096}, {1000, 14336}}) {
+      const int64_t n = shape.first, k = shape.second;
+      SCOPED_TRACE(std::string(ggml_quant_name(t)) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+      const int nb = 3;
+      const int64_t ldgu = 2 * k + 32, form = quant_batch_x_stride(k), guard = 256;
+      std::vector<float> gu(size_t(nb * ldgu));
+      for (size_t i = 0; i < gu.size(); ++i) gu[i] = rng_value(seed, uint64_t(t), i + uint64_t(k), 0.0f, 6.0f);
+      float *d_gu = nullptr, *d_h = nullptr, *d_h2 = nullptr;
+      unsigned char *d_xq = nullptr, *d_xq2 = nullptr;
+      CUDA_CHECK(cudaMalloc(&d_gu, gu.size() * 4));
+      CUDA_CHECK(cudaMalloc(&d_h, size_t(nb * k) * 4));
+      CUDA_CHECK(cudaMalloc(&d_h2, size_t(nb * k + guard) * 4));
+      CUDA_CHECK(cudaMalloc(&d_xq, size_t(nb * form)));
+      CUDA_CHECK(cudaMalloc(&d_xq2, size_t(nb * form + guard)));
+      CUDA_CHECK(cudaMemcpyAsync(d_gu, gu.data(), gu.size() * 4, cudaMemcpyHostToDevice, stream_));
+      CUDA_CHECK(cudaMemsetAsync(d_h2, 0xFF, size_t(nb * k + guard) * 4, stream_));
+      CUDA_CHECK(cudaMemsetAsync(d_xq, 0xFF, size_t(nb * form), stream_));
+      CUDA_CHECK(cudaMemsetAsync(d_xq2, 0xFF, size_t(nb * form + guard), stream_));
+      for (int b = 0; b < nb; ++b) swiglu(d_gu + b * ldgu, d_gu + b * ldgu + k, d_h + b * k, size_t(k), stream_);
+      quant_batch_quantize_x(d_h, false, k, nb, k, d_xq, stream_);
+      quant_batch_swiglu_x(d_gu, ldgu, nb, k, d_h2, k, d_xq2, stream_);
+      std::vector<float> h(size_t(nb * k)), h2(size_t(nb * k + guard));
+      std::vector<unsigned char> xq(size_t(nb * form)), xq2(size_t(nb * form + guard));
+      CUDA_CHECK(cudaMemcpyAsync(h.data(), d_h, h.size() * 4, cudaMemcpyDeviceToHost, stream_));
+      CUDA_CHECK(cudaMemcpyAsync(h2.data(), d_h2, h2.size() * 4, cudaMemcpyDeviceToHost, stream_));
+      CUDA_CHECK(cudaMemcpyAsync(xq.data(), d_xq, xq.size(), cudaMemcpyDeviceToHost, stream_));
+      CUDA_CHECK(cudaMemcpyAsync(xq2.data(), d_xq2, xq2.size(), cudaMemcpyDeviceToHost, stream_));
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      EXPECT_EQ(std::memcmp(h.data(), h2.data(), h.size() * 4), 0) << "SwiGLU output differs from swiglu's";
+      for (int b = 0; b < nb; ++b)  // each vector's form (the stride's padding is not written by either)
+        EXPECT_EQ(std::memcmp(xq.data() + b * form, xq2.data() + b * form, size_t(quant_x_smem_bytes(k))), 0)
+            << "int8 form of vector " << b << " differs from the x pass over swiglu's output";
+      for (int64_t i = 0; i < guard; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &h2[size_t(nb * k + i)], 4);
+        EXPECT_EQ(bits, 0xFFFFFFFFu) << "write past h at " << i;
+        EXPECT_EQ(xq2[size_t(nb * form + i)], 0xFFu) << "write past the int8 forms at " << i;
+        if (bits != 0xFFFFFFFFu || xq2[size_t(nb * form + i)] != 0xFFu) break;
+      }
+
+      // warp-dp4a on vector 1 with and without its form; then with vector 2's form (must differ).
+      const HostProblem hp(t, n, k);
+      DeviceProblem p(hp, stream_);
+      auto gemv = [&](const void* form_ptr) {
+        GemvEpilogue ep;
+        ep.x_q8 = form_ptr;
+        CUDA_CHECK(cudaMemsetAsync(p.d_y(0), 0xFF, size_t(n) * 4, stream_));
+        quant_gemv_launch(QuantGemvKind::WarpDp4a, p.w, d_h + k, p.d_y(0), false, stream_, ep);
+        std::vector<float> y(static_cast<size_t>(n));
+        CUDA_CHECK(cudaMemcpyAsync(y.data(), p.d_y(0), size_t(n) * 4, cudaMemcpyDeviceToHost, stream_));
+        CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return y;
+      };
+      const std::vector<float> plain = gemv(nullptr), hinted = gemv(d_xq2 + form), other = gemv(d_xq2 + 2 * form);
+      EXPECT_EQ(std::memcmp(plain.data(), hinted.data(), size_t(n) * 4), 0) << "y with x's int8 form given";
+      EXPECT_NE(std::memcmp(plain.data(), other.data(), size_t(n) * 4), 0) << "negative control: another x's form";
+      for (float v : hinted) ASSERT_TRUE(std::isfinite(v));
+      cudaFree(d_gu);
+      cudaFree(d_h);
+      cudaFree(d_h2);
+      cudaFree(d_xq);
+      cudaFree(d_xq2);
+    }
+  }
+}
+
+// The L2 prefetch hint (GemvEpilogue::l2_prefetch_bytes) changes no value: warp and warp-dp4a with budgets covering
+// none, some and every row give bit for bit the same y, for every type, split-K and one-wave plans, rows past n.
+TEST_F(QuantGemvTest, L2PrefetchLeavesValuesUnchanged) {
+  for (Q t : kAllTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    for (const auto& shape : {std::pair<int64_t, int64_t>{130, kq ? 256 : 96}, {1000, 14336}, {4097, 4096}}) {
+      const HostProblem hp(t, shape.first, shape.second);
+      DeviceProblem p(hp, stream_);
+      p.upload_x(0, stream_);
+      for (QuantGemvKind kind : {QuantGemvKind::Warp, QuantGemvKind::WarpDp4a}) {
+        SCOPED_TRACE(hp.name() + " " + quant_gemv_kind_name(kind));
+        std::vector<float> base;
+        for (int64_t bytes : {int64_t(0), int64_t(1) << 20, int64_t(1) << 30}) {
+          GemvEpilogue ep;
+          ep.l2_prefetch_bytes = bytes;
+          CUDA_CHECK(cudaMemsetAsync(p.d_y(0), 0xFF, size_t(hp.n) * 4, stream_));
+          quant_gemv_launch(kind, p.w, p.d_x(0), p.d_y(0), false, stream_, ep);
+          std::vector<float> y(static_cast<size_t>(hp.n));
+          CUDA_CHECK(cudaMemcpyAsync(y.data(), p.d_y(0), size_t(hp.n) * 4, cudaMemcpyDeviceToHost, stream_));
+          CUDA_CHECK(cudaStreamSynchronize(stream_));
+          if (bytes == 0) {
+            base = y;
+            EXPECT_LE(relative_l2_error(y.data(), hp.want(kind, false), hp.ref_abs), kTol);
+          } else {
+            EXPECT_EQ(std::memcmp(base.data(), y.data(), y.size() * 4), 0) << "prefetch budget " << bytes;
+          }
+        }
+      }
+    }
+  }
+}
 
 // Prefill's dequantization on the device (quant_dequantize_bf16): every weight bit for bit packed_weight rounded to
 // BF16, every type, rows wider than k (the pitch's columns past k untouched: poison stays).
