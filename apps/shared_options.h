@@ -116,15 +116,11 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
            "graph path: fold each RMSNorm into the GEMV that writes the residual and the GEMV that reads the norm; "
            "off: one norm kernel each (what the fold is worth)")
       .default_is("on");
-  o.choice("--fuse-swiglu", "on|off", &t->fuse_swiglu_q8, {"on", "off"},
+  o.choice("--fuse-glu", "on|off", &t->fuse_swiglu_q8, {"on", "off"},
            [](const std::string& v) { return v == "on"; },
            "graph path, down on warp-dp4a: SwiGLU writes its int8 form and the down GEMV copies it; off: every block "
            "of the down GEMV quantizes x itself (what the fusion is worth)")
       .default_is("on");
-  o.integer("--l2-prefetch", "MB", &t->l2_prefetch_mb, 0, 64,
-            "decode GEMVs of weights kept quantized (warp, warp-dp4a): prefetch about MB MiB of each launch's weights "
-            "into L2 before it waits for the kernel before it (0 = none)")
-      .default_is("0");
   o.integer("--batch-rows", "N", &t->quant_batch_rows, 0, 64,
             "prefill and verify passes of at most N tokens read matrices kept quantized through the batch-k GEMV "
             "(each weight once per 16 tokens); longer ones dequantize each matrix for cuBLAS; 0 = always dequantize")

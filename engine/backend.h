@@ -32,8 +32,6 @@ struct EngineTuning {
   bool fuse_swiglu_q8 = true;      // graph path, down on warp-dp4a: one kernel computes SwiGLU and its int8 form
                                    // (quant_batch_swiglu_x) and the down GEMV copies that form instead of quantizing
                                    // x in each of its blocks; off: the SwiGLU kernel, then the per-block x pass
-  int l2_prefetch_mb = 0;          // decode GEMVs on warp/warp-dp4a (quantized): about this many MiB of each launch's
-                                   // weights prefetched into L2 before it waits for its predecessor (0: none)
   int quant_batch_rows = 64;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
                                    // quantized through the batch-k GEMV (kernels/quant/gemv_quant_batch.h: the weights
                                    // once per 16 tokens); longer passes dequantize each matrix for a cuBLAS GEMM. 0: never

@@ -7,7 +7,7 @@ set -uo pipefail
 S=$PWD/.stage/h200; B=$S/bin; export LD_LIBRARY_PATH=$B:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 MODELS=${MODELS:-"synthetic:llama3.1-8b --quantize q4_0 --ab warp-dp4a"}
-KNOBS=${KNOBS:-"base;--fuse-swiglu off"}
+KNOBS=${KNOBS:-"base;--fuse-glu off"}
 N=${N:-64}; REPEATS=${REPEATS:-3}
 IFS=';' read -r -a models <<< "$MODELS"
 IFS=';' read -r -a knobs <<< "$KNOBS"

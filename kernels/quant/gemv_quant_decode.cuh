@@ -99,7 +99,6 @@ struct QuantPackedArgs : QuantPlanes {
   float* y;                      // [n]
   int accumulate;
   GemvEpilogue ep;               // the RMSNorm fold (kernels/gemv/gemv_epilogue.h)
-  int prefetch_rows;             // warp, warp-dp4a: rows of its run each warp prefetches into L2 (0: none)
   // warp-dp4a, host emulation only: x quantized per block of 32 (quant_x_q8_block) into host arrays. (The device
   // kernel quantizes x into each block's shared memory.)
   const int8_t* xq;              // [k] int8 q, 16-byte aligned

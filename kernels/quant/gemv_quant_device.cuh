@@ -14,30 +14,6 @@ namespace llm {
 // ---- the kernels shared by two mappings --------------------------------------------------------------------------
 
 #if defined(__CUDACC__)
-// Bytes [p, p + bytes) rounded out to 16 into L2 (cp.async.bulk.prefetch: a hint, nothing waits for it). Every plane's
-// row pitch is a multiple of 16 bytes (pack_quant), so the rounding stays inside the row.
-__device__ __forceinline__ void quant_l2_prefetch(const void* p, int64_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(15);
-  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes) + 15) & ~uintptr_t(15);
-  if (hi > lo) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(lo), "r"(unsigned(hi - lo)) : "memory");
-#endif
-}
-// Row r's code chunks [c0, c1) and the scale words they read (quant_load_scale_raw's planes) into L2.
-template <bool kTwoLevel, bool kHasMin>
-__device__ __forceinline__ void quant_prefetch_row_l2(const QuantPackedArgs& a, int64_t r, int c0, int c1) {
-  if (c1 <= c0) return;
-  quant_l2_prefetch(a.codes + r * a.ld_codes + int64_t(c0) * 16, int64_t(c1 - c0) * 16);
-  const int g0 = c0 >> a.group_shift, g1 = ((c1 - 1) >> a.group_shift) + 1;
-  if (!kTwoLevel) {
-    quant_l2_prefetch(a.scales + r * a.ld_groups + g0, int64_t(g1 - g0) * 2);
-    if (kHasMin) quant_l2_prefetch(a.mins + r * a.ld_groups + g0, int64_t(g1 - g0) * 2);
-  } else {
-    quant_l2_prefetch(reinterpret_cast<const unsigned char*>(a.sub_scales) + r * a.ld_sub + g0, g1 - g0);
-    if (kHasMin) quant_l2_prefetch(a.sub_mins + r * a.ld_sub + g0, g1 - g0);
-  }
-}
-
 // The "warp" and "warp-dp4a" kernel (kernels/quant/gemv_quant_warp.cu, gemv_quant_warp_dp4a.cu). Warp lane j (splits warps
 // of one block, one K slice each) walks row groups [j * groups / lanes, (j + 1) * groups / lanes) of R rows. A ring of
 // U slots per row: slot u holds, for each row of the group, the 16-byte code chunk c_begin + lane + 32 * (U * b + u)
@@ -81,10 +57,6 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
   };
 #pragma unroll
   for (int u = 0; u < U; ++u) fill(g_begin, 0, u);
-  if (a.prefetch_rows > 0) {  // GemvEpilogue::l2_prefetch_bytes: the first rows of the run into L2, a lane per row
-    const int64_t r0 = g_begin * R, rows = min(min(g_end * R, int64_t(a.n)) - r0, int64_t(a.prefetch_rows));
-    for (int64_t i = lane; i < rows; i += 32) quant_prefetch_row_l2<kTwoLevel, kHasMin>(a, r0 + i, c_begin, c_end);
-  }
   pdl_wait();  // x and y belong to the predecessor: only weights were read above
 
   // warp-dp4a: the block quantizes x to int8 per 32 into shared memory (quant_x_q8_block, one thread per block of 32)
@@ -124,6 +96,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
   float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's rows (producer)
+  GemvScale scale;  // the RMSNorm fold consumer's 1 / rms, at the first stored row
   int64_t g = g_begin;
   int b = 0;
   while (g < g_end) {
@@ -153,7 +126,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
       const int64_t row = g * R + lane;
       if (lane < R && row < a.n) {
         if (splits == 1)
-          gemv_store_row(a.ep, a.y, row, mine, a.accumulate, &ss);
+          gemv_store_row(a.ep, a.y, row, mine, a.accumulate, &ss, &scale);
         else
           slice_sums[warp][lane] = mine;
       }
@@ -167,10 +140,10 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     if (slice == 0 && g_begin < g_end && lane < R && row < a.n) {
       float s = 0.0f;
       for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
-      gemv_store_row(a.ep, a.y, row, s, a.accumulate, &ss);
+      gemv_store_row(a.ep, a.y, row, s, a.accumulate, &ss, &scale);
     }
   }
-  gemv_epilogue_finish(a.ep, ss, a.n);
+  gemv_epilogue_finish(a.ep, ss);
 }
 #endif
 
@@ -198,7 +171,6 @@ inline QuantPackedArgs quant_packed_args(const QuantGemvWeight& w, const QuantGe
   a.y = y;
   a.accumulate = accumulate ? 1 : 0;
   a.ep = ep;
-  a.prefetch_rows = quant_prefetch_rows(plan, ep.l2_prefetch_bytes);
   a.xq = nullptr;
   a.xd = nullptr;
   a.xs16 = nullptr;

@@ -288,15 +288,4 @@ inline QuantGemvPlan quant_gemv_plan(QuantGemvKind kind, const QuantGemvWeight& 
   return p;
 }
 
-// Rows each warp of a "warp"/"warp-dp4a" launch prefetches into L2 for a budget of `bytes` over the whole launch
-// (GemvEpilogue::l2_prefetch_bytes): every warp the same count of its run's first rows, each a K slice of
-// slice_units chunks. 0 for other forms, a zero budget or a budget under one row per warp.
-inline int quant_prefetch_rows(const QuantGemvPlan& p, int64_t bytes) {
-  if (bytes <= 0 || p.rows_per_warp <= 0 || p.bytes_per_load != 16 || p.slice_units <= 0) return 0;
-  const int64_t warps = int64_t(p.grid) * kQuantWarpsPerBlock;
-  const int64_t per_row = int64_t(p.slice_units) * 16;
-  const int64_t run_rows = (p.row_groups + p.lanes - 1) / p.lanes * p.rows_per_warp;
-  return int(std::min<int64_t>(run_rows, bytes / (warps * per_row)));
-}
-
 }  // namespace llm

@@ -149,11 +149,8 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_TRUE(d.fuse_norm);
   EXPECT_FALSE(parse({"--fuse-norm", "off"}).fuse_norm);
   EXPECT_EQ(usage_message([&] { parse({"--fuse-norm", "no"}); }), "--fuse-norm: invalid value 'no' (allowed: on, off)");
-  EXPECT_EQ(d.l2_prefetch_mb, 0);
-  EXPECT_EQ(parse({"--l2-prefetch", "16"}).l2_prefetch_mb, 16);
-  EXPECT_NE(usage_message([&] { parse({"--l2-prefetch", "65"}); }).find("--l2-prefetch"), std::string::npos);
   EXPECT_TRUE(d.fuse_swiglu_q8);
-  EXPECT_FALSE(parse({"--fuse-swiglu", "off"}).fuse_swiglu_q8);
+  EXPECT_FALSE(parse({"--fuse-glu", "off"}).fuse_swiglu_q8);
   // The batch-k GEMV's pass limit (0 = always dequantize, at most kQuantBatchPassMax) and the captured verify.
   EXPECT_EQ(d.quant_batch_rows, 64);
   EXPECT_FALSE(d.verify_graph);

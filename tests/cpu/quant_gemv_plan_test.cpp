@@ -135,34 +135,6 @@ TEST(QuantGemvPlan, PlansCoverEveryRowAndUnit) {
   EXPECT_EQ(quant_gemv_plan(QuantGemvKind::AsStored, q41, 132).bytes_per_load, 4);     // 20-byte blocks
 }
 
-// The L2 prefetch budget (GemvEpilogue::l2_prefetch_bytes) in rows per warp: none for a zero budget or a form without
-// a warp's run, every warp's whole run at most, and never more bytes than the budget over the launch's warps.
-TEST(QuantGemvPlan, PrefetchRowsStayWithinTheBudgetAndTheRun) {
-  for (int64_t n : {int64_t(1), int64_t(130), int64_t(4096), int64_t(28672)}) {
-    for (int64_t k : {int64_t(256), int64_t(4096), int64_t(14336)}) {
-      const QuantGemvWeight w = quant_gemv_describe(int(Q::Q4_0), n, k);
-      for (QuantGemvKind kind : {QuantGemvKind::Warp, QuantGemvKind::WarpDp4a, QuantGemvKind::Thread}) {
-        const QuantGemvPlan p = quant_gemv_plan(kind, w, 132);
-        SCOPED_TRACE("n " + std::to_string(n) + " k " + std::to_string(k) + " " + quant_gemv_kind_name(kind));
-        EXPECT_EQ(quant_prefetch_rows(p, 0), 0);
-        if (kind == QuantGemvKind::Thread) {
-          EXPECT_EQ(quant_prefetch_rows(p, int64_t(1) << 30), 0);
-          continue;
-        }
-        const int64_t run = (p.row_groups + p.lanes - 1) / p.lanes * p.rows_per_warp;
-        const int64_t warps = int64_t(p.grid) * kQuantWarpsPerBlock, row_bytes = int64_t(p.slice_units) * 16;
-        EXPECT_EQ(quant_prefetch_rows(p, int64_t(1) << 40), run) << "an unbounded budget prefetches each whole run";
-        for (int64_t mb : {1, 8, 24}) {
-          const int rows = quant_prefetch_rows(p, mb << 20);
-          EXPECT_GE(rows, 0);
-          EXPECT_LE(rows, run);
-          EXPECT_LE(int64_t(rows) * warps * row_bytes, mb << 20) << mb << " MiB";
-        }
-      }
-    }
-  }
-}
-
 TEST(QuantGemvPlan, LayoutChecksRefuseByName) {
   auto message = [](const QuantGemvWeight& w) -> std::string {
     try {

@@ -1012,38 +1012,6 @@ TEST_F(QuantGemvTest, SwigluXFormFeedsWarpDp4aBitForBit) {
   }
 }
 
-// The L2 prefetch hint (GemvEpilogue::l2_prefetch_bytes) changes no value: warp and warp-dp4a with budgets covering
-// none, some and every row give bit for bit the same y, for every type, split-K and one-wave plans, rows past n.
-TEST_F(QuantGemvTest, L2PrefetchLeavesValuesUnchanged) {
-  for (Q t : kAllTypes) {
-    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
-    for (const auto& shape : {std::pair<int64_t, int64_t>{130, kq ? 256 : 96}, {1000, 14336}, {4097, 4096}}) {
-      const HostProblem hp(t, shape.first, shape.second);
-      DeviceProblem p(hp, stream_);
-      p.upload_x(0, stream_);
-      for (QuantGemvKind kind : {QuantGemvKind::Warp, QuantGemvKind::WarpDp4a}) {
-        SCOPED_TRACE(hp.name() + " " + quant_gemv_kind_name(kind));
-        std::vector<float> base;
-        for (int64_t bytes : {int64_t(0), int64_t(1) << 20, int64_t(1) << 30}) {
-          GemvEpilogue ep;
-          ep.l2_prefetch_bytes = bytes;
-          CUDA_CHECK(cudaMemsetAsync(p.d_y(0), 0xFF, size_t(hp.n) * 4, stream_));
-          quant_gemv_launch(kind, p.w, p.d_x(0), p.d_y(0), false, stream_, ep);
-          std::vector<float> y(static_cast<size_t>(hp.n));
-          CUDA_CHECK(cudaMemcpyAsync(y.data(), p.d_y(0), size_t(hp.n) * 4, cudaMemcpyDeviceToHost, stream_));
-          CUDA_CHECK(cudaStreamSynchronize(stream_));
-          if (bytes == 0) {
-            base = y;
-            EXPECT_LE(relative_l2_error(y.data(), hp.want(kind, false), hp.ref_abs), kTol);
-          } else {
-            EXPECT_EQ(std::memcmp(base.data(), y.data(), y.size() * 4), 0) << "prefetch budget " << bytes;
-          }
-        }
-      }
-    }
-  }
-}
-
 // Prefill's dequantization on the device (quant_dequantize_bf16): every weight bit for bit packed_weight rounded to
 // BF16, every type, rows wider than k (the pitch's columns past k untouched: poison stays).
 TEST_F(QuantGemvTest, DequantizeBf16EqualsPackedWeightBitForBit) {
