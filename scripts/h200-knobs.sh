@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Decode tuning knobs A/B on the test machine, in one call: for each MODEL (llama-ab --model arguments, ';'-separated)
-# every KNOBS set (';'-separated llama-ab options; "base" = none) runs llama-ab once, in order, then the whole list
+# every KNOBS set (';'-separated llama-ab options; "base" = none; "@NAME opts": the staged binary NAME, e.g. an earlier
+# build's llama-ab staged as llama-ab-base) runs llama-ab once, in order, then the whole list
 # again in reverse unless REVERSE=0 (so drift shows as disagreement between the two passes); prints t/s, ms/token, GEMV and other
 # ms/token and kernels per token per run. Expects .stage/h200 unpacked (scripts/stage-h200.sh PACK=1).
 set -uo pipefail
@@ -17,8 +18,9 @@ printf '| model | knobs | t/s | ms/token | GEMV ms | other ms | kernels/token |\
 for m in "${models[@]}"; do
   for k in "${order[@]}"; do
     args=$k; [ "$k" = base ] && args=""
+    bin=llama-ab; case "$args" in @*) bin=${args%% *}; bin=${bin#@}; args=${args#@$bin}; args=${args# } ;; esac
     f="$OUT/knob-$(echo "$m $k" | tr -c 'A-Za-z0-9' '_').md"
-    $B/llama-ab --model $m $args -n "$N" --repeats "$REPEATS" > "$f" 2>"$f.err"
+    $B/$bin --model $m $args -n "$N" --repeats "$REPEATS" > "$f" 2>"$f.err"
     row=$(grep -E "^\| [^|]+ \| [^|]+ \| tg" "$f" | head -1)
     tps=$(echo "$row" | awk -F'|' '{print $5}'); ms=$(echo "$row" | awk -F'|' '{print $6}')
     gemv=$(echo "$row" | awk -F'|' '{print $7}'); other=$(echo "$row" | awk -F'|' '{print $8}')
