@@ -27,10 +27,11 @@ struct Activations {
   void* hb_q8 = nullptr;       // quant_batch_x_bytes(1, hidden): hb in warp-dp4a's int8 form (quant_batch_swiglu_x),
                                // read by a down GEMV on warp-dp4a (GemvEpilogue::x_q8)
   float* logits = nullptr;     // [vocab]
-  // The RMSNorm fold (kernels/gemv/gemv_epilogue.h): the producing GEMV's block sums and block count, one slot per
-  // norm a layer reads: [0] attention's (and the final norm's), [1] the MLP's.
-  float* norm_sums = nullptr;        // [2][kGemvEpiloguePartials]
-  unsigned* norm_count = nullptr;    // [2]
+  // The RMSNorm fold (kernels/gemv/gemv_epilogue.h): the producing GEMV's block sums, its arrival counter (0 between
+  // launches) and 1 / rms of the two norms a layer reads: [0] attention's (and the final norm's), [1] the MLP's.
+  float* norm_partials = nullptr;    // [kGemvEpiloguePartials]
+  unsigned* norm_arrivals = nullptr; // [1]
+  float* norm_inv = nullptr;         // [2]
 
   // Prefill, one pass of up to max_chunk tokens.
   float* px = nullptr;         // [chunk, dim] residual stream

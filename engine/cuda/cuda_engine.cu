@@ -289,9 +289,8 @@ CudaEngine::~CudaEngine() {
 // residual; then the final norm and the head. Reads {pos, token} from the device step word, so the graph path
 // captures it once and replays it at every position. marks (profiling) ends each region with its DecodeProfile part.
 // With the RMSNorm fold (EngineTuning::fuse_norm, where the mapping's forms run it) no norm kernel runs: the residual
-// GEMVs (o, down; the embedding for the first layer) also write g * x into xb and their block sums of x^2 into a
-// norm_sums slot, and the GEMVs reading xb (q|k|v, gate|up, the head) scale their rows by the 1 / rms(x) each of their
-// threads adds up from those sums (kernels/gemv/gemv_epilogue.h).
+// GEMVs (o, down; the embedding for the first layer) also write g * x into xb and 1 / rms(x) into norm_inv, and the
+// GEMVs reading xb (q|k|v, gate|up, the head) scale their rows by it (kernels/gemv/gemv_epilogue.h).
 void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
   const ModelConfig& c = cfg_;
   const Activations& a = act_;
@@ -302,22 +301,19 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     if (marks) marks->mark(part);
   };
   const bool fold = tuning_.fuse_norm && ms.fuses_norm;
-  // ep of a GEMV: `reads` scales its rows by the norm whose sums are in slot `reads` (-1: none); `writes` >= 0 makes it
-  // the producer of the norm with weights norm_w into xb and slot `writes`.
+  // ep of a GEMV: `reads` scales its rows by norm_inv[reads] (-1: none); `writes` >= 0 makes it the producer of the
+  // norm with weights norm_w into xb and norm_inv[writes].
   auto epilogue = [&](int reads, int writes, const float* norm_w) {
     GemvEpilogue ep;
     if (!fold) return ep;
-    if (reads >= 0) {
-      ep.scale_sums = a.norm_sums + size_t(reads) * kGemvEpiloguePartials;
-      ep.scale_count = a.norm_count + reads;
-      ep.norm_n = c.dim;
-      ep.eps = c.norm_eps;
-    }
+    if (reads >= 0) ep.scale = a.norm_inv + reads;
     if (writes >= 0) {
       ep.norm_w = norm_w;
       ep.xg = a.xb;
-      ep.sums = a.norm_sums + size_t(writes) * kGemvEpiloguePartials;
-      ep.count = a.norm_count + writes;
+      ep.inv = a.norm_inv + writes;
+      ep.partials = a.norm_partials;
+      ep.arrivals = a.norm_arrivals;
+      ep.eps = c.norm_eps;
     }
     return ep;
   };
@@ -330,12 +326,12 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     rmsnorm(a.x, w, a.xb, 1, c.dim, c.norm_eps, s);
     mark(DecodeProfile::kNorm);
   };
-  constexpr int kAttnNorm = 0, kFfnNorm = 1;  // norm_sums / norm_count slots
+  constexpr int kAttnNorm = 0, kFfnNorm = 1;  // norm_inv slots
 
   const size_t n_layers = model_.layers.size();
   if (fold)
-    embed_rmsnorm_fold(model_.embedding, d_tok, c.dim, model_.layers[0].attn_norm, a.x, a.xb, a.norm_sums,
-                       a.norm_count + kAttnNorm, s);
+    embed_rmsnorm_fold(model_.embedding, d_tok, c.dim, model_.layers[0].attn_norm, c.norm_eps, a.x, a.xb,
+                       a.norm_inv + kAttnNorm, s);
   else
     embed_lookup(model_.embedding, d_tok, 1, c.dim, a.x, s);
   for (size_t l = 0; l < n_layers; ++l) {

@@ -29,12 +29,9 @@ void gemv_check_launch(const char* mapping, const GemvWeight& w, const float* x,
 }
 
 void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t grid) {
-  if (ep.consumer() && (!ep.scale_count || ep.norm_n <= 0))
-    fail("gemv '", mapping, "': an RMSNorm-fold consumer needs the producer's block count and n > 0 (n = ", ep.norm_n,
-         ")");
   if (!ep.producer()) return;
-  if (!ep.norm_w || !ep.sums || !ep.count)
-    fail("gemv '", mapping, "': an RMSNorm-fold producer needs norm_w, sums and count");
+  if (!ep.norm_w || !ep.inv || !ep.partials || !ep.arrivals)
+    fail("gemv '", mapping, "': an RMSNorm-fold producer needs norm_w, inv, partials and arrivals");
   if (grid > kGemvEpiloguePartials)
     fail("gemv '", mapping, "': an RMSNorm-fold producer of ", grid, " blocks (at most ", kGemvEpiloguePartials, ")");
 }
@@ -93,13 +90,12 @@ __global__ void gemv_sum_partials_kernel(const float* __restrict__ partial, int 
                                          int accumulate, GemvEpilogue ep) {
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
   float ss = 0.0f;
-  GemvScale scale;  // the RMSNorm fold consumer's 1 / rms, at the first stored row
   if (n < N) {
     float s = 0.0f;
     for (int i = 0; i < splits; ++i) s += partial[size_t(i) * N + n];
-    gemv_store_row(ep, y, n, s, accumulate, &ss, &scale);
+    gemv_store_row(ep, y, n, s, accumulate, &ss);
   }
-  gemv_epilogue_finish(ep, ss);
+  gemv_epilogue_finish(ep, ss, N);
 }
 
 void gemv_sum_partials(const float* partial, int splits, int N, float* y, bool accumulate, const GemvEpilogue& ep,

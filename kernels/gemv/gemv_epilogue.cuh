@@ -1,8 +1,6 @@
 // The device side of GemvEpilogue (kernels/gemv/gemv_epilogue.h): every GEMV kernel's final writer stores a row
-// through gemv_store_row (with a GemvScale of its own, computed at its first stored row) and, when a producer, ends
-// with gemv_epilogue_finish (block-uniform).
+// through gemv_store_row and, when a producer, ends with gemv_epilogue_finish (block-uniform).
 #pragma once
-#include <cmath>
 #include <cstdint>
 
 #include "kernels/gemv/gemv_epilogue.h"
@@ -11,26 +9,11 @@
 namespace llm {
 
 #if defined(__CUDACC__)
-// A thread's consumer scale, computed at its first stored row (after the kernel's wait for its producer): the
-// producer's block sums read through L2 (written by the grid before) in gemv_norm_scale's order.
-struct GemvScale {
-  float v = 0.0f;
-  bool ready = false;
-  __device__ __forceinline__ float get(const GemvEpilogue& ep) {
-    if (!ready) {
-      const float* sums = ep.scale_sums;
-      v = gemv_norm_scale([sums](unsigned i) { return __ldcg(sums + i); }, __ldcg(ep.scale_count), ep.norm_n, ep.eps);
-      ready = true;
-    }
-    return v;
-  }
-};
-
-// y[row] = dot (times the consumer scale), or y[row] += that when accumulate; a producer also writes xg[row] and adds
-// the final value's square to *ss (this thread's running sum of its rows).
+// y[row] = dot (times *ep.scale), or y[row] += that when accumulate; a producer also writes xg[row] and adds the
+// final value's square to *ss (this thread's running sum of its rows).
 __device__ __forceinline__ void gemv_store_row(const GemvEpilogue& ep, float* y, int64_t row, float dot,
-                                               int accumulate, float* ss, GemvScale* scale) {
-  if (ep.scale_sums) dot *= scale->get(ep);
+                                               int accumulate, float* ss) {
+  if (ep.scale) dot *= __ldcg(ep.scale);  // written by the producer grid: read through L2
   const float out = accumulate ? y[row] + dot : dot;
   y[row] = out;
   if (ep.xg) {
@@ -40,15 +23,28 @@ __device__ __forceinline__ void gemv_store_row(const GemvEpilogue& ep, float* y,
 }
 
 // A producer's end, called once by every thread of every block (block-uniform: blockDim.x a multiple of 32): the
-// block's sum of squares into sums[blockIdx.x], and block 0 stores the block count. No-op unless ep is a producer.
-// The consumer reads them after this grid has completed (stream order or its griddepcontrol.wait): no fence needed.
-__device__ __forceinline__ void gemv_epilogue_finish(const GemvEpilogue& ep, float ss) {
+// block's sum of squares into partials[blockIdx.x]; the last block to arrive adds the partials in block order and
+// writes *inv, then re-arms the counter for the next launch. No-op unless ep is a producer. n: rows of the output.
+__device__ __forceinline__ void gemv_epilogue_finish(const GemvEpilogue& ep, float ss, int64_t n) {
   if (!ep.xg) return;
   __shared__ float red[32];
+  __shared__ bool last;
   ss = block_sum(ss, red);
   if (threadIdx.x == 0) {
-    ep.sums[blockIdx.x] = ss;
-    if (blockIdx.x == 0) *ep.count = gridDim.x;
+    __stcg(ep.partials + blockIdx.x, ss);
+    __threadfence();  // this block's partial is visible before its arrival is counted
+    last = atomicAdd(ep.arrivals, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // every other block's partial is visible (they fenced before arriving)
+  float t = 0.0f;
+  for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) t += __ldcg(ep.partials + i);
+  t = block_sum(t, red);
+  if (threadIdx.x == 0) {
+    // Same expression as the CPU reference's RMSNorm: 1 / sqrt(mean + eps), not rsqrtf.
+    *ep.inv = 1.0f / sqrtf(t / float(n) + ep.eps);
+    *ep.arrivals = 0u;
   }
 }
 #endif

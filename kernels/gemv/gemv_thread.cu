@@ -14,14 +14,13 @@ __global__ void gemv_thread_per_row_bf16(const uint16_t* W, int64_t ld, int N, i
                                          int accumulate, GemvEpilogue ep) {
   const int row = blockIdx.x * blockDim.x + threadIdx.x;
   float ss = 0.0f;
-  GemvScale scale;  // the RMSNorm fold consumer's 1 / rms, at the first stored row
   if (row < N) {  // no early return: every thread reaches the epilogue's block sum
     const uint16_t* w = W + int64_t(row) * ld;
     float acc = 0.0f;
     for (int k = 0; k < K; ++k) acc = fmaf(__uint_as_float(uint32_t(w[k]) << 16), x[k], acc);
-    gemv_store_row(ep, y, row, acc, accumulate, &ss, &scale);
+    gemv_store_row(ep, y, row, acc, accumulate, &ss);
   }
-  gemv_epilogue_finish(ep, ss);
+  gemv_epilogue_finish(ep, ss, N);
 }
 
 void prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* out, cudaStream_t stream) {

@@ -49,7 +49,6 @@ __global__ void __launch_bounds__(kWarpGemvThreads, 4)
   // Nothing but weights is read before this thread has waited once.
   bool waited = false;
   float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's rows (producer)
-  GemvScale scale;  // the RMSNorm fold consumer's 1 / rms, at the first stored row
 
   // Block-uniform loop (every warp takes the same trips), so __syncthreads below is safe.
   for (int row0 = blockIdx.x * rows_per_block; row0 < N; row0 += gridDim.x * rows_per_block) {
@@ -85,19 +84,19 @@ __global__ void __launch_bounds__(kWarpGemvThreads, 4)
     }
     acc = warp_sum(acc);
     if (splits == 1) {
-      if (lane == 0 && row < N) gemv_store_row(ep, y, row, acc, accumulate, &ss, &scale);
+      if (lane == 0 && row < N) gemv_store_row(ep, y, row, acc, accumulate, &ss);
     } else {
       if (lane == 0) slice_sums[warp] = acc;
       __syncthreads();
       if (slice == 0 && lane == 0 && row < N) {
         float s = 0.0f;
         for (int i = 0; i < splits; ++i) s += slice_sums[warp + i];
-        gemv_store_row(ep, y, row, s, accumulate, &ss, &scale);
+        gemv_store_row(ep, y, row, s, accumulate, &ss);
       }
       __syncthreads();
     }
   }
-  gemv_epilogue_finish(ep, ss);
+  gemv_epilogue_finish(ep, ss, N);
 }
 
 // Warps the GPU holds at once with this kernel's register use (queried once; 32 per SM assumed without a device).

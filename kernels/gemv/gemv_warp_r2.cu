@@ -103,7 +103,6 @@ __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
   float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's rows (producer)
-  GemvScale scale;  // the RMSNorm fold consumer's 1 / rms, at the first stored row
   const uint4* p = group_ptr;
   int rem = lane_chunks, b = 0;
   for (int g = g_begin; g < g_end;) {
@@ -133,7 +132,7 @@ __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
       const int64_t row = int64_t(g) * R + lane;
       if (lane < R && row < N) {
         if (splits == 1)
-          gemv_store_row(ep, y, row, mine, accumulate, &ss, &scale);
+          gemv_store_row(ep, y, row, mine, accumulate, &ss);
         else
           slice_sums[warp][(g - g_begin) * R + lane] = mine;
       }
@@ -150,10 +149,10 @@ __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
     if (slice == 0 && lane < (g_end - g_begin) * R && row < N) {
       float s = 0.0f;
       for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
-      gemv_store_row(ep, y, row, s, accumulate, &ss, &scale);
+      gemv_store_row(ep, y, row, s, accumulate, &ss);
     }
   }
-  gemv_epilogue_finish(ep, ss);
+  gemv_epilogue_finish(ep, ss, N);
 }
 
 using R2Kernel = void (*)(const uint16_t*, int64_t, int, int, const float*, float*, int, int, int64_t, int64_t,

@@ -29,10 +29,10 @@ __global__ void rmsnorm_kernel(const float* x, const float* __restrict__ w, Out*
   for (int i = threadIdx.x; i < dim; i += blockDim.x) store_out(out, row + i, x[row + i] * inv * w[i]);
 }
 
-// One block: the embedding row, w * x, and the sum of x^2 as a producer's one block sum (embed_rmsnorm_fold).
+// One block: the embedding row, w * x, and 1 / rms(x) (embed_rmsnorm_fold).
 __global__ void embed_rmsnorm_fold_kernel(const uint16_t* __restrict__ table, const int* __restrict__ d_token, int dim,
-                                          const float* __restrict__ w, float* __restrict__ x, float* __restrict__ xg,
-                                          float* __restrict__ sums, unsigned* __restrict__ count) {
+                                          const float* __restrict__ w, float eps, float* __restrict__ x,
+                                          float* __restrict__ xg, float* __restrict__ inv) {
   pdl_launch_dependents();
   __shared__ float red[32];
   const uint16_t* row = table + int64_t(*d_token) * dim;
@@ -44,10 +44,7 @@ __global__ void embed_rmsnorm_fold_kernel(const uint16_t* __restrict__ table, co
     ss += v * v;
   }
   ss = block_sum(ss, red);
-  if (threadIdx.x == 0) {
-    sums[0] = ss;
-    *count = 1u;
-  }
+  if (threadIdx.x == 0) *inv = 1.0f / sqrtf(ss / float(dim) + eps);
 }
 
 // One row is latency-bound on one SM: give each thread about four elements, up to 1024 threads.
@@ -66,10 +63,10 @@ void launch_rmsnorm(const float* x, const float* w, Out* out, int rows, int dim,
 
 }  // namespace
 
-void embed_rmsnorm_fold(const uint16_t* table, const int* d_token, int dim, const float* w, float* x, float* xg,
-                        float* sums, unsigned* count, cudaStream_t s) {
+void embed_rmsnorm_fold(const uint16_t* table, const int* d_token, int dim, const float* w, float eps, float* x,
+                        float* xg, float* inv, cudaStream_t s) {
   if (dim <= 0) fail("embed_rmsnorm_fold: invalid dim ", dim);
-  embed_rmsnorm_fold_kernel<<<1, norm_threads(dim), 0, s>>>(table, d_token, dim, w, x, xg, sums, count);
+  embed_rmsnorm_fold_kernel<<<1, norm_threads(dim), 0, s>>>(table, d_token, dim, w, eps, x, xg, inv);
   CUDA_CHECK_LAUNCH("embed_rmsnorm_fold_kernel");
 }
 

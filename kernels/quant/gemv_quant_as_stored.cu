@@ -34,19 +34,18 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantAsStoredMinBlocks)
   const float acc = row < a.n ? quant_as_stored_lane<kType, kVecX>(a, row, at.begin, at.end, lane) : 0.0f;
   const float s = warp_sum(acc);
   float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's row (producer)
-  GemvScale scale;  // the RMSNorm fold consumer's 1 / rms, at the first stored row
   if (splits == 1) {
-    if (lane == 0 && row < a.n) gemv_store_row(a.ep, a.y, row, s, a.accumulate, &ss, &scale);
+    if (lane == 0 && row < a.n) gemv_store_row(a.ep, a.y, row, s, a.accumulate, &ss);
   } else {  // block-uniform branch: every thread reaches the barrier
     if (lane == 0) slice_sums[warp] = s;
     __syncthreads();
     if (at.slice == 0 && lane == 0 && row < a.n) {
       float t = 0.0f;
       for (int i = 0; i < splits; ++i) t += slice_sums[warp + i];
-      gemv_store_row(a.ep, a.y, row, t, a.accumulate, &ss, &scale);
+      gemv_store_row(a.ep, a.y, row, t, a.accumulate, &ss);
     }
   }
-  gemv_epilogue_finish(a.ep, ss);
+  gemv_epilogue_finish(a.ep, ss, a.n);
 }
 
 using Kernel = void (*)(AsStoredArgs);

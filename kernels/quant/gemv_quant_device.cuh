@@ -96,7 +96,6 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
   float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's rows (producer)
-  GemvScale scale;  // the RMSNorm fold consumer's 1 / rms, at the first stored row
   int64_t g = g_begin;
   int b = 0;
   while (g < g_end) {
@@ -126,7 +125,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
       const int64_t row = g * R + lane;
       if (lane < R && row < a.n) {
         if (splits == 1)
-          gemv_store_row(a.ep, a.y, row, mine, a.accumulate, &ss, &scale);
+          gemv_store_row(a.ep, a.y, row, mine, a.accumulate, &ss);
         else
           slice_sums[warp][lane] = mine;
       }
@@ -140,10 +139,10 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     if (slice == 0 && g_begin < g_end && lane < R && row < a.n) {
       float s = 0.0f;
       for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
-      gemv_store_row(a.ep, a.y, row, s, a.accumulate, &ss, &scale);
+      gemv_store_row(a.ep, a.y, row, s, a.accumulate, &ss);
     }
   }
-  gemv_epilogue_finish(a.ep, ss);
+  gemv_epilogue_finish(a.ep, ss, a.n);
 }
 #endif
 

@@ -21,12 +21,11 @@ __global__ void __launch_bounds__(kQuantGemvThreads) quant_gemv_thread_kernel(Qu
   pdl_launch_dependents();
   pdl_wait();  // launched without the PDL attribute: a no-op, kept so a PDL launch would stay correct
   float ss = 0.0f;
-  GemvScale scale;  // the RMSNorm fold consumer's 1 / rms, at the first stored row
   if (row < a.n) {  // no early return: every thread reaches the epilogue's block sum
     const float acc = quant_thread_row<kInt4, kTwoLevel, kHasMin, kVecX>(a, row);
-    gemv_store_row(a.ep, a.y, row, acc, a.accumulate, &ss, &scale);
+    gemv_store_row(a.ep, a.y, row, acc, a.accumulate, &ss);
   }
-  gemv_epilogue_finish(a.ep, ss);
+  gemv_epilogue_finish(a.ep, ss, a.n);
 }
 
 using Kernel = void (*)(QuantPackedArgs);

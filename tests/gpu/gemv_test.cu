@@ -223,10 +223,7 @@ TEST_F(GemvTest, RmsNormFoldEpilogue) {
       if (!gemv_row(m->form)->bf16_fuses_norm) {
         GemvEpilogue ep;
         float s = 1.0f;
-        unsigned one = 1;
-        ep.scale_sums = &s;
-        ep.scale_count = &one;
-        ep.norm_n = 1;
+        ep.scale = &s;
         EXPECT_THROW(m->launch(w, p.d_x(0), p.d_y(0), false, ep, &ctx_), Error);
       } else {
         llm_test::check_rmsnorm_fold(n, p.ref, p.y0, scale, p.d_y(0), stream_, kTol, test_seed() + uint64_t(n),
