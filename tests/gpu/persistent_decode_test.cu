@@ -92,8 +92,9 @@ Distances distances(const Model& m, const std::string& gemv, int ctx, int n_pref
                     bool dequantize = false, double bar = 0.0, bool one_step = false,
                     const EngineTuning& tuning = {}) {
   // The graph side without the RMSNorm fold: the persistent kernel runs the norms as the unfused graph does, so the
-  // two paths do the same arithmetic (the fold's own error: CudaModel.RmsNormFoldMatchesTheNormKernels).
-  EngineTuning unfused;
+  // two paths do the same arithmetic (the fold's own error: CudaModel.RmsNormFoldMatchesTheNormKernels). Both sides
+  // take the rest of `tuning` (its prefill knobs: both prefill through the same kernels).
+  EngineTuning unfused = tuning;
   unfused.fuse_norm = false;
   BackendOptions go = cuda_options(gemv, ctx, false, unfused), po = cuda_options(gemv, ctx, true, tuning);
   go.dequantize = po.dequantize = dequantize;
@@ -336,7 +337,13 @@ TEST(PersistentDecode, MatchesGraphPathOnQuantizedWeights) {
       const bool dp4a = std::string(gemv) == "warp-dp4a";
       // warp-dp4a has no form for the BF16 matrices here
       if (dp4a && !gemv_refusal(gemv_plan(gemv), m, false).empty()) continue;
-      const Distances d = distances(m, gemv, 512, 40, dp4a ? 24 : 40, true, false, dp4a ? 5e-2 : 1e-4, dp4a);
+      // Prefill dequantizes (batch rows 0): a short prefill on the batch-k GEMV rounds its activations to int8 as
+      // warp-dp4a does, which would put that rounding into "warp"'s KV cache too (its worst distance from the CPU
+      // rose to 1.5x dp4a's: this test failed on the H100, 2026-12-05) and hide what is asserted below.
+      EngineTuning exact_prefill;
+      exact_prefill.quant_batch_rows = 0;
+      const Distances d =
+          distances(m, gemv, 512, 40, dp4a ? 24 : 40, true, false, dp4a ? 5e-2 : 1e-4, dp4a, exact_prefill);
       if (dp4a) EXPECT_LE(d.apart, 3);
       std::printf("%s: persistent vs graph (quantized %s) worst rel L2 %.3g; vs the CPU reference (exact weights): "
                   "graph %.3g, persistent %.3g\n",
