@@ -125,9 +125,11 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
             "prefill and verify passes of at most N tokens read matrices kept quantized through the batch-k GEMV "
             "(each weight once per 16 tokens); longer ones dequantize each matrix for cuBLAS; 0 = always dequantize")
       .default_is("64");
-  o.flag("--verify-graph", &t->verify_graph,
-         "speculative decoding on cuda: capture each draft length's verify pass in a CUDA graph and replay it "
-         "(not yet measured; off by default)");
+  o.choice("--verify-cg", "on|off", &t->verify_graph, {"on", "off"},
+           [](const std::string& v) { return v == "on"; },
+           "speculative decoding on cuda: capture each draft length's verify pass in a CUDA graph (at its second use) "
+           "and replay it; off: eager passes (for comparison)")
+      .default_is("on");
   o.flag("--all-forms", &t->persistent_all_forms,
          "--decode persistent: run quantized weights on the kernel built with every quantized form (tests, tuning)");
 }

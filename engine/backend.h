@@ -35,8 +35,9 @@ struct EngineTuning {
   int quant_batch_rows = 64;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
                                    // quantized through the batch-k GEMV (kernels/quant/gemv_quant_batch.h: the weights
                                    // once per 16 tokens); longer passes dequantize each matrix for a cuBLAS GEMM. 0: never
-  bool verify_graph = false;       // CUDA verify: each draft length's pass captured in a CUDA graph (at its second use)
-                                   // and replayed, instead of ~16 launches per layer; off by default until measured
+  bool verify_graph = true;        // CUDA verify: each draft length's pass captured in a CUDA graph (at its second use)
+                                   // and replayed, instead of ~16 launches per layer (H100, 8B: verify of 8 tokens
+                                   // 1.87x a decode step instead of 2.11x on Q4_0); off: eager passes
 };
 
 struct BackendOptions {

@@ -153,11 +153,11 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_FALSE(parse({"--fuse-glu", "off"}).fuse_swiglu_q8);
   // The batch-k GEMV's pass limit (0 = always dequantize, at most kQuantBatchPassMax) and the captured verify.
   EXPECT_EQ(d.quant_batch_rows, 64);
-  EXPECT_FALSE(d.verify_graph);
+  EXPECT_TRUE(d.verify_graph);
   EXPECT_EQ(parse({"--batch-rows", "0"}).quant_batch_rows, 0);
   EXPECT_EQ(parse({"--batch-rows", "16"}).quant_batch_rows, 16);
   EXPECT_NE(usage_message([&] { parse({"--batch-rows", "65"}); }).find("--batch-rows"), std::string::npos);
-  EXPECT_TRUE(parse({"--verify-graph"}).verify_graph);
+  EXPECT_FALSE(parse({"--verify-cg", "off"}).verify_graph);
   const EngineTuning t = parse({"--run-ahead", "off", "--grid-cap", "96", "--wait-timeout", "250", "--all-forms"});
   EXPECT_FALSE(t.run_ahead);
   EXPECT_EQ(t.persistent_max_blocks, 96);
