@@ -121,6 +121,10 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
            "graph path, down on warp-dp4a: SwiGLU writes its int8 form and the down GEMV copies it; off: every block "
            "of the down GEMV quantizes x itself (what the fusion is worth)")
       .default_is("on");
+  o.choice("--norm-sums", "on|off", &t->norm_sums, {"on", "off"}, [](const std::string& v) { return v == "on"; },
+           "graph path, the fold on, every norm read by a quantized warp form: each warp of the reading GEMV adds the "
+           "writing GEMV's block sums itself (no last block on the writer's tail); not yet measured")
+      .default_is("off");
   o.integer("--batch-rows", "N", &t->quant_batch_rows, 0, 64,
             "prefill and verify passes of at most N tokens read matrices kept quantized through the batch-k GEMV "
             "(each weight once per 16 tokens); longer ones dequantize each matrix for cuBLAS; 0 = always dequantize")

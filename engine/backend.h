@@ -32,6 +32,9 @@ struct EngineTuning {
   bool fuse_swiglu_q8 = true;      // graph path, down on warp-dp4a: one kernel computes SwiGLU and its int8 form
                                    // (quant_batch_swiglu_x) and the down GEMV copies that form instead of quantizing
                                    // x in each of its blocks; off: the SwiGLU kernel, then the per-block x pass
+  bool norm_sums = false;          // graph path, the fold on, every GEMV reading a norm on a quantized warp form: each
+                                   // of its warps adds the producer's block sums itself, so the producer (o, down) has
+                                   // no last block (GemvEpilogue::scale_sums); off until measured on a GPU
   int quant_batch_rows = 64;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
                                    // quantized through the batch-k GEMV (kernels/quant/gemv_quant_batch.h: the weights
                                    // once per 16 tokens); longer passes dequantize each matrix for a cuBLAS GEMM. 0: never

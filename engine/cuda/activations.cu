@@ -31,9 +31,11 @@ void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, DeviceA
   hb_q8 = arena.alloc<uint8_t>(size_t(quant_batch_x_bytes(1, int64_t(hid))));
   logits = arena.alloc<float>(size_t(c.vocab_size));
   CUDA_CHECK(cudaMemsetAsync(logits, 0, size_t(c.vocab_size) * sizeof(float), s));
-  norm_partials = arena.alloc<float>(kGemvEpiloguePartials);
+  norm_partials = arena.alloc<float>(2 * size_t(kGemvEpiloguePartials));
   norm_arrivals = arena.alloc<unsigned>(1);
   norm_inv = arena.alloc<float>(2);
+  norm_count = arena.alloc<unsigned>(2);
+  CUDA_CHECK(cudaMemsetAsync(norm_count, 0, 2 * sizeof(unsigned), s));
   CUDA_CHECK(cudaMemsetAsync(norm_arrivals, 0, sizeof(unsigned), s));
 
   px = arena.alloc<float>(ch * dim);

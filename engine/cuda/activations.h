@@ -29,9 +29,12 @@ struct Activations {
   float* logits = nullptr;     // [vocab]
   // The RMSNorm fold (kernels/gemv/gemv_epilogue.h): the producing GEMV's block sums, its arrival counter (0 between
   // launches) and 1 / rms of the two norms a layer reads: [0] attention's (and the final norm's), [1] the MLP's.
-  float* norm_partials = nullptr;    // [kGemvEpiloguePartials]
+  // With EngineTuning::norm_sums the consumers add the block sums themselves: one slot per norm, so a producer never
+  // overwrites sums its consumer has yet to read, and norm_count[slot] the producer's block count.
+  float* norm_partials = nullptr;    // [2][kGemvEpiloguePartials]
   unsigned* norm_arrivals = nullptr; // [1]
   float* norm_inv = nullptr;         // [2]
+  unsigned* norm_count = nullptr;    // [2]
 
   // Prefill, one pass of up to max_chunk tokens.
   float* px = nullptr;         // [chunk, dim] residual stream

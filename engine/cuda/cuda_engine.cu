@@ -301,19 +301,31 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     if (marks) marks->mark(part);
   };
   const bool fold = tuning_.fuse_norm && ms.fuses_norm;
+  // The consumers add the producers' block sums themselves (no last block on the producers' tails) where every GEMV
+  // that reads a norm runs a form that can (EngineTuning::norm_sums).
+  const bool sums = fold && tuning_.norm_sums && mappings_->reads_norm_sums(ms);
   // ep of a GEMV: `reads` scales its rows by norm_inv[reads] (-1: none); `writes` >= 0 makes it the producer of the
   // norm with weights norm_w into xb and norm_inv[writes].
   auto epilogue = [&](int reads, int writes, const float* norm_w) {
     GemvEpilogue ep;
     if (!fold) return ep;
-    if (reads >= 0) ep.scale = a.norm_inv + reads;
+    ep.eps = c.norm_eps;
+    if (reads >= 0 && !sums) ep.scale = a.norm_inv + reads;
+    if (reads >= 0 && sums) {
+      ep.scale_sums = a.norm_partials + size_t(reads) * kGemvEpiloguePartials;
+      ep.scale_count = a.norm_count + reads;
+      ep.norm_n = c.dim;
+    }
     if (writes >= 0) {
       ep.norm_w = norm_w;
       ep.xg = a.xb;
-      ep.inv = a.norm_inv + writes;
-      ep.partials = a.norm_partials;
-      ep.arrivals = a.norm_arrivals;
-      ep.eps = c.norm_eps;
+      ep.partials = a.norm_partials + (sums ? size_t(writes) * kGemvEpiloguePartials : 0);
+      if (sums) {
+        ep.count = a.norm_count + writes;
+      } else {
+        ep.inv = a.norm_inv + writes;
+        ep.arrivals = a.norm_arrivals;
+      }
     }
     return ep;
   };
@@ -331,7 +343,7 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
   const size_t n_layers = model_.layers.size();
   if (fold)
     embed_rmsnorm_fold(model_.embedding, d_tok, c.dim, model_.layers[0].attn_norm, c.norm_eps, a.x, a.xb,
-                       a.norm_inv + kAttnNorm, s);
+                       a.norm_inv + kAttnNorm, s, sums ? a.norm_partials : nullptr, sums ? a.norm_count : nullptr);
   else
     embed_lookup(model_.embedding, d_tok, 1, c.dim, a.x, s);
   for (size_t l = 0; l < n_layers; ++l) {
@@ -420,7 +432,8 @@ int CudaEngine::kernels_per_step() const {
 }
 
 void CudaEngine::set_tuning(const EngineTuning& t) {
-  if (t.fuse_norm != tuning_.fuse_norm || t.fuse_swiglu_q8 != tuning_.fuse_swiglu_q8)
+  if (t.fuse_norm != tuning_.fuse_norm || t.fuse_swiglu_q8 != tuning_.fuse_swiglu_q8 ||
+      t.norm_sums != tuning_.norm_sums)
     mappings_->drop_graphs();  // the forward pass launches other kernels
   tuning_ = t;
   persistent_path_->set_tuning(t);

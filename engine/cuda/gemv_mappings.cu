@@ -186,6 +186,20 @@ bool GemvMappings::takes_x_q8(const MappingState& ms, const DecodeWeight& w) con
   return true;
 }
 
+bool GemvMappings::reads_norm_sums(const MappingState& ms) const {
+  if (!ms.plan.has_quant || (ms.plan.quant != QuantGemvKind::Warp && ms.plan.quant != QuantGemvKind::WarpDp4a))
+    return false;
+  auto quantized = [](const DecodeWeight& w) {
+    for (const PieceWeight& p : w)
+      if (!p.quant) return false;
+    return !w.empty();
+  };
+  const size_t layers = (ms.weights.size() - 1) / kFusedPerLayer;
+  for (size_t l = 0; l < layers; ++l)
+    if (!quantized(ms.layer(l, kFQkv)) || !quantized(ms.layer(l, kFGateUp))) return false;
+  return quantized(ms.head());
+}
+
 void GemvMappings::drop_graphs() {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   for (auto& kv : mappings_) kv.second->graph_cache.reset();

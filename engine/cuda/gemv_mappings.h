@@ -81,6 +81,9 @@ class GemvMappings {
   // Whether every piece of w runs on a form that reads x's int8 form when given one (GemvEpilogue::x_q8: warp-dp4a),
   // so the kernel before it may write that form (quant_batch_swiglu_x) instead of each block quantizing x.
   bool takes_x_q8(const MappingState& ms, const DecodeWeight& w) const;
+  // Whether every GEMV that reads a norm under the fold (each layer's q|k|v and gate|up, the head) runs a form that
+  // adds the producer's block sums itself (GemvEpilogue::scale_sums: the quantized warp forms).
+  bool reads_norm_sums(const MappingState& ms) const;
   // Drops every mapping's captured graphs (a change of what the forward pass launches: EngineTuning::fuse_norm).
   void drop_graphs();
 

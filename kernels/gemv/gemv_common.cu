@@ -28,10 +28,17 @@ void gemv_check_launch(const char* mapping, const GemvWeight& w, const float* x,
   if (x == nullptr || y == nullptr) fail("gemv '", mapping, "': null x or y for a [", w.N, ", ", w.K, "] weight");
 }
 
-void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t grid) {
+void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t grid, bool reads_norm_sums) {
+  if (ep.scale_sums && !reads_norm_sums)
+    fail("gemv '", mapping, "': cannot read an RMSNorm fold's block sums (the quantized warp forms can; use --norm-sums "
+         "off)");
+  if (ep.scale_sums && ep.scale) fail("gemv '", mapping, "': an RMSNorm-fold consumer given both a scale and block sums");
+  if (ep.scale_sums && (!ep.scale_count || ep.norm_n <= 0))
+    fail("gemv '", mapping, "': an RMSNorm-fold consumer of block sums needs their count and n > 0 (n = ", ep.norm_n,
+         ")");
   if (!ep.producer()) return;
-  if (!ep.norm_w || !ep.inv || !ep.partials || !ep.arrivals)
-    fail("gemv '", mapping, "': an RMSNorm-fold producer needs norm_w, inv, partials and arrivals");
+  if (!ep.norm_w || !ep.partials || (ep.inv ? !ep.arrivals : !ep.count))
+    fail("gemv '", mapping, "': an RMSNorm-fold producer needs norm_w, partials, and inv and arrivals or a count");
   if (grid > kGemvEpiloguePartials)
     fail("gemv '", mapping, "': an RMSNorm-fold producer of ", grid, " blocks (at most ", kGemvEpiloguePartials, ")");
 }

@@ -30,6 +30,13 @@ __device__ __forceinline__ void gemv_epilogue_finish(const GemvEpilogue& ep, flo
   __shared__ float red[32];
   __shared__ bool last;
   ss = block_sum(ss, red);
+  if (!ep.inv) {  // the consumer adds the partials (GemvEpilogue::scale_sums): read after this grid completes
+    if (threadIdx.x == 0) {
+      ep.partials[blockIdx.x] = ss;
+      if (blockIdx.x == 0) *ep.count = gridDim.x;
+    }
+    return;
+  }
   if (threadIdx.x == 0) {
     __stcg(ep.partials + blockIdx.x, ss);
     __threadfence();  // this block's partial is visible before its arrival is counted
@@ -46,6 +53,28 @@ __device__ __forceinline__ void gemv_epilogue_finish(const GemvEpilogue& ep, flo
     *ep.inv = 1.0f / sqrtf(t / float(n) + ep.eps);
     *ep.arrivals = 0u;
   }
+}
+
+// A consumer's s from its producer's block sums (GemvEpilogue::scale_sums), called by all 32 lanes of a warp at a
+// converged point after the kernel's wait: each lane loads up to 8 sums per round at once (one L2 round trip for up
+// to 256 blocks), adds them, then a xor butterfly, after which every lane holds the same bits (each step adds the
+// same two values in either order); every warp adds the same values in the same order.
+__device__ __forceinline__ float gemv_norm_scale_warp(const GemvEpilogue& ep, int lane) {
+  const unsigned count = __ldcg(ep.scale_count);
+  float t = 0.0f;
+  for (unsigned base = 0; base < count; base += 32u * 8u) {
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const unsigned i = base + unsigned(j) * 32u + unsigned(lane);
+      v[j] = i < count ? __ldcg(ep.scale_sums + i) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) t += v[j];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  return 1.0f / sqrtf(t / float(ep.norm_n) + ep.eps);  // as the CPU reference's RMSNorm, not rsqrtf
 }
 #endif
 

@@ -15,15 +15,25 @@ namespace llm {
 struct GemvEpilogue {
   // Consumer: y[n] = (*scale) * (W x)[n]. Null: no scale.
   const float* scale = nullptr;
-  // Producer (all four set, or xg null): xg[n] = norm_w[n] * y[n] for the final y (after accumulate); partials holds
-  // one float per block of the launch (kGemvEpiloguePartials at most); arrivals is a counter at 0 before the launch
-  // and left at 0 after it; *inv = 1 / sqrt(sum(y^2) / N + eps).
+  // Consumer, the other way (EngineTuning::norm_sums; the quantized "warp" and "warp-dp4a" forms only, others refuse
+  // it by name): y[n] = s * (W x)[n], s = 1 / sqrt(sum(scale_sums[0, *scale_count)) / norm_n + eps), each warp adding
+  // the producer's block sums lane-parallel in one fixed order (every warp of every block gets the same bits) at its
+  // first stored row. Its producer then needs no last block (inv null below).
+  const float* scale_sums = nullptr;
+  const unsigned* scale_count = nullptr;
+  int norm_n = 0;
+  // Producer (xg null: none): xg[n] = norm_w[n] * y[n] for the final y (after accumulate); partials holds one float
+  // per block of the launch (kGemvEpiloguePartials at most), its sum of y^2. Then either inv and arrivals (a counter
+  // at 0 before the launch and left at 0 after it): the last block to arrive adds the partials in block order and
+  // writes *inv = 1 / sqrt(sum(y^2) / N + eps); or, with inv null, count: block 0 stores the block count and the
+  // consumer adds the partials itself (scale_sums above): no fence, counter or last block on the producer's tail.
   const float* norm_w = nullptr;
   float* xg = nullptr;
   float* inv = nullptr;
   float* partials = nullptr;
   unsigned* arrivals = nullptr;
-  float eps = 0.0f;
+  unsigned* count = nullptr;
+  float eps = 0.0f;  // the norm's (the producer's last block, or the consumer's sums)
   // An input hint, not part of the fold: x already in warp-dp4a's int8 form (quant_x_smem layout, quant_x_smem_bytes(K)
   // bytes, 16-byte aligned; written by the kernel before, e.g. quant_batch_swiglu_x) for the same x the launch gets.
   // warp-dp4a copies it into shared memory instead of quantizing x in every block; every other form ignores it (x
@@ -31,7 +41,7 @@ struct GemvEpilogue {
   const void* x_q8 = nullptr;
 
   bool producer() const { return xg != nullptr; }
-  bool any() const { return scale != nullptr || xg != nullptr; }
+  bool any() const { return scale != nullptr || scale_sums != nullptr || xg != nullptr; }
 };
 
 // Blocks one producing launch may have (its partials buffer holds this many floats).

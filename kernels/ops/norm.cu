@@ -32,7 +32,8 @@ __global__ void rmsnorm_kernel(const float* x, const float* __restrict__ w, Out*
 // One block: the embedding row, w * x, and 1 / rms(x) (embed_rmsnorm_fold).
 __global__ void embed_rmsnorm_fold_kernel(const uint16_t* __restrict__ table, const int* __restrict__ d_token, int dim,
                                           const float* __restrict__ w, float eps, float* __restrict__ x,
-                                          float* __restrict__ xg, float* __restrict__ inv) {
+                                          float* __restrict__ xg, float* __restrict__ inv, float* __restrict__ sums,
+                                          unsigned* __restrict__ count) {
   pdl_launch_dependents();
   __shared__ float red[32];
   const uint16_t* row = table + int64_t(*d_token) * dim;
@@ -44,7 +45,13 @@ __global__ void embed_rmsnorm_fold_kernel(const uint16_t* __restrict__ table, co
     ss += v * v;
   }
   ss = block_sum(ss, red);
-  if (threadIdx.x == 0) *inv = 1.0f / sqrtf(ss / float(dim) + eps);
+  if (threadIdx.x == 0) {
+    *inv = 1.0f / sqrtf(ss / float(dim) + eps);
+    if (sums) {  // also as a producer of one block sum (GemvEpilogue::scale_sums)
+      sums[0] = ss;
+      *count = 1u;
+    }
+  }
 }
 
 // One row is latency-bound on one SM: give each thread about four elements, up to 1024 threads.
@@ -64,9 +71,10 @@ void launch_rmsnorm(const float* x, const float* w, Out* out, int rows, int dim,
 }  // namespace
 
 void embed_rmsnorm_fold(const uint16_t* table, const int* d_token, int dim, const float* w, float eps, float* x,
-                        float* xg, float* inv, cudaStream_t s) {
+                        float* xg, float* inv, cudaStream_t s, float* sums, unsigned* count) {
   if (dim <= 0) fail("embed_rmsnorm_fold: invalid dim ", dim);
-  embed_rmsnorm_fold_kernel<<<1, norm_threads(dim), 0, s>>>(table, d_token, dim, w, eps, x, xg, inv);
+  if ((sums == nullptr) != (count == nullptr)) fail("embed_rmsnorm_fold: block sums without a count, or the reverse");
+  embed_rmsnorm_fold_kernel<<<1, norm_threads(dim), 0, s>>>(table, d_token, dim, w, eps, x, xg, inv, sums, count);
   CUDA_CHECK_LAUNCH("embed_rmsnorm_fold_kernel");
 }
 

@@ -20,9 +20,10 @@ void rmsnorm(const float* x, const float* w, float* out, int rows, int dim, floa
 void rmsnorm_bf16(const float* x, const float* w, uint16_t* out, int rows, int dim, float eps, cudaStream_t s);
 // Decode's first kernel under the RMSNorm fold (kernels/gemv/gemv_epilogue.h): x [dim] = the embedding row of
 // *d_token (BF16 table [vocab, dim]), xg = w * x and *inv = 1 / sqrt(mean(x^2) + eps), in one block: what the first
-// layer's q|k|v GEMV reads (xg as its x, *inv as its output scale).
+// layer's q|k|v GEMV reads (xg as its x, *inv as its output scale). sums and count (both or neither): also
+// sums[0] = sum(x^2) and *count = 1, a producer of one block sum for a consumer of GemvEpilogue::scale_sums.
 void embed_rmsnorm_fold(const uint16_t* table, const int* d_token, int dim, const float* w, float eps, float* x,
-                        float* xg, float* inv, cudaStream_t s);
+                        float* xg, float* inv, cudaStream_t s, float* sums = nullptr, unsigned* count = nullptr);
 
 // In place: q [n_tokens, n_heads, head_dim] and k [n_tokens, n_kv_heads, head_dim] at positions *d_pos0 + t.
 void rope(float* q, float* k, const float* inv_freq, const int* d_pos0, int n_tokens, int n_heads, int n_kv_heads,

@@ -96,6 +96,10 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
   float ss = 0.0f;  // the RMSNorm fold's sum of squares of this thread's rows (producer)
+  // A consumer of block sums (GemvEpilogue::scale_sums): s at the warp's first stored row, a converged point (the
+  // group loop and the split-K branch are warp-uniform), while the next group's loads are in flight. 1 otherwise.
+  float norm_scale = 1.0f;
+  bool have_scale = a.ep.scale_sums == nullptr;
   int64_t g = g_begin;
   int b = 0;
   while (g < g_end) {
@@ -122,10 +126,14 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     }
     if (next_b == 0) {  // group g is complete; the next group's first batch is already in flight
       const float mine = warp_sum_rows(acc, lane);  // lane i < R keeps row g * R + i
+      if (splits == 1 && !have_scale) {
+        norm_scale = gemv_norm_scale_warp(a.ep, lane);
+        have_scale = true;
+      }
       const int64_t row = g * R + lane;
       if (lane < R && row < a.n) {
         if (splits == 1)
-          gemv_store_row(a.ep, a.y, row, mine, a.accumulate, &ss);
+          gemv_store_row(a.ep, a.y, row, mine * norm_scale, a.accumulate, &ss);
         else
           slice_sums[warp][lane] = mine;
       }
@@ -134,12 +142,13 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     b = next_b;
   }
   if (splits > 1) {  // block-uniform branch: every thread reaches the barrier; a split lane owns one group
+    if (!have_scale) norm_scale = gemv_norm_scale_warp(a.ep, lane);
     __syncthreads();
     const int64_t row = g_begin * R + lane;
     if (slice == 0 && g_begin < g_end && lane < R && row < a.n) {
       float s = 0.0f;
       for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
-      gemv_store_row(a.ep, a.y, row, s, a.accumulate, &ss);
+      gemv_store_row(a.ep, a.y, row, s * norm_scale, a.accumulate, &ss);
     }
   }
   gemv_epilogue_finish(a.ep, ss, a.n);

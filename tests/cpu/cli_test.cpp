@@ -150,6 +150,8 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_FALSE(parse({"--fuse-norm", "off"}).fuse_norm);
   EXPECT_EQ(usage_message([&] { parse({"--fuse-norm", "no"}); }), "--fuse-norm: invalid value 'no' (allowed: on, off)");
   EXPECT_TRUE(d.fuse_swiglu_q8);
+  EXPECT_FALSE(d.norm_sums);
+  EXPECT_TRUE(parse({"--norm-sums", "on"}).norm_sums);
   EXPECT_FALSE(parse({"--fuse-glu", "off"}).fuse_swiglu_q8);
   // The batch-k GEMV's pass limit (0 = always dequantize, at most kQuantBatchPassMax) and the captured verify.
   EXPECT_EQ(d.quant_batch_rows, 64);

@@ -1012,6 +1012,119 @@ TEST_F(QuantGemvTest, SwigluXFormFeedsWarpDp4aBitForBit) {
   }
 }
 
+// The fold without a last block (GemvEpilogue::scale_sums / count): the quantized warp forms as producers store one sum
+// of y^2 per block and their block count (the sums add up to the FP64 sum of squares, nothing written past the count),
+// and as consumers scale y by 1 / sqrt(sum / n + eps) of given block sums (1, 256, 300 and 1,000 of them) on awkward
+// shapes and split-K plans, the same bits on a second launch; the other forms refuse block sums by name.
+TEST_F(QuantGemvTest, NormSumsProducerAndConsumer) {
+  const float eps = 1e-5f;
+  float* d_buf = nullptr;
+  unsigned* d_count = nullptr;
+  float* d_xg = nullptr;
+  float* d_g = nullptr;
+  const size_t cap = size_t(kGemvEpiloguePartials);
+  CUDA_CHECK(cudaMalloc(&d_buf, cap * 4));
+  CUDA_CHECK(cudaMalloc(&d_count, 4));
+  CUDA_CHECK(cudaMalloc(&d_xg, 8192 * 4));
+  CUDA_CHECK(cudaMalloc(&d_g, 8192 * 4));
+  std::vector<float> gains(8192, 1.0f);
+  for (size_t i = 0; i < gains.size(); ++i) gains[i] = rng_value(test_seed(), 91, i, 1.0f, 0.5f);
+  CUDA_CHECK(cudaMemcpy(d_g, gains.data(), gains.size() * 4, cudaMemcpyHostToDevice));
+  for (Q t : {Q::Q4_0, Q::Q8_0, Q::Q4_K, Q::Q6_K}) {
+    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    for (const auto& shape : {std::pair<int64_t, int64_t>{130, kq ? 256 : 96}, {1000, 4096}, {4097, 4096}}) {
+      const HostProblem hp(t, shape.first, shape.second);
+      DeviceProblem p(hp, stream_);
+      p.upload_x(0, stream_);
+      const int64_t n = hp.n;
+      for (QuantGemvKind kind : {QuantGemvKind::Warp, QuantGemvKind::WarpDp4a}) {
+        SCOPED_TRACE(hp.name() + " " + quant_gemv_kind_name(kind));
+        // Producer: y += W x, xg = g * y, block sums and count.
+        GemvEpilogue prod;
+        prod.norm_w = d_g;
+        prod.xg = d_xg;
+        prod.partials = d_buf;
+        prod.count = d_count;
+        CUDA_CHECK(cudaMemsetAsync(d_buf, 0xFF, cap * 4, stream_));
+        CUDA_CHECK(cudaMemcpyAsync(p.d_y(0), hp.y0.data(), size_t(n) * 4, cudaMemcpyHostToDevice, stream_));
+        quant_gemv_launch(kind, p.w, p.d_x(0), p.d_y(0), true, stream_, prod);
+        std::vector<float> y(static_cast<size_t>(n)), sums(cap);
+        unsigned count = 0;
+        CUDA_CHECK(cudaMemcpyAsync(y.data(), p.d_y(0), size_t(n) * 4, cudaMemcpyDeviceToHost, stream_));
+        CUDA_CHECK(cudaMemcpyAsync(sums.data(), d_buf, cap * 4, cudaMemcpyDeviceToHost, stream_));
+        CUDA_CHECK(cudaMemcpyAsync(&count, d_count, 4, cudaMemcpyDeviceToHost, stream_));
+        CUDA_CHECK(cudaStreamSynchronize(stream_));
+        EXPECT_LE(relative_l2_error(y.data(), hp.want(kind, true), hp.ref_abs), kTol) << "y += W x";
+        ASSERT_GE(count, 1u);
+        ASSERT_LE(count, unsigned(cap));
+        double ss_dev = 0.0, ss_ref = 0.0;
+        for (unsigned i = 0; i < count; ++i) ss_dev += double(sums[i]);
+        for (float v : y) ss_ref += double(v) * double(v);
+        EXPECT_LE(std::fabs(ss_dev - ss_ref) / ss_ref, 1e-5) << "block sums add to sum(y^2)";
+        for (size_t i = count; i < cap; ++i) {
+          uint32_t bits;
+          std::memcpy(&bits, &sums[i], 4);
+          if (bits != 0xFFFFFFFFu) {
+            ADD_FAILURE() << "block sum written past the count " << count << " at " << i;
+            break;
+          }
+        }
+        // Consumer: y = s * W x from given block sums.
+        for (unsigned c : {1u, 256u, 300u, 1000u}) {
+          std::vector<float> given(c);
+          double total = 0.0;
+          for (unsigned i = 0; i < c; ++i) {
+            given[i] = rng_value(test_seed(), 92, i + c, 2.0f, 1.5f);
+            total += double(given[i]);
+          }
+          CUDA_CHECK(cudaMemcpyAsync(d_buf, given.data(), size_t(c) * 4, cudaMemcpyHostToDevice, stream_));
+          CUDA_CHECK(cudaMemcpyAsync(d_count, &c, 4, cudaMemcpyHostToDevice, stream_));
+          const int norm_n = 4096;
+          const double s = 1.0 / std::sqrt(total / norm_n + double(eps));
+          GemvEpilogue cons;
+          cons.scale_sums = d_buf;
+          cons.scale_count = d_count;
+          cons.norm_n = norm_n;
+          cons.eps = eps;
+          std::vector<float> first;
+          for (int run = 0; run < 2; ++run) {
+            CUDA_CHECK(cudaMemsetAsync(p.d_y(0), 0xFF, size_t(n) * 4, stream_));
+            quant_gemv_launch(kind, p.w, p.d_x(0), p.d_y(0), false, stream_, cons);
+            std::vector<float> out(static_cast<size_t>(n));
+            CUDA_CHECK(cudaMemcpyAsync(out.data(), p.d_y(0), size_t(n) * 4, cudaMemcpyDeviceToHost, stream_));
+            CUDA_CHECK(cudaStreamSynchronize(stream_));
+            std::vector<double> want(hp.want(kind, false)), sc(hp.ref_abs);
+            for (size_t i = 0; i < want.size(); ++i) {
+              want[i] *= s;
+              sc[i] *= s;
+            }
+            EXPECT_LE(relative_l2_error(out.data(), want, sc), kTol) << c << " block sums";
+            if (run == 0) first = out;
+            else EXPECT_EQ(std::memcmp(first.data(), out.data(), out.size() * 4), 0) << "second launch";
+          }
+        }
+      }
+      GemvEpilogue cons;
+      cons.scale_sums = d_buf;
+      cons.scale_count = d_count;
+      cons.norm_n = 4096;
+      for (QuantGemvKind kind : {QuantGemvKind::Thread, QuantGemvKind::AsStored}) {
+        try {
+          quant_gemv_launch(kind, p.w, p.d_x(0), p.d_y(0), false, stream_, cons);
+          ADD_FAILURE() << quant_gemv_kind_name(kind) << " accepted block sums";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("block sums"), std::string::npos) << e.what();
+        }
+      }
+    }
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  cudaFree(d_buf);
+  cudaFree(d_count);
+  cudaFree(d_xg);
+  cudaFree(d_g);
+}
+
 // Prefill's dequantization on the device (quant_dequantize_bf16): every weight bit for bit packed_weight rounded to
 // BF16, every type, rows wider than k (the pitch's columns past k untouched: poison stays).
 TEST_F(QuantGemvTest, DequantizeBf16EqualsPackedWeightBitForBit) {

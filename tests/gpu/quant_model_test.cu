@@ -239,6 +239,39 @@ TEST(CudaQuantModel, RmsNormFoldMatchesTheNormKernels) {
   }
 }
 
+// EngineTuning::norm_sums (the fold's consumers add the producers' block sums; no last block) against the fold with its
+// last block, every quantized warp form and model: the same sum of squares in another order, held to the fold's own
+// tolerances above; where a form or a BF16 piece cannot read block sums the engine keeps the last block (the same
+// logits bit for bit).
+TEST(CudaQuantModel, NormSumsMatchTheLastBlockFold) {
+  REQUIRE_GPU();
+  llm_test::TempDir tmp;
+  int file = 0;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, "s" + std::to_string(file++) + ".gguf");
+    const std::vector<int> ids = llm_test::tq_tokens(m.config.vocab_size, kTokens);
+    testing::internal::CaptureStderr();
+    auto eng = make_cuda_engine(m, cuda_options("", false));
+    testing::internal::GetCapturedStderr();
+    for (const char* form : kForms) {
+      if (!gemv_refusal(gemv_plan(form), m, false).empty()) continue;
+      eng->set_gemv(form);
+      std::vector<float> by_knob[2];
+      for (bool on : {false, true}) {
+        EngineTuning t;
+        t.norm_sums = on;
+        eng->set_tuning(t);
+        by_knob[on] = teacher_forced_logits(*eng, ids);
+      }
+      const bool dp4a = std::string(form) == "warp-dp4a";
+      const Measured r = compare(by_knob[1], by_knob[0], m.config.vocab_size, dp4a ? kTolDp4a : 5e-4, 1.0,
+                                 c.name + " gemv=" + form + " block sums vs last block");
+      std::printf("  %-9s block sums read by the consumers vs the last block: worst rel L2 %.2e\n", form, r.worst);
+    }
+  }
+}
+
 // --dequantize: the BF16 mappings run the same file, matching the CPU on BF16-rounded weights; and reading the weights
 // quantized costs fewer bytes per token than reading them as BF16.
 TEST(CudaQuantModel, DequantizedBf16PathMatchesAndReadsMoreBytes) {
