@@ -204,52 +204,16 @@ TEST(CudaQuantModel, EveryFormMatchesCpuReference) {
   }
 }
 
-// The RMSNorm fold (EngineTuning::fuse_norm) against the norm kernels, every quantized form, mixed-type fused groups
-// included: the same arithmetic in another order (relative L2 <= 5e-4; measured up to 1.9e-5 on the H200 with this
-// design; a consumer-side variant measured 1.6e-4 on an H100, the same value for every FP32 form of a model: rounding
-// differences of ~1e-7 grown over 24 positions of these random tiny models). warp-dp4a, whose int8 x is the same codes
-// scaled or not, agrees to 5e-7 on most models; where a scaled x rounds a code the other way it moves by up to 1.2e-2
-// and is held to its own tolerance.
-TEST(CudaQuantModel, RmsNormFoldMatchesTheNormKernels) {
-  REQUIRE_GPU();
-  llm_test::TempDir tmp;
-  int file = 0;
-  for (const Case& c : cases()) {
-    SCOPED_TRACE(c.name);
-    const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, "f" + std::to_string(file++) + ".gguf");
-    const std::vector<int> ids = llm_test::tq_tokens(m.config.vocab_size, kTokens);
-    testing::internal::CaptureStderr();
-    auto eng = make_cuda_engine(m, cuda_options("", false));
-    testing::internal::GetCapturedStderr();
-    for (const char* form : kForms) {
-      if (!gemv_refusal(gemv_plan(form), m, false).empty()) continue;
-      eng->set_gemv(form);
-      std::vector<float> by_knob[2];
-      for (bool fold : {false, true}) {
-        EngineTuning t;
-        t.fuse_norm = fold;
-        eng->set_tuning(t);
-        by_knob[fold] = teacher_forced_logits(*eng, ids);
-      }
-      const bool dp4a = std::string(form) == "warp-dp4a";
-      const Measured r = compare(by_knob[1], by_knob[0], m.config.vocab_size, dp4a ? kTolDp4a : 5e-4, 1.0,
-                                 c.name + " gemv=" + form + " fold vs norm kernels");
-      std::printf("  %-9s fold vs norm kernels: worst rel L2 %.2e\n", form, r.worst);
-    }
-  }
-}
+namespace {
 
-// EngineTuning::norm_sums (the fold's consumers add the producers' block sums; no last block) against the fold with its
-// last block, every quantized warp form and model: the same sum of squares in another order, held to the fold's own
-// tolerances above; where a form or a BF16 piece cannot read block sums the engine keeps the last block (the same
-// logits bit for bit).
-TEST(CudaQuantModel, NormSumsMatchTheLastBlockFold) {
-  REQUIRE_GPU();
+// Every case and quantized form, teacher-forced, with one engine knob off then on (set(t, on) sets it on a default
+// EngineTuning): the logits held to the fold's tolerances (5e-4, warp-dp4a kTolDp4a); `what` names the comparison.
+void compare_knob_on_off(const char* what, const char* file_prefix, void (*set)(EngineTuning&, bool)) {
   llm_test::TempDir tmp;
   int file = 0;
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, "s" + std::to_string(file++) + ".gguf");
+    const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, file_prefix + std::to_string(file++) + ".gguf");
     const std::vector<int> ids = llm_test::tq_tokens(m.config.vocab_size, kTokens);
     testing::internal::CaptureStderr();
     auto eng = make_cuda_engine(m, cuda_options("", false));
@@ -260,16 +224,39 @@ TEST(CudaQuantModel, NormSumsMatchTheLastBlockFold) {
       std::vector<float> by_knob[2];
       for (bool on : {false, true}) {
         EngineTuning t;
-        t.norm_sums = on;
+        set(t, on);
         eng->set_tuning(t);
         by_knob[on] = teacher_forced_logits(*eng, ids);
       }
       const bool dp4a = std::string(form) == "warp-dp4a";
       const Measured r = compare(by_knob[1], by_knob[0], m.config.vocab_size, dp4a ? kTolDp4a : 5e-4, 1.0,
-                                 c.name + " gemv=" + form + " block sums vs last block");
-      std::printf("  %-9s block sums read by the consumers vs the last block: worst rel L2 %.2e\n", form, r.worst);
+                                 c.name + " gemv=" + form + " " + what);
+      std::printf("  %-9s %s: worst rel L2 %.2e\n", form, what, r.worst);
     }
   }
+}
+
+}  // namespace
+
+// The RMSNorm fold (EngineTuning::fuse_norm) against the norm kernels, every quantized form, mixed-type fused groups
+// included: the same arithmetic in another order (relative L2 <= 5e-4; measured up to 1.9e-5 on the H200 with this
+// design; a consumer-side variant measured 1.6e-4 on an H100, the same value for every FP32 form of a model: rounding
+// differences of ~1e-7 grown over 24 positions of these random tiny models). warp-dp4a, whose int8 x is the same codes
+// scaled or not, agrees to 5e-7 on most models; where a scaled x rounds a code the other way it moves by up to 1.2e-2
+// and is held to its own tolerance.
+TEST(CudaQuantModel, RmsNormFoldMatchesTheNormKernels) {
+  REQUIRE_GPU();
+  compare_knob_on_off("fold vs norm kernels", "f", [](EngineTuning& t, bool on) { t.fuse_norm = on; });
+}
+
+// EngineTuning::norm_sums (the fold's consumers add the producers' block sums; no last block) against the fold with its
+// last block, every quantized warp form and model: the same sum of squares in another order, held to the fold's own
+// tolerances above; where a form or a BF16 piece cannot read block sums the engine keeps the last block (the same
+// logits bit for bit).
+TEST(CudaQuantModel, NormSumsMatchTheLastBlockFold) {
+  REQUIRE_GPU();
+  compare_knob_on_off("block sums read by the consumers vs the last block", "s",
+                      [](EngineTuning& t, bool on) { t.norm_sums = on; });
 }
 
 // --dequantize: the BF16 mappings run the same file, matching the CPU on BF16-rounded weights; and reading the weights
