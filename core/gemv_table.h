@@ -42,6 +42,15 @@ enum class QuantGemvKind : uint8_t {
 };
 inline constexpr int kQuantGemvKinds = 4;
 
+// What a quantized form's kernel can take besides its weights and x (kernels/gemv/gemv_epilogue.h): the one answer the
+// engine asks (engine/cuda/gemv_mappings.h) and the launchers check against.
+// x's int8 form written by the kernel before (GemvEpilogue::x_q8): warp-dp4a copies it instead of quantizing x.
+constexpr bool quant_kind_reads_x_q8(QuantGemvKind k) { return k == QuantGemvKind::WarpDp4a; }
+// The RMSNorm fold's block sums (GemvEpilogue::scale_sums), added by each warp at a converged point: the warp forms.
+constexpr bool quant_kind_reads_norm_sums(QuantGemvKind k) {
+  return k == QuantGemvKind::Warp || k == QuantGemvKind::WarpDp4a;
+}
+
 // How the BF16 form's lanes walk the weight: what the sector model (analysis/sector_model.h) replays.
 enum class GemvAccess : uint8_t {
   None,          // no BF16 form

@@ -180,15 +180,14 @@ void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const f
 }
 
 bool GemvMappings::takes_x_q8(const MappingState& ms, const DecodeWeight& w) const {
-  if (!ms.plan.has_quant || ms.plan.quant != QuantGemvKind::WarpDp4a || w.empty()) return false;
+  if (!ms.plan.has_quant || !quant_kind_reads_x_q8(ms.plan.quant) || w.empty()) return false;
   for (const PieceWeight& p : w)
     if (!p.quant || p.q.k % 32 != 0) return false;
   return true;
 }
 
 bool GemvMappings::reads_norm_sums(const MappingState& ms) const {
-  if (!ms.plan.has_quant || (ms.plan.quant != QuantGemvKind::Warp && ms.plan.quant != QuantGemvKind::WarpDp4a))
-    return false;
+  if (!ms.plan.has_quant || !quant_kind_reads_norm_sums(ms.plan.quant)) return false;
   auto quantized = [](const DecodeWeight& w) {
     for (const PieceWeight& p : w)
       if (!p.quant) return false;

@@ -34,7 +34,7 @@ struct Pick {
 void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
                             bool accumulate, const GemvEpilogue& ep, cudaStream_t stream) {
   quant_gemv_check_warp_plan("warp", plan);
-  gemv_check_epilogue("warp", ep, plan.grid, true);
+  gemv_check_epilogue("warp", ep, plan.grid, quant_kind_reads_norm_sums(QuantGemvKind::Warp));
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate, ep);
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   // x staged in shared memory (4 bytes per x) while two blocks per SM still fit; past that (k > ~29,000) x is read

@@ -41,7 +41,7 @@ void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
   const Kernel kernel = quant_kernel_for<Pick>(w.type_id, "warp-dp4a");
   if (smem > 48 * 1024)  // beyond the default limit: opt in (not a stream operation; allowed while capturing)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  gemv_check_epilogue("warp-dp4a", ep, plan.grid, true);
+  gemv_check_epilogue("warp-dp4a", ep, plan.grid, quant_kind_reads_norm_sums(QuantGemvKind::WarpDp4a));
   if (ep.x_q8 && ((reinterpret_cast<uintptr_t>(ep.x_q8) & 15) != 0 || w.k % 32 != 0))
     fail("quantized gemv 'warp-dp4a': x's int8 form must be 16-byte aligned and k (", w.k, ") a multiple of 32");
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate, ep);

@@ -75,6 +75,24 @@ TEST(GemvTable, RowsAreWellFormedAndTheDefaultsFirst) {
     EXPECT_TRUE(gemv_row(n) && gemv_row(n)->has_quant()) << n;
 }
 
+// The inputs a quantized form takes besides weights and x: x's int8 form only on warp-dp4a (the form that quantizes x to
+// int8 per 32 itself), the fold's block sums only on the warp forms (a row's quantized form is what the engine asks
+// about).
+TEST(GemvTable, QuantFormInputsFollowTheForms) {
+  int x_q8 = 0, sums = 0;
+  for (const GemvRow& r : kGemvTable) {
+    if (!r.has_quant()) continue;
+    const bool dp4a = std::string(r.name) == "warp-dp4a";
+    EXPECT_EQ(quant_kind_reads_x_q8(r.quant), dp4a) << r.name;
+    x_q8 += quant_kind_reads_x_q8(r.quant);
+    sums += quant_kind_reads_norm_sums(r.quant);
+  }
+  EXPECT_EQ(x_q8, 1);
+  EXPECT_EQ(sums, 2);  // warp, warp-dp4a
+  EXPECT_FALSE(quant_kind_reads_norm_sums(QuantGemvKind::Thread));
+  EXPECT_FALSE(quant_kind_reads_norm_sums(QuantGemvKind::AsStored));
+}
+
 TEST(GemvTable, NamesListsAndLinesComeFromTheRows) {
   EXPECT_FALSE(gemv_mapping_known(""));
   EXPECT_FALSE(gemv_mapping_known("Warp"));
