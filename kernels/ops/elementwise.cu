@@ -5,6 +5,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/ops/ops.h"
 #include "kernels/ops/pdl.cuh"
+#include "kernels/ops/swiglu.cuh"
 
 namespace llm {
 namespace {
@@ -32,10 +33,7 @@ __global__ void embed_kernel(const uint16_t* __restrict__ table, const int* __re
 __global__ void swiglu_kernel(const float* __restrict__ gate, const float* __restrict__ up, float* __restrict__ out,
                               size_t n) {
   pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
-  GRID_STRIDE(i, n) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + expf(-g)) * up[i];
-  }
+  GRID_STRIDE(i, n) out[i] = swiglu_value(gate[i], up[i]);
 }
 
 // Rows of [gate | up] (FP32, [rows, 2 hidden]) -> BF16 silu(gate) * up [rows, hidden]: prefill's SwiGLU and the
@@ -44,8 +42,7 @@ __global__ void swiglu_rows_bf16_kernel(const float* __restrict__ gate_up, uint1
                                         int hidden) {
   GRID_STRIDE(i, int64_t(rows) * hidden) {
     const int64_t t = i / hidden, c = i - t * hidden;
-    const float g = gate_up[t * 2 * hidden + c];
-    out[i] = f32_to_bf16(g / (1.0f + expf(-g)) * gate_up[t * 2 * hidden + hidden + c]);
+    out[i] = f32_to_bf16(swiglu_value(gate_up[t * 2 * hidden + c], gate_up[t * 2 * hidden + hidden + c]));
   }
 }
 

@@ -20,6 +20,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_internal.h"  // gemv_sm_count
 #include "kernels/ops/rope_device.cuh"  // rotate_pair: the same bits as rope_kv_store
+#include "kernels/ops/swiglu.cuh"       // swiglu_value: the same bits as the graph path's SwiGLU
 #include "kernels/persistent/persistent_attention.cuh"
 #include "kernels/persistent/persistent_gemv.cuh"
 #include "kernels/persistent/persistent_norm.cuh"
@@ -168,7 +169,7 @@ __device__ __forceinline__ bool gate_up_stage(const Step& s, const PersistentLay
   const GemvDesc d{&L.wgu, 2 * a.hidden, s.dim, a.hidden, 1, a.hidden};
   if (!gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
         return stage_rmsnorm<kForms>(s, L.ffn_norm, L.wgu, false, Wait{l, kCO, gridDim.x, unsigned(l)}, q8, clk);
-      }, [&](int u, float g, float up) { a.hb[u] = g / (1.0f + expf(-g)) * up; }))
+      }, [&](int u, float g, float up) { a.hb[u] = swiglu_value(g, up); }))
     return false;
   clk.mark(kPGateUp);
   block_arrive(counter(a.sync, l, kCGu));

@@ -7,6 +7,7 @@
 #include "kernels/quant/gemv_quant_batch.h"
 #include "kernels/quant/gemv_quant_device.cuh"
 #include "kernels/ops/pdl.cuh"
+#include "kernels/ops/swiglu.cuh"
 
 namespace llm {
 namespace {
@@ -29,8 +30,8 @@ struct QuantBatchArgs {
 // The int8 form of the nb vectors: 8 lanes per block of 32 values (4 values each: a float4 or four BF16 in one 8-byte
 // load), amax and the sums of 16 by shuffles among the 8 (quant_x_q8_lanes, bit for bit quant_x_q8_block). Every lane
 // of a warp reaches the shuffles; lanes past the last block only skip the stores. kIn: XForm::F32 or Bf16 (x [nb, ldx]),
-// or Glu: x is FP32 [gate | up] rows of pitch ldx and the vector is silu(gate) * up (the expression of ops' swiglu,
-// so the form is bit for bit that of swiglu's output), also written to h [nb, ldh] when h is not null. Calls
+// or Glu: x is FP32 [gate | up] rows of pitch ldx and the vector is silu(gate) * up (swiglu_value, ops' swiglu's
+// expression, so the form is bit for bit that of swiglu's output), also written to h [nb, ldh] when h is not null. Calls
 // pdl_launch_dependents first: the decode step's down GEMV (PDL) streams its weights while this runs.
 enum class XForm { F32, Bf16, Glu };
 template <XForm kIn>
@@ -58,10 +59,7 @@ __global__ void quant_batch_quantize_x_kernel(const void* __restrict__ x, int64_
       const float* u = g + k;
       float r[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float gi = __ldg(g + i);
-        r[i] = gi / (1.0f + expf(-gi)) * __ldg(u + i);
-      }
+      for (int i = 0; i < 4; ++i) r[i] = swiglu_value(__ldg(g + i), __ldg(u + i));
       v = make_float4(r[0], r[1], r[2], r[3]);
       if (h) {
         float* o = h + b * ldh + 32 * blk + 4 * sub;
