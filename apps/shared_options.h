@@ -123,12 +123,18 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
       .default_is("on");
   o.choice("--norm-sums", "on|off", &t->norm_sums, {"on", "off"}, [](const std::string& v) { return v == "on"; },
            "graph path, the fold on, every norm read by a quantized warp form: each warp of the reading GEMV adds the "
-           "writing GEMV's block sums itself (no last block on the writer's tail); not yet measured")
-      .default_is("off");
+           "writing GEMV's block sums itself (no last block on the writer's tail); off: the writer's last block "
+           "folds them")
+      .default_is("on");
   o.integer("--batch-rows", "N", &t->quant_batch_rows, 0, 64,
             "prefill and verify passes of at most N tokens read matrices kept quantized through the batch-k GEMV "
             "(each weight once per 16 tokens); longer ones dequantize each matrix for cuBLAS; 0 = always dequantize")
       .default_is("64");
+  o.integer("--bf16-rows", "N", &t->bf16_batch_rows, 0, 16,
+            "prefill and verify passes of at most N tokens read BF16 matrices through the batched GEMV (FP32 "
+            "activations, as decode reads them; each weight once per pass); longer ones run cuBLAS on BF16 rows; 0 = "
+            "always cuBLAS")
+      .default_is("16");
   o.choice("--verify-cg", "on|off", &t->verify_graph, {"on", "off"},
            [](const std::string& v) { return v == "on"; },
            "speculative decoding on cuda: capture each draft length's verify pass in a CUDA graph (at its second use) "

@@ -46,6 +46,9 @@ inline constexpr int kQuantGemvKinds = 4;
 // engine asks (engine/cuda/gemv_mappings.h) and the launchers check against.
 // x's int8 form written by the kernel before (GemvEpilogue::x_q8): warp-dp4a copies it instead of quantizing x.
 constexpr bool quant_kind_reads_x_q8(QuantGemvKind k) { return k == QuantGemvKind::WarpDp4a; }
+// Whether a form multiplies int8 activations (x rounded per 32 as llama.cpp's q8_1) rather than FP32 x: a short pass's
+// batch-k GEMV (kernels/quant/gemv_quant_batch.h) takes the same activations as the decode step's form.
+constexpr bool quant_kind_int8_x(QuantGemvKind k) { return k == QuantGemvKind::WarpDp4a; }
 // The RMSNorm fold's block sums (GemvEpilogue::scale_sums), added by each warp at a converged point: the warp forms.
 constexpr bool quant_kind_reads_norm_sums(QuantGemvKind k) {
   return k == QuantGemvKind::Warp || k == QuantGemvKind::WarpDp4a;

@@ -32,12 +32,17 @@ struct EngineTuning {
   bool fuse_swiglu_q8 = true;      // graph path, down on warp-dp4a: one kernel computes SwiGLU and its int8 form
                                    // (quant_batch_swiglu_x) and the down GEMV copies that form instead of quantizing
                                    // x in each of its blocks; off: the SwiGLU kernel, then the per-block x pass
-  bool norm_sums = false;          // graph path, the fold on, every GEMV reading a norm on a quantized warp form: each
+  bool norm_sums = true;           // graph path, the fold on, every GEMV reading a norm on a quantized warp form: each
                                    // of its warps adds the producer's block sums itself, so the producer (o, down) has
-                                   // no last block (GemvEpilogue::scale_sums); off until measured on a GPU
+                                   // no last block (GemvEpilogue::scale_sums). H100, 8B Q4_0 warp-dp4a: 446.3 -> 460.4
+                                   // t/s; off: the producer's last block folds the sums (for comparison)
   int quant_batch_rows = 64;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
                                    // quantized through the batch-k GEMV (kernels/quant/gemv_quant_batch.h: the weights
                                    // once per 16 tokens); longer passes dequantize each matrix for a cuBLAS GEMM. 0: never
+  int bf16_batch_rows = 16;        // CUDA prefill / verify passes of at most this many tokens (<= 16) read BF16 matrices
+                                   // through the batched GEMV (kernels/gemv/gemv_batched.h: FP32 activations, as the
+                                   // decode GEMVs; the weights once per pass) instead of cuBLAS on BF16-rounded rows,
+                                   // so a verify agrees with the decode steps it replaces. 0: always cuBLAS
   bool verify_graph = true;        // CUDA verify: each draft length's pass captured in a CUDA graph (at its second use)
                                    // and replayed, instead of ~16 launches per layer (H100, 8B: verify of 8 tokens
                                    // 1.87x a decode step instead of 2.11x on Q4_0); off: eager passes

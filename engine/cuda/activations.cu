@@ -46,6 +46,7 @@ void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, DeviceA
   pgate_up = arena.alloc<float>(ch * 2 * hid);
   pbf = arena.alloc<uint16_t>(ch * wide);
   batch_rows = std::min(max_chunk, kQuantBatchPassMax);
+  pf32 = arena.alloc<float>(size_t(batch_rows) * wide);
   batch_xq = arena.alloc<uint8_t>(size_t(quant_batch_x_bytes(batch_rows, int64_t(wide))));
 
   attn_scratch = arena.alloc<uint8_t>(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx));

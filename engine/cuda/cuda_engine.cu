@@ -35,6 +35,7 @@
 #include "engine/gemv_choice.h"  // gemv_plan, default_gemv_name
 #include "engine/memory_plan.h"
 #include "kernels/cuda_check.h"
+#include "kernels/gemv/gemv_batched.h"  // gemv_batched_launch, kGemvMaxBatch
 #include "kernels/ops/ops.h"
 #include "kernels/quant/gemv_quant_batch.h"
 
@@ -103,11 +104,21 @@ class CudaEngine final : public CudaBackend {
     int row0, rows;
     float* y;
   };
-  void prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, int c, std::initializer_list<RowSlice> slices,
-                      float beta);
+  // How a matrix reads the c rows of a pass (pass_form): the batch-k quantized GEMV on its planes with the decode
+  // form's activations (QuantInt8: the rows in int8, quantized from FP32 as warp-dp4a quantizes its x; QuantF32: the
+  // FP32 rows, as "warp" reads them), the batched BF16 GEMV on its BF16 copy (the FP32 rows, as the BF16 GEMVs read
+  // them), or cuBLAS on BF16 rows (a matrix kept quantized dequantized first). The batched forms give a short pass (a
+  // verify, a short prompt) the decode step's arithmetic up to summation order.
+  enum class PassForm { QuantInt8, QuantF32, Bf16Batch, Gemm };
+  PassForm pass_form(const DevMatrix& whole, const DecodeWeight* planes, int c) const;
+  PassForm pass_form(size_t l, FusedProj p, const DevMatrix& whole, int c);
+  void pass_input(PassForm f, const float* x, int c, int k);
+  void prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, int c, PassForm f, const float* x32,
+                      std::initializer_list<RowSlice> slices, float beta);
+  void norm_input(PassForm f, const float* x, const float* w, int c);
   bool batchable(const DecodeWeight& w, int c) const;
-  void quantize_rows(int c, int k);
-  void batch_rows(const DecodeWeight& w, const RowSlice& slice, int c, bool accumulate);
+  void batch_rows(const DecodeWeight& w, const RowSlice& slice, const float* x32, int c, bool accumulate);
+  void bf16_batch_rows(const DevMatrix& whole, const RowSlice& slice, const float* x32, int c, bool accumulate);
   void check_tokens(const char* what, const int* tokens, int n, int pos) const;
   void upload_tokens(const int* tokens, int n, int pos);
   const MappingState& planes_state();
@@ -153,7 +164,7 @@ class CudaEngine final : public CudaBackend {
   std::map<int, std::unique_ptr<GraphExecHolder>> verify_graphs_;
   std::set<int> verify_eager_;
   const MappingState* verify_graph_ms_ = nullptr;
-  int verify_graph_batch_rows_ = -1;
+  std::pair<int, int> verify_graph_batch_rows_{-1, -1};  // quant_batch_rows, bf16_batch_rows
   DecodeProfile profile_;
 };
 
@@ -253,18 +264,23 @@ void CudaEngine::warm_up() {
     }
   };
   prefill(&tok, 1, 0);
-  if (model_.prefill_scratch) {
-    // Matrices kept quantized: the batch-k GEMV has a kernel per vector count class (2, 4, 8, 16); passes of 3, 5 and
-    // 9 tokens load the other three (CUDA loads each kernel at its first launch). Then the long pass's path once.
-    const std::vector<int> toks(9, tok);
-    for (int n : {3, 5, 9})
-      if (n <= std::min({ctx_, chunk_, tuning_.quant_batch_rows, act_.batch_rows})) prefill(toks.data(), n, 0);
-    const int saved = tuning_.quant_batch_rows;
-    tuning_.quant_batch_rows = 0;
-    const int two[2] = {tok, tok};
-    prefill(two, 2, 0);
-    tuning_.quant_batch_rows = saved;
+  // The batched GEMVs of short passes: the quantized one has a kernel per vector count class (2, 4, 8, 16), loaded by
+  // passes of 3, 5 and 9 tokens; the BF16 one a kernel per count (2 .. 16). CUDA loads each kernel at its first launch.
+  const bool bf16_copies = model_.head.data || (!model_.layers.empty() && model_.layers[0].qkv.data);
+  const int most = std::min({ctx_, chunk_, act_.batch_rows, kQuantBatchMax});
+  const std::vector<int> toks(size_t(std::max(most, 1)), tok);
+  for (int n = 2; n <= most; ++n) {
+    const bool quant_class = model_.prefill_scratch && (n == 3 || n == 5 || n == 9) && n <= tuning_.quant_batch_rows;
+    const bool bf16_count = bf16_copies && n <= std::min(tuning_.bf16_batch_rows, kGemvMaxBatch);
+    if (quant_class || bf16_count) prefill(toks.data(), n, 0);
   }
+  // Then a long pass's path once: cuBLAS (and the dequantization of matrices kept quantized).
+  const EngineTuning saved = tuning_;
+  tuning_.quant_batch_rows = 0;
+  tuning_.bf16_batch_rows = 0;
+  const int two[2] = {tok, tok};
+  if (ctx_ >= 2 && chunk_ >= 2) prefill(two, 2, 0);
+  tuning_ = saved;
   SamplerParams greedy;
   greedy.temperature = 0.0f;
   draw(greedy, 0);
@@ -483,22 +499,52 @@ DevMatrix CudaEngine::prefill_source(size_t l, FusedProj p, const DevMatrix& who
   return DevMatrix{model_.prefill_scratch, whole.N, whole.K};
 }
 
-// y_i (+)= pbf [c, K] W_i^T for the row slices W_i of decode matrix p of layer l (beta 0 or 1). A matrix kept
-// quantized runs the batch-k GEMV on its planes when the pass is short enough (batchable: each weight read once per 16
-// tokens); otherwise its BF16 copy, or its dequantized scratch (prefill_source), goes through cuBLAS.
-void CudaEngine::prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, int c,
+// y_i (+)= X W_i^T for the row slices W_i of decode matrix p of layer l (beta 0 or 1), X the pass's c rows in the form
+// f reads them (pass_input left them): int8 in batch_xq, FP32 at x32 (row pitch K), or BF16 in pbf.
+void CudaEngine::prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, int c, PassForm f, const float* x32,
                                 std::initializer_list<RowSlice> slices, float beta) {
-  if (!whole.data) {
+  if (f == PassForm::QuantInt8 || f == PassForm::QuantF32) {
     const DecodeWeight& w = planes_state().layer(l, p);
-    if (batchable(w, c)) {
-      quantize_rows(c, whole.K);
-      for (const RowSlice& r : slices) batch_rows(w, r, c, beta != 0.0f);
-      return;
-    }
+    for (const RowSlice& r : slices) batch_rows(w, r, f == PassForm::QuantF32 ? x32 : nullptr, c, beta != 0.0f);
+    return;
+  }
+  if (f == PassForm::Bf16Batch) {
+    for (const RowSlice& r : slices) bf16_batch_rows(whole, r, x32, c, beta != 0.0f);
+    return;
   }
   const DevMatrix src = prefill_source(l, p, whole);
   for (const RowSlice& r : slices)
     gemm(DevMatrix{src.data + size_t(r.row0) * size_t(src.K), r.rows, src.K}, act_.pbf, c, r.y, beta);
+}
+
+CudaEngine::PassForm CudaEngine::pass_form(const DevMatrix& whole, const DecodeWeight* planes, int c) const {
+  if (!whole.data) {
+    if (!planes || !batchable(*planes, c)) return PassForm::Gemm;
+    return quant_kind_int8_x(cur_->plan.quant) ? PassForm::QuantInt8 : PassForm::QuantF32;
+  }
+  const bool bf16_ok = c >= 1 && c <= std::min({tuning_.bf16_batch_rows, act_.batch_rows, kGemvMaxBatch});
+  return bf16_ok ? PassForm::Bf16Batch : PassForm::Gemm;
+}
+
+CudaEngine::PassForm CudaEngine::pass_form(size_t l, FusedProj p, const DevMatrix& whole, int c) {
+  return pass_form(whole, whole.data ? nullptr : &planes_state().layer(l, p), c);
+}
+
+// The c FP32 rows x [c, k] as form f reads them: int8 in batch_xq, BF16 in pbf; the FP32 forms read x itself.
+void CudaEngine::pass_input(PassForm f, const float* x, int c, int k) {
+  if (f == PassForm::QuantInt8) quant_batch_quantize_x(x, false, k, c, k, act_.batch_xq, stream_.s);
+  if (f == PassForm::Gemm) convert_f32_to_bf16(x, act_.pbf, size_t(c) * size_t(k), stream_.s);
+}
+
+// RMSNorm of the c rows of x [c, dim] with weight w, as form f reads it: BF16 straight into pbf for cuBLAS, else FP32
+// into pf32 (then int8 for the quantized form).
+void CudaEngine::norm_input(PassForm f, const float* x, const float* w, int c) {
+  if (f == PassForm::Gemm) {
+    rmsnorm_bf16(x, w, act_.pbf, c, cfg_.dim, cfg_.norm_eps, stream_.s);
+    return;
+  }
+  rmsnorm(x, w, act_.pf32, c, cfg_.dim, cfg_.norm_eps, stream_.s);
+  pass_input(f, act_.pf32, c, cfg_.dim);
 }
 
 // Whether a pass of c tokens reads w through the batch-k quantized GEMV: every piece quantized with its planes, and c
@@ -510,26 +556,39 @@ bool CudaEngine::batchable(const DecodeWeight& w, int c) const {
   return true;
 }
 
-// pbf [c, k] (BF16, row pitch k) to its int8 form in batch_xq.
-void CudaEngine::quantize_rows(int c, int k) {
-  quant_batch_quantize_x(act_.pbf, true, k, c, k, act_.batch_xq, stream_.s);
-}
-
-// Rows [r.row0, r.row0 + r.rows) of w (its pieces, each at its rows) against the c rows quantize_rows left, into r.y
-// (row pitch r.rows): one call per piece.
-void CudaEngine::batch_rows(const DecodeWeight& w, const RowSlice& r, int c, bool accumulate) {
+// Rows [r.row0, r.row0 + r.rows) of w (its pieces, each at its rows) against the c rows: FP32 at x32 (row pitch w's
+// k), or (x32 null) the int8 forms pass_input left; into r.y (row pitch r.rows): one call per piece.
+void CudaEngine::batch_rows(const DecodeWeight& w, const RowSlice& r, const float* x32, int c, bool accumulate) {
   for (const PieceWeight& piece : w) {
     const int64_t lo = std::max<int64_t>(r.row0, piece.row0);
     const int64_t hi = std::min<int64_t>(int64_t(r.row0) + r.rows, int64_t(piece.row0) + piece.q.n);
     if (lo >= hi) continue;
-    quant_batch_gemv_launch(piece.q, lo - piece.row0, hi - lo, act_.batch_xq, c, r.y + size_t(lo - r.row0), r.rows,
-                            accumulate, stream_.s);
+    if (x32)
+      quant_batch_gemv_f32_launch(piece.q, lo - piece.row0, hi - lo, x32, piece.q.k, c, r.y + size_t(lo - r.row0),
+                                  r.rows, accumulate, stream_.s);
+    else
+      quant_batch_gemv_launch(piece.q, lo - piece.row0, hi - lo, act_.batch_xq, c, r.y + size_t(lo - r.row0), r.rows,
+                              accumulate, stream_.s);
   }
 }
 
+// Rows [r.row0, r.row0 + r.rows) of the BF16 copy against the c FP32 rows x32 [c, K], into r.y (row pitch r.rows).
+void CudaEngine::bf16_batch_rows(const DevMatrix& whole, const RowSlice& r, const float* x32, int c,
+                                 bool accumulate) {
+  GemvWeight v;
+  v.N = r.rows;
+  v.K = whole.K;
+  v.ld = whole.K;
+  v.data = const_cast<uint16_t*>(whole.data) + size_t(r.row0) * size_t(whole.K);
+  v.bytes = 0;
+  v.owned = false;
+  gemv_batched_launch(v, c, x32, whole.K, r.y, r.rows, stream_.s, accumulate);
+}
+
 // One batched pass over c tokens already in prefill_ids[1..c] at positions pos0 .. pos0 + c - 1: the forward pass
-// of forward_token with GEMMs (residuals through beta = 1), every token's K and V into the cache. Matrices kept
-// quantized are dequantized one at a time just before their GEMM (prefill_source).
+// of forward_token with GEMMs or batched GEMVs (residuals through beta = 1), every token's K and V into the cache.
+// Matrices kept quantized run the batch-k GEMV (short passes) or are dequantized one at a time just before their GEMM
+// (prefill_source).
 void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos) {
   const ModelConfig& m = cfg_;
   const Activations& a = act_;
@@ -539,16 +598,24 @@ void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos) {
   embed_lookup(model_.embedding, a.prefill_ids + 1, c, m.dim, a.px, s);
   for (size_t l = 0; l < model_.layers.size(); ++l) {
     const DevLayer& L = model_.layers[l];
-    rmsnorm_bf16(a.px, L.attn_norm, a.pbf, c, m.dim, m.norm_eps, s);
-    prefill_matmul(l, kFQkv, L.qkv, c, {{0, qd, a.pq}, {qd, kvd, a.pk}, {qd + kvd, kvd, a.pv}}, 0.0f);
+    const PassForm fqkv = pass_form(l, kFQkv, L.qkv, c), fo = pass_form(l, kFO, L.w[kWo], c),
+                   fgu = pass_form(l, kFGateUp, L.gate_up, c), fdown = pass_form(l, kFDown, L.w[kDown], c);
+    norm_input(fqkv, a.px, L.attn_norm, c);
+    prefill_matmul(l, kFQkv, L.qkv, c, fqkv, a.pf32, {{0, qd, a.pq}, {qd, kvd, a.pk}, {qd + kvd, kvd, a.pv}}, 0.0f);
     kv_->store(int(l), a.pq, a.pk, a.pv, model_.inv_freq, d_pos0, c, s);
     kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, s, device_pos ? d_pos0 : nullptr);
-    convert_f32_to_bf16(a.patt, a.pbf, size_t(c) * size_t(m.q_dim()), s);
-    prefill_matmul(l, kFO, L.w[kWo], c, {{0, m.dim, a.px}}, 1.0f);  // residual through beta = 1
-    rmsnorm_bf16(a.px, L.ffn_norm, a.pbf, c, m.dim, m.norm_eps, s);
-    prefill_matmul(l, kFGateUp, L.gate_up, c, {{0, 2 * m.hidden_dim, a.pgate_up}}, 0.0f);  // rows [gate_t | up_t]
-    swiglu_rows_bf16(a.pgate_up, a.pbf, c, m.hidden_dim, s);
-    prefill_matmul(l, kFDown, L.w[kDown], c, {{0, m.dim, a.px}}, 1.0f);
+    pass_input(fo, a.patt, c, qd);
+    prefill_matmul(l, kFO, L.w[kWo], c, fo, a.patt, {{0, m.dim, a.px}}, 1.0f);  // residual through beta = 1
+    norm_input(fgu, a.px, L.ffn_norm, c);
+    prefill_matmul(l, kFGateUp, L.gate_up, c, fgu, a.pf32, {{0, 2 * m.hidden_dim, a.pgate_up}}, 0.0f);
+    // SwiGLU of rows [gate_t | up_t], in the form down reads.
+    if (fdown == PassForm::QuantInt8)
+      quant_batch_swiglu_x(a.pgate_up, 2 * int64_t(m.hidden_dim), c, m.hidden_dim, nullptr, 0, a.batch_xq, s);
+    else if (fdown == PassForm::Gemm)
+      swiglu_rows_bf16(a.pgate_up, a.pbf, c, m.hidden_dim, s);
+    else
+      swiglu_rows(a.pgate_up, a.pf32, c, m.hidden_dim, s);
+    prefill_matmul(l, kFDown, L.w[kDown], c, fdown, a.pf32, {{0, m.dim, a.px}}, 1.0f);
   }
   CUDA_CHECK_LAUNCH("a prefill layer");
 }
@@ -600,20 +667,22 @@ void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
   const size_t vocab = size_t(cfg_.vocab_size);
   prefill_chunk(n, pos, device_pos);
   const DecodeWeight* head = model_.head.data ? nullptr : &planes_state().head();
-  if (!head || batchable(*head, n)) {
-    rmsnorm_bf16(act_.px, model_.final_norm, act_.pbf, n, cfg_.dim, cfg_.norm_eps, stream_.s);
-    if (!head) {
-      gemm(model_.head, act_.pbf, n, verify_logits_, 0.0f);
-    } else {
-      quantize_rows(n, cfg_.dim);
-      batch_rows(*head, RowSlice{0, cfg_.vocab_size, verify_logits_}, n, false);
-    }
-  } else {
+  const PassForm f = pass_form(model_.head, head, n);
+  if (f == PassForm::Gemm && head) {  // kept quantized, a pass too long for the batch-k GEMV: the decode head per row
     for (int i = 0; i < n; ++i) {
       rmsnorm(act_.px + size_t(i) * size_t(cfg_.dim), model_.final_norm, act_.xb, 1, cfg_.dim, cfg_.norm_eps,
               stream_.s);
       mappings_->launch(*cur_, cur_->head(), act_.xb, verify_logits_ + size_t(i) * vocab, false);
     }
+  } else {
+    norm_input(f, act_.px, model_.final_norm, n);
+    const RowSlice all{0, cfg_.vocab_size, verify_logits_};
+    if (f == PassForm::QuantInt8 || f == PassForm::QuantF32)
+      batch_rows(*head, all, f == PassForm::QuantF32 ? act_.pf32 : nullptr, n, false);
+    else if (f == PassForm::Bf16Batch)
+      bf16_batch_rows(model_.head, all, act_.pf32, n, false);
+    else
+      gemm(model_.head, act_.pbf, n, verify_logits_, 0.0f);
   }
   CUDA_CHECK_LAUNCH("a verify pass");
 }
@@ -648,9 +717,10 @@ std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
   } else {
     // One graph per n, captured at the second verify of that n (the first runs eagerly: whatever is made lazily, a
     // mapping's planes or a kernel's first-use state, exists before capture); dropped when what it captured changes.
-    if (verify_graph_ms_ != cur_ || verify_graph_batch_rows_ != tuning_.quant_batch_rows) drop_verify_graphs();
+    const std::pair<int, int> batch_rows{tuning_.quant_batch_rows, tuning_.bf16_batch_rows};
+    if (verify_graph_ms_ != cur_ || verify_graph_batch_rows_ != batch_rows) drop_verify_graphs();
     verify_graph_ms_ = cur_;
-    verify_graph_batch_rows_ = tuning_.quant_batch_rows;
+    verify_graph_batch_rows_ = batch_rows;
     auto it = verify_graphs_.find(n);
     if (it == verify_graphs_.end() && verify_eager_.insert(n).second) {
       verify_pass(n, pos, false);

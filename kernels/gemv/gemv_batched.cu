@@ -13,6 +13,7 @@
 //   shared memory in a fixed order: deterministic) until the GPU's resident warps are filled, as in "warp".
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "kernels/gemv/gemv_device.cuh"
 #include "kernels/cuda_check.h"
@@ -26,19 +27,35 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kLoadsInFlight = 8;  // 16-byte weight loads per lane before the first FMA
 
+__device__ __forceinline__ void store_y(float* y, float v, bool accumulate) { *y = accumulate ? *y + v : v; }
+
+// Chunk c (8 BF16) of a row: one 16-byte streaming load (kVecW: 16-byte aligned rows, zero-padded to 8), or for rows
+// of any pitch (an unpadded row-major view whose K is not a multiple of 8) 8 two-byte loads, zeros past K.
+template <bool kVecW>
+__device__ __forceinline__ uint4 load_w8(const uint16_t* __restrict__ row, int c, int K) {
+  if constexpr (kVecW) {
+    return load_weights_streaming(reinterpret_cast<const uint4*>(row) + c);
+  } else {
+    uint32_t h[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) h[j] = c * 8 + j < K ? uint32_t(__ldg(row + c * 8 + j)) : 0u;
+    return make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+  }
+}
+
 
 // W [N, ld] BF16 bits (ld % 8 == 0, zero-padded past K); X [B, ldx]; Y [B, ldy]. `splits` warps (1, 2, 4, 8) share
 // one group of R rows, each taking a contiguous slice of the row's 16-byte chunks.
-template <int B, int R, bool kVecX>
+template <int B, int R, bool kVecX, bool kVecW>
 __global__ void __launch_bounds__(kThreads, 2)
     gemv_batched_bf16(const uint16_t* __restrict__ W, int64_t ld, int N, int K, const float* __restrict__ x,
-                      int64_t ldx, float* __restrict__ y, int64_t ldy, int splits) {
+                      int64_t ldx, float* __restrict__ y, int64_t ldy, int splits, bool accumulate) {
   constexpr int U = kLoadsInFlight / R;
   __shared__ float slice_sums[kWarps][R * B];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int groups_per_block = kWarps / splits;
   const int slice = warp % splits;
-  const int chunks = int(ld >> 3);
+  const int chunks = kVecW ? int(ld >> 3) : (K + 7) / 8;
   const int slice_chunks = (chunks + splits - 1) / splits;
   const int c_begin = slice * slice_chunks;
   const int c_end = min(chunks, c_begin + slice_chunks);
@@ -61,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int r = 0; r < R; ++r) {
           const int c = c0 + 32 * u;
           wv[u][r] = c < c_end && row0 + r < N
-                         ? load_weights_streaming(reinterpret_cast<const uint4*>(W + int64_t(row0 + r) * ld) + c)
+                         ? load_w8<kVecW>(W + int64_t(row0 + r) * ld, c, K)
                          : make_uint4(0u, 0u, 0u, 0u);
         }
 #pragma unroll
@@ -88,7 +105,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int r = 0; r < R; ++r)
 #pragma unroll
           for (int b = 0; b < B; ++b)
-            if (row0 + r < N) y[int64_t(b) * ldy + row0 + r] = acc[r][b];
+            if (row0 + r < N) store_y(y + int64_t(b) * ldy + row0 + r, acc[r][b], accumulate);
       }
     } else {
       if (lane == 0) {
@@ -102,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int r = lane / B, b = lane % B;
         float s = 0.0f;
         for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
-        if (row0 + r < N) y[int64_t(b) * ldy + row0 + r] = s;
+        if (row0 + r < N) store_y(y + int64_t(b) * ldy + row0 + r, s, accumulate);
       }
       __syncthreads();
     }
@@ -111,13 +128,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 // Warps the GPU holds at once for one kernel instantiation, queried once per instantiation (so nothing but the launch
 // reaches the driver while a graph is captured); 32 per SM assumed where no device answers.
-template <int B, int R, bool kVecX>
+template <int B, int R, bool kVecX, bool kVecW>
 int64_t resident_warps() {
   static std::atomic<int64_t> cached{0};
   int64_t n = cached.load(std::memory_order_relaxed);
   if (n > 0) return n;
   int blocks_per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, gemv_batched_bf16<B, R, kVecX>, kThreads, 0) !=
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, gemv_batched_bf16<B, R, kVecX, kVecW>, kThreads, 0) !=
           cudaSuccess ||
       blocks_per_sm <= 0) {
     cudaGetLastError();
@@ -128,27 +145,46 @@ int64_t resident_warps() {
   return n;
 }
 
-template <int B, int R, bool kVecX>
-void launch_batched(const GemvWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, cudaStream_t stream) {
-  auto kernel = gemv_batched_bf16<B, R, kVecX>;
+template <int B, int R, bool kVecX, bool kVecW>
+void launch_batched(const GemvWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate,
+                    cudaStream_t stream) {
+  auto kernel = gemv_batched_bf16<B, R, kVecX, kVecW>;
   // Split K while the row groups alone fill less than half the resident warps, keeping >= 32 chunks per slice.
-  const int64_t chunks = w.ld / 8, groups = (int64_t(w.N) + R - 1) / R,
-                resident = resident_warps<B, R, kVecX>();
+  const int64_t chunks = kVecW ? w.ld / 8 : (int64_t(w.K) + 7) / 8, groups = (int64_t(w.N) + R - 1) / R,
+                resident = resident_warps<B, R, kVecX, kVecW>();
   int splits = 1;
   while (splits < kWarps && groups * splits * 2 <= resident && chunks / (splits * 2) >= 32) splits *= 2;
   const int groups_per_block = kWarps / splits;
   const int64_t grid = std::min<int64_t>((groups + groups_per_block - 1) / groups_per_block, int64_t(1) << 30);
-  kernel<<<unsigned(grid), kThreads, 0, stream>>>(w.data, w.ld, w.N, w.K, x, ldx, y, ldy, splits);
+  kernel<<<unsigned(grid), kThreads, 0, stream>>>(w.data, w.ld, w.N, w.K, x, ldx, y, ldy, splits, accumulate);
   CUDA_CHECK_LAUNCH("gemv_batched_bf16");
 }
 
-template <int B, int R>
-void launch_batched(const GemvWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, cudaStream_t stream) {
+// R rows per warp for B vectors: x traffic at most 4 bytes per weight byte up to B = 8, and at most 128 registers
+// (B = 9 .. 16 take 2 rows: acc[4][16] would spill).
+template <int B>
+constexpr int rows_for_batch() {
+  return B <= 2 ? 1 : B < 8 ? 2 : B == 8 ? 4 : 2;
+}
+
+template <int B>
+void launch_batched(const GemvWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate,
+                    cudaStream_t stream) {
+  constexpr int R = rows_for_batch<B>();
+  const bool vec_w = w.ld % 8 == 0 && (reinterpret_cast<uintptr_t>(w.data) & 15) == 0;
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && ldx % 4 == 0;
-  if (vec_x)
-    launch_batched<B, R, true>(w, x, ldx, y, ldy, stream);
+  if (!vec_w)  // rows of any pitch: two-byte weight loads (tiny or odd shapes only)
+    launch_batched<B, R, false, false>(w, x, ldx, y, ldy, accumulate, stream);
+  else if (vec_x)
+    launch_batched<B, R, true, true>(w, x, ldx, y, ldy, accumulate, stream);
   else
-    launch_batched<B, R, false>(w, x, ldx, y, ldy, stream);
+    launch_batched<B, R, false, true>(w, x, ldx, y, ldy, accumulate, stream);
+}
+
+template <int... Bs>
+bool launch_batch_of(int B, const GemvWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate,
+                     cudaStream_t stream, std::integer_sequence<int, Bs...>) {
+  return ((B == Bs + 1 ? (launch_batched<Bs + 1>(w, x, ldx, y, ldy, accumulate, stream), true) : false) || ...);
 }
 
 // ---- several rows per warp (tiny K) ----
@@ -234,18 +270,14 @@ void gemv_batched_prepack(const uint16_t* w_rowmajor, int N, int K, GemvWeight* 
 }
 
 void gemv_batched_launch(const GemvWeight& w, int B, const float* x, int64_t ldx, float* y, int64_t ldy,
-                         cudaStream_t stream) {
-  check_warp_layout("gemv_batched", w);
+                         cudaStream_t stream, bool accumulate) {
+  if (w.data == nullptr || w.N <= 0 || w.K <= 0 || w.ld < w.K || (reinterpret_cast<uintptr_t>(w.data) & 1) != 0)
+    fail("gemv_batched: weight [", w.N, ", ", w.K, "] missing or with a row pitch ", w.ld, " below K");
   if (x == nullptr || y == nullptr || ldx < w.K || ldy < w.N)
     fail("gemv_batched: X [B, ", ldx, "] / Y [B, ", ldy, "] do not fit W [", w.N, ", ", w.K,
          "] (need ldx >= K, ldy >= N, non-null)");
-  switch (B) {
-    case 1: return launch_batched<1, 1>(w, x, ldx, y, ldy, stream);
-    case 2: return launch_batched<2, 1>(w, x, ldx, y, ldy, stream);
-    case 4: return launch_batched<4, 2>(w, x, ldx, y, ldy, stream);
-    case 8: return launch_batched<8, 4>(w, x, ldx, y, ldy, stream);
-    default: fail("gemv_batched: batch ", B, " is not supported: expected 1, 2, 4 or 8");
-  }
+  if (!launch_batch_of(B, w, x, ldx, y, ldy, accumulate, stream, std::make_integer_sequence<int, kGemvMaxBatch>{}))
+    fail("gemv_batched: batch ", B, " is not supported: expected 1 to ", kGemvMaxBatch);
 }
 
 int gemv_rows_per_warp(int K) { return 32 / lanes_per_row(gemv_round_up(K, 8)); }

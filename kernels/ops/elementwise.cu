@@ -38,11 +38,15 @@ __global__ void swiglu_kernel(const float* __restrict__ gate, const float* __res
 
 // Rows of [gate | up] (FP32, [rows, 2 hidden]) -> BF16 silu(gate) * up [rows, hidden]: prefill's SwiGLU and the
 // conversion its down GEMM needs, in one pass.
-__global__ void swiglu_rows_bf16_kernel(const float* __restrict__ gate_up, uint16_t* __restrict__ out, int rows,
-                                        int hidden) {
+template <typename Out>
+__global__ void swiglu_rows_kernel(const float* __restrict__ gate_up, Out* __restrict__ out, int rows, int hidden) {
   GRID_STRIDE(i, int64_t(rows) * hidden) {
     const int64_t t = i / hidden, c = i - t * hidden;
-    out[i] = f32_to_bf16(swiglu_value(gate_up[t * 2 * hidden + c], gate_up[t * 2 * hidden + hidden + c]));
+    const float v = swiglu_value(gate_up[t * 2 * hidden + c], gate_up[t * 2 * hidden + hidden + c]);
+    if constexpr (sizeof(Out) == 2)
+      out[i] = f32_to_bf16(v);
+    else
+      out[i] = v;
   }
 }
 
@@ -102,8 +106,15 @@ void swiglu_fused(const float* gate_up, float* out, size_t n, cudaStream_t s) {
 void swiglu_rows_bf16(const float* gate_up, uint16_t* out, int rows, int hidden, cudaStream_t s) {
   if (rows < 0 || hidden <= 0) fail("swiglu_rows_bf16: invalid shape rows ", rows, ", hidden ", hidden);
   if (rows == 0) return;
-  swiglu_rows_bf16_kernel<<<grid_for(int64_t(rows) * hidden), kThreads, 0, s>>>(gate_up, out, rows, hidden);
-  CUDA_CHECK_LAUNCH("swiglu_rows_bf16_kernel");
+  swiglu_rows_kernel<<<grid_for(int64_t(rows) * hidden), kThreads, 0, s>>>(gate_up, out, rows, hidden);
+  CUDA_CHECK_LAUNCH("swiglu_rows_kernel (BF16)");
+}
+
+void swiglu_rows(const float* gate_up, float* out, int rows, int hidden, cudaStream_t s) {
+  if (rows < 0 || hidden <= 0) fail("swiglu_rows: invalid shape rows ", rows, ", hidden ", hidden);
+  if (rows == 0) return;
+  swiglu_rows_kernel<<<grid_for(int64_t(rows) * hidden), kThreads, 0, s>>>(gate_up, out, rows, hidden);
+  CUDA_CHECK_LAUNCH("swiglu_rows_kernel (FP32)");
 }
 
 void spin_device(unsigned long long ns, cudaStream_t s) {

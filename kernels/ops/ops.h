@@ -77,6 +77,8 @@ void swiglu_fused(const float* gate_up, float* out, size_t n, cudaStream_t s);
 // Per row t of gate_up [rows, 2 hidden] (the fused gate|up GEMM's output): out[t, i] = BF16(silu(gate_up[t, i]) *
 // gate_up[t, hidden + i]), out [rows, hidden]. The same numbers as swiglu then convert_f32_to_bf16.
 void swiglu_rows_bf16(const float* gate_up, uint16_t* out, int rows, int hidden, cudaStream_t s);
+// The same rows in FP32: out[t, i] = silu(gate_up[t, i]) * gate_up[t, hidden + i], out [rows, hidden].
+void swiglu_rows(const float* gate_up, float* out, int rows, int hidden, cudaStream_t s);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, size_t n, cudaStream_t s);
 void convert_f32_to_bf16(const float* x, uint16_t* out, size_t n, cudaStream_t s);

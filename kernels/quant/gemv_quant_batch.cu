@@ -18,7 +18,9 @@ constexpr int kWarps = kThreads / 32;
 struct QuantBatchArgs {
   QuantPackedArgs p;      // planes, chunks, group/super shifts, code_offset (x, y, plan fields unused)
   int64_t row0, rows;     // rows [row0, row0 + rows) of the planes
-  const unsigned char* xq;
+  const unsigned char* xq;  // the int8 forms (dp4a kernel)
+  const float* xf;          // FP32 x [nb, ldxf] (FMA kernel)
+  int64_t ldxf;
   int64_t x_stride;       // quant_batch_x_stride(k)
   int64_t off_d, off_s16; // within one vector's form
   int nb;
@@ -114,9 +116,20 @@ __device__ __forceinline__ int quant_batch_index(int t, int lane, bool* writer) 
 // One 16-byte chunk c of R rows against the nb vectors: each row's scale (and min) decoded once, then per vector its x
 // chunk (int8 q, d, sums) loaded once and the dp4a dots of all R rows on it; the arithmetic of quant_chunk_dp4a:
 // acc += (s * d_x) * float(dot + code_offset * sum q) (+ (m * d_x) * float(sum q)).
-template <bool kInt4, bool kTwoLevel, bool kHasMin, int R, int B>
+// kFma: x in FP32 (a.xf), each vector's chunk through quant_chunk_fma, the arithmetic of the "warp" form (FP32 x,
+// the codes as exact floats): a verify or short prefill then takes the decode step's activations on that form too.
+template <bool kInt4, bool kTwoLevel, bool kHasMin, int R, int B, bool kFma>
 __device__ __forceinline__ void batch_chunk(const uint4 (&w)[R], const uint2 (&raw)[R], const QuantBatchArgs& a,
                                             int c, float (&acc)[B][R]) {
+  if constexpr (kFma) {
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      if (b >= a.nb) break;
+      quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(w, raw, QuantXGlobal<true, kInt4 ? 32 : 16>{a.xf + b * a.ldxf}, c,
+                                                    a.p.bias, acc[b]);
+    }
+    return;
+  }
   float s[R], m[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) {
@@ -156,7 +169,7 @@ __device__ __forceinline__ void batch_chunk(const uint4 (&w)[R], const uint2 (&r
 
 // Block = kQuantBatchRows rows; its 128 threads take chunks tid, tid + 128, ... (U chunks' loads of all rows in
 // flight before the first dot). Each thread keeps acc[B][R]; vectors b >= nb are skipped (no x reads, zero sums).
-template <bool kInt4, bool kTwoLevel, bool kHasMin, int B, int R>
+template <bool kInt4, bool kTwoLevel, bool kHasMin, int B, int R, bool kFma>
 __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchArgs a) {
   constexpr int U = B >= 16 ? 1 : 2;
   constexpr int V = B * R;
@@ -194,7 +207,7 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
     for (int u = 0; u < U; ++u) {
       const int c = c0 + kThreads * u;
       if (c >= chunks) break;
-      batch_chunk<kInt4, kTwoLevel, kHasMin, R, B>(wv[u], raw[u], a, c, acc);
+      batch_chunk<kInt4, kTwoLevel, kHasMin, R, B, kFma>(wv[u], raw[u], a, c, acc);
     }
   }
 
@@ -219,20 +232,20 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
 }
 
 using Kernel = void (*)(QuantBatchArgs);
-template <int B, int R>
+template <int B, int R, bool kFma>
 struct Pick {
   template <int kType>
   static Kernel get() {
     using F = QuantPackedForm<kType>;
-    return quant_batch_gemv_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, B, R>;
+    return quant_batch_gemv_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, B, R, kFma>;
   }
 };
-template <int R>
+template <int R, bool kFma>
 Kernel pick(int type_id, int nb) {
-  if (nb <= 2) return quant_kernel_for<Pick<2, R>>(type_id, "batched");
-  if (nb <= 4) return quant_kernel_for<Pick<4, R>>(type_id, "batched");
-  if (nb <= 8) return quant_kernel_for<Pick<8, R>>(type_id, "batched");
-  return quant_kernel_for<Pick<16, R>>(type_id, "batched");
+  if (nb <= 2) return quant_kernel_for<Pick<2, R, kFma>>(type_id, "batched");
+  if (nb <= 4) return quant_kernel_for<Pick<4, R, kFma>>(type_id, "batched");
+  if (nb <= 8) return quant_kernel_for<Pick<8, R, kFma>>(type_id, "batched");
+  return quant_kernel_for<Pick<16, R, kFma>>(type_id, "batched");
 }
 
 }  // namespace
@@ -284,21 +297,27 @@ void quant_batch_swiglu_x(const float* gate_up, int64_t ldgu, int nb, int64_t k,
   quantize_x_launch<XForm::Glu>(gate_up, ldgu, nb, k, xq, h, ldh, stream);
 }
 
-void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
-                             int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block) {
+namespace {
+
+// Either x form: xq (the int8 forms, quant_batch_x_stride apart) or xf (FP32 [nb, ldxf]); the checks both share.
+void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq,
+                  const float* xf, int64_t ldxf, int nb, float* y, int64_t ldy, bool accumulate, cudaStream_t stream,
+                  int rows_per_block) {
   const char* name = quant_type_traits(w.type_id).name;
-  quant_gemv_check_layout(w, "batched quantized gemv");
+  quant_gemv_check_layout(w, name_of_call);
   if (!quant_batch_supported(w))
-    fail("batched quantized gemv: ", name, " [", w.n, ", ", w.k, "] has no prepacked planes (or k % 32 != 0)");
-  if (nb < 1) fail("batched quantized gemv: ", nb, " vectors (need at least one)");
+    fail(name_of_call, ": ", name, " [", w.n, ", ", w.k, "] has no prepacked planes (or k % 32 != 0)");
+  if (nb < 1) fail(name_of_call, ": ", nb, " vectors (need at least one)");
   if (row0 < 0 || rows < 0 || row0 + rows > w.n)
-    fail("batched quantized gemv: rows [", row0, ", ", row0 + rows, ") of a ", name, " matrix of ", w.n, " rows");
+    fail(name_of_call, ": rows [", row0, ", ", row0 + rows, ") of a ", name, " matrix of ", w.n, " rows");
   if (rows == 0) return;
-  if (!xq || !y || (reinterpret_cast<uintptr_t>(xq) & 15) != 0 || (reinterpret_cast<uintptr_t>(y) & 3) != 0 ||
-      (nb > 1 && ldy < rows))
-    fail("batched quantized gemv: null or misaligned x/y, or a y pitch of ", ldy, " for ", rows, " rows");
+  const bool x_ok = xq ? (reinterpret_cast<uintptr_t>(xq) & 15) == 0
+                       : xf && (reinterpret_cast<uintptr_t>(xf) & 15) == 0 && ldxf % 4 == 0 && ldxf >= w.k;
+  if (!x_ok || !y || (reinterpret_cast<uintptr_t>(y) & 3) != 0 || (nb > 1 && ldy < rows))
+    fail(name_of_call, ": null or misaligned x/y (FP32 x: 16-byte aligned rows of pitch >= k), or a y pitch of ", ldy,
+         " for ", rows, " rows");
   if (rows_per_block != 4 && rows_per_block != 8)
-    fail("batched quantized gemv: ", rows_per_block, " rows per block (4 or 8)");
+    fail(name_of_call, ": ", rows_per_block, " rows per block (4 or 8)");
   QuantBatchArgs a;
   a.p = quant_packed_args(w, QuantGemvPlan{}, nullptr, nullptr, false);
   a.row0 = row0;
@@ -306,18 +325,39 @@ void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t row
   a.x_stride = quant_batch_x_stride(w.k);
   a.off_d = quant_x_smem_offset_d(w.k);
   a.off_s16 = quant_x_smem_offset_s16(w.k);
+  a.ldxf = ldxf;
   a.ldy = ldy;
   a.accumulate = accumulate ? 1 : 0;
   const unsigned grid = unsigned((rows + rows_per_block - 1) / rows_per_block);
-  // One launch per kQuantBatchMax vectors: vector b's int8 form is at b * x_stride, its output row at b * ldy.
+  // One launch per kQuantBatchMax vectors: vector b's x at b * x_stride (int8) or b * ldxf (FP32), its output row at
+  // b * ldy.
   for (int b0 = 0; b0 < nb; b0 += kQuantBatchMax) {
     a.nb = std::min(kQuantBatchMax, nb - b0);
-    a.xq = static_cast<const unsigned char*>(xq) + int64_t(b0) * a.x_stride;
+    a.xq = xq ? static_cast<const unsigned char*>(xq) + int64_t(b0) * a.x_stride : nullptr;
+    a.xf = xq ? nullptr : xf + int64_t(b0) * ldxf;
     a.y = y + int64_t(b0) * ldy;
-    const Kernel kernel = rows_per_block == 8 ? pick<8>(w.type_id, a.nb) : pick<4>(w.type_id, a.nb);
+    const Kernel kernel = xq ? (rows_per_block == 8 ? pick<8, false>(w.type_id, a.nb) : pick<4, false>(w.type_id, a.nb))
+                             : (rows_per_block == 8 ? pick<8, true>(w.type_id, a.nb) : pick<4, true>(w.type_id, a.nb));
     kernel<<<grid, kThreads, 0, stream>>>(a);
     CUDA_CHECK_LAUNCH("quant_batch_gemv_kernel");
   }
+}
+
+}  // namespace
+
+void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
+                             int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block) {
+  if (!xq) fail("batched quantized gemv: null int8 x");
+  batch_launch("batched quantized gemv", w, row0, rows, xq, nullptr, 0, nb, y, ldy, accumulate, stream,
+               rows_per_block);
+}
+
+void quant_batch_gemv_f32_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const float* x, int64_t ldx,
+                                 int nb, float* y, int64_t ldy, bool accumulate, cudaStream_t stream,
+                                 int rows_per_block) {
+  if (!x) fail("batched quantized gemv (FP32 x): null x");
+  batch_launch("batched quantized gemv (FP32 x)", w, row0, rows, nullptr, x, ldx, nb, y, ldy, accumulate, stream,
+               rows_per_block);
 }
 
 }  // namespace llm

@@ -48,4 +48,12 @@ void quant_batch_swiglu_x(const float* gate_up, int64_t ldgu, int nb, int64_t k,
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
                              int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block = kQuantBatchRows);
 
+// The same rows against nb FP32 vectors x [nb, ldx] (16-byte aligned rows, ldx >= k, ldx % 4 == 0), each chunk through
+// the "warp" form's arithmetic (quant_chunk_fma: FP32 x times the exact codes, the scale and min per group): the
+// batch-k form of a decode step on "warp" (or "thread"), where the int8 kernel above is that of "warp-dp4a". Each
+// weight read once per kQuantBatchMax vectors; x read through L1 once per chunk, vector and block of rows.
+void quant_batch_gemv_f32_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const float* x, int64_t ldx,
+                                 int nb, float* y, int64_t ldy, bool accumulate, cudaStream_t stream,
+                                 int rows_per_block = kQuantBatchRows);
+
 }  // namespace llm

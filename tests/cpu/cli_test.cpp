@@ -150,8 +150,8 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_FALSE(parse({"--fuse-norm", "off"}).fuse_norm);
   EXPECT_EQ(usage_message([&] { parse({"--fuse-norm", "no"}); }), "--fuse-norm: invalid value 'no' (allowed: on, off)");
   EXPECT_TRUE(d.fuse_swiglu_q8);
-  EXPECT_FALSE(d.norm_sums);
-  EXPECT_TRUE(parse({"--norm-sums", "on"}).norm_sums);
+  EXPECT_TRUE(d.norm_sums);
+  EXPECT_FALSE(parse({"--norm-sums", "off"}).norm_sums);
   EXPECT_FALSE(parse({"--fuse-glu", "off"}).fuse_swiglu_q8);
   // The batch-k GEMV's pass limit (0 = always dequantize, at most kQuantBatchPassMax) and the captured verify.
   EXPECT_EQ(d.quant_batch_rows, 64);
@@ -160,6 +160,11 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_EQ(parse({"--batch-rows", "16"}).quant_batch_rows, 16);
   EXPECT_NE(usage_message([&] { parse({"--batch-rows", "65"}); }).find("--batch-rows"), std::string::npos);
   EXPECT_FALSE(parse({"--verify-cg", "off"}).verify_graph);
+  // The batched BF16 GEMV's pass limit (0 = always cuBLAS, at most kGemvMaxBatch).
+  EXPECT_EQ(d.bf16_batch_rows, 16);
+  EXPECT_EQ(parse({"--bf16-rows", "0"}).bf16_batch_rows, 0);
+  EXPECT_EQ(parse({"--bf16-rows", "9"}).bf16_batch_rows, 9);
+  EXPECT_NE(usage_message([&] { parse({"--bf16-rows", "17"}); }).find("--bf16-rows"), std::string::npos);
   const EngineTuning t = parse({"--run-ahead", "off", "--grid-cap", "96", "--wait-timeout", "250", "--all-forms"});
   EXPECT_FALSE(t.run_ahead);
   EXPECT_EQ(t.persistent_max_blocks, 96);

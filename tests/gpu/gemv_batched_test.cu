@@ -1,4 +1,4 @@
-// The probe kernels of kernels/gemv/gemv_batched.h (batched GEMV, several rows per warp) against an FP64 CPU reference on
+// The kernels of kernels/gemv/gemv_batched.h (batched GEMV for 1 to 16 vectors, with accumulate; several rows per warp) against an FP64 CPU reference on
 // random BF16 weights, with NaN-poisoned outputs and guards, on awkward shapes; plus a negative control.
 #include <gtest/gtest.h>
 
@@ -111,7 +111,7 @@ const std::vector<std::pair<int, int>> kShapes = {{1, 1}, {7, 13}, {33, 200}, {1
 TEST_F(GemvBatchedTest, MatchesFp64ReferenceForEveryBatch) {
   uint32_t seed = 1;
   for (const auto& [n, k] : kShapes) {
-    for (int b : {1, 2, 4, 8}) {
+    for (int b : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16}) {  // every rows-per-warp class (1, 2, 4) and the 2-row tail
       // ldx = K + 4 keeps 16-byte aligned rows; K + 1 forces the scalar x path.
       for (int64_t pad : {int64_t(4) - (k % 4 == 0 ? 0 : k % 4), int64_t(1)}) {
         const int64_t ldx = k + pad;
@@ -155,6 +155,60 @@ TEST_F(GemvBatchedTest, RowsPerWarpMatchesFp64Reference) {
   EXPECT_EQ(gemv_rows_per_warp(4096), 1);
 }
 
+// An unpadded row-major view (ld = K, the CUDA engine's BF16 copies) with K not a multiple of 8: rows are not 16-byte
+// aligned, so the kernel takes two-byte weight loads; the same results as the padded layout's.
+TEST_F(GemvBatchedTest, UnpaddedRowsOfAnyPitch) {
+  uint32_t seed = 300;
+  for (const auto& [n, k] : std::vector<std::pair<int, int>>{{7, 13}, {33, 172}, {1000, 4097}, {64, 64}}) {
+    for (int b : {1, 3, 9}) {
+      SCOPED_TRACE("N=" + std::to_string(n) + " K=" + std::to_string(k) + " B=" + std::to_string(b));
+      const Problem p(n, k, b, k + 1, seed++);
+      GemvWeight view;
+      view.N = n;
+      view.K = k;
+      view.ld = k;
+      view.data = p.d_w;
+      view.owned = false;
+      const double err = run_poisoned(p, n + 2, [&](float* y) {
+        gemv_batched_launch(view, b, p.d_x, p.ldx, y, n + 2, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+      });
+      EXPECT_LE(err, kTol) << "relative L2 error " << err;
+    }
+  }
+}
+
+// accumulate adds W x to what Y holds (the engine's residual GEMVs): Y starts at known values, ends at them plus the
+// reference, for a batch on each rows-per-warp class, K split over warps or not.
+TEST_F(GemvBatchedTest, AccumulateAddsToY) {
+  uint32_t seed = 200;
+  for (const auto& [n, k] : std::vector<std::pair<int, int>>{{33, 200}, {1000, 4097}, {5, 14336}}) {
+    for (int b : {1, 4, 8, 11}) {
+      SCOPED_TRACE("N=" + std::to_string(n) + " K=" + std::to_string(k) + " B=" + std::to_string(b));
+      const Problem p(n, k, b, k + 3, seed++);
+      GemvWeight w;
+      gemv_batched_prepack(p.d_w, n, k, &w, nullptr);
+      std::vector<float> y0(size_t(b) * size_t(n));
+      for (size_t i = 0; i < y0.size(); ++i) y0[i] = float(int(i % 7) - 3) * 0.5f;
+      float* d_y = nullptr;
+      CUDA_CHECK(cudaMalloc(&d_y, y0.size() * 4));
+      CUDA_CHECK(cudaMemcpy(d_y, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
+      gemv_batched_launch(w, b, p.d_x, p.ldx, d_y, n, nullptr, /*accumulate=*/true);
+      std::vector<float> y(y0.size());
+      CUDA_CHECK(cudaMemcpy(y.data(), d_y, y.size() * 4, cudaMemcpyDeviceToHost));
+      cudaFree(d_y);
+      gemv_free(&w);
+      double num = 0.0, den = 0.0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        const double want = p.ref[i] + double(y0[i]), d = double(y[i]) - want;
+        num += d * d;
+        den += want * want;
+      }
+      EXPECT_LE(std::sqrt(num / den), kTol);
+    }
+  }
+}
+
 // Swapping two activation vectors must swap the two output rows: catches a kernel that mixes up b.
 TEST_F(GemvBatchedTest, NegativeControlSwappedBatchRowsFail) {
   const Problem p(1000, 4097, 2, 4100, 7);
@@ -181,8 +235,12 @@ TEST_F(GemvBatchedTest, RejectsUnsupportedBatchAndLayout) {
   gemv_batched_prepack(p.d_w, p.N, p.K, &w, nullptr);
   float* d_y = nullptr;
   CUDA_CHECK(cudaMalloc(&d_y, 16 * 4 * 4));
-  EXPECT_THROW(gemv_batched_launch(w, 3, p.d_x, 16, d_y, 16, nullptr), Error);
+  EXPECT_THROW(gemv_batched_launch(w, 0, p.d_x, 16, d_y, 16, nullptr), Error);
+  EXPECT_THROW(gemv_batched_launch(w, kGemvMaxBatch + 1, p.d_x, 16, d_y, 16, nullptr), Error);
   EXPECT_THROW(gemv_batched_launch(w, 1, p.d_x, 8, d_y, 16, nullptr), Error);  // ldx < K
+  GemvWeight short_pitch = w;
+  short_pitch.ld = 15;  // row pitch below K
+  EXPECT_THROW(gemv_batched_launch(short_pitch, 1, p.d_x, 16, d_y, 16, nullptr), Error);
   GemvWeight unpadded = w;
   unpadded.ld = 13;
   EXPECT_THROW(gemv_rows_per_warp_launch(unpadded, p.d_x, d_y, nullptr), Error);

@@ -771,11 +771,14 @@ TEST_F(QuantGemvTest, RefusesMissingPlanesByName) {
 // over rows [row0, row0 + rows) into poisoned y with a pitch wider than the rows, then again with y += W x: every
 // vector's rows against the FP64 reference on that vector rounded as warp-dp4a rounds its x (the same int8 form, bit
 // for bit: checked), and nothing outside the slice written. A vector's result compared with another vector's
-// reference must fail (the vectors are not mixed up).
+// reference must fail (the vectors are not mixed up). fma: the FP32 rows straight into quant_batch_gemv_f32_launch
+// (the "warp" form's arithmetic), against the reference on the unrounded x.
 void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int64_t rows, cudaStream_t stream,
-                 int rows_per_block = kQuantBatchRows) {
+                 int rows_per_block = kQuantBatchRows, bool fma = false) {
+  if (fma) bf16 = false;
   SCOPED_TRACE(std::string(ggml_quant_name(t)) + " N=" + std::to_string(n) + " K=" + std::to_string(k) + " nb=" +
-               std::to_string(nb) + (bf16 ? " bf16 x" : " f32 x") + " rows [" + std::to_string(row0) + ", " +
+               std::to_string(nb) + (fma ? " f32 x, FMA kernel" : bf16 ? " bf16 x" : " f32 x") + " rows [" +
+               std::to_string(row0) + ", " +
                std::to_string(row0 + rows) + ") " + std::to_string(rows_per_block) + " rows per block");
   const uint64_t seed = rng_mix(test_seed() ^ (uint64_t(n) << 24) ^ uint64_t(k) ^ (uint64_t(t) << 50) ^ 0xba7c);
   const std::vector<uint8_t> blocks = random_blocks(t, n, k, seed);
@@ -808,7 +811,7 @@ void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int
     for (int64_t r = 0; r < rows; ++r) {
       double s = 0.0, a = 0.0;
       for (int64_t j = 0; j < k; ++j) {
-        s += wd[size_t(r * k + j)] * double(xr.back().value[size_t(j)]);
+        s += wd[size_t(r * k + j)] * (fma ? double(x[size_t(b * ldx + j)]) : double(xr.back().value[size_t(j)]));
         a += std::fabs(wd[size_t(r * k + j)] * double(x[size_t(b * ldx + j)]));
       }
       ref[size_t(b)][size_t(r)] = s;
@@ -847,7 +850,11 @@ void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int
     else
       std::fill(y.begin(), y.end(), std::nanf(""));
     CUDA_CHECK(cudaMemcpyAsync(d_y, y.data(), ysize * 4, cudaMemcpyHostToDevice, stream));
-    quant_batch_gemv_launch(w, row0, rows, d_xq, nb, d_y, ldy, accumulate, stream, rows_per_block);
+    if (fma)
+      quant_batch_gemv_f32_launch(w, row0, rows, static_cast<const float*>(d_x), ldx, nb, d_y, ldy, accumulate, stream,
+                                  rows_per_block);
+    else
+      quant_batch_gemv_launch(w, row0, rows, d_xq, nb, d_y, ldy, accumulate, stream, rows_per_block);
     std::vector<float> got(ysize);
     CUDA_CHECK(cudaMemcpyAsync(got.data(), d_y, ysize * 4, cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -882,7 +889,7 @@ void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int
     std::memcpy(&last_g, &got[ysize - 1], 4);
     std::memcpy(&last_w, &y[ysize - 1], 4);
     EXPECT_EQ(last_g, last_w) << "wrote past the last vector";
-    if (!accumulate) std::cout << "[ qbatch  ] worst relative L2 error " << worst << "\n";
+    if (!accumulate) std::cout << "[ qbatch  ] " << (fma ? "FP32 x: " : "") << "worst relative L2 error " << worst << "\n";
   }
   cudaFree(d_x);
   cudaFree(d_xq);
@@ -901,6 +908,20 @@ TEST_F(QuantGemvTest, BatchMatchesFp64ReferenceForEveryVectorCount) {
       check_batch(t, 13, k_mid, nb, nb % 2 == 1, 2, 11, stream_, kQuantBatchRows == 4 ? 8 : 4);  // the other form
     }
   }
+}
+
+// The FP32-x kernel ("warp"'s arithmetic, what a verify on that form runs): every type, vector count class and slice.
+TEST_F(QuantGemvTest, BatchFp32MatchesFp64ReferenceForEveryVectorCount) {
+  for (Q t : kAllTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const int64_t k_small = kq ? 256 : 96, k_mid = kq ? 768 : 576;
+    for (int nb : {1, 3, 8, 9, 16, 20}) {
+      check_batch(t, 1, k_small, nb, false, 0, 1, stream_, kQuantBatchRows, true);
+      check_batch(t, 203, 4096, nb, false, 5, 190, stream_, kQuantBatchRows, true);
+      check_batch(t, 13, k_mid, nb, false, 2, 11, stream_, kQuantBatchRows == 4 ? 8 : 4, true);
+    }
+  }
+  check_batch(Q::Q4_K, 37, 14336, 5, false, 0, 37, stream_, kQuantBatchRows, true);
 }
 
 TEST_F(QuantGemvTest, BatchLongRowsAndRefusals) {
@@ -928,6 +949,13 @@ TEST_F(QuantGemvTest, BatchLongRowsAndRefusals) {
   QuantGemvWeight ok = quant_gemv_upload(hp.host_weight(), stream_);
   refused([&] { quant_batch_gemv_launch(ok, 0, 64, d, 0, static_cast<float*>(d), 64, false, stream_); }, "0 vectors");
   refused([&] { quant_batch_gemv_launch(ok, 60, 8, d, 2, static_cast<float*>(d), 64, false, stream_); }, "68");
+  const float* xf = static_cast<const float*>(d);
+  refused([&] { quant_batch_gemv_f32_launch(ok, 0, 64, xf, 255, 2, static_cast<float*>(d), 64, false, stream_); },
+          "pitch >= k");  // ldx < k
+  refused([&] { quant_batch_gemv_f32_launch(ok, 0, 64, xf + 1, 256, 2, static_cast<float*>(d), 64, false, stream_); },
+          "16-byte aligned");
+  refused([&] { quant_batch_gemv_f32_launch(w, 0, 64, xf, 256, 2, static_cast<float*>(d), 64, false, stream_); },
+          "Q4_0");
   refused([&] { quant_batch_quantize_x(d, false, 256, 0, 256, d, stream_); }, "0 vectors");
   refused([&] { quant_batch_quantize_x(d, false, 256, 2, 250, d, stream_); }, "250");
   CUDA_CHECK(cudaStreamSynchronize(stream_));

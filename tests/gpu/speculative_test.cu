@@ -3,8 +3,8 @@
 // verify's rows against teacher-forced decode logits (stories260K; the real SmolLM2 file, quantized: its pass
 // dequantizes every matrix); a rewind then a second verify gives the bits of a verify that never saw the wrong drafts;
 // greedy output with prompt lookup equals greedy output without it up to the first position where the target's top-2
-// margin is small (the verify pass's GEMMs take BF16 activations, decode's GEMVs FP32: near ties may flip), counted
-// and printed; the FP8 cache is refused by name.
+// margin is under 1e-3 (issue 36's bound: a verify of up to 16 tokens runs the batched GEMVs on the decode step's FP32
+// activations, so only the summation order differs), counted and printed; the FP8 cache is refused by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,12 +34,15 @@ namespace {
 
 const std::string kStories = std::string(LLM_TEST_MODELS) + "/stories260K";
 // Where verify's GEMM rows and decode's GEMV rows may round a greedy choice differently: a top-2 margin this small.
-constexpr float kNearTie = 5e-2f;
+constexpr float kNearTie = 1e-3f;
 
 std::unique_ptr<llm::Backend> cuda(const llm::Model& m, llm::KvDtype kv = llm::KvDtype::BF16, int ctx = 512,
-                                   bool verify_graph = false) {
+                                   bool verify_graph = false, llm::EngineTuning tuning = {},
+                                   const std::string& gemv = "") {
   llm::BackendOptions o;
   o.device = "cuda";
+  o.gemv = gemv;
+  o.tuning = tuning;
   o.tuning.verify_graph = verify_graph;
   o.ctx_size = ctx;
   o.kv_dtype = kv;
@@ -55,26 +58,55 @@ double rel_l2(const float* a, const float* b, size_t n) {
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// verify(ids[p .. p+k)) after a prefill of ids[0 .. p) against teacher-forced decode of ids: every row.
-void expect_verify_rows_match_decode(const llm::Model& m, const std::vector<int>& ids, int p, double tol) {
+// verify(ids[p .. p+k)) after a prefill of ids[0 .. p) against decode steps of ids[p .. p+k) after the same prefill:
+// every row (what speculation replaces: the cache before the drafts is the same on both sides). Returns the worst
+// relative L2 distance.
+double expect_verify_rows_match_decode(const llm::Model& m, const std::vector<int>& ids, int p, double tol,
+                                       const llm::EngineTuning& tuning = {}, const char* what = "default",
+                                       const std::string& gemv = "") {
   const int vocab = m.config.vocab_size, k = int(ids.size()) - p;
-  auto a = cuda(m), b = cuda(m);
+  auto a = cuda(m, llm::KvDtype::BF16, 512, false, tuning, gemv),
+       b = cuda(m, llm::KvDtype::BF16, 512, false, tuning, gemv);
   a->prefill(ids.data(), p, 0);
+  b->prefill(ids.data(), p, 0);
   const std::vector<float> rows = a->verify(ids.data() + p, k, p);
-  ASSERT_EQ(rows.size(), size_t(k) * size_t(vocab));
-  const std::vector<float> want = llm::teacher_forced_logits(*b, ids);
+  EXPECT_EQ(rows.size(), size_t(k) * size_t(vocab));
+  if (rows.size() != size_t(k) * size_t(vocab)) return INFINITY;
   double worst = 0;
   for (int i = 0; i < k; ++i) {
-    const double e = rel_l2(rows.data() + size_t(i) * vocab, want.data() + size_t(p + i) * vocab, size_t(vocab));
+    b->decode(ids[size_t(p + i)], p + i);
+    const std::vector<float> want = b->logits();
+    const double e = rel_l2(rows.data() + size_t(i) * vocab, want.data(), size_t(vocab));
     worst = std::max(worst, e);
-    EXPECT_LE(e, tol) << m.source << " verify row " << i;
+    EXPECT_LE(e, tol) << m.source << " (" << what << ") verify row " << i;
   }
   // The last row is the current logits too.
   const std::vector<float> cur = a->logits();
   EXPECT_EQ(std::memcmp(cur.data(), rows.data() + size_t(k - 1) * vocab, size_t(vocab) * 4), 0);
-  std::printf("%s: verify of %d rows vs teacher-forced decode: worst rel L2 %.3e\n", m.source.c_str(), k, worst);
+  std::printf("%s (%s): verify of %d rows vs decode steps: worst rel L2 %.3e\n", m.source.c_str(), what, k, worst);
+  return worst;
 }
 
+// Where a verify's rows depart from the decode steps, knob by knob (printed; bounded loosely): the fusions of the
+// decode step and the batched passes each off in turn.
+void print_knob_distances(const llm::Model& m, const std::vector<int>& ids, int p) {
+  std::vector<std::pair<const char*, llm::EngineTuning>> knobs(6);
+  knobs[0].first = "--fuse-norm off";
+  knobs[0].second.fuse_norm = false;
+  knobs[1].first = "--norm-sums off";
+  knobs[1].second.norm_sums = false;
+  knobs[2].first = "--fuse-glu off";
+  knobs[2].second.fuse_swiglu_q8 = false;
+  knobs[3].first = "--bf16-rows 0";
+  knobs[3].second.bf16_batch_rows = 0;
+  knobs[4].first = "--batch-rows 0";
+  knobs[4].second.quant_batch_rows = 0;
+  knobs[5].first = "--fuse-norm off --bf16-rows 0 --batch-rows 0";
+  knobs[5].second.fuse_norm = false;
+  knobs[5].second.bf16_batch_rows = 0;
+  knobs[5].second.quant_batch_rows = 0;
+  for (const auto& [what, t] : knobs) expect_verify_rows_match_decode(m, ids, p, 5e-2, t, what);
+}
 
 void expect_greedy_same(const std::string& what, const llm::Model& m, const std::vector<int>& prompt, int n) {
   SCOPED_TRACE(what);
@@ -110,8 +142,11 @@ TEST(CudaSpeculative, VerifyRowsMatchTeacherForcedDecode) {
   const llm::Model m = llm::load_model(kStories + "/stories260K.bin");
   std::vector<int> ids;
   for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 37) % (m.config.vocab_size - 1));
-  expect_verify_rows_match_decode(m, ids, 31, 2e-2);  // 9 rows: a pending token and 8 drafts
+  // 9 rows (a pending token and 8 drafts): the batched BF16 GEMV on FP32 rows, the decode step's arithmetic.
+  expect_verify_rows_match_decode(m, ids, 31, 1e-4);
+  // 39 rows: past the batched GEMV's 16, cuBLAS on BF16-rounded rows (a long pass's path).
   expect_verify_rows_match_decode(m, ids, 1, 2e-2);
+  print_knob_distances(m, ids, 31);
 }
 
 TEST(CudaSpeculative, VerifyRowsMatchTeacherForcedDecodeOnTheQuantizedSmolLM2File) {
@@ -120,7 +155,11 @@ TEST(CudaSpeculative, VerifyRowsMatchTeacherForcedDecodeOnTheQuantizedSmolLM2Fil
   const llm::Model m = llm::load_model(llm_test::smollm2_path());
   std::vector<int> ids;
   for (int i = 0; i < 24; ++i) ids.push_back(1 + (i * 7919) % (m.config.vocab_size - 1));
-  expect_verify_rows_match_decode(m, ids, 15, 3e-2);
+  // 9 rows through the batch-k GEMV on FP32 rows ("warp", the default quantized form, reads x in FP32), and on the
+  // int8 rows where the decode form is warp-dp4a.
+  expect_verify_rows_match_decode(m, ids, 15, 1e-4);
+  expect_verify_rows_match_decode(m, ids, 15, 1e-3, {}, "warp-dp4a", "warp-dp4a");
+  print_knob_distances(m, ids, 15);
 }
 
 // Wrong drafts verified, rewound, then the right ones: the same bits as a verify that never saw the wrong ones.
