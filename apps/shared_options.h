@@ -131,9 +131,9 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
             "(each weight once per 16 tokens); longer ones dequantize each matrix for cuBLAS; 0 = always dequantize")
       .default_is("64");
   o.integer("--bf16-rows", "N", &t->bf16_batch_rows, 0, 16,
-            "prefill and verify passes of at most N tokens read BF16 matrices through the batched GEMV (FP32 "
-            "activations, as decode reads them; each weight once per pass); longer ones run cuBLAS on BF16 rows; 0 = "
-            "always cuBLAS")
+            "speculative verify passes of at most N tokens read BF16 matrices through the batched GEMV (FP32 "
+            "activations, as decode reads them; each weight once per pass); longer ones, and prompts, run cuBLAS on "
+            "BF16 rows; 0 = always cuBLAS")
       .default_is("16");
   o.choice("--verify-cg", "on|off", &t->verify_graph, {"on", "off"},
            [](const std::string& v) { return v == "on"; },
