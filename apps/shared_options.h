@@ -130,10 +130,15 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
             "prefill and verify passes of at most N tokens read matrices kept quantized through the batch-k GEMV "
             "(each weight once per 16 tokens); longer ones dequantize each matrix for cuBLAS; 0 = always dequantize")
       .default_is("64");
+  o.choice("--exact-vfy", "on|off", &t->exact_verify, {"on", "off"},
+           [](const std::string& v) { return v == "on"; },
+           "speculative verify on cuda takes the decode step's activations (FP32 rows; int8 where decode runs "
+           "warp-dp4a) so greedy output matches decoding up to near ties; off: BF16-rounded rows, as prompts; not yet "
+           "run on a GPU")
+      .default_is("off");
   o.integer("--bf16-rows", "N", &t->bf16_batch_rows, 0, 16,
-            "speculative verify passes of at most N tokens read BF16 matrices through the batched GEMV (FP32 "
-            "activations, as decode reads them; each weight once per pass); longer ones, and prompts, run cuBLAS on "
-            "BF16 rows; 0 = always cuBLAS")
+            "with --exact-vfy on: verify passes of at most N tokens read BF16 matrices through the batched GEMV "
+            "(each weight once per pass); longer ones run cuBLAS; 0 = always cuBLAS")
       .default_is("16");
   o.choice("--verify-cg", "on|off", &t->verify_graph, {"on", "off"},
            [](const std::string& v) { return v == "on"; },

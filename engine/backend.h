@@ -39,10 +39,14 @@ struct EngineTuning {
   int quant_batch_rows = 64;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
                                    // quantized through the batch-k GEMV (kernels/quant/gemv_quant_batch.h: the weights
                                    // once per 16 tokens); longer passes dequantize each matrix for a cuBLAS GEMM. 0: never
-  int bf16_batch_rows = 16;        // CUDA verify passes of at most this many tokens (<= 16) read BF16 matrices through
-                                   // the batched GEMV (kernels/gemv/gemv_batched.h: FP32 activations, as the decode
-                                   // GEMVs; the weights once per pass) instead of cuBLAS on BF16-rounded rows, so a
-                                   // verify agrees with the decode steps it replaces. 0: always cuBLAS
+  bool exact_verify = false;       // CUDA verify passes take the decode step's activations: quantized matrices through
+                                   // the batch-k GEMV on FP32 rows where decode runs "warp" (int8 rows quantized from
+                                   // FP32 for "warp-dp4a"), BF16 matrices through the batched GEMV on FP32 rows
+                                   // (kernels/gemv/gemv_batched.h), so greedy output with speculation stays the
+                                   // decode steps' up to summation order. Off: BF16-rounded rows (cuBLAS; int8 from
+                                   // them), as prompts. Off until its GPU tests have run (written after the budget)
+  int bf16_batch_rows = 16;        // with exact_verify: verify passes of at most this many tokens (<= 16) take the
+                                   // batched BF16 GEMV; longer ones cuBLAS
   bool verify_graph = true;        // CUDA verify: each draft length's pass captured in a CUDA graph (at its second use)
                                    // and replayed, instead of ~16 launches per layer (H100, 8B: verify of 8 tokens
                                    // 1.87x a decode step instead of 2.11x on Q4_0); off: eager passes

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -104,12 +105,13 @@ class CudaEngine final : public CudaBackend {
     int row0, rows;
     float* y;
   };
-  // How a matrix reads the c rows of a pass (pass_form): the batch-k quantized GEMV on its planes with the decode
-  // form's activations (QuantInt8: the rows in int8, quantized from FP32 as warp-dp4a quantizes its x; QuantF32: the
-  // FP32 rows, as "warp" reads them), the batched BF16 GEMV on its BF16 copy (the FP32 rows, as the BF16 GEMVs read
-  // them), or cuBLAS on BF16 rows (a matrix kept quantized dequantized first). The batched forms give a short pass (a
-  // verify, a short prompt) the decode step's arithmetic up to summation order.
-  enum class PassForm { QuantInt8, QuantF32, Bf16Batch, Gemm };
+  // How a matrix reads the c rows of a pass (pass_form). A prompt's pass (and a verify unless
+  // EngineTuning::exact_verify): the batch-k quantized GEMV on int8 rows rounded from the BF16 rows (QuantInt8Bf16),
+  // or cuBLAS on BF16 rows (a matrix kept quantized dequantized first). A verify with exact_verify takes the decode
+  // form's activations: int8 rows quantized from FP32 as warp-dp4a quantizes its x (QuantInt8), the FP32 rows as
+  // "warp" reads them (QuantF32), the batched BF16 GEMV on FP32 rows (Bf16Batch): the decode step's arithmetic up to
+  // summation order.
+  enum class PassForm { QuantInt8Bf16, QuantInt8, QuantF32, Bf16Batch, Gemm };
   PassForm pass_form(const DevMatrix& whole, const DecodeWeight* planes, int c) const;
   PassForm pass_form(size_t l, FusedProj p, const DevMatrix& whole, int c);
   void pass_input(PassForm f, const float* x, int c, int k);
@@ -164,8 +166,8 @@ class CudaEngine final : public CudaBackend {
   std::map<int, std::unique_ptr<GraphExecHolder>> verify_graphs_;
   std::set<int> verify_eager_;
   const MappingState* verify_graph_ms_ = nullptr;
-  std::pair<int, int> verify_graph_batch_rows_{-1, -1};  // quant_batch_rows, bf16_batch_rows
-  bool verifying_ = false;  // inside verify_pass: BF16 copies take the batched GEMV (pass_form)
+  std::tuple<int, int, bool> verify_graph_batch_rows_{-1, -1, false};  // quant_batch_rows, bf16_batch_rows, exact
+  bool verifying_ = false;  // inside verify_pass (pass_form: EngineTuning::exact_verify applies)
   DecodeProfile profile_;
 };
 
@@ -503,7 +505,7 @@ DevMatrix CudaEngine::prefill_source(size_t l, FusedProj p, const DevMatrix& who
 // f reads them (pass_input left them): int8 in batch_xq, FP32 at x32 (row pitch K), or BF16 in pbf.
 void CudaEngine::prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, int c, PassForm f, const float* x32,
                                 std::initializer_list<RowSlice> slices, float beta) {
-  if (f == PassForm::QuantInt8 || f == PassForm::QuantF32) {
+  if (f == PassForm::QuantInt8Bf16 || f == PassForm::QuantInt8 || f == PassForm::QuantF32) {
     const DecodeWeight& w = planes_state().layer(l, p);
     for (const RowSlice& r : slices) batch_rows(w, r, f == PassForm::QuantF32 ? x32 : nullptr, c, beta != 0.0f);
     return;
@@ -518,14 +520,15 @@ void CudaEngine::prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, i
 }
 
 CudaEngine::PassForm CudaEngine::pass_form(const DevMatrix& whole, const DecodeWeight* planes, int c) const {
+  const bool exact = verifying_ && tuning_.exact_verify;
   if (!whole.data) {
     if (!planes || !batchable(*planes, c)) return PassForm::Gemm;
+    if (!exact) return PassForm::QuantInt8Bf16;
     return quant_kind_int8_x(cur_->plan.quant) ? PassForm::QuantInt8 : PassForm::QuantF32;
   }
-  // BF16 copies: the batched GEMV in a verify pass only (its rows must be the decode steps'); a prompt's pass keeps
-  // cuBLAS, measured faster there (H100, 8B BF16, 16 tokens: 7.7 vs 29.6 ms).
-  const bool bf16_ok =
-      verifying_ && c >= 1 && c <= std::min({tuning_.bf16_batch_rows, act_.batch_rows, kGemvMaxBatch});
+  // BF16 copies: the batched GEMV in an exact verify only; a prompt's pass keeps cuBLAS, measured faster there (H100,
+  // 8B BF16, 16 tokens: 7.7 vs 29.6 ms).
+  const bool bf16_ok = exact && c >= 1 && c <= std::min({tuning_.bf16_batch_rows, act_.batch_rows, kGemvMaxBatch});
   return bf16_ok ? PassForm::Bf16Batch : PassForm::Gemm;
 }
 
@@ -533,17 +536,22 @@ CudaEngine::PassForm CudaEngine::pass_form(size_t l, FusedProj p, const DevMatri
   return pass_form(whole, whole.data ? nullptr : &planes_state().layer(l, p), c);
 }
 
-// The c FP32 rows x [c, k] as form f reads them: int8 in batch_xq, BF16 in pbf; the FP32 forms read x itself.
+// The c FP32 rows x [c, k] as form f reads them: int8 in batch_xq (from x, or from its BF16 rounding), BF16 in pbf;
+// the FP32 forms read x itself.
 void CudaEngine::pass_input(PassForm f, const float* x, int c, int k) {
   if (f == PassForm::QuantInt8) quant_batch_quantize_x(x, false, k, c, k, act_.batch_xq, stream_.s);
-  if (f == PassForm::Gemm) convert_f32_to_bf16(x, act_.pbf, size_t(c) * size_t(k), stream_.s);
+  if (f == PassForm::Gemm || f == PassForm::QuantInt8Bf16)
+    convert_f32_to_bf16(x, act_.pbf, size_t(c) * size_t(k), stream_.s);
+  if (f == PassForm::QuantInt8Bf16) quant_batch_quantize_x(act_.pbf, true, k, c, k, act_.batch_xq, stream_.s);
 }
 
 // RMSNorm of the c rows of x [c, dim] with weight w, as form f reads it: BF16 straight into pbf for cuBLAS, else FP32
 // into pf32 (then int8 for the quantized form).
 void CudaEngine::norm_input(PassForm f, const float* x, const float* w, int c) {
-  if (f == PassForm::Gemm) {
+  if (f == PassForm::Gemm || f == PassForm::QuantInt8Bf16) {
     rmsnorm_bf16(x, w, act_.pbf, c, cfg_.dim, cfg_.norm_eps, stream_.s);
+    if (f == PassForm::QuantInt8Bf16)
+      quant_batch_quantize_x(act_.pbf, true, cfg_.dim, c, cfg_.dim, act_.batch_xq, stream_.s);
     return;
   }
   rmsnorm(x, w, act_.pf32, c, cfg_.dim, cfg_.norm_eps, stream_.s);
@@ -614,10 +622,12 @@ void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos) {
     // SwiGLU of rows [gate_t | up_t], in the form down reads.
     if (fdown == PassForm::QuantInt8)
       quant_batch_swiglu_x(a.pgate_up, 2 * int64_t(m.hidden_dim), c, m.hidden_dim, nullptr, 0, a.batch_xq, s);
-    else if (fdown == PassForm::Gemm)
+    else if (fdown == PassForm::Gemm || fdown == PassForm::QuantInt8Bf16)
       swiglu_rows_bf16(a.pgate_up, a.pbf, c, m.hidden_dim, s);
     else
       swiglu_rows(a.pgate_up, a.pf32, c, m.hidden_dim, s);
+    if (fdown == PassForm::QuantInt8Bf16)
+      quant_batch_quantize_x(a.pbf, true, m.hidden_dim, c, m.hidden_dim, a.batch_xq, s);
     prefill_matmul(l, kFDown, L.w[kDown], c, fdown, a.pf32, {{0, m.dim, a.px}}, 1.0f);
   }
   CUDA_CHECK_LAUNCH("a prefill layer");
@@ -685,7 +695,7 @@ void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
   } else {
     norm_input(f, act_.px, model_.final_norm, n);
     const RowSlice all{0, cfg_.vocab_size, verify_logits_};
-    if (f == PassForm::QuantInt8 || f == PassForm::QuantF32)
+    if (f == PassForm::QuantInt8Bf16 || f == PassForm::QuantInt8 || f == PassForm::QuantF32)
       batch_rows(*head, all, f == PassForm::QuantF32 ? act_.pf32 : nullptr, n, false);
     else if (f == PassForm::Bf16Batch)
       bf16_batch_rows(model_.head, all, act_.pf32, n, false);
@@ -725,7 +735,8 @@ std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
   } else {
     // One graph per n, captured at the second verify of that n (the first runs eagerly: whatever is made lazily, a
     // mapping's planes or a kernel's first-use state, exists before capture); dropped when what it captured changes.
-    const std::pair<int, int> batch_rows{tuning_.quant_batch_rows, tuning_.bf16_batch_rows};
+    const std::tuple<int, int, bool> batch_rows{tuning_.quant_batch_rows, tuning_.bf16_batch_rows,
+                                                tuning_.exact_verify};
     if (verify_graph_ms_ != cur_ || verify_graph_batch_rows_ != batch_rows) drop_verify_graphs();
     verify_graph_ms_ = cur_;
     verify_graph_batch_rows_ = batch_rows;

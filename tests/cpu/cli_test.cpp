@@ -160,7 +160,10 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_EQ(parse({"--batch-rows", "16"}).quant_batch_rows, 16);
   EXPECT_NE(usage_message([&] { parse({"--batch-rows", "65"}); }).find("--batch-rows"), std::string::npos);
   EXPECT_FALSE(parse({"--verify-cg", "off"}).verify_graph);
-  // The batched BF16 GEMV's pass limit (0 = always cuBLAS, at most kGemvMaxBatch).
+  // The exact verify (off until run on a GPU) and the batched BF16 GEMV's pass limit (0 = always cuBLAS, at most
+  // kGemvMaxBatch).
+  EXPECT_FALSE(d.exact_verify);
+  EXPECT_TRUE(parse({"--exact-vfy", "on"}).exact_verify);
   EXPECT_EQ(d.bf16_batch_rows, 16);
   EXPECT_EQ(parse({"--bf16-rows", "0"}).bf16_batch_rows, 0);
   EXPECT_EQ(parse({"--bf16-rows", "9"}).bf16_batch_rows, 9);

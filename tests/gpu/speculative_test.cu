@@ -3,8 +3,9 @@
 // verify's rows against teacher-forced decode logits (stories260K; the real SmolLM2 file, quantized: its pass
 // dequantizes every matrix); a rewind then a second verify gives the bits of a verify that never saw the wrong drafts;
 // greedy output with prompt lookup equals greedy output without it up to the first position where the target's top-2
-// margin is under 1e-3 (issue 36's bound: a verify of up to 16 tokens runs the batched GEMVs on the decode step's FP32
-// activations, so only the summation order differs), counted and printed; the FP8 cache is refused by name.
+// margin is small, counted and printed: under 5e-2 by default (the verify pass rounds its rows to BF16, then int8 for
+// quantized matrices, where decode takes FP32), under 1e-3 (issue 36's bound) with EngineTuning::exact_verify (the
+// decode step's activations: only the summation order differs); the FP8 cache is refused by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,7 +35,14 @@ namespace {
 
 const std::string kStories = std::string(LLM_TEST_MODELS) + "/stories260K";
 // Where verify's GEMM rows and decode's GEMV rows may round a greedy choice differently: a top-2 margin this small.
-constexpr float kNearTie = 1e-3f;
+constexpr float kNearTie = 5e-2f;       // default verify: BF16-rounded rows
+constexpr float kNearTieExact = 1e-3f;  // exact_verify: issue 36's bound
+
+llm::EngineTuning exact_tuning() {
+  llm::EngineTuning t;
+  t.exact_verify = true;
+  return t;
+}
 
 std::unique_ptr<llm::Backend> cuda(const llm::Model& m, llm::KvDtype kv = llm::KvDtype::BF16, int ctx = 512,
                                    bool verify_graph = false, llm::EngineTuning tuning = {},
@@ -90,7 +98,9 @@ double expect_verify_rows_match_decode(const llm::Model& m, const std::vector<in
 // Where a verify's rows depart from the decode steps, knob by knob (printed; bounded loosely): the fusions of the
 // decode step and the batched passes each off in turn.
 void print_knob_distances(const llm::Model& m, const std::vector<int>& ids, int p) {
-  std::vector<std::pair<const char*, llm::EngineTuning>> knobs(6);
+  std::vector<std::pair<const char*, llm::EngineTuning>> knobs(7);
+  knobs[6].first = "--exact-vfy on";
+  knobs[6].second.exact_verify = true;
   knobs[0].first = "--fuse-norm off";
   knobs[0].second.fuse_norm = false;
   knobs[1].first = "--norm-sums off";
@@ -108,9 +118,10 @@ void print_knob_distances(const llm::Model& m, const std::vector<int>& ids, int 
   for (const auto& [what, t] : knobs) expect_verify_rows_match_decode(m, ids, p, 5e-2, t, what);
 }
 
-void expect_greedy_same(const std::string& what, const llm::Model& m, const std::vector<int>& prompt, int n) {
+void expect_greedy_same(const std::string& what, const llm::Model& m, const std::vector<int>& prompt, int n,
+                        const llm::EngineTuning& tuning = {}, float near_tie = kNearTie) {
   SCOPED_TRACE(what);
-  auto ref = cuda(m), target = cuda(m);
+  auto ref = cuda(m, llm::KvDtype::BF16, 512, false, tuning), target = cuda(m, llm::KvDtype::BF16, 512, false, tuning);
   const llm_test::Greedy want = llm_test::greedy_reference(*ref, prompt, n, m.config.eos_ids);
   llm::LookupDrafter lookup;
   llm::GenerateOptions go;
@@ -119,15 +130,15 @@ void expect_greedy_same(const std::string& what, const llm::Model& m, const std:
   go.drafter = &lookup;
   const llm::GenerateResult got = llm::generate(*target, m.config, prompt, go, nullptr);
   int near_ties = 0;
-  for (float mgn : want.margin) near_ties += mgn < kNearTie;
+  for (float mgn : want.margin) near_ties += mgn < near_tie;
   size_t same = 0;
   while (same < want.tokens.size() && same < got.tokens.size() && want.tokens[same] == got.tokens[same]) ++same;
   std::printf("%s: %zu tokens, the first %zu as without speculation; drafted %lld, accepted %lld (%.1f%%) in %lld "
               "verify steps; %d positions with a top-2 margin under %.0e\n",
               what.c_str(), got.tokens.size(), same, (long long)got.spec.drafted, (long long)got.spec.accepted,
-              100.0 * got.spec.accept_rate(), (long long)got.spec.steps, near_ties, double(kNearTie));
+              100.0 * got.spec.accept_rate(), (long long)got.spec.steps, near_ties, double(near_tie));
   if (same < want.tokens.size() && same < got.tokens.size())
-    EXPECT_LT(want.margin[same], kNearTie) << "greedy outputs differ at token " << same << " where the top-2 margin is "
+    EXPECT_LT(want.margin[same], near_tie) << "greedy outputs differ at token " << same << " where the top-2 margin is "
                                            << want.margin[same];
   else
     EXPECT_EQ(got.tokens, want.tokens);
@@ -142,11 +153,42 @@ TEST(CudaSpeculative, VerifyRowsMatchTeacherForcedDecode) {
   const llm::Model m = llm::load_model(kStories + "/stories260K.bin");
   std::vector<int> ids;
   for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 37) % (m.config.vocab_size - 1));
-  // 9 rows (a pending token and 8 drafts): the batched BF16 GEMV on FP32 rows, the decode step's arithmetic.
-  expect_verify_rows_match_decode(m, ids, 31, 1e-4);
-  // 39 rows: past the batched GEMV's 16, cuBLAS on BF16-rounded rows (a long pass's path).
+  expect_verify_rows_match_decode(m, ids, 31, 2e-2);  // 9 rows: a pending token and 8 drafts
   expect_verify_rows_match_decode(m, ids, 1, 2e-2);
   print_knob_distances(m, ids, 31);
+}
+
+// exact_verify: the decode step's activations, so the rows agree to the summation order. stories260K (BF16; its down
+// projection's K = 172 takes the batched GEMV's two-byte loads); SmolLM2 on "warp" (FP32 rows) and "warp-dp4a" (int8
+// rows quantized from FP32). 39 rows: past the batched BF16 GEMV's 16, cuBLAS on BF16 rows again.
+TEST(CudaSpeculative, ExactVerifyRowsMatchDecodeSteps) {
+  REQUIRE_GPU();
+  const llm::Model m = llm::load_model(kStories + "/stories260K.bin");
+  std::vector<int> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 37) % (m.config.vocab_size - 1));
+  expect_verify_rows_match_decode(m, ids, 31, 1e-4, exact_tuning(), "exact");
+  expect_verify_rows_match_decode(m, ids, 1, 2e-2, exact_tuning(), "exact, 39 rows");
+  LLM_REQUIRE_SMOLLM2();  // stories260K above is checked either way
+  const llm::Model s = llm::load_model(llm_test::smollm2_path());
+  std::vector<int> sids;
+  for (int i = 0; i < 24; ++i) sids.push_back(1 + (i * 7919) % (s.config.vocab_size - 1));
+  expect_verify_rows_match_decode(s, sids, 15, 1e-4, exact_tuning(), "exact, warp");
+  expect_verify_rows_match_decode(s, sids, 15, 1e-3, exact_tuning(), "exact, warp-dp4a", "warp-dp4a");
+}
+
+TEST(CudaSpeculative, ExactVerifyKeepsGreedyOutputUpToNearTies) {
+  REQUIRE_GPU();
+  const llm::Model m = llm::load_model(kStories + "/stories260K.bin");
+  auto tok = llm::load_tokenizer(m, kStories + "/tok512.model");
+  expect_greedy_same("stories260K lookup, exact verify (cuda)", m,
+                     tok->encode("Once upon a time, there was a little girl named Lily. Lily", true), 160,
+                     exact_tuning(), kNearTieExact);
+  LLM_REQUIRE_SMOLLM2();  // stories260K above is checked either way
+  const llm::Model s = llm::load_model(llm_test::smollm2_path());
+  auto stok = llm::load_tokenizer(s, "");
+  expect_greedy_same("SmolLM2 lookup, exact verify (cuda)", s,
+                     stok->encode("Repeat this list twice: apples, pears, plums, cherries, figs, dates, limes.", true),
+                     96, exact_tuning(), kNearTieExact);
 }
 
 TEST(CudaSpeculative, VerifyRowsMatchTeacherForcedDecodeOnTheQuantizedSmolLM2File) {
@@ -155,10 +197,7 @@ TEST(CudaSpeculative, VerifyRowsMatchTeacherForcedDecodeOnTheQuantizedSmolLM2Fil
   const llm::Model m = llm::load_model(llm_test::smollm2_path());
   std::vector<int> ids;
   for (int i = 0; i < 24; ++i) ids.push_back(1 + (i * 7919) % (m.config.vocab_size - 1));
-  // 9 rows through the batch-k GEMV on FP32 rows ("warp", the default quantized form, reads x in FP32), and on the
-  // int8 rows where the decode form is warp-dp4a.
-  expect_verify_rows_match_decode(m, ids, 15, 1e-4);
-  expect_verify_rows_match_decode(m, ids, 15, 1e-3, {}, "warp-dp4a", "warp-dp4a");
+  expect_verify_rows_match_decode(m, ids, 15, 3e-2);
   print_knob_distances(m, ids, 15);
 }
 
