@@ -5,14 +5,15 @@
 # acceptance rate, and whether the two outputs are the same text (greedy speculation must not change it).
 #
 #   scripts/spec-bench.sh [-n N] [--draft-max D] [--model PATH] [--device cpu] [--prompts DIR] [--bin DIR] [--limit K]
+#                         [--engine "ARGS"]
 #
 # Defaults: -n 256, --draft-max 8, the default model (SmolLM2-135M-Instruct Q4_1), --device cpu (--device cuda: the
 # CUDA engine's prefill-pass verify), bench/spec_prompts, build/. --limit K runs the first K prompts only. Exit status 1 when an
-# output differs or a run fails.
+# output differs or a run fails. --engine "ARGS": more run-llama options for both runs (e.g. "--exact-vfy on").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-n=256 draft_max=8 model="" device=cpu prompts=bench/spec_prompts bin=build limit=0
+n=256 draft_max=8 model="" device=cpu prompts=bench/spec_prompts bin=build limit=0 engine=
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) n="$2"; shift 2 ;;
@@ -22,6 +23,7 @@ while [ $# -gt 0 ]; do
     --prompts) prompts="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
     --limit) limit="$2"; shift 2 ;;
+    --engine) engine="$2"; shift 2 ;;
     -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "spec-bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -33,6 +35,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 args=(-n "$n" --temp 0 --ignore-eos --device "$device")
 [ -n "$model" ] && args+=(--model "$model")
+if [ -n "$engine" ]; then read -r -a extra <<<"$engine"; args+=("${extra[@]}"); fi
 
 # eval ms and tokens from llama_perf's "eval time = X ms / N runs" line; drafted and accepted from the draft line.
 eval_ms() { awk '/^llama_perf_context_print: +eval time =/ {print $5}' "$1"; }
