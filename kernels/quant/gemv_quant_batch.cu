@@ -116,20 +116,9 @@ __device__ __forceinline__ int quant_batch_index(int t, int lane, bool* writer) 
 // One 16-byte chunk c of R rows against the nb vectors: each row's scale (and min) decoded once, then per vector its x
 // chunk (int8 q, d, sums) loaded once and the dp4a dots of all R rows on it; the arithmetic of quant_chunk_dp4a:
 // acc += (s * d_x) * float(dot + code_offset * sum q) (+ (m * d_x) * float(sum q)).
-// kFma: x in FP32 (a.xf), each vector's chunk through quant_chunk_fma, the arithmetic of the "warp" form (FP32 x,
-// the codes as exact floats): a verify or short prefill then takes the decode step's activations on that form too.
-template <bool kInt4, bool kTwoLevel, bool kHasMin, int R, int B, bool kFma>
-__device__ __forceinline__ void batch_chunk(const uint4 (&w)[R], const uint2 (&raw)[R], const QuantBatchArgs& a,
-                                            int c, float (&acc)[B][R]) {
-  if constexpr (kFma) {
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-      if (b >= a.nb) break;
-      quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(w, raw, QuantXGlobal<true, kInt4 ? 32 : 16>{a.xf + b * a.ldxf}, c,
-                                                    a.p.bias, acc[b]);
-    }
-    return;
-  }
+template <bool kInt4, bool kTwoLevel, bool kHasMin, int R, int B>
+__device__ __forceinline__ void batch_chunk_int8(const uint4 (&w)[R], const uint2 (&raw)[R], const QuantBatchArgs& a,
+                                                 int c, float (&acc)[B][R]) {
   float s[R], m[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) {
@@ -164,6 +153,24 @@ __device__ __forceinline__ void batch_chunk(const uint4 (&w)[R], const uint2 (&r
         if (kHasMin) acc[b][i] = fmaf(m[i] * dx, float(qsum), acc[b][i]);
       }
     }
+  }
+}
+
+// kFma: x in FP32 (a.xf), each vector's chunk through quant_chunk_fma, the arithmetic of the "warp" form (FP32 x,
+// the codes as exact floats): a verify then takes the decode step's activations on that form too. Otherwise the int8
+// forms (batch_chunk_int8).
+template <bool kInt4, bool kTwoLevel, bool kHasMin, int R, int B, bool kFma>
+__device__ __forceinline__ void batch_chunk(const uint4 (&w)[R], const uint2 (&raw)[R], const QuantBatchArgs& a,
+                                            int c, float (&acc)[B][R]) {
+  if constexpr (kFma) {
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      if (b >= a.nb) break;
+      quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(w, raw, QuantXGlobal<true, kInt4 ? 32 : 16>{a.xf + b * a.ldxf}, c,
+                                                    a.p.bias, acc[b]);
+    }
+  } else {
+    batch_chunk_int8<kInt4, kTwoLevel, kHasMin, R, B>(w, raw, a, c, acc);
   }
 }
 
