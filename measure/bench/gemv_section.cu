@@ -235,7 +235,11 @@ void bench_quant(Run& run, const GemvOptions& opt, std::vector<Result>* results)
   CUDA_CHECK(cudaMalloc(&d_y, size_t(max_n) * 4));
   gemv_fill_random_f32(d_x, size_t(max_k), 0x5eedull, stream);
   for (const std::string& q : opt.quant) {
-    const GgmlQuantType t = q == "q4_0" ? GgmlQuantType::Q4_0 : q == "q8_0" ? GgmlQuantType::Q8_0 : GgmlQuantType::Q4_K;
+    const GgmlQuantType t = q == "q4_0"   ? GgmlQuantType::Q4_0
+                            : q == "q8_0" ? GgmlQuantType::Q8_0
+                            : q == "q5_0" ? GgmlQuantType::Q5_0
+                            : q == "q6_k" ? GgmlQuantType::Q6_K
+                                          : GgmlQuantType::Q4_K;
     for (const auto& [N, K] : opt.shapes) {
       // Random weights in [-1, 1) from the counter-based generator, quantized on the host.
       std::vector<float> w(size_t(N) * size_t(K));
