@@ -3,6 +3,7 @@
 #include "models/quant.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -299,6 +300,59 @@ void quantize_q5_0(const float* x, int64_t k, uint8_t* out) {
   }
 }
 
+// min and max of one block of 32, as ggml's quantize_row_q4_1_ref / q5_1_ref find them.
+static void block_min_max(const float* x, float* mn, float* mx) {
+  float lo = std::numeric_limits<float>::max(), hi = -std::numeric_limits<float>::max();
+  for (int j = 0; j < kQuantBlock; ++j) {
+    lo = std::min(lo, x[j]);
+    hi = std::max(hi, x[j]);
+  }
+  *mn = lo;
+  *mx = hi;
+}
+
+void quantize_q4_1(const float* x, int64_t k, uint8_t* out) {
+  check_quant_row_length(GgmlQuantType::Q4_1, k, "quantize_q4_1");
+  for (int64_t b = 0; b < k / kQuantBlock; ++b, x += kQuantBlock, out += kQ4_1Bytes) {
+    float mn, mx;
+    block_min_max(x, &mn, &mx);
+    const float d = (mx - mn) / 15;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    write_u16(out, f32_to_f16(d));
+    write_u16(out + 2, f32_to_f16(mn));
+    for (int j = 0; j < kQuantBlock / 2; ++j) {
+      const float x0 = (x[j] - mn) * id;
+      const float x1 = (x[kQuantBlock / 2 + j] - mn) * id;
+      const uint8_t xi0 = uint8_t(std::min(15, int(int8_t(x0 + 0.5f))));
+      const uint8_t xi1 = uint8_t(std::min(15, int(int8_t(x1 + 0.5f))));
+      out[4 + j] = uint8_t(xi0 | (xi1 << 4));
+    }
+  }
+}
+
+void quantize_q5_1(const float* x, int64_t k, uint8_t* out) {
+  check_quant_row_length(GgmlQuantType::Q5_1, k, "quantize_q5_1");
+  for (int64_t b = 0; b < k / kQuantBlock; ++b, x += kQuantBlock, out += kQ5_1Bytes) {
+    float mn, mx;
+    block_min_max(x, &mn, &mx);
+    const float d = (mx - mn) / 31;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    write_u16(out, f32_to_f16(d));
+    write_u16(out + 2, f32_to_f16(mn));
+    uint32_t qh = 0;
+    for (int j = 0; j < kQuantBlock / 2; ++j) {
+      const float x0 = (x[j] - mn) * id;
+      const float x1 = (x[kQuantBlock / 2 + j] - mn) * id;
+      const uint8_t xi0 = uint8_t(x0 + 0.5f);
+      const uint8_t xi1 = uint8_t(x1 + 0.5f);
+      out[8 + j] = uint8_t((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+      qh |= uint32_t((xi0 & 0x10u) >> 4) << (j + 0);
+      qh |= uint32_t((xi1 & 0x10u) >> 4) << (j + kQuantBlock / 2);
+    }
+    for (int i = 0; i < 4; ++i) out[4 + i] = uint8_t(qh >> (8 * i));  // little-endian, as memcpy on ggml's hosts
+  }
+}
+
 void quantize_q4_k(const float* x, int64_t k, uint8_t* out) {
   check_quant_row_length(GgmlQuantType::Q4_K, k, "quantize_q4_k");
   uint8_t L[kQuantSuperBlock];
@@ -411,11 +465,13 @@ std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n,
     switch (t) {
       case GgmlQuantType::Q8_0: quantize_q8_0(x + r * k, k, out.data() + r * row); break;
       case GgmlQuantType::Q4_0: quantize_q4_0(x + r * k, k, out.data() + r * row); break;
+      case GgmlQuantType::Q4_1: quantize_q4_1(x + r * k, k, out.data() + r * row); break;
+      case GgmlQuantType::Q5_1: quantize_q5_1(x + r * k, k, out.data() + r * row); break;
       case GgmlQuantType::Q5_0: quantize_q5_0(x + r * k, k, out.data() + r * row); break;
       case GgmlQuantType::Q4_K: quantize_q4_k(x + r * k, k, out.data() + r * row); break;
       case GgmlQuantType::Q6_K: quantize_q6_k(x + r * k, k, out.data() + r * row); break;
       default:
-        fail("quantize: ", ggml_quant_name(t), " has no quantizer here (expected Q8_0, Q4_0, Q5_0, Q4_K or Q6_K)");
+        fail("quantize: ", ggml_quant_name(t), " has no quantizer here (expected Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K or Q6_K)");
     }
   }
   return out;

@@ -44,7 +44,7 @@ void check_quant_row_length(GgmlQuantType t, int64_t k, const std::string& what 
 void dequantize_blocks(GgmlQuantType t, const uint8_t* blocks, int64_t n_blocks, float* out);
 
 // Reference quantizers (k weights -> k / block_weights blocks; k must be a multiple of the block):
-//   q8_0, q4_0, q5_0: ggml's quantize_row_{q8_0,q4_0,q5_0}_ref, byte for byte (and gguf.quants.quantize);
+//   q8_0, q4_0, q4_1, q5_0, q5_1: ggml's quantize_row_*_ref, byte for byte (and gguf.quants.quantize);
 //   q4_k: ggml's quantize_row_q4_K_ref (make_qkx2_quants search, what llama-quantize does without an imatrix);
 //   q6_k: ggml's quantize_row_q6_K_ref (per 16 weights make_qx_quants: 19 candidate scales, weighted least squares;
 //         the 16 scales as int8 against one fp16 d per super-block), what llama-quantize does without an imatrix.
@@ -52,10 +52,12 @@ void dequantize_blocks(GgmlQuantType t, const uint8_t* blocks, int64_t n_blocks,
 void quantize_q8_0(const float* x, int64_t k, uint8_t* out);
 void quantize_q4_0(const float* x, int64_t k, uint8_t* out);
 void quantize_q5_0(const float* x, int64_t k, uint8_t* out);
+void quantize_q4_1(const float* x, int64_t k, uint8_t* out);
+void quantize_q5_1(const float* x, int64_t k, uint8_t* out);
 void quantize_q4_k(const float* x, int64_t k, uint8_t* out);
 void quantize_q6_k(const float* x, int64_t k, uint8_t* out);
-// Quantizes an [n, k] FP32 matrix (rows contiguous) to GGUF bytes of type t (Q8_0, Q4_0, Q5_0, Q4_K or Q6_K; the
-// others refused by name).
+// Quantizes an [n, k] FP32 matrix (rows contiguous) to GGUF bytes of type t (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K or
+// Q6_K; any other type refused by name).
 std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n, int64_t k);
 
 // ---------------------------------------------------------------------------------------------------------------------

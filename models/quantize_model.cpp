@@ -19,10 +19,13 @@ QuantizeScheme parse_quantize_type(const std::string& name) {
   s.name = name;
   if (name == "q8_0") s.type = GgmlQuantType::Q8_0;
   else if (name == "q4_0") s.type = GgmlQuantType::Q4_0;
+  else if (name == "q4_1") s.type = GgmlQuantType::Q4_1;
+  else if (name == "q5_0") s.type = GgmlQuantType::Q5_0;
+  else if (name == "q5_1") s.type = GgmlQuantType::Q5_1;
   else if (name == "q4_k") s.type = GgmlQuantType::Q4_K;
   else if (name == "q6_k") s.type = GgmlQuantType::Q6_K;
   else if (name == "q4_k_m") s.type = GgmlQuantType::Q4_K, s.q4_k_m = true;
-  else fail("--quantize: invalid value '", printable(name), "' (allowed: q8_0, q4_0, q4_k, q6_k, q4_k_m)");
+  else fail("--quantize: invalid value '", printable(name), "' (allowed: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q6_k, q4_k_m)");
   return s;
 }
 

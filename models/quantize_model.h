@@ -30,7 +30,8 @@ struct QuantizeScheme {
   bool q4_k_m = false;
 };
 
-// "q8_0" | "q4_0" | "q4_k" | "q6_k" | "q4_k_m"; anything else fails naming the value and the allowed ones.
+// "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q6_k" | "q4_k_m"; anything else fails naming the value and
+// the allowed ones.
 QuantizeScheme parse_quantize_type(const std::string& name);
 
 // Which weight of the model a tensor is, for the q4_k_m rule.

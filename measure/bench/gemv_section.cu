@@ -236,8 +236,10 @@ void bench_quant(Run& run, const GemvOptions& opt, std::vector<Result>* results)
   gemv_fill_random_f32(d_x, size_t(max_k), 0x5eedull, stream);
   for (const std::string& q : opt.quant) {
     const GgmlQuantType t = q == "q4_0"   ? GgmlQuantType::Q4_0
+                            : q == "q4_1" ? GgmlQuantType::Q4_1
                             : q == "q8_0" ? GgmlQuantType::Q8_0
                             : q == "q5_0" ? GgmlQuantType::Q5_0
+                            : q == "q5_1" ? GgmlQuantType::Q5_1
                             : q == "q6_k" ? GgmlQuantType::Q6_K
                                           : GgmlQuantType::Q4_K;
     for (const auto& [N, K] : opt.shapes) {

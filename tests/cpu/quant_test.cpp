@@ -205,7 +205,7 @@ TEST(Quant, KQuantDequantEqualsGguf) {
 }
 
 TEST(Quant, QuantizersEqualGgufByteForByte) {
-  for (const char* name : {"Q8_0", "Q4_0", "Q5_0"}) {
+  for (const char* name : {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}) {
     SCOPED_TRACE(name);
     const auto& r = refs().at("legacy").at(name);
     const Q t = type_by_name(name);
@@ -302,7 +302,7 @@ TEST(Quant, RowLengthRefusedByName) {
   EXPECT_THROW(pack_quant(blocks.data(), Q::Q4_K, 1, 576, "w"), Error);
   const std::vector<float> x(576, 1.0f);
   EXPECT_THROW(quantize_matrix(Q::Q4_K, x.data(), 1, 576), Error);
-  EXPECT_THROW(quantize_matrix(Q::Q5_1, x.data(), 1, 576), Error);  // no quantizer for Q5_1 here
+  EXPECT_THROW(quantize_matrix(Q(9), x.data(), 1, 576), Error);  // not a supported type
 }
 
 // ---- reference GEMV --------------------------------------------------------------------------------------------------

@@ -56,6 +56,28 @@ TEST(QuantizeModel, LogitsFollowTheFloatModel) {
   EXPECT_LT(err[0], err[1]);
 }
 
+// The legacy types with a min or a fifth bit (ggml's reference quantizers, byte for byte gguf's: tests/cpu/quant_test.cpp):
+// every projection takes the type, and more bits give logits nearer the float model's.
+TEST(QuantizeModel, LegacyTypesWithMinsAndFiveBits) {
+  const llm::Model ref = llm::load_synthetic("tiny-gqa");
+  const std::vector<float> want = logits_of(ref);
+  double err[3] = {0, 0, 0};
+  int i = 0;
+  for (const char* type : {"q4_1", "q5_0", "q5_1"}) {
+    llm::Model m = llm::load_synthetic("tiny-gqa");
+    llm::quantize_model(m, llm::parse_quantize_type(type), 2);
+    for (const auto& l : m.weights.layers)
+      for (const llm::HostTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+        EXPECT_EQ(t->quant, uint32_t(llm::parse_quantize_type(type).type)) << t->name;
+    err[i] = rel_l2(logits_of(m), want);
+    std::printf("--quantize %s: logits relative L2 %.3g from the float model\n", type, err[i]);
+    EXPECT_GT(err[i], 0.0) << type;
+    EXPECT_LT(err[i], 2e-1) << type;
+    ++i;
+  }
+  EXPECT_LT(err[2], err[0]);  // Q5_1 (5 bits and a min) nearer than Q4_1
+}
+
 TEST(QuantizeModel, RefusesQuantizedWeightsAndBadTypes) {
   llm::Model m = llm::load_synthetic("tiny-gqa");
   llm::quantize_model(m, llm::parse_quantize_type("q8_0"), 1);
