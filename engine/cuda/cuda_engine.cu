@@ -94,7 +94,7 @@ class CudaEngine final : public CudaBackend {
 
  private:
   void forward_token(const MappingState& ms, ProfileMarks* marks);
-  void prefill_chunk(int c, int pos0, bool device_pos = false);
+  void prefill_chunk(int c, int pos0, bool device_pos = false, bool exact = false);
   void verify_pass(int n, int pos, bool device_pos);
   std::unique_ptr<GraphExecHolder> capture_verify(int n);
   void drop_verify_graphs();
@@ -112,8 +112,8 @@ class CudaEngine final : public CudaBackend {
   // "warp" reads them (QuantF32), the batched BF16 GEMV on FP32 rows (Bf16Batch): the decode step's arithmetic up to
   // summation order.
   enum class PassForm { QuantInt8Bf16, QuantInt8, QuantF32, Bf16Batch, Gemm };
-  PassForm pass_form(const DevMatrix& whole, const DecodeWeight* planes, int c) const;
-  PassForm pass_form(size_t l, FusedProj p, const DevMatrix& whole, int c);
+  PassForm pass_form(const DevMatrix& whole, const DecodeWeight* planes, int c, bool exact) const;
+  PassForm pass_form(size_t l, FusedProj p, const DevMatrix& whole, int c, bool exact);
   void pass_input(PassForm f, const float* x, int c, int k);
   void prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, int c, PassForm f, const float* x32,
                       std::initializer_list<RowSlice> slices, float beta);
@@ -167,7 +167,6 @@ class CudaEngine final : public CudaBackend {
   std::set<int> verify_eager_;
   const MappingState* verify_graph_ms_ = nullptr;
   std::tuple<int, int, bool> verify_graph_batch_rows_{-1, -1, false};  // quant_batch_rows, bf16_batch_rows, exact
-  bool verifying_ = false;  // inside verify_pass (pass_form: EngineTuning::exact_verify applies)
   DecodeProfile profile_;
 };
 
@@ -267,22 +266,19 @@ void CudaEngine::warm_up() {
     }
   };
   prefill(&tok, 1, 0);
-  // The batch-k quantized GEMV of short passes has a kernel per vector count class (2, 4, 8, 16), loaded by passes of
-  // 3, 5 and 9 tokens (CUDA loads each kernel at its first launch). The BF16 batched GEMV runs in verify passes only,
-  // whose first use of each length runs eagerly anyway.
-  const int most = std::min({ctx_, chunk_, act_.batch_rows, kQuantBatchMax});
-  const std::vector<int> toks(size_t(std::max(most, 1)), tok);
-  for (int n = 2; n <= most; ++n) {
-    const bool quant_class = model_.prefill_scratch && (n == 3 || n == 5 || n == 9) && n <= tuning_.quant_batch_rows;
-    if (quant_class) prefill(toks.data(), n, 0);
+  if (model_.prefill_scratch) {
+    // Matrices kept quantized: the batch-k GEMV has a kernel per vector count class (2, 4, 8, 16); passes of 3, 5 and
+    // 9 tokens load the other three (CUDA loads each kernel at its first launch). Then the long pass's path once.
+    // (The exact verify's kernels, EngineTuning::exact_verify, load at a verify's first, eager, pass of each length.)
+    const std::vector<int> toks(9, tok);
+    for (int n : {3, 5, 9})
+      if (n <= std::min({ctx_, chunk_, tuning_.quant_batch_rows, act_.batch_rows})) prefill(toks.data(), n, 0);
+    const int saved = tuning_.quant_batch_rows;
+    tuning_.quant_batch_rows = 0;
+    const int two[2] = {tok, tok};
+    prefill(two, 2, 0);
+    tuning_.quant_batch_rows = saved;
   }
-  // Then a long pass's path once: cuBLAS (and the dequantization of matrices kept quantized).
-  const EngineTuning saved = tuning_;
-  tuning_.quant_batch_rows = 0;
-  tuning_.bf16_batch_rows = 0;
-  const int two[2] = {tok, tok};
-  if (ctx_ >= 2 && chunk_ >= 2) prefill(two, 2, 0);
-  tuning_ = saved;
   SamplerParams greedy;
   greedy.temperature = 0.0f;
   draw(greedy, 0);
@@ -519,8 +515,9 @@ void CudaEngine::prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, i
     gemm(DevMatrix{src.data + size_t(r.row0) * size_t(src.K), r.rows, src.K}, act_.pbf, c, r.y, beta);
 }
 
-CudaEngine::PassForm CudaEngine::pass_form(const DevMatrix& whole, const DecodeWeight* planes, int c) const {
-  const bool exact = verifying_ && tuning_.exact_verify;
+// exact: a verify pass under EngineTuning::exact_verify (the decode form's activations).
+CudaEngine::PassForm CudaEngine::pass_form(const DevMatrix& whole, const DecodeWeight* planes, int c,
+                                           bool exact) const {
   if (!whole.data) {
     if (!planes || !batchable(*planes, c)) return PassForm::Gemm;
     if (!exact) return PassForm::QuantInt8Bf16;
@@ -532,8 +529,8 @@ CudaEngine::PassForm CudaEngine::pass_form(const DevMatrix& whole, const DecodeW
   return bf16_ok ? PassForm::Bf16Batch : PassForm::Gemm;
 }
 
-CudaEngine::PassForm CudaEngine::pass_form(size_t l, FusedProj p, const DevMatrix& whole, int c) {
-  return pass_form(whole, whole.data ? nullptr : &planes_state().layer(l, p), c);
+CudaEngine::PassForm CudaEngine::pass_form(size_t l, FusedProj p, const DevMatrix& whole, int c, bool exact) {
+  return pass_form(whole, whole.data ? nullptr : &planes_state().layer(l, p), c, exact);
 }
 
 // The c FP32 rows x [c, k] as form f reads them: int8 in batch_xq (from x, or from its BF16 rounding), BF16 in pbf;
@@ -599,8 +596,8 @@ void CudaEngine::bf16_batch_rows(const DevMatrix& whole, const RowSlice& r, cons
 // One batched pass over c tokens already in prefill_ids[1..c] at positions pos0 .. pos0 + c - 1: the forward pass
 // of forward_token with GEMMs or batched GEMVs (residuals through beta = 1), every token's K and V into the cache.
 // Matrices kept quantized run the batch-k GEMV (short passes) or are dequantized one at a time just before their GEMM
-// (prefill_source).
-void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos) {
+// (prefill_source). exact: each matrix takes the decode form's activations (pass_form; a verify under exact_verify).
+void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos, bool exact) {
   const ModelConfig& m = cfg_;
   const Activations& a = act_;
   cudaStream_t s = stream_.s;
@@ -609,8 +606,9 @@ void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos) {
   embed_lookup(model_.embedding, a.prefill_ids + 1, c, m.dim, a.px, s);
   for (size_t l = 0; l < model_.layers.size(); ++l) {
     const DevLayer& L = model_.layers[l];
-    const PassForm fqkv = pass_form(l, kFQkv, L.qkv, c), fo = pass_form(l, kFO, L.w[kWo], c),
-                   fgu = pass_form(l, kFGateUp, L.gate_up, c), fdown = pass_form(l, kFDown, L.w[kDown], c);
+    const PassForm fqkv = pass_form(l, kFQkv, L.qkv, c, exact), fo = pass_form(l, kFO, L.w[kWo], c, exact),
+                   fgu = pass_form(l, kFGateUp, L.gate_up, c, exact),
+                   fdown = pass_form(l, kFDown, L.w[kDown], c, exact);
     norm_input(fqkv, a.px, L.attn_norm, c);
     prefill_matmul(l, kFQkv, L.qkv, c, fqkv, a.pf32, {{0, qd, a.pq}, {qd, kvd, a.pk}, {qd + kvd, kvd, a.pv}}, 0.0f);
     kv_->store(int(l), a.pq, a.pk, a.pv, model_.inv_freq, d_pos0, c, s);
@@ -678,14 +676,10 @@ void CudaEngine::prefill(const int* tokens, int n, int pos) {
 // decode head GEMV row by row. Logits into verify_logits_ [n, vocab].
 void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
   const size_t vocab = size_t(cfg_.vocab_size);
-  struct Verifying {  // verifying_ for this pass, cleared however it ends
-    bool& flag;
-    explicit Verifying(bool& f) : flag(f) { flag = true; }
-    ~Verifying() { flag = false; }
-  } verifying(verifying_);
-  prefill_chunk(n, pos, device_pos);
+  const bool exact = tuning_.exact_verify;
+  prefill_chunk(n, pos, device_pos, exact);
   const DecodeWeight* head = model_.head.data ? nullptr : &planes_state().head();
-  const PassForm f = pass_form(model_.head, head, n);
+  const PassForm f = pass_form(model_.head, head, n, exact);
   if (f == PassForm::Gemm && head) {  // kept quantized, a pass too long for the batch-k GEMV: the decode head per row
     for (int i = 0; i < n; ++i) {
       rmsnorm(act_.px + size_t(i) * size_t(cfg_.dim), model_.final_norm, act_.xb, 1, cfg_.dim, cfg_.norm_eps,

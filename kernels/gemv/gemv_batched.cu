@@ -44,8 +44,9 @@ __device__ __forceinline__ uint4 load_w8(const uint16_t* __restrict__ row, int c
 }
 
 
-// W [N, ld] BF16 bits (ld % 8 == 0, zero-padded past K); X [B, ldx]; Y [B, ldy]. `splits` warps (1, 2, 4, 8) share
-// one group of R rows, each taking a contiguous slice of the row's 16-byte chunks.
+// W [N, ld] BF16 bits (kVecW: ld % 8 == 0, 16-byte aligned rows zero-padded past K; else any ld >= K); X [B, ldx];
+// Y [B, ldy] (+= with accumulate). `splits` warps (1, 2, 4, 8) share one group of R rows, each taking a contiguous
+// slice of the row's 8-weight chunks.
 template <int B, int R, bool kVecX, bool kVecW>
 __global__ void __launch_bounds__(kThreads, 2)
     gemv_batched_bf16(const uint16_t* __restrict__ W, int64_t ld, int N, int K, const float* __restrict__ x,
@@ -134,8 +135,8 @@ int64_t resident_warps() {
   int64_t n = cached.load(std::memory_order_relaxed);
   if (n > 0) return n;
   int blocks_per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, gemv_batched_bf16<B, R, kVecX, kVecW>, kThreads, 0) !=
-          cudaSuccess ||
+  const auto kernel = gemv_batched_bf16<B, R, kVecX, kVecW>;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kThreads, 0) != cudaSuccess ||
       blocks_per_sm <= 0) {
     cudaGetLastError();
     blocks_per_sm = 32 / kWarps;

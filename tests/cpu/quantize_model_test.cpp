@@ -35,21 +35,21 @@ std::vector<float> logits_of(const llm::Model& m) {
   return llm::teacher_forced_logits(*b, {1, 5, 9, 3, 7, 2});
 }
 
+// tiny-gqa quantized to `type` (every projection takes it: checked), its logits' relative L2 distance from want's.
+double quantized_distance(const char* type, const std::vector<float>& want) {
+  llm::Model m = llm::load_synthetic("tiny-gqa");
+  llm::quantize_model(m, llm::parse_quantize_type(type), 2);
+  for (const auto& l : m.weights.layers)
+    for (const llm::HostTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      EXPECT_EQ(t->quant, uint32_t(llm::parse_quantize_type(type).type)) << t->name;
+  const double err = rel_l2(logits_of(m), want);
+  std::printf("--quantize %s: logits relative L2 %.3g from the float model\n", type, err);
+  return err;
+}
+
 TEST(QuantizeModel, LogitsFollowTheFloatModel) {
-  const llm::Model ref = llm::load_synthetic("tiny-gqa");
-  const std::vector<float> want = logits_of(ref);
-  double err[2] = {0, 0};
-  int i = 0;
-  for (const char* type : {"q8_0", "q4_0"}) {
-    llm::Model m = llm::load_synthetic("tiny-gqa");
-    llm::quantize_model(m, llm::parse_quantize_type(type), 2);
-    for (const auto& l : m.weights.layers)
-      for (const llm::HostTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-        EXPECT_EQ(t->quant, uint32_t(llm::parse_quantize_type(type).type)) << t->name;
-    err[i] = rel_l2(logits_of(m), want);
-    std::printf("--quantize %s: logits relative L2 %.3g from the float model\n", type, err[i]);
-    ++i;
-  }
+  const std::vector<float> want = logits_of(llm::load_synthetic("tiny-gqa"));
+  const double err[2] = {quantized_distance("q8_0", want), quantized_distance("q4_0", want)};
   EXPECT_GT(err[0], 0.0);   // the weights did change
   EXPECT_LT(err[0], 2e-2);  // Q8_0: 8 bits per weight plus a scale per 32
   EXPECT_LT(err[1], 2e-1);  // Q4_0: coarser
@@ -59,21 +59,13 @@ TEST(QuantizeModel, LogitsFollowTheFloatModel) {
 // The legacy types with a min or a fifth bit (ggml's reference quantizers, byte for byte gguf's: tests/cpu/quant_test.cpp):
 // every projection takes the type, and more bits give logits nearer the float model's.
 TEST(QuantizeModel, LegacyTypesWithMinsAndFiveBits) {
-  const llm::Model ref = llm::load_synthetic("tiny-gqa");
-  const std::vector<float> want = logits_of(ref);
-  double err[3] = {0, 0, 0};
-  int i = 0;
-  for (const char* type : {"q4_1", "q5_0", "q5_1"}) {
-    llm::Model m = llm::load_synthetic("tiny-gqa");
-    llm::quantize_model(m, llm::parse_quantize_type(type), 2);
-    for (const auto& l : m.weights.layers)
-      for (const llm::HostTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-        EXPECT_EQ(t->quant, uint32_t(llm::parse_quantize_type(type).type)) << t->name;
-    err[i] = rel_l2(logits_of(m), want);
-    std::printf("--quantize %s: logits relative L2 %.3g from the float model\n", type, err[i]);
-    EXPECT_GT(err[i], 0.0) << type;
-    EXPECT_LT(err[i], 2e-1) << type;
-    ++i;
+  const std::vector<float> want = logits_of(llm::load_synthetic("tiny-gqa"));
+  const char* types[3] = {"q4_1", "q5_0", "q5_1"};
+  double err[3];
+  for (int i = 0; i < 3; ++i) {
+    err[i] = quantized_distance(types[i], want);
+    EXPECT_GT(err[i], 0.0) << types[i];
+    EXPECT_LT(err[i], 2e-1) << types[i];
   }
   EXPECT_LT(err[2], err[0]);  // Q5_1 (5 bits and a min) nearer than Q4_1
 }
