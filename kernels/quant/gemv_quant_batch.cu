@@ -6,6 +6,7 @@
 #include "kernels/quant/gemv_quant.h"
 #include "kernels/quant/gemv_quant_batch.h"
 #include "kernels/quant/gemv_quant_device.cuh"
+#include "kernels/quant/gemv_quant_internal.h"
 #include "kernels/ops/pdl.cuh"
 #include "kernels/ops/swiglu.cuh"
 
@@ -309,7 +310,7 @@ namespace {
 // Either x form: xq (the int8 forms, quant_batch_x_stride apart) or xf (FP32 [nb, ldxf]); the checks both share.
 void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq,
                   const float* xf, int64_t ldxf, int nb, float* y, int64_t ldy, bool accumulate, cudaStream_t stream,
-                  int rows_per_block) {
+                  int rows_per_block, QuantBatchKernel which = QuantBatchKernel::kDp4a) {
   const char* name = quant_type_traits(w.type_id).name;
   quant_gemv_check_layout(w, name_of_call);
   if (!quant_batch_supported(w))
@@ -336,13 +337,20 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
   a.ldy = ldy;
   a.accumulate = accumulate ? 1 : 0;
   const unsigned grid = unsigned((rows + rows_per_block - 1) / rows_per_block);
-  // One launch per kQuantBatchMax vectors: vector b's x at b * x_stride (int8) or b * ldxf (FP32), its output row at
-  // b * ldy.
-  for (int b0 = 0; b0 < nb; b0 += kQuantBatchMax) {
-    a.nb = std::min(kQuantBatchMax, nb - b0);
+  // Vector b's x at b * x_stride (int8) or b * ldxf (FP32), its output row at b * ldy.
+  // The tensor-core kernel takes up to kQuantBatchMmaMax vectors per launch, the others kQuantBatchMax.
+  const bool mma = xq && (which == QuantBatchKernel::kMma ||
+                          (which == QuantBatchKernel::kAuto && nb >= kQuantBatchMmaMinVectors));
+  const int per_launch = mma ? kQuantBatchMmaMax : kQuantBatchMax;
+  for (int b0 = 0; b0 < nb; b0 += per_launch) {
+    a.nb = std::min(per_launch, nb - b0);
     a.xq = xq ? static_cast<const unsigned char*>(xq) + int64_t(b0) * a.x_stride : nullptr;
     a.xf = xq ? nullptr : xf + int64_t(b0) * ldxf;
     a.y = y + int64_t(b0) * ldy;
+    if (mma) {
+      quant_batch_mma_launch(w, row0, rows, a.xq, a.nb, a.y, ldy, accumulate, stream);
+      continue;
+    }
     const Kernel kernel = xq ? (rows_per_block == 8 ? pick<8, false>(w.type_id, a.nb) : pick<4, false>(w.type_id, a.nb))
                              : (rows_per_block == 8 ? pick<8, true>(w.type_id, a.nb) : pick<4, true>(w.type_id, a.nb));
     kernel<<<grid, kThreads, 0, stream>>>(a);
@@ -353,10 +361,11 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
 }  // namespace
 
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
-                             int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block) {
+                             int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block,
+                             QuantBatchKernel kernel) {
   if (!xq) fail("batched quantized gemv: null int8 x");
   batch_launch("batched quantized gemv", w, row0, rows, xq, nullptr, 0, nb, y, ldy, accumulate, stream,
-               rows_per_block);
+               rows_per_block, kernel);
 }
 
 void quant_batch_gemv_f32_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const float* x, int64_t ldx,

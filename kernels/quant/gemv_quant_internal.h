@@ -27,4 +27,9 @@ void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
 void quant_gemv_as_stored_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
                                  bool accumulate, const GemvEpilogue& ep, cudaStream_t stream);
 
+// The tensor-core batch-k kernel (gemv_quant_mma.cu), called by the batch launcher (gemv_quant_batch.cu) after its
+// checks, for at most kQuantBatchMmaMax vectors: rows [row0, row0 + rows) of w against xq's nb int8 forms into y.
+void quant_batch_mma_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
+                            int64_t ldy, bool accumulate, cudaStream_t stream);
+
 }  // namespace llm

@@ -108,6 +108,11 @@ constexpr int64_t kQuantMaxSmemBytes = 227 * 1024;
 // vectors (each as warp-dp4a's shared-memory form, 16-byte aligned).
 constexpr int kQuantBatchMax = 16;  // vectors per kernel launch (each launch reads the weights once)
 constexpr int kQuantBatchRows = 4;  // 4 measured faster than 8 at every shape, type and k (H100, bench probes qbatch)
+// QuantBatchKernel::kAuto runs the tensor-core kernel from this many vectors on (the dp4a kernel below), and that
+// kernel takes up to kQuantBatchMmaMax vectors per launch (tiles of 8; a prompt's pass of kQuantBatchPassMax reads
+// each weight once).
+constexpr int kQuantBatchMmaMinVectors = 65;  // off until run on a GPU (see issue 36 notes)
+constexpr int kQuantBatchMmaMax = 64;
 constexpr int64_t quant_batch_x_stride(int64_t k) { return (quant_x_smem_bytes(k) + 15) / 16 * 16; }
 constexpr int64_t quant_batch_x_bytes(int nb, int64_t k) { return int64_t(nb) * quant_batch_x_stride(k); }
 

@@ -129,7 +129,7 @@ struct QBatchResult {
   int N = 0, K = 0, k = 0;
   std::string type;
   double us = 0.0, us_quantize = 0.0, us_one = 0.0;  // batch GEMV; its x pass; one warp-dp4a GEMV
-  double us_other = 0.0;  // the batch GEMV with the other rows per block (8 where the engine runs 4, else 4)
+  double us_dp4a = 0.0, us_mma = 0.0;  // each kernel named (QuantBatchKernel); us is the one kAuto picks
   double gbps = 0.0, pct_roofline = 0.0;
 };
 
@@ -170,17 +170,19 @@ std::vector<QBatchResult> probe_qbatch(Bench& b, const Options& o) {
         r.us_quantize = graph_us(b, copies, 200, [&](const QuantGemvWeight&) {
           quant_batch_quantize_x(x, false, K, k, K, xq, b.stream);
         });
-        auto batched = [&](int rows_per_block) {
+        auto batched = [&](QuantBatchKernel kernel) {
           return graph_us(b, copies, 200, [&](const QuantGemvWeight& w) {
-            quant_batch_gemv_launch(w, 0, N, xq, k, y, N, false, b.stream, rows_per_block);
+            quant_batch_gemv_launch(w, 0, N, xq, k, y, N, false, b.stream, kQuantBatchRows, kernel);
           });
         };
-        r.us = batched(kQuantBatchRows);
-        r.us_other = batched(kQuantBatchRows == 8 ? 4 : 8);
+        r.us = batched(QuantBatchKernel::kAuto);
+        r.us_dp4a = batched(QuantBatchKernel::kDp4a);
+        r.us_mma = batched(QuantBatchKernel::kMma);
         r.gbps = bytes / (r.us * 1e-6) / 1e9;
         r.pct_roofline = 100.0 * r.gbps / b.roof.gbps;
         std::cerr << "qbatch " << r.type << " " << N << "x" << K << " k=" << k << ": " << fmt(r.us, 2) << " us ("
-                  << fmt(r.us / us_one, 2) << "x one warp-dp4a GEMV of " << fmt(us_one, 2) << " us)\n";
+                  << fmt(r.us / us_one, 2) << "x one warp-dp4a GEMV of " << fmt(us_one, 2) << " us; dp4a "
+                  << fmt(r.us_dp4a, 2) << " us, tensor cores " << fmt(r.us_mma, 2) << " us)\n";
         out.push_back(r);
       }
       CUDA_CHECK(cudaFree(x));
@@ -197,15 +199,17 @@ void print_qbatch(const Bench& b, const std::vector<QBatchResult>& rs) {
                "16 vectors\n\n"
             << "GB/s of the planes' bytes (counted once per call); one = one warp-dp4a GEMV on the same planes (a "
                "decode step's matrix); x pass = quant_batch_quantize_x of the k vectors (run once per pass and input, "
-               "shared by the matrices reading it); roofline "
+               "shared by the matrices reading it); us = the kernel the engine picks (QuantBatchKernel::kAuto), "
+               "dp4a and mma = each kernel named; roofline "
             << fmt(b.roof.gbps, 0) << " GB/s\n\n"
-            << "| type | shape | k | us | GB/s | % roofline | us one | k-step / one-step | us x pass | us, "
-            << (kQuantBatchRows == 8 ? 4 : 8) << " rows per block |\n"
-            << "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+            << "| type | shape | k | us | GB/s | % roofline | us one | k-step / one-step | us x pass | us dp4a | "
+               "us mma |\n"
+            << "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const QBatchResult& r : rs)
     std::cout << "| " << r.type << " | " << r.N << " x " << r.K << " | " << r.k << " | " << fmt(r.us, 2) << " | "
               << fmt(r.gbps, 0) << " | " << fmt(r.pct_roofline, 1) << "% | " << fmt(r.us_one, 2) << " | "
-              << fmt(r.us / r.us_one, 2) << "x | " << fmt(r.us_quantize, 2) << " | " << fmt(r.us_other, 2) << " |\n";
+              << fmt(r.us / r.us_one, 2) << "x | " << fmt(r.us_quantize, 2) << " | " << fmt(r.us_dp4a, 2) << " | "
+              << fmt(r.us_mma, 2) << " |\n";
   std::cout << "\n";
 }
 

@@ -774,10 +774,12 @@ TEST_F(QuantGemvTest, RefusesMissingPlanesByName) {
 // reference must fail (the vectors are not mixed up). fma: the FP32 rows straight into quant_batch_gemv_f32_launch
 // (the "warp" form's arithmetic), against the reference on the unrounded x.
 void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int64_t rows, cudaStream_t stream,
-                 int rows_per_block = kQuantBatchRows, bool fma = false) {
+                 int rows_per_block = kQuantBatchRows, bool fma = false,
+                 QuantBatchKernel kernel = QuantBatchKernel::kAuto) {
   if (fma) bf16 = false;
+  const char* kname = kernel == QuantBatchKernel::kMma ? " mma" : kernel == QuantBatchKernel::kDp4a ? " dp4a" : " auto";
   SCOPED_TRACE(std::string(ggml_quant_name(t)) + " N=" + std::to_string(n) + " K=" + std::to_string(k) + " nb=" +
-               std::to_string(nb) + (fma ? " f32 x, FMA kernel" : bf16 ? " bf16 x" : " f32 x") + " rows [" +
+               std::to_string(nb) + (fma ? " f32 x, FMA kernel" : bf16 ? " bf16 x" : " f32 x") + kname + " rows [" +
                std::to_string(row0) + ", " +
                std::to_string(row0 + rows) + ") " + std::to_string(rows_per_block) + " rows per block");
   const uint64_t seed = rng_mix(test_seed() ^ (uint64_t(n) << 24) ^ uint64_t(k) ^ (uint64_t(t) << 50) ^ 0xba7c);
@@ -854,7 +856,7 @@ void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int
       quant_batch_gemv_f32_launch(w, row0, rows, static_cast<const float*>(d_x), ldx, nb, d_y, ldy, accumulate, stream,
                                   rows_per_block);
     else
-      quant_batch_gemv_launch(w, row0, rows, d_xq, nb, d_y, ldy, accumulate, stream, rows_per_block);
+      quant_batch_gemv_launch(w, row0, rows, d_xq, nb, d_y, ldy, accumulate, stream, rows_per_block, kernel);
     std::vector<float> got(ysize);
     CUDA_CHECK(cudaMemcpyAsync(got.data(), d_y, ysize * 4, cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -889,7 +891,8 @@ void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int
     std::memcpy(&last_g, &got[ysize - 1], 4);
     std::memcpy(&last_w, &y[ysize - 1], 4);
     EXPECT_EQ(last_g, last_w) << "wrote past the last vector";
-    if (!accumulate) std::cout << "[ qbatch  ] " << (fma ? "FP32 x: " : "") << "worst relative L2 error " << worst << "\n";
+    if (!accumulate)
+      std::cout << "[ qbatch  ] " << (fma ? "FP32 x: " : "") << kname << " worst relative L2 error " << worst << "\n";
   }
   cudaFree(d_x);
   cudaFree(d_xq);
@@ -898,15 +901,38 @@ void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int
 }
 
 TEST_F(QuantGemvTest, BatchMatchesFp64ReferenceForEveryVectorCount) {
+  using K = QuantBatchKernel;
   for (Q t : kAllTypes) {
     const bool kq = t == Q::Q4_K || t == Q::Q6_K;
     const int64_t k_small = kq ? 256 : 96, k_mid = kq ? 768 : 576;
     for (int nb : {1, 2, 3, 8, 16}) {
-      check_batch(t, 1, k_small, nb, nb % 2 == 1, 0, 1, stream_);
-      check_batch(t, 13, k_mid, nb, nb % 2 == 0, 0, 13, stream_);
-      check_batch(t, 203, 4096, nb, nb >= 8, 5, 190, stream_);  // a slice: rows [5, 195) of 203
-      check_batch(t, 13, k_mid, nb, nb % 2 == 1, 2, 11, stream_, kQuantBatchRows == 4 ? 8 : 4);  // the other form
+      check_batch(t, 1, k_small, nb, nb % 2 == 1, 0, 1, stream_, kQuantBatchRows, false, K::kDp4a);
+      check_batch(t, 13, k_mid, nb, nb % 2 == 0, 0, 13, stream_, kQuantBatchRows, false, K::kDp4a);
+      check_batch(t, 203, 4096, nb, nb >= 8, 5, 190, stream_, kQuantBatchRows, false, K::kDp4a);  // rows [5, 195)
+      check_batch(t, 13, k_mid, nb, nb % 2 == 1, 2, 11, stream_, kQuantBatchRows == 4 ? 8 : 4, false, K::kDp4a);
+      check_batch(t, 13, k_mid, nb, nb % 2 == 1, 2, 11, stream_);  // whichever kAuto picks
     }
+  }
+}
+
+// The tensor-core kernel: every type, vector counts across its tiles of 8 (1, 2, 7, 8, 9, 16, 24, 35, 64: one to
+// eight tiles in one launch; 70 in two launches), rows not a multiple of its 16 (1, 13, 17, a slice of 203), K slices
+// with a partial step of 4 chunks (k = 96: 3 Int4 chunks, one warp) and long rows (14336: 8 warps of 56 Int4 chunks).
+TEST_F(QuantGemvTest, BatchMmaMatchesFp64ReferenceForEveryVectorCount) {
+  using K = QuantBatchKernel;
+  for (Q t : kAllTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const int64_t k_small = kq ? 256 : 96, k_mid = kq ? 768 : 576;
+    for (int nb : {1, 2, 7, 8, 9, 16}) {
+      check_batch(t, 1, k_small, nb, nb % 2 == 1, 0, 1, stream_, kQuantBatchRows, false, K::kMma);
+      check_batch(t, 17, k_mid, nb, nb % 2 == 0, 0, 17, stream_, kQuantBatchRows, false, K::kMma);
+      check_batch(t, 203, 4096, nb, nb >= 8, 5, 190, stream_, kQuantBatchRows, false, K::kMma);
+    }
+    check_batch(t, 13, 14336, 5, false, 0, 13, stream_, kQuantBatchRows, false, K::kMma);
+    check_batch(t, 37, k_mid, 24, false, 0, 37, stream_, kQuantBatchRows, false, K::kMma);
+    check_batch(t, 37, k_mid, 35, true, 3, 30, stream_, kQuantBatchRows, false, K::kMma);
+    check_batch(t, 70, 4096, 64, true, 0, 70, stream_, kQuantBatchRows, false, K::kMma);
+    check_batch(t, 19, k_mid, 70, false, 1, 18, stream_, kQuantBatchRows, false, K::kMma);
   }
 }
 
