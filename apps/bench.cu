@@ -20,6 +20,7 @@
 #include "core/error.h"                // llm::fail
 #include "core/gemv_table.h"           // check_gemv_mapping, gemv_row, gemv_mapping_lines, gemv_mapping_list
 #include "engine/backend.h"            // require_cuda_device
+#include "engine/memory_plan.h"        // kQuantBatchPassMax
 #include "measure/bench/sections.h"    // the options and entry points
 #include "measure/probes/dep_probe.h"  // kDepProbeMaxVector
 #include "models/config.h"             // kMaxHeads, kMaxHeadDim, kMaxPositions: the ranges the engine supports
@@ -153,10 +154,14 @@ ProbesOptions parse_probes(int argc, char** argv) {
   add_shapes(t, "--batch-shapes", &o.batch_shapes, "the batched GEMV's shapes, N rows x K columns");
   t.integer("--tiny-n", "N", &o.tiny_n, 1, 1 << 24, "rows of the tiny-K GEMVs");
   t.integers("--tiny-k", "k1,k2,...", &o.tiny_k, 1, 1 << 16, "the tiny-K GEMVs' K, comma-separated");
+  add_shapes(t, "--qbatch-shapes", &o.qbatch_shapes, "the batch-k quantized GEMV's shapes");
+  t.integers("--qbatch-k", "k1,k2,...", &o.qbatch_k, 1, kQuantBatchPassMax,
+             "the batch-k quantized GEMV's vector counts, comma-separated");
   t.integer("--repeats", "R", &o.repeats, 1, 1000, "timed repeats, median reported");
   t.text("--json", "FILE", &o.json_path, "write every figure as JSON");
   t.parse(argc, argv);
   if (o.tiny_k.empty()) usage_error("--tiny-k: no K given");
+  if (o.qbatch_k.empty()) usage_error("--qbatch-k: no vector count given");
   std::sort(o.tiny_k.begin(), o.tiny_k.end());
   return o;
 }
