@@ -8,6 +8,7 @@
 
 #include "apps/cli.h"
 #include "engine/backend.h"       // EngineTuning
+#include "engine/memory_plan.h"   // kQuantBatchPassMax
 #include "engine/speculative.h"   // SpecMode
 #include "models/quantize_model.h"  // parse_quantize_type
 
@@ -126,9 +127,10 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
            "writing GEMV's block sums itself (no last block on the writer's tail); off: the writer's last block "
            "folds them")
       .default_is("on");
-  o.integer("--batch-rows", "N", &t->quant_batch_rows, 0, 64,
+  o.integer("--batch-rows", "N", &t->quant_batch_rows, 0, kQuantBatchPassMax,
             "prefill and verify passes of at most N tokens read matrices kept quantized through the batch-k GEMV "
-            "(each weight once per 16 tokens); longer ones dequantize each matrix for cuBLAS; 0 = always dequantize")
+            "(each weight once per 64 tokens on tensor cores, per 16 with dp4a); longer ones dequantize each matrix "
+            "for cuBLAS; 0 = always dequantize")
       .default_is("64");
   o.choice("--exact-vfy", "on|off", &t->exact_verify, {"on", "off"},
            [](const std::string& v) { return v == "on"; },

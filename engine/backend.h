@@ -38,7 +38,8 @@ struct EngineTuning {
                                    // t/s; off: the producer's last block folds the sums (for comparison)
   int quant_batch_rows = 64;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
                                    // quantized through the batch-k GEMV (kernels/quant/gemv_quant_batch.h: the weights
-                                   // once per 16 tokens); longer passes dequantize each matrix for a cuBLAS GEMM. 0: never
+                                   // once per 64 tokens on tensor cores); longer passes dequantize each matrix for a
+                                   // cuBLAS GEMM (up to kQuantBatchPassMax). 0: never
   bool exact_verify = false;       // CUDA verify passes take the decode step's activations: quantized matrices through
                                    // the batch-k GEMV on FP32 rows where decode runs "warp" (int8 rows quantized from
                                    // FP32 for "warp-dp4a"), BF16 matrices through the batched GEMV on FP32 rows

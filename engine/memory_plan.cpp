@@ -115,7 +115,7 @@ MemoryPlan MemoryPlanner::plan(int ctx, int chunk) const {
                   4.0 * chunk * (dim + 2 * qd + 2 * kvd + 2 * hid) + 2.0 * chunk * wide + 4.0 * (4 + chunk) +
                   4.0 * (2 * kGemvEpiloguePartials + 5) +  // the RMSNorm fold's block sums, counters and scales
                   double(quant_batch_x_bytes(std::min(chunk, kQuantBatchPassMax), int64_t(wide))) +  // batch-k x
-                  4.0 * std::min(chunk, kQuantBatchPassMax) * wide +  // a short pass's FP32 rows (Activations::pf32)
+                  4.0 * std::min(chunk, kExactPassMax) * wide +  // an exact verify's FP32 rows (Activations::pf32)
                   double(quant_batch_x_bytes(1, int64_t(hid)));  // decode's SwiGLU output in int8 (down's x)
   // The scratch query runs only for plausible contexts (an absurd ctx fails on the KV cache alone).
   const double attn = (p.kv < 1e12 && sizes_.attention_scratch) ? sizes_.attention_scratch(ctx) : 0.0;

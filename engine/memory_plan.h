@@ -25,8 +25,11 @@ constexpr size_t kReserveBytes = size_t(512) << 20;         // CUDA/cuBLAS inter
 // the pass's activations, ~0.5 GB for Llama 3.1 8B, are in the memory plan.
 constexpr int kMaxPrefillChunk = 2048;
 // Tokens a prefill or verify pass may run through the batch-k quantized GEMV (EngineTuning::quant_batch_rows is capped
-// here): the int8 form of that many activation rows is in the activations (quant_batch_x_bytes).
-constexpr int kQuantBatchPassMax = 64;
+// here; the tensor-core kernel reads each weight once per 64 of them): the int8 form of that many activation rows is in
+// the activations (quant_batch_x_bytes).
+constexpr int kQuantBatchPassMax = kMaxPrefillChunk;
+// Tokens a verify pass under EngineTuning::exact_verify may hold in FP32 for the batched GEMVs (Activations::pf32).
+constexpr int kExactPassMax = 64;
 
 std::string gib_str(double bytes);  // "12.34" (GiB)
 

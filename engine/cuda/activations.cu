@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "engine/memory_plan.h"  // kCublasWorkspaceBytes, kQuantBatchPassMax
+#include "engine/memory_plan.h"  // kCublasWorkspaceBytes, kQuantBatchPassMax, kExactPassMax
 #include "kernels/quant/gemv_quant_plan.h"  // quant_batch_x_bytes
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_epilogue.h"  // kGemvEpiloguePartials
@@ -46,7 +46,8 @@ void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, DeviceA
   pgate_up = arena.alloc<float>(ch * 2 * hid);
   pbf = arena.alloc<uint16_t>(ch * wide);
   batch_rows = std::min(max_chunk, kQuantBatchPassMax);
-  pf32 = arena.alloc<float>(size_t(batch_rows) * wide);
+  exact_rows = std::min(max_chunk, kExactPassMax);
+  pf32 = arena.alloc<float>(size_t(exact_rows) * wide);
   batch_xq = arena.alloc<uint8_t>(size_t(quant_batch_x_bytes(batch_rows, int64_t(wide))));
 
   attn_scratch = arena.alloc<uint8_t>(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx));

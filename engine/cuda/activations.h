@@ -44,11 +44,12 @@ struct Activations {
   float* patt = nullptr;       // [chunk, q_dim]
   float* pgate_up = nullptr;   // [chunk, 2 hidden]: rows [gate_t | up_t]
   uint16_t* pbf = nullptr;     // [chunk, max(dim, q_dim, hidden)] BF16: the input of the next GEMM
-  float* pf32 = nullptr;       // [batch_rows, max(dim, q_dim, hidden)]: a short pass's normed rows or SwiGLU output in
-                               // FP32, for the batched GEMVs (as the decode step's x)
-  void* batch_xq = nullptr;    // quant_batch_x_bytes(min(chunk, kQuantBatchPassMax), wide): pbf's rows in int8 for
-                               // the batch-k quantized GEMV (kernels/quant/gemv_quant_batch.h)
+  float* pf32 = nullptr;       // [exact_rows, max(dim, q_dim, hidden)]: an exact verify's normed rows or SwiGLU
+                               // output in FP32, for the batched GEMVs (as the decode step's x)
+  void* batch_xq = nullptr;    // quant_batch_x_bytes(min(chunk, kQuantBatchPassMax), wide): the pass's rows in int8
+                               // for the batch-k quantized GEMV (kernels/quant/gemv_quant_batch.h)
   int batch_rows = 0;          // rows batch_xq holds
+  int exact_rows = 0;          // rows pf32 holds: min(chunk, kExactPassMax)
 
   void* attn_scratch = nullptr;    // attention_decode_scratch_bytes(n_heads, head_dim, ctx)
   void* sample_scratch = nullptr;  // sample_scratch_bytes(vocab)

@@ -267,11 +267,12 @@ void CudaEngine::warm_up() {
   };
   prefill(&tok, 1, 0);
   if (model_.prefill_scratch) {
-    // Matrices kept quantized: the batch-k GEMV has a kernel per vector count class (2, 4, 8, 16); passes of 3, 5 and
-    // 9 tokens load the other three (CUDA loads each kernel at its first launch). Then the long pass's path once.
-    // (The exact verify's kernels, EngineTuning::exact_verify, load at a verify's first, eager, pass of each length.)
-    const std::vector<int> toks(9, tok);
-    for (int n : {3, 5, 9})
+    // Matrices kept quantized: the batch-k GEMV has a kernel per vector count class (dp4a: 2, 4, 8, 16; tensor cores:
+    // 8, 16, 32, 64); passes of 3, 5, 9, 17 and 33 tokens load the others (CUDA loads each kernel at its first
+    // launch). Then the long pass's path once. (The exact verify's kernels, EngineTuning::exact_verify, load at a
+    // verify's first, eager, pass of each length.)
+    const std::vector<int> toks(33, tok);
+    for (int n : {3, 5, 9, 17, 33})
       if (n <= std::min({ctx_, chunk_, tuning_.quant_batch_rows, act_.batch_rows})) prefill(toks.data(), n, 0);
     const int saved = tuning_.quant_batch_rows;
     tuning_.quant_batch_rows = 0;
@@ -521,11 +522,12 @@ CudaEngine::PassForm CudaEngine::pass_form(const DevMatrix& whole, const DecodeW
   if (!whole.data) {
     if (!planes || !batchable(*planes, c)) return PassForm::Gemm;
     if (!exact) return PassForm::QuantInt8Bf16;
+    if (c > act_.exact_rows) return PassForm::Gemm;
     return quant_kind_int8_x(cur_->plan.quant) ? PassForm::QuantInt8 : PassForm::QuantF32;
   }
   // BF16 copies: the batched GEMV in an exact verify only; a prompt's pass keeps cuBLAS, measured faster there (H100,
   // 8B BF16, 16 tokens: 7.7 vs 29.6 ms).
-  const bool bf16_ok = exact && c >= 1 && c <= std::min({tuning_.bf16_batch_rows, act_.batch_rows, kGemvMaxBatch});
+  const bool bf16_ok = exact && c >= 1 && c <= std::min({tuning_.bf16_batch_rows, act_.exact_rows, kGemvMaxBatch});
   return bf16_ok ? PassForm::Bf16Batch : PassForm::Gemm;
 }
 

@@ -158,7 +158,8 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_TRUE(d.verify_graph);
   EXPECT_EQ(parse({"--batch-rows", "0"}).quant_batch_rows, 0);
   EXPECT_EQ(parse({"--batch-rows", "16"}).quant_batch_rows, 16);
-  EXPECT_NE(usage_message([&] { parse({"--batch-rows", "65"}); }).find("--batch-rows"), std::string::npos);
+  EXPECT_EQ(parse({"--batch-rows", "2048"}).quant_batch_rows, 2048);  // kQuantBatchPassMax: a whole prefill chunk
+  EXPECT_NE(usage_message([&] { parse({"--batch-rows", "2049"}); }).find("--batch-rows"), std::string::npos);
   EXPECT_FALSE(parse({"--verify-cg", "off"}).verify_graph);
   // The exact verify (off until run on a GPU) and the batched BF16 GEMV's pass limit (0 = always cuBLAS, at most
   // kGemvMaxBatch).
