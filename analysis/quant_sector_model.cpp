@@ -43,7 +43,7 @@ struct QuantName {
 const QuantName kQuantNames[] = {
     {"q4_0", quant_type_id::kQ4_0}, {"q4_1", quant_type_id::kQ4_1}, {"q5_0", quant_type_id::kQ5_0},
     {"q5_1", quant_type_id::kQ5_1}, {"q8_0", quant_type_id::kQ8_0}, {"q4_k", quant_type_id::kQ4_K},
-    {"q6_k", quant_type_id::kQ6_K},
+    {"q5_k", quant_type_id::kQ5_K}, {"q6_k", quant_type_id::kQ6_K},
 };
 
 std::string join(const std::vector<std::string>& v) {
@@ -452,6 +452,17 @@ void as_stored_loads(int type_id, std::vector<FieldLoad>* f, std::vector<int>* x
       for (int c = 0; c < 4; ++c)
         for (int t = 0; t < 8; ++t) {
           f->push_back({"qs", 16 + 32 * c + 4 * t, 4});
+          xs->push_back(64 * c + 4 * t);
+          xs->push_back(64 * c + 32 + 4 * t);
+        }
+      return;
+    case kQ5_K:  // fp16 d, fp16 dmin, scales[12], qh[32], qs[128]: per code word its qh word (the kernel's order)
+      f->push_back({"dm", 0, 4});
+      for (int i = 0; i < 3; ++i) f->push_back({"scales", 4 + 4 * i, 4});
+      for (int c = 0; c < 4; ++c)
+        for (int t = 0; t < 8; ++t) {
+          f->push_back({"qs", 48 + 32 * c + 4 * t, 4});
+          f->push_back({"qh", 16 + 4 * t, 4});
           xs->push_back(64 * c + 4 * t);
           xs->push_back(64 * c + 32 + 4 * t);
         }

@@ -30,7 +30,7 @@ bool quant_warp_stages_x(int64_t k);
 // The H200's SM count: the plan's default (the grid, split-K and the lanes per row group depend on it).
 constexpr int kQuantSectorDefaultSms = 132;
 
-// The quantized types the model knows, as typed after --quant: q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k.
+// The quantized types the model knows, as typed after --quant: q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k.
 const std::vector<std::string>& quant_sector_type_names();
 // "q4_0" (any case) -> GGML type id; throws llm::Error listing the known names otherwise.
 int parse_quant_sector_type(const std::string& name);

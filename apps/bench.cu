@@ -133,12 +133,13 @@ GemvOptions parse_gemv(int argc, char** argv) {
   const auto quant = [&o](const std::string& flag, const std::string& text) {
     o.quant = split_commas(text);
     for (const std::string& q : o.quant)
-      if (q != "q4_0" && q != "q4_1" && q != "q8_0" && q != "q5_0" && q != "q5_1" && q != "q4_k" && q != "q6_k")
-        usage_error(flag, ": invalid value '", q, "' (allowed: q4_0, q4_1, q8_0, q5_0, q5_1, q4_k, q6_k)");
+      if (q != "q4_0" && q != "q4_1" && q != "q8_0" && q != "q5_0" && q != "q5_1" && q != "q4_k" && q != "q5_k" &&
+          q != "q6_k")
+        usage_error(flag, ": invalid value '", q, "' (allowed: q4_0, q4_1, q8_0, q5_0, q5_1, q4_k, q5_k, q6_k)");
   };
   t.custom("--quant", "q4_0,...", quant,
            "random weights quantized to these types (comma-separated), timed through the quantized forms instead")
-      .allowed("q4_0, q4_1, q8_0, q5_0, q5_1, q4_k, q6_k");
+      .allowed("q4_0, q4_1, q8_0, q5_0, q5_1, q4_k, q5_k, q6_k");
   t.integer("--repeats", "R", &o.repeats, 1, 1000, "timed repeats, median reported");
   t.flag("--csv", &o.csv, "CSV instead of the markdown table");
   t.text("--json", "FILE", &o.json_path, "write every figure as JSON");

@@ -86,7 +86,7 @@ void declare_options(llm::cli::Options& t, Options& o) {
      "ncu's l1tex__t_sectors and _requests_pipe_lsu_mem_global_op_ld count) and DRAM bytes (distinct weight "
      "sectors); --mapping: warp, warp-dp4a, thread or as-stored (default: all four); --json adds the classes to each "
      "line")
-      .allowed("q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k");
+      .allowed("q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k");
   t.custom("--sms", "N", [&o](const std::string&, const std::string& v) {
     int64_t n = 0;
     if (!parse_positive(v, &n) || n > 100000) llm::fail("--sms '", v, "' is malformed: expected a positive integer");

@@ -47,7 +47,7 @@ inline Option& add_quantize_option(Options& o, std::string* type, const std::str
     parse_quantize_type(t);
     *type = t;
   };
-  return o.custom("--quantize", "TYPE", check_and_keep, help).allowed("q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q6_k, q4_k_m");
+  return o.custom("--quantize", "TYPE", check_and_keep, help).allowed("q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m");
 }
 
 // --kv-dtype T: f32, bf16 or fp8 (parse_kv_dtype); which device takes which type is the app's check.

@@ -207,7 +207,7 @@ inline std::string gemv_mapping_lines(const std::string& indent) {
     if (r.has_bf16()) s += line(r, &r == &gemv_default_bf16_row(), r.why);
     if (r.has_quant()) q += line(r, &r == &gemv_default_quant_row(), r.quant_why);
   }
-  return s + indent + "quantized weights (GGUF Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, kept quantized):\n" + q;
+  return s + indent + "quantized weights (GGUF Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, kept quantized):\n" + q;
 }
 
 // The one check of a mapping name wherever one is typed (--gemv, --ab, /gemv): "" = the default. Throws llm::Error

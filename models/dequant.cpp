@@ -89,6 +89,27 @@ void dequant_q4_k(const uint8_t* src, int64_t n_blocks, float* out) {
   }
 }
 
+// ggml's dequantize_row_q5_K: sub-blocks in pairs, the low nibbles of qs[32c ..] (with fifth bit 2c of qh) then the
+// high nibbles (bit 2c + 1).
+void dequant_q5_k(const uint8_t* src, int64_t n_blocks, float* out) {
+  for (int64_t b = 0; b < n_blocks; ++b, src += kQ5_KBytes) {
+    const float d = read_f16_le(src), dmin = read_f16_le(src + 2);
+    const uint8_t* scales = src + 4;
+    const uint8_t* qh = src + 16;
+    const uint8_t* q = src + 48;
+    for (int c = 0; c < 4; ++c, q += 32) {
+      uint8_t sc, m;
+      get_scale_min_k4(2 * c, scales, &sc, &m);
+      const float d1 = d * float(sc), m1 = dmin * float(m);
+      get_scale_min_k4(2 * c + 1, scales, &sc, &m);
+      const float d2 = d * float(sc), m2 = dmin * float(m);
+      const uint8_t u1 = uint8_t(1u << (2 * c)), u2 = uint8_t(2u << (2 * c));
+      for (int l = 0; l < 32; ++l) *out++ = d1 * float((q[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *out++ = d2 * float((q[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+    }
+  }
+}
+
 void dequant_q6_k(const uint8_t* src, int64_t n_blocks, float* out) {
   for (int64_t b = 0; b < n_blocks; ++b, src += kQ6_KBytes, out += kQuantSuperBlock) {
     const uint8_t* ql = src;

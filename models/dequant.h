@@ -25,6 +25,10 @@ constexpr size_t kQ5_1Bytes = 24;  // fp16 d, fp16 m, uint8 qh[4], qs[16]:     x
 // packed as ggml's get_scale_min_k4), uint8 qs[128]. Sub-block 2c takes the low nibbles of qs[32c .. 32c+31], sub-block
 // 2c+1 their high nibbles: x = (d * sc[s]) * q - (dmin * m[s]).
 constexpr size_t kQ4_KBytes = 144;
+// Q5_K (256 weights = 8 sub-blocks of 32): fp16 d, fp16 dmin, uint8 scales[12] (as Q4_K), uint8 qh[32] (fifth bits),
+// uint8 qs[128] (low nibbles as Q4_K's): weight l of sub-block s has code (nibble of qs[32 (s / 2) + l]) | bit s of
+// qh[l] << 4, x = (d * sc[s]) * q - (dmin * m[s]).
+constexpr size_t kQ5_KBytes = 176;
 // Q6_K (256 weights = 16 sub-blocks of 16): uint8 ql[128] (low 4 bits), uint8 qh[64] (high 2 bits), int8 scales[16],
 // fp16 d (last): x = (d * scales[s]) * (q - 32), q 6-bit. Element order as ggml's dequantize_row_q6_K (see dequant.cpp).
 constexpr size_t kQ6_KBytes = 210;
@@ -46,8 +50,9 @@ void dequant_q4_0(const uint8_t* src, int64_t n_blocks, float* out);
 void dequant_q4_1(const uint8_t* src, int64_t n_blocks, float* out);
 void dequant_q5_0(const uint8_t* src, int64_t n_blocks, float* out);
 void dequant_q5_1(const uint8_t* src, int64_t n_blocks, float* out);
-// These two decode `n_blocks` 256-weight super-blocks into n_blocks * 256 floats.
+// These three decode `n_blocks` 256-weight super-blocks into n_blocks * 256 floats.
 void dequant_q4_k(const uint8_t* src, int64_t n_blocks, float* out);
+void dequant_q5_k(const uint8_t* src, int64_t n_blocks, float* out);
 void dequant_q6_k(const uint8_t* src, int64_t n_blocks, float* out);
 
 }  // namespace llm

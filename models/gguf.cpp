@@ -148,7 +148,7 @@ uint64_t tensor_bytes(const std::string& path, const GgufTensor& t, uint64_t num
     return numel / bw * ggml_quant_block_bytes(q);
   }
   fail(path, ": tensor ", printable(t.name), ": unsupported tensor type ", ggml_type_name(t.type),
-       " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K)");
+       " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
 }
 
 GgufTensor read_tensor_info(Reader& r, const std::string& path) {

@@ -179,6 +179,7 @@ const char* ggml_quant_name(GgmlQuantType t) {
     case GgmlQuantType::Q5_1: return "Q5_1";
     case GgmlQuantType::Q8_0: return "Q8_0";
     case GgmlQuantType::Q4_K: return "Q4_K";
+    case GgmlQuantType::Q5_K: return "Q5_K";
     case GgmlQuantType::Q6_K: return "Q6_K";
   }
   return "?";
@@ -187,13 +188,15 @@ const char* ggml_quant_name(GgmlQuantType t) {
 bool is_ggml_quant_type(uint32_t id) {
   switch (GgmlQuantType(id)) {
     case GgmlQuantType::Q4_0: case GgmlQuantType::Q4_1: case GgmlQuantType::Q5_0: case GgmlQuantType::Q5_1:
-    case GgmlQuantType::Q8_0: case GgmlQuantType::Q4_K: case GgmlQuantType::Q6_K: return true;
+    case GgmlQuantType::Q8_0: case GgmlQuantType::Q4_K: case GgmlQuantType::Q5_K: case GgmlQuantType::Q6_K:
+      return true;
   }
   return false;
 }
 
 int ggml_quant_block_weights(GgmlQuantType t) {
-  return t == GgmlQuantType::Q4_K || t == GgmlQuantType::Q6_K ? kQuantSuperBlock : kQuantBlock;
+  return t == GgmlQuantType::Q4_K || t == GgmlQuantType::Q5_K || t == GgmlQuantType::Q6_K ? kQuantSuperBlock
+                                                                                          : kQuantBlock;
 }
 
 size_t ggml_quant_block_bytes(GgmlQuantType t) {
@@ -204,6 +207,7 @@ size_t ggml_quant_block_bytes(GgmlQuantType t) {
     case GgmlQuantType::Q5_1: return kQ5_1Bytes;
     case GgmlQuantType::Q8_0: return kQ8_0Bytes;
     case GgmlQuantType::Q4_K: return kQ4_KBytes;
+    case GgmlQuantType::Q5_K: return kQ5_KBytes;
     case GgmlQuantType::Q6_K: return kQ6_KBytes;
   }
   fail("unknown GGML quantized type id ", uint32_t(t));
@@ -229,6 +233,7 @@ void dequantize_blocks(GgmlQuantType t, const uint8_t* blocks, int64_t n_blocks,
     case GgmlQuantType::Q5_1: return dequant_q5_1(blocks, n_blocks, out);
     case GgmlQuantType::Q8_0: return dequant_q8_0(blocks, n_blocks, out);
     case GgmlQuantType::Q4_K: return dequant_q4_k(blocks, n_blocks, out);
+    case GgmlQuantType::Q5_K: return dequant_q5_k(blocks, n_blocks, out);
     case GgmlQuantType::Q6_K: return dequant_q6_k(blocks, n_blocks, out);
   }
   fail("dequantize: unknown GGML quantized type id ", uint32_t(t));
@@ -353,60 +358,102 @@ void quantize_q5_1(const float* x, int64_t k, uint8_t* out) {
   }
 }
 
-void quantize_q4_k(const float* x, int64_t k, uint8_t* out) {
-  check_quant_row_length(GgmlQuantType::Q4_K, k, "quantize_q4_k");
-  uint8_t L[kQuantSuperBlock];
+namespace {
+
+// The search quantize_row_q4_K_ref and quantize_row_q5_K_ref share, for one 256-weight super-block x: per 32-weight
+// sub-block make_qkx2_quants over nmax + 1 levels (rmin, nstep: Q4_K -1, 20; Q5_K -0.5, 15), the 6-bit scales and mins
+// against fp16 d and dmin written to out[0..15] (d, dmin, scales[12]), then every weight's level (0..nmax) in L.
+void k_quant_search(const float* x, int nmax, float rmin, int nstep, uint8_t* out, uint8_t* L) {
   uint8_t Laux[32];
   float weights[32];
   float mins[kQuantSuperBlock / 32];
   float scales[kQuantSuperBlock / 32];
+  uint8_t* ysc = out + 4;
+  float max_scale = 0;  // as we are deducting the min, scales are always positive
+  float max_min = 0;
+  for (int j = 0; j < kQuantSuperBlock / 32; ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+    scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  std::memset(ysc, 0, 12);
+  for (int j = 0; j < kQuantSuperBlock / 32; ++j) {
+    uint8_t ls = uint8_t(nearest_int(inv_scale * scales[j]));
+    uint8_t lm = uint8_t(nearest_int(inv_min * mins[j]));
+    ls = std::min<uint8_t>(63, ls);
+    lm = std::min<uint8_t>(63, lm);
+    if (j < 4) {
+      ysc[j] = ls;
+      ysc[j + 4] = lm;
+    } else {
+      ysc[j + 4] = uint8_t((ls & 0xF) | ((lm & 0xF) << 4));
+      ysc[j - 4] |= uint8_t((ls >> 4) << 6);
+      ysc[j - 0] |= uint8_t((lm >> 4) << 6);
+    }
+  }
+  write_u16(out, f32_to_f16(max_scale / 63.f));
+  write_u16(out + 2, f32_to_f16(max_min / 63.f));
+  for (int j = 0; j < kQuantSuperBlock / 32; ++j) {
+    uint8_t sc, m;
+    get_scale_min_k4(j, ysc, &sc, &m);
+    const float d = read_f16_le(out) * sc;
+    if (!d) continue;
+    const float dm = read_f16_le(out + 2) * m;
+    for (int ii = 0; ii < 32; ++ii) {
+      int l = nearest_int((x[32 * j + ii] + dm) / d);
+      l = std::max(0, std::min(nmax, l));
+      L[32 * j + ii] = uint8_t(l);
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_q4_k(const float* x, int64_t k, uint8_t* out) {
+  check_quant_row_length(GgmlQuantType::Q4_K, k, "quantize_q4_k");
+  uint8_t L[kQuantSuperBlock];
   for (int64_t i = 0; i < k / kQuantSuperBlock; ++i, x += kQuantSuperBlock, out += kQ4_KBytes) {
-    uint8_t* ysc = out + 4;
-    uint8_t* yqs = out + 16;
-    float max_scale = 0;  // as we are deducting the min, scales are always positive
-    float max_min = 0;
-    for (int j = 0; j < kQuantSuperBlock / 32; ++j) {
-      float sum_x2 = 0;
-      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-      const float av_x = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-      scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.f, 0.1f, 20, false);
-      if (scales[j] > max_scale) max_scale = scales[j];
-      if (mins[j] > max_min) max_min = mins[j];
-    }
-    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-    for (int j = 0; j < kQuantSuperBlock / 32; ++j) {
-      uint8_t ls = uint8_t(nearest_int(inv_scale * scales[j]));
-      uint8_t lm = uint8_t(nearest_int(inv_min * mins[j]));
-      ls = std::min<uint8_t>(63, ls);
-      lm = std::min<uint8_t>(63, lm);
-      if (j < 4) {
-        ysc[j] = ls;
-        ysc[j + 4] = lm;
-      } else {
-        ysc[j + 4] = uint8_t((ls & 0xF) | ((lm & 0xF) << 4));
-        ysc[j - 4] |= uint8_t((ls >> 4) << 6);
-        ysc[j - 0] |= uint8_t((lm >> 4) << 6);
-      }
-    }
-    write_u16(out, f32_to_f16(max_scale / 63.f));
-    write_u16(out + 2, f32_to_f16(max_min / 63.f));
-    for (int j = 0; j < kQuantSuperBlock / 32; ++j) {
-      uint8_t sc, m;
-      get_scale_min_k4(j, ysc, &sc, &m);
-      const float d = read_f16_le(out) * sc;
-      if (!d) continue;
-      const float dm = read_f16_le(out + 2) * m;
-      for (int ii = 0; ii < 32; ++ii) {
-        int l = nearest_int((x[32 * j + ii] + dm) / d);
-        l = std::max(0, std::min(15, l));
-        L[32 * j + ii] = uint8_t(l);
-      }
-    }
-    uint8_t* q = yqs;
+    k_quant_search(x, 15, -1.f, 20, out, L);
+    uint8_t* q = out + 16;
     for (int j = 0; j < kQuantSuperBlock; j += 64, q += 32)
       for (int l = 0; l < 32; ++l) q[l] = uint8_t(L[j + l] | (L[j + l + 32] << 4));
+  }
+}
+
+// quantize_row_q5_K_ref: the search over 32 levels, then the low nibbles as Q4_K's and each level's fifth bit in qh
+// (bit 2c for sub-block 2c, bit 2c + 1 for 2c + 1).
+void quantize_q5_k(const float* x, int64_t k, uint8_t* out) {
+  check_quant_row_length(GgmlQuantType::Q5_K, k, "quantize_q5_k");
+  uint8_t L[kQuantSuperBlock];
+  for (int64_t i = 0; i < k / kQuantSuperBlock; ++i, x += kQuantSuperBlock, out += kQ5_KBytes) {
+    k_quant_search(x, 31, -0.5f, 15, out, L);
+    uint8_t* qh = out + 16;
+    uint8_t* ql = out + 48;
+    std::memset(qh, 0, 32);
+    uint8_t m1 = 1, m2 = 2;
+    for (int n = 0; n < kQuantSuperBlock; n += 64, ql += 32) {
+      for (int j = 0; j < 32; ++j) {
+        int l1 = L[n + j];
+        if (l1 > 15) {
+          l1 -= 16;
+          qh[j] |= m1;
+        }
+        int l2 = L[n + j + 32];
+        if (l2 > 15) {
+          l2 -= 16;
+          qh[j] |= m2;
+        }
+        ql[j] = uint8_t(l1 | (l2 << 4));
+      }
+      m1 = uint8_t(m1 << 2);
+      m2 = uint8_t(m2 << 2);
+    }
   }
 }
 
@@ -469,9 +516,11 @@ std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n,
       case GgmlQuantType::Q5_1: quantize_q5_1(x + r * k, k, out.data() + r * row); break;
       case GgmlQuantType::Q5_0: quantize_q5_0(x + r * k, k, out.data() + r * row); break;
       case GgmlQuantType::Q4_K: quantize_q4_k(x + r * k, k, out.data() + r * row); break;
+      case GgmlQuantType::Q5_K: quantize_q5_k(x + r * k, k, out.data() + r * row); break;
       case GgmlQuantType::Q6_K: quantize_q6_k(x + r * k, k, out.data() + r * row); break;
       default:
-        fail("quantize: ", ggml_quant_name(t), " has no quantizer here (expected Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K or Q6_K)");
+        fail("quantize: ", ggml_quant_name(t), " has no quantizer here (expected Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or "
+             "Q6_K)");
     }
   }
   return out;
@@ -529,8 +578,9 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
   p.family = int4 ? QuantFamily::Int4 : QuantFamily::Int8;
   p.group = t == GgmlQuantType::Q6_K ? 16 : 32;
   p.code_offset = t == GgmlQuantType::Q4_0 ? -8 : 0;
-  p.has_min = t == GgmlQuantType::Q4_1 || t == GgmlQuantType::Q5_1 || t == GgmlQuantType::Q4_K;
-  p.two_level = t == GgmlQuantType::Q4_K || t == GgmlQuantType::Q6_K;
+  p.has_min = t == GgmlQuantType::Q4_1 || t == GgmlQuantType::Q5_1 || t == GgmlQuantType::Q4_K ||
+              t == GgmlQuantType::Q5_K;
+  p.two_level = t == GgmlQuantType::Q4_K || t == GgmlQuantType::Q5_K || t == GgmlQuantType::Q6_K;
   p.n_groups = k / p.group;
   p.ld_codes = int4 ? round_up(k / 2, 16) : round_up(k, 16);
   p.codes.assign(size_t(n * p.ld_codes), 0);
@@ -583,6 +633,26 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
             const int shift = (s & 1) ? 4 : 0;
             for (int i = 0; i < 16; ++i)
               codes[16 * g + i] = uint8_t(((q[i] >> shift) & 0xF) | (((q[i + 16] >> shift) & 0xF) << 4));
+          }
+        }
+        break;
+      }
+      case GgmlQuantType::Q5_K: {  // codes 0..31 as int8, one byte per weight
+        for (int64_t sb = 0; sb < k / kQuantSuperBlock; ++sb) {
+          const uint8_t* b = src + sb * bb;
+          p.super_d[r * p.ld_super + sb] = read_u16_le(b);
+          p.super_dmin[r * p.ld_super + sb] = read_u16_le(b + 2);
+          const uint8_t* qh = b + 16;
+          for (int s = 0; s < 8; ++s) {
+            const int64_t g = sb * 8 + s;
+            uint8_t sc, m;
+            get_scale_min_k4(s, b + 4, &sc, &m);
+            p.sub_scales[r * p.ld_sub + g] = int8_t(sc);
+            p.sub_mins[r * p.ld_sub + g] = m;
+            const uint8_t* q = b + 48 + 32 * (s / 2);
+            const int shift = (s & 1) ? 4 : 0;
+            for (int l = 0; l < 32; ++l)
+              codes[32 * g + l] = uint8_t(((q[l] >> shift) & 0xF) | (((qh[l] >> s) & 1) << 4));
           }
         }
         break;

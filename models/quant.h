@@ -4,7 +4,7 @@
 //
 // Prepacked layout in one paragraph (details beside PackedQuant's fields):
 //   * every weight becomes a code: 4-bit (INT4 family: Q4_0, Q4_1, Q4_K) or 8-bit (INT8 family: Q8_0, Q5_0, Q5_1,
-//     Q6_K), a row's codes contiguous, each row starting 16-byte aligned, so ONE lane's 16-byte load carries the 32
+//     Q5_K, Q6_K), a row's codes contiguous, each row starting 16-byte aligned, so ONE lane's 16-byte load carries the 32
 //     codes of one 32-weight group (INT4) or 16 codes (INT8);
 //   * per group of `group` consecutive weights of a row (32, or 16 for Q6_K) a scale s and, for the types with a min,
 //     an additive min m, in their own planes: w = float(code + code_offset) * s (+ m);
@@ -27,12 +27,12 @@
 namespace llm {
 
 // The GGML types handled here; the values are ggml's type ids (GGUF tensor info `type`), so a cast converts.
-enum class GgmlQuantType : uint32_t { Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q6_K = 14 };
+enum class GgmlQuantType : uint32_t { Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14 };
 
 const char* ggml_quant_name(GgmlQuantType t);                 // "Q4_0", ...
-bool is_ggml_quant_type(uint32_t ggml_type_id);               // one of the seven above
-int ggml_quant_block_weights(GgmlQuantType t);                // 32, or 256 for Q4_K/Q6_K
-size_t ggml_quant_block_bytes(GgmlQuantType t);               // 18, 20, 22, 24, 34, 144, 210
+bool is_ggml_quant_type(uint32_t ggml_type_id);               // one of the eight above
+int ggml_quant_block_weights(GgmlQuantType t);                // 32, or 256 for the K-quants (Q4_K, Q5_K, Q6_K)
+size_t ggml_quant_block_bytes(GgmlQuantType t);               // 18, 20, 22, 24, 34, 144, 176, 210
 size_t ggml_quant_row_bytes(GgmlQuantType t, int64_t k);      // bytes of one row of k weights (k checked first)
 
 // Refuses by name (llm::fail) a row length that the type cannot hold: k must be a positive multiple of 32, and of 256
@@ -46,6 +46,7 @@ void dequantize_blocks(GgmlQuantType t, const uint8_t* blocks, int64_t n_blocks,
 // Reference quantizers (k weights -> k / block_weights blocks; k must be a multiple of the block):
 //   q8_0, q4_0, q4_1, q5_0, q5_1: ggml's quantize_row_*_ref, byte for byte (and gguf.quants.quantize);
 //   q4_k: ggml's quantize_row_q4_K_ref (make_qkx2_quants search, what llama-quantize does without an imatrix);
+//   q5_k: ggml's quantize_row_q5_K_ref (the same search over 32 levels; llama-quantize's attn_v of a 70B Q4_K_M);
 //   q6_k: ggml's quantize_row_q6_K_ref (per 16 weights make_qx_quants: 19 candidate scales, weighted least squares;
 //         the 16 scales as int8 against one fp16 d per super-block), what llama-quantize does without an imatrix.
 // Q5_0 is here as llama-quantize's stand-in for Q4_K on rows that are not a multiple of 256 (models/quantize_model.h).
@@ -55,9 +56,10 @@ void quantize_q5_0(const float* x, int64_t k, uint8_t* out);
 void quantize_q4_1(const float* x, int64_t k, uint8_t* out);
 void quantize_q5_1(const float* x, int64_t k, uint8_t* out);
 void quantize_q4_k(const float* x, int64_t k, uint8_t* out);
+void quantize_q5_k(const float* x, int64_t k, uint8_t* out);
 void quantize_q6_k(const float* x, int64_t k, uint8_t* out);
-// Quantizes an [n, k] FP32 matrix (rows contiguous) to GGUF bytes of type t (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K or
-// Q6_K; any other type refused by name).
+// Quantizes an [n, k] FP32 matrix (rows contiguous) to GGUF bytes of type t (any of the eight; any other type refused
+// by name).
 std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n, int64_t k);
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -76,14 +78,14 @@ struct PackedQuant {
   //         32g .. 32g+31) is bytes 16g .. 16g+15 of the row: byte i holds weight 32g+i in its low nibble and weight
   //         32g+i+16 in its high nibble (GGML's Q4_0 order). Codes are unsigned 0..15.
   //   Int8: int8 [n, ld_codes] stored as bytes, ld_codes = round_up(k, 16) (= k): code of weight j at byte j.
-  //         Q8_0: q (-127..127); Q5_0: q - 16 (-16..15); Q5_1: q unsigned (0..31); Q6_K: q - 32 (-32..31).
+  //         Q8_0: q (-127..127); Q5_0: q - 16 (-16..15); Q5_1, Q5_K: q unsigned (0..31); Q6_K: q - 32 (-32..31).
   int64_t ld_codes = 0;
   std::vector<uint8_t> codes;
 
   int group = 32;         // weights per scale: 32, or 16 for Q6_K
   int code_offset = 0;    // added to the code before scaling: -8 for Q4_0 (its min is implied), 0 otherwise
-  bool has_min = false;   // Q4_1, Q5_1, Q4_K: w = float(code) * s + m; otherwise w = float(code + code_offset) * s
-  bool two_level = false; // Q4_K, Q6_K: scales from super_d * sub_scales (below); otherwise from `scales`
+  bool has_min = false;   // Q4_1, Q5_1, Q4_K, Q5_K: w = float(code) * s + m; otherwise w = float(code + code_offset) * s
+  bool two_level = false; // Q4_K, Q5_K, Q6_K: scales from super_d * sub_scales (below); otherwise from `scales`
   int64_t n_groups = 0;   // k / group, groups per row
 
   // One-level scales (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): GGUF's fp16 d and m, copied bit for bit.
@@ -94,12 +96,12 @@ struct PackedQuant {
   std::vector<uint16_t> scales;
   std::vector<uint16_t> mins;
 
-  // Two-level scales (Q4_K, Q6_K). Per group: an 8-bit sub-scale (and sub-min); per 256-weight super-block (= 8 groups
-  // of Q4_K, 16 groups of Q6_K, `groups_per_super`): fp16 d (and dmin).
-  //   sub_scales: int8 [n, ld_sub]: Q4_K sc (0..63), Q6_K scales[i] (-128..127)
-  //   sub_mins:   uint8 [n, ld_sub]: Q4_K m (0..63); empty for Q6_K
+  // Two-level scales (Q4_K, Q5_K, Q6_K). Per group: an 8-bit sub-scale (and sub-min); per 256-weight super-block (= 8
+  // groups of Q4_K and Q5_K, 16 groups of Q6_K, `groups_per_super`): fp16 d (and dmin).
+  //   sub_scales: int8 [n, ld_sub]: Q4_K/Q5_K sc (0..63), Q6_K scales[i] (-128..127)
+  //   sub_mins:   uint8 [n, ld_sub]: Q4_K/Q5_K m (0..63); empty for Q6_K
   //   super_d:    fp16 bits [n, ld_super]: d of super-block b of row r at super_d[r * ld_super + b]
-  //   super_dmin: fp16 bits [n, ld_super]: Q4_K dmin; empty for Q6_K
+  //   super_dmin: fp16 bits [n, ld_super]: Q4_K/Q5_K dmin; empty for Q6_K
   // ld_sub = round_up(n_groups, 16) bytes, ld_super = round_up(k / 256, 8) halves; padding zero.
   //   s = f16_to_f32(super_d[b]) * float(sub_scales[g])        (b = g / groups_per_super; exact in FP32)
   //   m = -(f16_to_f32(super_dmin[b]) * float(sub_mins[g]))    (exact; w = c * s + m equals ggml's d1 * c - m1)

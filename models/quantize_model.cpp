@@ -23,19 +23,23 @@ QuantizeScheme parse_quantize_type(const std::string& name) {
   else if (name == "q5_0") s.type = GgmlQuantType::Q5_0;
   else if (name == "q5_1") s.type = GgmlQuantType::Q5_1;
   else if (name == "q4_k") s.type = GgmlQuantType::Q4_K;
+  else if (name == "q5_k") s.type = GgmlQuantType::Q5_K;
   else if (name == "q6_k") s.type = GgmlQuantType::Q6_K;
   else if (name == "q4_k_m") s.type = GgmlQuantType::Q4_K, s.q4_k_m = true;
-  else fail("--quantize: invalid value '", printable(name), "' (allowed: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q6_k, q4_k_m)");
+  else fail("--quantize: invalid value '", printable(name), "' (allowed: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, "
+                                   "q4_k_m)");
   return s;
 }
 
-GgmlQuantType q4_k_m_type(WeightRole role, int layer, int n_layers, int64_t cols, bool tied) {
+GgmlQuantType q4_k_m_type(WeightRole role, int layer, int n_layers, int64_t cols, bool tied, bool llama_70b) {
   // llama.cpp's use_more_bits: the first and last eighth of the layers and every third one between them.
   const auto use_more_bits = [](int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; };
   if (role == WeightRole::Output || (tied && role == WeightRole::TokenEmbd))
     return cols % kQuantSuperBlock != 0 ? GgmlQuantType::Q8_0 : GgmlQuantType::Q6_K;
   if ((role == WeightRole::AttnV || role == WeightRole::FfnDown) && use_more_bits(layer, n_layers))
     return GgmlQuantType::Q6_K;
+  // "In the 70B model we have 8 heads sharing the same attn_v weights": the attn_v that would be Q4_K takes Q5_K.
+  if (role == WeightRole::AttnV && llama_70b) return GgmlQuantType::Q5_K;
   return GgmlQuantType::Q4_K;
 }
 
@@ -44,6 +48,7 @@ uint32_t fallback_quant_type(GgmlQuantType wanted, int64_t cols) {
   if (holds(wanted)) return uint32_t(wanted);
   GgmlQuantType stand_in = wanted;
   if (wanted == GgmlQuantType::Q4_K) stand_in = GgmlQuantType::Q5_0;
+  if (wanted == GgmlQuantType::Q5_K) stand_in = GgmlQuantType::Q5_1;
   if (wanted == GgmlQuantType::Q6_K) stand_in = GgmlQuantType::Q8_0;
   return holds(stand_in) ? uint32_t(stand_in) : uint32_t(GgmlType::F16);
 }
@@ -60,13 +65,15 @@ std::vector<QuantizeTarget> quantize_plan(const Model& model, const QuantizeSche
   const ModelWeights& w = model.weights;
   const bool tied = model.config.tied_embeddings || w.head.empty();
   const int n_layers = int(w.layers.size());
+  // llama.cpp's LLM_TYPE_70B for the llama architecture: 80 layers with grouped-query attention.
+  const bool llama_70b = n_layers == 80 && model.config.n_kv_heads != model.config.n_heads;
   std::vector<QuantizeTarget> plan;
   auto add = [&](const HostTensor& t, WeightRole role, int layer) {
     QuantizeTarget q;
     q.tensor = &t;
     q.role = role;
     q.layer = layer;
-    q.wanted = scheme.q4_k_m ? q4_k_m_type(role, layer, n_layers, t.cols, tied) : scheme.type;
+    q.wanted = scheme.q4_k_m ? q4_k_m_type(role, layer, n_layers, t.cols, tied, llama_70b) : scheme.type;
     q.type = fallback_quant_type(q.wanted, t.cols);
     plan.push_back(q);
   };

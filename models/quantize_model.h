@@ -5,9 +5,10 @@
 //     the (tied) head;
 //   * q4_k_m: llama.cpp's Q4_K_M mix (llama_tensor_get_type in src/llama-quant.cpp, llama architecture, no experts,
 //     no imatrix): output.weight Q6_K; attn_v and ffn_down Q6_K on the "use_more_bits" layers (i < n/8, i >= 7n/8,
-//     or (i - n/8) % 3 == 2), Q4_K elsewhere; every other projection and token_embd Q4_K. A tied embedding is the
-//     output and follows its rule. Not reproduced: the 70B bump of attn_v to Q5_K (we have no Q5_K quantizer).
-// Rows a type cannot hold fall back as llama-quantize does (fallback_quant_type): Q4_K -> Q5_0, Q6_K -> Q8_0, and a
+//     or (i - n/8) % 3 == 2), Q4_K elsewhere (Q5_K on a 70B: 80 layers with grouped-query attention, llama.cpp's
+//     LLM_TYPE_70B); every other projection and token_embd Q4_K. A tied embedding is the output and follows its rule.
+// Rows a type cannot hold fall back as llama-quantize does (fallback_quant_type): Q4_K -> Q5_0, Q5_K -> Q5_1,
+// Q6_K -> Q8_0, and a
 // row that is not a multiple of 32 becomes F16 whatever the type (llama.cpp 0c1e570: "must use F16 due to unusual
 // shape"); the output rule of q4_k_m takes Q8_0 directly when the row is not a multiple of 256. Norms stay as they
 // are. Checked against llama-quantize (llama-cpp-python 0.3.36's llama.cpp, CPU build) on the float GGUFs write-gguf
@@ -30,7 +31,7 @@ struct QuantizeScheme {
   bool q4_k_m = false;
 };
 
-// "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q6_k" | "q4_k_m"; anything else fails naming the value and
+// "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q5_k" | "q6_k" | "q4_k_m"; anything else fails naming the value and
 // the allowed ones.
 QuantizeScheme parse_quantize_type(const std::string& name);
 
@@ -40,10 +41,11 @@ enum class WeightRole { TokenEmbd, Output, AttnQ, AttnK, AttnV, AttnOutput, FfnG
 // The GGML type llama.cpp's Q4_K_M rule gives a weight of `role` in layer `layer` of `n_layers` whose rows are
 // `cols` wide, before the row-length fallback (the output rule's own Q8_0 for cols % 256 != 0 included). `tied`:
 // there is no output.weight, so token_embd takes the output rule.
-GgmlQuantType q4_k_m_type(WeightRole role, int layer, int n_layers, int64_t cols, bool tied);
+// llama_70b: llama.cpp's LLM_TYPE_70B (80 layers, grouped-query attention): attn_v's Q4_K becomes Q5_K.
+GgmlQuantType q4_k_m_type(WeightRole role, int layer, int n_layers, int64_t cols, bool tied, bool llama_70b = false);
 
 // The ggml type id a `wanted` quantized type becomes on rows `cols` wide: `wanted` when it holds them, else
-// llama.cpp's stand-in (Q4_K -> Q5_0, Q6_K -> Q8_0), else F16 (ggml type id 1).
+// llama.cpp's stand-in (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), else F16 (ggml type id 1).
 uint32_t fallback_quant_type(GgmlQuantType wanted, int64_t cols);
 
 // One tensor a scheme quantizes: what it is, the type the scheme wants, and the ggml type id it gets

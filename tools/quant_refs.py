@@ -6,11 +6,12 @@
 
 For Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: inputs (a few 32-weight blocks, edge cases included) quantized by
 gguf.quants.quantize (which implements ggml's reference quantize_row_*_ref) and dequantized by gguf.quants.dequantize.
-For Q4_K and Q6_K (gguf 0.19.0 has no quantizer for them): hand-built blocks (random bytes with chosen fp16 d/dmin)
-dequantized by gguf.quants.dequantize.
-For the Q4_K quantizer's RMS criterion: ggml's quantize_row_q4_K_ref ported here in double precision (independent of
-the C++ port in models/quant.cpp), run on an approximately normal tensor that the C++ test regenerates bit for bit
-(Irwin-Hall: the sum of 12 counter-based uniforms of core/counter_rng.h, minus 6, in float32), its RMS error stored.
+For Q4_K, Q6_K and Q5_K (gguf 0.19.0 has no quantizer for them): hand-built blocks (random bytes with chosen fp16
+d/dmin) dequantized by gguf.quants.dequantize.
+For the Q4_K and Q5_K quantizers' RMS criterion: ggml's quantize_row_q4_K_ref / quantize_row_q5_K_ref ported here in
+double precision (independent of the C++ port in models/quant.cpp), run on an approximately normal tensor that the C++
+test regenerates bit for bit (Irwin-Hall: the sum of 12 counter-based uniforms of core/counter_rng.h, minus 6, in
+float32), their RMS errors stored.
 
 Floats are stored as the hex of their little-endian float32 bytes, blocks as the hex of their bytes.
 """
@@ -64,7 +65,7 @@ def hand_blocks(rng, qtype, n_blocks):
     for i in range(n_blocks):
         d = np.array([ds[i % len(ds)]], dtype=np.float16).view(np.uint8)
         m = np.array([dmins[i % len(dmins)]], dtype=np.float16).view(np.uint8)
-        if qtype == T.Q4_K:
+        if qtype in (T.Q4_K, T.Q5_K):
             blocks[i, 0:2] = d
             blocks[i, 2:4] = m
         else:  # Q6_K: d last
@@ -114,14 +115,15 @@ def f16(v):
     return float(np.float32(v).astype(np.float16))
 
 
-def q4_k_ref_dequant(x):
-    """Quantizes one 256-weight super-block as quantize_row_q4_K_ref and returns its dequantized values."""
+def q4_k_ref_dequant(x, nmax=15, rmin=-1.0, nstep=20):
+    """Quantizes one 256-weight super-block as quantize_row_q4_K_ref (as quantize_row_q5_K_ref with nmax 31, rmin
+    -0.5, nstep 15) and returns its dequantized values."""
     scales, mins = [], []
     for j in range(8):
         xs = [float(v) for v in x[32 * j:32 * j + 32]]
         av_x = math.sqrt(sum(v * v for v in xs) / 32)
         w = [av_x + abs(v) for v in xs]
-        s, m, _ = make_qkx2_quants(xs, w, 15, -1.0, 0.1, 20)
+        s, m, _ = make_qkx2_quants(xs, w, nmax, rmin, 0.1, nstep)
         scales.append(s)
         mins.append(m)
     max_scale, max_min = max([0.0] + scales), max([0.0] + mins)
@@ -135,7 +137,7 @@ def q4_k_ref_dequant(x):
         dd, dm = d * ls[j], dmin * lm[j]
         for i in range(32):
             v = float(x[32 * j + i])
-            q = 0 if dd == 0 else max(0, min(15, nearest_int((v + dm) / dd)))
+            q = 0 if dd == 0 else max(0, min(nmax, nearest_int((v + dm) / dd)))
             out[32 * j + i] = dd * q - dm
     return out
 
@@ -161,7 +163,7 @@ def main():
         q = quantize(x.reshape(1, -1), qt)
         y = dequantize(q, qt).reshape(-1)
         refs["legacy"][name] = {"input": hexf(x), "blocks": hexb(q), "dequant": hexf(y)}
-    for name, qt in [("Q4_K", T.Q4_K), ("Q6_K", T.Q6_K)]:
+    for name, qt in [("Q4_K", T.Q4_K), ("Q6_K", T.Q6_K), ("Q5_K", T.Q5_K)]:
         blocks = hand_blocks(rng, qt, 5)
         y = dequantize(blocks.reshape(1, -1), qt).reshape(-1)
         refs["kquant"][name] = {"blocks": hexb(blocks), "dequant": hexf(y)}
@@ -174,6 +176,8 @@ def main():
                         "input_rms": float(np.sqrt(np.mean(x.astype(np.float64) ** 2))),
                         "ref_rms_error": rms,
                         "what": "ggml quantize_row_q4_K_ref ported to Python (double precision) on Irwin-Hall inputs"}
+    deq5 = np.concatenate([q4_k_ref_dequant(x[i:i + 256], 31, -0.5, 15) for i in range(0, rows * k, 256)])
+    refs["q4_k_rms"]["ref_rms_error_q5_k"] = float(np.sqrt(np.mean((deq5 - x.astype(np.float64)) ** 2)))
     with open(out_path, "w") as f:
         json.dump(refs, f, indent=1)
         f.write("\n")

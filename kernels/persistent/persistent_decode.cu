@@ -355,7 +355,8 @@ PersistentMatrix persistent_matrix(const QuantGemvWeight& w) {
     case kQ5_0: m.form = kPFInt8; break;
     case kQ5_1: m.form = kPFInt8Min; break;
     case kQ6_K: m.form = kPFQ6_K; break;
-    default: fail("persistent decode: no form for GGML type id ", w.type_id);
+    default: fail("persistent decode: no form for ", quant_type_traits(w.type_id).name, " (GGML type id ", w.type_id,
+                  "); --decode graph runs it");
   }
   if (!w.codes || (w.ld_codes % 16) != 0 || w.k % 32 != 0)
     fail("persistent decode: a ", quant_type_traits(w.type_id).name, " matrix [", w.n, ", ", w.k,

@@ -46,6 +46,7 @@ template <> struct QuantBlockInfo<quant_type_id::kQ5_0> { static constexpr int b
 template <> struct QuantBlockInfo<quant_type_id::kQ5_1> { static constexpr int bytes = 24, weights = 32; };
 template <> struct QuantBlockInfo<quant_type_id::kQ8_0> { static constexpr int bytes = 34, weights = 32; };
 template <> struct QuantBlockInfo<quant_type_id::kQ4_K> { static constexpr int bytes = 144, weights = 256; };
+template <> struct QuantBlockInfo<quant_type_id::kQ5_K> { static constexpr int bytes = 176, weights = 256; };
 template <> struct QuantBlockInfo<quant_type_id::kQ6_K> { static constexpr int bytes = 210, weights = 256; };
 
 // One block b (GGUF bytes) of each type with its x (xb = x + block * block_weights): sum_j w_j x_j, one helper per
@@ -127,10 +128,12 @@ QHD float quant_block_dot_q8_0(const uint8_t* __restrict__ b, const float* __res
   return d * dot;
 }
 
-template <bool kVecX>
+// kFive: Q5_K, whose qh[32] (after the scales) adds bit s of qh[l] as bit 4 of sub-block s's code l.
+template <bool kVecX, bool kFive = false>
 QHD float quant_block_dot_q4_k(const uint8_t* __restrict__ b, const float* __restrict__ xb) {
-  // fp16 d, fp16 dmin, scales[12] (get_scale_min_k4), qs[128]: sub-block 2c = low nibbles of qs[32c .. 32c+31]
-  // (weights 64c .. 64c+31), 2c+1 = their high nibbles (64c+32 ..); w = (d * sc) * q - (dmin * m).
+  // fp16 d, fp16 dmin, scales[12] (get_scale_min_k4), [Q5_K: qh[32]], qs[128]: sub-block 2c = low nibbles of
+  // qs[32c .. 32c+31] (weights 64c .. 64c+31), 2c+1 = their high nibbles (64c+32 ..); w = (d * sc) * q - (dmin * m).
+  constexpr int kQs = kFive ? 48 : 16;
   const uint32_t dm = quant_ld32_a4(b);
   const float d = quant_h2f(dm), dmin = quant_h2f(dm >> 16);
   const uint32_t sw[3] = {quant_ld32_a4(b + 4), quant_ld32_a4(b + 8), quant_ld32_a4(b + 12)};
@@ -141,11 +144,17 @@ QHD float quant_block_dot_q4_k(const uint8_t* __restrict__ b, const float* __res
     float dlo = 0.0f, dhi = 0.0f, slo = 0.0f, shi = 0.0f;
 #pragma unroll
     for (int t = 0; t < 8; ++t) {
-      const uint32_t v = quant_ld32_a4(b + 16 + 32 * c + 4 * t);
+      const uint32_t v = quant_ld32_a4(b + kQs + 32 * c + 4 * t);
       const float4 xl = quant_load_x4<kVecX>(xb, 64 * c + 4 * t);
       const float4 xh = quant_load_x4<kVecX>(xb, 64 * c + 32 + 4 * t);
-      dlo = quant_dot4(v & 0x0F0F0F0Fu, xl, kQuantU, dlo);
-      dhi = quant_dot4((v >> 4) & 0x0F0F0F0Fu, xh, kQuantU, dhi);
+      uint32_t lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
+      if constexpr (kFive) {
+        const uint32_t h = quant_ld32_a4(b + 16 + 4 * t);
+        lo |= ((h >> (2 * c)) & 0x01010101u) << 4;
+        hi |= ((h >> (2 * c + 1)) & 0x01010101u) << 4;
+      }
+      dlo = quant_dot4(lo, xl, kQuantU, dlo);
+      dhi = quant_dot4(hi, xh, kQuantU, dhi);
       slo = quant_sum4(xl, slo);
       shi = quant_sum4(xh, shi);
     }
@@ -223,6 +232,8 @@ QHD float quant_block_dot(const uint8_t* __restrict__ b, const float* __restrict
     return quant_block_dot_q8_0<kVecX>(b, xb);
   } else if constexpr (kType == kQ4_K) {
     return quant_block_dot_q4_k<kVecX>(b, xb);
+  } else if constexpr (kType == kQ5_K) {
+    return quant_block_dot_q4_k<kVecX, true>(b, xb);
   } else {
     static_assert(kType == kQ6_K, "unknown block type");
     return quant_block_dot_q6_k<kVecX>(b, xb);

@@ -193,9 +193,11 @@ template <int kType>
 struct QuantPackedForm {
   static constexpr bool kInt4 =
       kType == quant_type_id::kQ4_0 || kType == quant_type_id::kQ4_1 || kType == quant_type_id::kQ4_K;
-  static constexpr bool kTwoLevel = kType == quant_type_id::kQ4_K || kType == quant_type_id::kQ6_K;
+  static constexpr bool kTwoLevel =
+      kType == quant_type_id::kQ4_K || kType == quant_type_id::kQ5_K || kType == quant_type_id::kQ6_K;
   static constexpr bool kHasMin =
-      kType == quant_type_id::kQ4_1 || kType == quant_type_id::kQ5_1 || kType == quant_type_id::kQ4_K;
+      kType == quant_type_id::kQ4_1 || kType == quant_type_id::kQ5_1 || kType == quant_type_id::kQ4_K ||
+      kType == quant_type_id::kQ5_K;
 };
 
 // The one switch from a GGML type id to a kernel: Pick::get<kType>() for the seven types, where each form's launcher
@@ -211,6 +213,7 @@ auto quant_kernel_for(int type_id, const char* mapping) -> decltype(Pick::templa
     case kQ5_1: return Pick::template get<kQ5_1>();
     case kQ8_0: return Pick::template get<kQ8_0>();
     case kQ4_K: return Pick::template get<kQ4_K>();
+    case kQ5_K: return Pick::template get<kQ5_K>();
     case kQ6_K: return Pick::template get<kQ6_K>();
   }
   fail("quantized gemv '", mapping, "': no kernel for GGML type id ", type_id);

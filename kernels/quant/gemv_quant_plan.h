@@ -18,7 +18,7 @@ namespace llm {
 
 // GGML type ids (GGUF tensor info `type`).
 namespace quant_type_id {
-constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14;
+constexpr int kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14;
 }
 
 // The quantized forms (QuantGemvKind), their names and one-line descriptions: rows of core/gemv_table.h.
@@ -30,11 +30,11 @@ struct QuantTypeTraits {
   QuantCodeFamily family = QuantCodeFamily::Int8;
   int group = 32;              // weights per scale (16 for Q6_K)
   int code_offset = 0;         // -8 for Q4_0
-  bool has_min = false;        // Q4_1, Q5_1, Q4_K
-  bool two_level = false;      // Q4_K, Q6_K
-  int groups_per_super = 0;    // 8 (Q4_K), 16 (Q6_K), 0 otherwise
+  bool has_min = false;        // Q4_1, Q5_1, Q4_K, Q5_K
+  bool two_level = false;      // Q4_K, Q5_K, Q6_K
+  int groups_per_super = 0;    // 8 (Q4_K, Q5_K), 16 (Q6_K), 0 otherwise
   int block_weights = 32;      // GGUF block: 32, or 256 for the K-quants
-  int block_bytes = 0;         // 18, 20, 22, 24, 34, 144, 210
+  int block_bytes = 0;         // 18, 20, 22, 24, 34, 144, 176, 210
 };
 
 // Traits of a supported type id; fails naming the id otherwise.
@@ -51,6 +51,10 @@ inline QuantTypeTraits quant_type_traits(int type_id) {
     case kQ4_K:
       t.name = "Q4_K"; t.family = QuantCodeFamily::Int4; t.has_min = true; t.two_level = true;
       t.groups_per_super = 8; t.block_weights = 256; t.block_bytes = 144;
+      break;
+    case kQ5_K:
+      t.name = "Q5_K"; t.has_min = true; t.two_level = true; t.groups_per_super = 8; t.block_weights = 256;
+      t.block_bytes = 176;
       break;
     case kQ6_K:
       t.name = "Q6_K"; t.group = 16; t.two_level = true; t.groups_per_super = 16; t.block_weights = 256;
@@ -82,7 +86,7 @@ struct QuantGemvWeight : QuantPlanes {
 
   // As stored (the "as-stored" mapping): GGUF's blocks unchanged, rows contiguous, row r at blocks + r * row_bytes.
   const uint8_t* blocks = nullptr;  // uint8 [n, row_bytes]
-  int block_bytes = 0;              // 18, 20, 22, 24, 34, 144, 210
+  int block_bytes = 0;              // 18, 20, 22, 24, 34, 144, 176, 210
   int block_weights = 0;            // 32 or 256
   int64_t row_bytes = 0;            // k / block_weights * block_bytes
 

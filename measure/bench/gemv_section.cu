@@ -241,6 +241,7 @@ void bench_quant(Run& run, const GemvOptions& opt, std::vector<Result>* results)
                             : q == "q5_0" ? GgmlQuantType::Q5_0
                             : q == "q5_1" ? GgmlQuantType::Q5_1
                             : q == "q6_k" ? GgmlQuantType::Q6_K
+                            : q == "q5_k" ? GgmlQuantType::Q5_K
                                           : GgmlQuantType::Q4_K;
     for (const auto& [N, K] : opt.shapes) {
       // Random weights in [-1, 1) from the counter-based generator, quantized on the host.

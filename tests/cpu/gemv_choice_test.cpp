@@ -244,7 +244,7 @@ double worst_rel_l2(const std::vector<float>& got, const std::vector<float>& wan
 std::vector<TinyQuantSpec> equivalence_specs() {
   std::vector<TinyQuantSpec> v;
   for (uint32_t t : {llm_test::kTqQ8_0, llm_test::kTqQ4_0, llm_test::kTqQ4_K, llm_test::kTqQ4_1, llm_test::kTqQ5_0,
-                     llm_test::kTqQ5_1, llm_test::kTqQ6_K})
+                     llm_test::kTqQ5_1, llm_test::kTqQ5_K, llm_test::kTqQ6_K})
     v.push_back(TinyQuantSpec::all(t));
   TinyQuantSpec mixed;  // every type at once, a quantized embedding and F16 too
   mixed.embd = llm_test::kTqQ4_0;

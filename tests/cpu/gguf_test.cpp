@@ -107,7 +107,7 @@ std::string q8_0_bytes(const std::vector<float>& x) {
   return s;
 }
 
-enum : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ5_K = 13, kQ6_K = 14 };
+enum : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ3_K = 11, kQ6_K = 14 };
 
 struct Built {
   GgufWriter w;
@@ -371,8 +371,8 @@ TEST(GgufBadInput, MisalignedOffset) {
 
 TEST(GgufBadInput, UnknownTensorTypeIsNamed) {
   GgufWriter w = tiny_gguf(false, false).w;
-  w.find("blk.0.attn_q.weight")->type = kQ5_K;  // a K-quant without a kernel or a reader here
-  expect_error(w.build(), {"blk.0.attn_q.weight", "unsupported tensor type Q5_K"});
+  w.find("blk.0.attn_q.weight")->type = kQ3_K;  // a K-quant without a kernel or a reader here
+  expect_error(w.build(), {"blk.0.attn_q.weight", "unsupported tensor type Q3_K"});
   w.find("blk.0.attn_q.weight")->type = 999;
   expect_error(w.build(), {"blk.0.attn_q.weight", "type 999"});
 }

@@ -19,7 +19,7 @@ namespace llm {
 namespace {
 
 using Q = GgmlQuantType;
-const Q kTypes[] = {Q::Q4_0, Q::Q4_1, Q::Q5_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q6_K};
+const Q kTypes[] = {Q::Q4_0, Q::Q4_1, Q::Q5_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q5_K, Q::Q6_K};
 const QuantGemvKind kKinds[] = {QuantGemvKind::Warp, QuantGemvKind::Thread, QuantGemvKind::AsStored,
                                 QuantGemvKind::WarpDp4a};
 
@@ -81,7 +81,7 @@ TEST(QuantGemvPlan, BytesPerWeightOfTheLlama8bShape) {
 
 TEST(QuantGemvPlan, PlansCoverEveryRowAndUnit) {
   for (Q t : kTypes) {
-    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
     for (int64_t k : {32, 96, 576, 4096, 14336}) {
       if (kq && k % 256 != 0) continue;
       for (int64_t n : {1, 7, 1000, 4096, 14336, 128256}) {

@@ -21,7 +21,7 @@ namespace llm {
 namespace {
 
 using Q = GgmlQuantType;
-const Q kAllTypes[] = {Q::Q4_0, Q::Q4_1, Q::Q5_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q6_K};
+const Q kAllTypes[] = {Q::Q4_0, Q::Q4_1, Q::Q5_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q5_K, Q::Q6_K};
 
 std::vector<uint8_t> from_hex(const std::string& s) {
   std::vector<uint8_t> out(s.size() / 2);
@@ -81,7 +81,7 @@ std::vector<uint8_t> random_blocks(Q t, int64_t n, int64_t k, uint32_t seed) {
     switch (t) {
       case Q::Q4_0: case Q::Q5_0: case Q::Q8_0: put_f16(b, d); break;
       case Q::Q4_1: case Q::Q5_1: put_f16(b, d); put_f16(b + 2, m); break;
-      case Q::Q4_K: put_f16(b, std::fabs(d)); put_f16(b + 2, std::fabs(m)); break;
+      case Q::Q4_K: case Q::Q5_K: put_f16(b, std::fabs(d)); put_f16(b + 2, std::fabs(m)); break;
       case Q::Q6_K: put_f16(b + 208, d); break;
     }
   }
@@ -220,7 +220,7 @@ TEST(Quant, QuantizersEqualGgufByteForByte) {
 
 TEST(Quant, PackRoundTripEveryTypeAndShape) {
   for (Q t : kAllTypes) {
-    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
     const std::vector<int64_t> ks = kq ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 576, 256, 768};
     for (int64_t n : {1, 7, 33}) {
       for (int64_t k : ks) {
@@ -263,6 +263,7 @@ TEST(Quant, FlagsAndBytesPerWeight) {
       {Q::Q8_0, QuantFamily::Int8, 32, 0, false, false, 34.0 / 32},
       {Q::Q5_0, QuantFamily::Int8, 32, 0, false, false, 34.0 / 32},
       {Q::Q5_1, QuantFamily::Int8, 32, 0, true, false, 36.0 / 32},
+      {Q::Q5_K, QuantFamily::Int8, 32, 0, true, true, 1.0 + 2.0 / 32 + 4.0 / 256},
       {Q::Q6_K, QuantFamily::Int8, 16, 0, false, true, 1.0 + 1.0 / 16 + 2.0 / 256},
   };
   for (const Want& w : wants) {
@@ -404,6 +405,55 @@ TEST(Quant, Q4KQuantizerRmsWithinFivePercentOfGgmlReference) {
   double s = 0.0;
   for (size_t i = 0; i < x.size(); ++i) s += (double(y[i]) - double(x[i])) * (double(y[i]) - double(x[i]));
   EXPECT_GT(std::sqrt(s / double(x.size())), 1.05 * ref);
+}
+
+// Q5_K (quantize_row_q5_K_ref: the Q4_K search over 32 levels): within 5% of the RMS error of ggml's algorithm ported
+// to Python in double precision (tools/quant_refs.py) on the same tensor, about half of Q4_K's (one more bit), and
+// every code uses its fifth bit somewhere (a packer that dropped qh would land near Q4_K's error and fail the bound).
+TEST(Quant, Q5KQuantizerRmsWithinFivePercentOfGgmlReference) {
+  const auto& r = refs().at("q4_k_rms");
+  const int64_t rows = r.at("rows"), k = r.at("k");
+  const std::vector<float> x = irwin_hall(r.at("seed"), r.at("tensor_id"), rows * k);
+  const double ours = rms_error(Q::Q5_K, x, rows, k), ref = r.at("ref_rms_error_q5_k");
+  const double q4k = rms_error(Q::Q4_K, x, rows, k);
+  std::printf("Q5_K RMS error: ours %.6f, ggml's algorithm (Python port) %.6f, ratio %.4f; Q4_K %.6f\n", ours, ref,
+              ours / ref, q4k);
+  EXPECT_LE(ours, 1.05 * ref);
+  EXPECT_GE(ours, 0.95 * ref);
+  EXPECT_LT(ours, 0.6 * q4k);
+  std::vector<uint8_t> blocks = quantize_matrix(Q::Q5_K, x.data(), rows, k);
+  ASSERT_EQ(blocks.size(), size_t(rows * k / 256) * kQ5_KBytes);
+  int64_t high = 0;
+  for (size_t b = 0; b < blocks.size(); b += kQ5_KBytes)
+    for (int i = 0; i < 32; ++i) high += blocks[b + 16 + size_t(i)] != 0;
+  EXPECT_GT(high, int64_t(blocks.size() / kQ5_KBytes) * 16);
+  // The prepacked form reads the same bits, and rows of 256 pack like one long row.
+  const std::vector<float> want = deq(Q::Q5_K, blocks);
+  EXPECT_EQ(bit_mismatches(unpack_quant(pack_quant(blocks.data(), Q::Q5_K, rows, k)), want), 0u);
+  // Negative control: the fifth bits cleared move the error far past the bound.
+  for (size_t b = 0; b < blocks.size(); b += kQ5_KBytes) std::memset(blocks.data() + b + 16, 0, 32);
+  const std::vector<float> y = deq(Q::Q5_K, blocks);
+  double s = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) s += (double(y[i]) - double(x[i])) * (double(y[i]) - double(x[i]));
+  EXPECT_GT(std::sqrt(s / double(x.size())), 2.0 * ref);
+}
+
+// A hand-built Q5_K block: one sub-block's scale and min, a code with its fifth bit, as dequantize_row_q5_K reads it.
+TEST(Quant, HandComputedQ5KBlock) {
+  uint8_t b[kQ5_KBytes] = {};
+  put_f16(b, 0.5f);      // d
+  put_f16(b + 2, 0.25f); // dmin
+  b[4 + 1] = 3;          // sub-block 1: sc = 3
+  b[4 + 5] = 2;          //              m = 2
+  b[48 + 7] = 0x90;      // qs[7]: sub-block 0 code low nibble 0, sub-block 1 low nibble 9
+  b[16 + 7] = 0x02;      // qh[7] bit 1: sub-block 1's weight 7 (weight 39) gets +16
+  float y[256];
+  dequant_q5_k(b, 1, y);
+  EXPECT_EQ(y[39], 0.5f * 3.0f * float(9 + 16) - 0.25f * 2.0f);
+  EXPECT_EQ(y[7], 0.0f);  // sub-block 0: sc = m = 0
+  const PackedQuant p = pack_quant(b, Q::Q5_K, 1, 256);
+  EXPECT_EQ(packed_code(p, 0, 39), 25);
+  EXPECT_EQ(f32_to_bits(packed_weight(p, 0, 39)), f32_to_bits(y[39]));
 }
 
 TEST(Quant, Q6KQuantizerBeatsQ4KAndDequantizesExactly) {

@@ -35,9 +35,10 @@ std::vector<float> logits_of(const llm::Model& m) {
   return llm::teacher_forced_logits(*b, {1, 5, 9, 3, 7, 2});
 }
 
-// tiny-gqa quantized to `type` (every projection takes it: checked), its logits' relative L2 distance from want's.
-double quantized_distance(const char* type, const std::vector<float>& want) {
-  llm::Model m = llm::load_synthetic("tiny-gqa");
+// `model` (tiny-gqa) quantized to `type` (every projection takes it: checked), its logits' relative L2 distance from
+// want's.
+double quantized_distance(const char* type, const std::vector<float>& want, const char* model = "tiny-gqa") {
+  llm::Model m = llm::load_synthetic(model);
   llm::quantize_model(m, llm::parse_quantize_type(type), 2);
   for (const auto& l : m.weights.layers)
     for (const llm::HostTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
@@ -70,6 +71,17 @@ TEST(QuantizeModel, LegacyTypesWithMinsAndFiveBits) {
   EXPECT_LT(err[2], err[0]);  // Q5_1 (5 bits and a min) nearer than Q4_1
 }
 
+// The K-quants with and without a fifth bit on rows of 256 (tiny-long): Q5_K's logits nearer the float model than
+// Q4_K's, Q6_K's nearer still.
+TEST(QuantizeModel, KQuantsWithFiveBits) {
+  const std::vector<float> want = logits_of(llm::load_synthetic("tiny-long"));
+  const double q4 = quantized_distance("q4_k", want, "tiny-long"), q5 = quantized_distance("q5_k", want, "tiny-long"),
+               q6 = quantized_distance("q6_k", want, "tiny-long");
+  EXPECT_GT(q5, 0.0);
+  EXPECT_LT(q5, q4);
+  EXPECT_LT(q6, q5);
+}
+
 TEST(QuantizeModel, RefusesQuantizedWeightsAndBadTypes) {
   llm::Model m = llm::load_synthetic("tiny-gqa");
   llm::quantize_model(m, llm::parse_quantize_type("q8_0"), 1);
@@ -83,6 +95,7 @@ TEST(QuantizeModel, RefusesQuantizedWeightsAndBadTypes) {
   EXPECT_THROW(llm::parse_quantize_type("Q4_K_M"), llm::Error);
   EXPECT_TRUE(llm::parse_quantize_type("q4_k_m").q4_k_m);
   EXPECT_EQ(llm::parse_quantize_type("q6_k").type, llm::GgmlQuantType::Q6_K);
+  EXPECT_EQ(llm::parse_quantize_type("q5_k").type, llm::GgmlQuantType::Q5_K);
 }
 
 // llama.cpp's use_more_bits layers, written out by hand: for 32 layers i < 4, i >= 28 and i = 6, 9, ..., 27
@@ -108,6 +121,33 @@ TEST(QuantizeModel, Q4KMPicksTheTypesOfLlamaCppsRule) {
     EXPECT_EQ(llm::q4_k_m_type(WeightRole::TokenEmbd, -1, n, 4096, true), GgmlQuantType::Q6_K);  // tied: the output
     EXPECT_EQ(llm::q4_k_m_type(WeightRole::Output, -1, n, 576, false), GgmlQuantType::Q8_0);  // not a multiple of 256
   }
+  // A 70B (llama.cpp's LLM_TYPE_70B): attn_v's Q4_K becomes Q5_K; its Q6_K layers and every other role stay.
+  for (int l = 0; l < 80; ++l) {
+    const bool more = l < 10 || l >= 70 || (l - 10) % 3 == 2;
+    EXPECT_EQ(llm::q4_k_m_type(WeightRole::AttnV, l, 80, 8192, false, true),
+              more ? GgmlQuantType::Q6_K : GgmlQuantType::Q5_K) << l;
+    EXPECT_EQ(llm::q4_k_m_type(WeightRole::AttnQ, l, 80, 8192, false, true), GgmlQuantType::Q4_K);
+    EXPECT_EQ(llm::q4_k_m_type(WeightRole::FfnDown, l, 80, 28672, false, true),
+              more ? GgmlQuantType::Q6_K : GgmlQuantType::Q4_K);
+  }
+}
+
+// The 70B plan (synthetic llama3.1-70b: 80 layers, 64 / 8 heads): what llama-quantize's Q4_K_M makes of Llama 3 70B,
+// counted per type, with the attn_v bump to Q5_K; no tensor is built (the plan reads shapes only).
+TEST(QuantizeModel, Q4KMPlanOfThe70BShape) {
+  const llm::Model m = llm::load_synthetic("llama3.1-70b");
+  const auto plan = llm::quantize_plan(m, llm::parse_quantize_type("q4_k_m"));
+  std::map<std::string, int> count;
+  for (const llm::QuantizeTarget& q : plan) count[llm::ggml_quant_name(q.wanted)]++;
+  // use_more_bits on 80 layers: 10 + 10 + every third of the 60 between = 40 layers with Q6_K attn_v and ffn_down.
+  EXPECT_EQ(count["Q6_K"], 1 + 2 * 40);   // output + attn_v, ffn_down
+  EXPECT_EQ(count["Q5_K"], 40);           // attn_v elsewhere
+  EXPECT_EQ(count["Q4_K"], 1 + 80 * 7 - 2 * 40 - 40);
+  EXPECT_TRUE(llm::quantize_fallbacks(plan).empty());
+  // The same rule without grouped-query attention (llama2-7b, 32 layers) has no Q5_K.
+  for (const llm::QuantizeTarget& q : llm::quantize_plan(llm::load_synthetic("llama2-7b"),
+                                                         llm::parse_quantize_type("q4_k_m")))
+    EXPECT_NE(q.wanted, llm::GgmlQuantType::Q5_K);
 }
 
 TEST(QuantizeModel, Q4KMPlanOfA32LayerModelAndOfSmolLM2Shapes) {
@@ -145,6 +185,7 @@ TEST(QuantizeModel, RowsATypeCannotHoldFallBackAsLlamaCppDoes) {
   EXPECT_EQ(llm::fallback_quant_type(GgmlQuantType::Q4_K, 4096), uint32_t(GgmlQuantType::Q4_K));
   EXPECT_EQ(llm::fallback_quant_type(GgmlQuantType::Q4_K, 576), uint32_t(GgmlQuantType::Q5_0));
   EXPECT_EQ(llm::fallback_quant_type(GgmlQuantType::Q6_K, 576), uint32_t(GgmlQuantType::Q8_0));
+  EXPECT_EQ(llm::fallback_quant_type(GgmlQuantType::Q5_K, 576), uint32_t(GgmlQuantType::Q5_1));
   EXPECT_EQ(llm::fallback_quant_type(GgmlQuantType::Q4_K, 172), 1u);  // F16
   EXPECT_EQ(llm::fallback_quant_type(GgmlQuantType::Q6_K, 100), 1u);
   EXPECT_EQ(llm::fallback_quant_type(GgmlQuantType::Q8_0, 172), 1u);  // "must use F16 due to unusual shape"

@@ -529,7 +529,7 @@ TEST(QuantSectorModel, RejectsBadArguments) {
     predict_quant("warp", 64, 4096, "q3_k");
     FAIL() << "q3_k accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k"), std::string::npos) << e.what();
   }
   EXPECT_EQ(parse_quant_sector_type("Q4_K"), 12);
 }

@@ -1,4 +1,4 @@
-// Tiny llama GGUF models whose projections are GGML-quantized (any of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K),
+// Tiny llama GGUF models whose projections are GGML-quantized (any of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K),
 // F32 or F16, per tensor; plus the same model with every quantized tensor written as its exactly dequantized FP32
 // values (the "twin": a model whose reads must equal the quantized one's bit for bit). Shared by
 // tests/cpu/gemv_choice_test.cpp and tests/gpu/quant_model_test.cu. Host code only.
@@ -31,6 +31,7 @@ enum : uint32_t {
   kTqQ5_1 = 7,
   kTqQ8_0 = 8,
   kTqQ4_K = 12,
+  kTqQ5_K = 13,
   kTqQ6_K = 14,
 };
 
@@ -135,7 +136,7 @@ inline std::string tq_encode(uint32_t t, const std::vector<float>& x, int64_t ro
   }
   const Q q = Q(t);
   std::string bytes;
-  if (q == Q::Q8_0 || q == Q::Q4_0 || q == Q::Q4_K) {
+  if (q == Q::Q8_0 || q == Q::Q4_0 || q == Q::Q4_K || q == Q::Q5_K) {
     const std::vector<uint8_t> b = llm::quantize_matrix(q, x.data(), rows, cols);
     bytes.assign(reinterpret_cast<const char*>(b.data()), b.size());
   } else {

@@ -45,7 +45,7 @@ constexpr size_t kGuard = 64;  // floats of poison on each side of x and y
 
 const QuantGemvKind kAllKinds[] = {QuantGemvKind::Warp, QuantGemvKind::Thread, QuantGemvKind::AsStored,
                                    QuantGemvKind::WarpDp4a};
-const Q kAllTypes[] = {Q::Q4_0, Q::Q4_1, Q::Q5_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q6_K};
+const Q kAllTypes[] = {Q::Q4_0, Q::Q4_1, Q::Q5_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q5_K, Q::Q6_K};
 
 // Fresh each run; LLM_TEST_SEED=<n> reproduces a failing run (tests/gpu/random_util.h).
 using llm_test::parallel_for;
@@ -64,13 +64,13 @@ float rng_normalish(uint64_t seed, uint64_t id, uint64_t i) {
   return s * 0.866f;
 }
 
-// GGUF bytes of a random [n, k] tensor of type t. Q8_0/Q4_0/Q4_K: random FP32 rows quantized with quantize_matrix
+// GGUF bytes of a random [n, k] tensor of type t. Q8_0/Q4_0/Q4_K/Q5_K: random FP32 rows quantized with quantize_matrix
 // (rows in parallel). Q4_1/Q5_0/Q5_1/Q6_K (no quantizer here): random code bytes with sane fp16 scales of both signs
 // (mins too; Q4_K-style non-negative d/dmin are not needed there), now and then a zero scale, as quant_test.cpp does.
 std::vector<uint8_t> random_blocks(Q t, int64_t n, int64_t k, uint64_t seed) {
   const size_t row_bytes = ggml_quant_row_bytes(t, k);
   std::vector<uint8_t> out(row_bytes * size_t(n));
-  if (t == Q::Q8_0 || t == Q::Q4_0 || t == Q::Q4_K) {
+  if (t == Q::Q8_0 || t == Q::Q4_0 || t == Q::Q4_K || t == Q::Q5_K) {
     parallel_for(size_t(n), [&](size_t b, size_t e) {
       std::vector<float> row(static_cast<size_t>(k));
       for (size_t r = b; r < e; ++r) {
@@ -324,7 +324,7 @@ struct Shape {
   int64_t n, k;
 };
 std::vector<Shape> emulation_shapes(Q t) {
-  const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+  const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
   if (kq) return {{1, 256}, {7, 768}, {1000, 256}, {7, 4096}, {3, 14336}, {130, 4096}};
   return {{1, 32}, {7, 96}, {1000, 576}, {7, 4096}, {3, 14336}, {130, 4096}};
 }
@@ -500,14 +500,14 @@ class QuantGemvTest : public ::testing::Test {
 int64_t shape_k(Q t, int kk) {
   const int64_t legacy_k[] = {32, 96, 576, 4096, 14336};
   const int64_t kquant_k[] = {256, 768, 4096, 14336, 14336};
-  return t == Q::Q4_K || t == Q::Q6_K ? kquant_k[kk] : legacy_k[kk];
+  return t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K ? kquant_k[kk] : legacy_k[kk];
 }
 
 class QuantGemvShapeTest : public QuantGemvTest, public ::testing::WithParamInterface<std::tuple<Q, int, int>> {};
 
 TEST_P(QuantGemvShapeTest, MatchesFp64Reference) {
   const auto [t, n, kk] = GetParam();
-  const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+  const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
   // K index kk into the type's row lengths (the K-quants need multiples of 256).
   if (kq && kk == 4) GTEST_SKIP() << "K-quants have four row lengths";
   const HostProblem hp(t, n, shape_k(t, kk));
@@ -570,7 +570,7 @@ TEST_F(QuantGemvTest, LongRowsBeyondTheSharedMemoryStaging) {
 // x and y at 4-byte (not 16-byte) alignment, as a slice of a larger activation buffer would be.
 TEST_F(QuantGemvTest, MisalignedXAndY) {
   for (Q t : kAllTypes) {
-    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
     const HostProblem hp(t, 1000, kq ? 768 : 576);
     check_all(hp, 1);
   }
@@ -903,7 +903,7 @@ void check_batch(Q t, int64_t n, int64_t k, int nb, bool bf16, int64_t row0, int
 TEST_F(QuantGemvTest, BatchMatchesFp64ReferenceForEveryVectorCount) {
   using K = QuantBatchKernel;
   for (Q t : kAllTypes) {
-    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
     const int64_t k_small = kq ? 256 : 96, k_mid = kq ? 768 : 576;
     for (int nb : {1, 2, 3, 8, 16}) {
       check_batch(t, 1, k_small, nb, nb % 2 == 1, 0, 1, stream_, kQuantBatchRows, false, K::kDp4a);
@@ -921,7 +921,7 @@ TEST_F(QuantGemvTest, BatchMatchesFp64ReferenceForEveryVectorCount) {
 TEST_F(QuantGemvTest, BatchMmaMatchesFp64ReferenceForEveryVectorCount) {
   using K = QuantBatchKernel;
   for (Q t : kAllTypes) {
-    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
     const int64_t k_small = kq ? 256 : 96, k_mid = kq ? 768 : 576;
     for (int nb : {1, 2, 7, 8, 9, 16}) {
       check_batch(t, 1, k_small, nb, nb % 2 == 1, 0, 1, stream_, kQuantBatchRows, false, K::kMma);
@@ -939,7 +939,7 @@ TEST_F(QuantGemvTest, BatchMmaMatchesFp64ReferenceForEveryVectorCount) {
 // The FP32-x kernel ("warp"'s arithmetic, what a verify on that form runs): every type, vector count class and slice.
 TEST_F(QuantGemvTest, BatchFp32MatchesFp64ReferenceForEveryVectorCount) {
   for (Q t : kAllTypes) {
-    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
     const int64_t k_small = kq ? 256 : 96, k_mid = kq ? 768 : 576;
     for (int nb : {1, 3, 8, 9, 16, 20}) {
       check_batch(t, 1, k_small, nb, false, 0, 1, stream_, kQuantBatchRows, true);
@@ -999,7 +999,7 @@ TEST_F(QuantGemvTest, BatchLongRowsAndRefusals) {
 TEST_F(QuantGemvTest, SwigluXFormFeedsWarpDp4aBitForBit) {
   const uint64_t seed = rng_mix(test_seed() ^ 0x5719u);
   for (Q t : kAllTypes) {
-    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
     for (const auto& shape : {std::pair<int64_t, int64_t>{130, kq ? 256 : 96}, {37, 4096}, {1000, 14336}}) {
       const int64_t n = shape.first, k = shape.second;
       SCOPED_TRACE(std::string(ggml_quant_name(t)) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
@@ -1085,7 +1085,7 @@ TEST_F(QuantGemvTest, NormSumsProducerAndConsumer) {
   for (size_t i = 0; i < gains.size(); ++i) gains[i] = rng_value(test_seed(), 91, i, 1.0f, 0.5f);
   CUDA_CHECK(cudaMemcpy(d_g, gains.data(), gains.size() * 4, cudaMemcpyHostToDevice));
   for (Q t : {Q::Q4_0, Q::Q8_0, Q::Q4_K, Q::Q6_K}) {
-    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
     for (const auto& shape : {std::pair<int64_t, int64_t>{130, kq ? 256 : 96}, {1000, 4096}, {4097, 4096}}) {
       const HostProblem hp(t, shape.first, shape.second);
       DeviceProblem p(hp, stream_);
@@ -1183,7 +1183,7 @@ TEST_F(QuantGemvTest, NormSumsProducerAndConsumer) {
 // BF16, every type, rows wider than k (the pitch's columns past k untouched: poison stays).
 TEST_F(QuantGemvTest, DequantizeBf16EqualsPackedWeightBitForBit) {
   for (Q t : kAllTypes) {
-    const bool kq = t == Q::Q4_K || t == Q::Q6_K;
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{7, kq ? 256 : 96}, {203, 4096}}) {
       SCOPED_TRACE(std::string(ggml_quant_name(t)) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
       const uint64_t seed = rng_mix(test_seed() ^ uint64_t(n * k) ^ (uint64_t(t) << 40) ^ 0xdeadull);

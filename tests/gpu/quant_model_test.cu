@@ -58,6 +58,7 @@ std::vector<Case> cases() {
   v.push_back({"all Q5_0", TinyQuantSpec::all(llm_test::kTqQ5_0)});
   v.push_back({"all Q5_1", TinyQuantSpec::all(llm_test::kTqQ5_1)});
   v.push_back({"all Q6_K", TinyQuantSpec::all(llm_test::kTqQ6_K)});
+  v.push_back({"all Q5_K", TinyQuantSpec::all(llm_test::kTqQ5_K)});
   {
     TinyQuantSpec s = TinyQuantSpec::all(llm_test::kTqQ8_0);  // wq Q8_0, wk Q4_0, wv F32: q|k|v in three launches
     s.wk = llm_test::kTqQ4_0;
