@@ -223,7 +223,7 @@ std::vector<float> emulate(QuantGemvKind kind, const QuantGemvWeight& w, const f
     break;
           QT(kQ4_0, true, false, false) QT(kQ4_1, true, false, true) QT(kQ4_K, true, true, true)
           QT(kQ8_0, false, false, false) QT(kQ5_0, false, false, false) QT(kQ5_1, false, false, true)
-          QT(kQ6_K, false, true, false)
+          QT(kQ5_K, false, true, true) QT(kQ6_K, false, true, false)
 #undef QT
         }
         finish(int64_t(row), acc);
@@ -271,7 +271,7 @@ std::vector<float> emulate(QuantGemvKind kind, const QuantGemvWeight& w, const f
     break;
             QW(kQ4_0, true, false, false) QW(kQ4_1, true, false, true) QW(kQ4_K, true, true, true)
             QW(kQ8_0, false, false, false) QW(kQ5_0, false, false, false) QW(kQ5_1, false, false, true)
-            QW(kQ6_K, false, true, false)
+            QW(kQ5_K, false, true, true) QW(kQ6_K, false, true, false)
 #undef QW
           }
           for (int i = 0; i < RR; ++i) partial[gw * size_t(R) + size_t(i)] += acc[i];
@@ -295,7 +295,7 @@ std::vector<float> emulate(QuantGemvKind kind, const QuantGemvWeight& w, const f
     acc = vec ? quant_as_stored_lane<id, true>(a, at.row0, at.begin, at.end, lane)                                     \
               : quant_as_stored_lane<id, false>(a, at.row0, at.begin, at.end, lane);                                   \
     break;
-            QA(kQ4_0) QA(kQ4_1) QA(kQ5_0) QA(kQ5_1) QA(kQ8_0) QA(kQ4_K) QA(kQ6_K)
+            QA(kQ4_0) QA(kQ4_1) QA(kQ5_0) QA(kQ5_1) QA(kQ8_0) QA(kQ4_K) QA(kQ5_K) QA(kQ6_K)
 #undef QA
           }
           partial[gw] += acc;
