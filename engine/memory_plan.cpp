@@ -114,7 +114,7 @@ MemoryPlan MemoryPlanner::plan(int ctx, int chunk) const {
   p.activations = 4.0 * (2 * dim + 3 * qd + 2 * kvd + 3 * hid + voc) +
                   4.0 * chunk * (dim + 2 * qd + 2 * kvd + 2 * hid) + 2.0 * chunk * wide + 4.0 * (4 + chunk) +
                   4.0 * (2 * kGemvEpiloguePartials + 5) +  // the RMSNorm fold's block sums, counters and scales
-                  double(quant_batch_x_bytes(std::min(chunk, kQuantBatchPassMax), int64_t(wide))) +  // batch-k x
+                  double(quant_batch_x_bytes(quant_batch_rows_held(chunk, sizes_.quant_batch_rows), int64_t(wide))) +
                   4.0 * std::min(chunk, kExactPassMax) * wide +  // an exact verify's FP32 rows (Activations::pf32)
                   double(quant_batch_x_bytes(1, int64_t(hid)));  // decode's SwiGLU output in int8 (down's x)
   // The scratch query runs only for plausible contexts (an absurd ctx fails on the KV cache alone).

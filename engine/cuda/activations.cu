@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "engine/memory_plan.h"  // kCublasWorkspaceBytes, kQuantBatchPassMax, kExactPassMax
+#include "engine/memory_plan.h"  // kCublasWorkspaceBytes, kExactPassMax, quant_batch_rows_held
 #include "kernels/quant/gemv_quant_plan.h"  // quant_batch_x_bytes
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_epilogue.h"  // kGemvEpiloguePartials
@@ -11,7 +11,8 @@
 
 namespace llm {
 
-void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, DeviceArena& arena, cudaStream_t s) {
+void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, int batch_rows_cap, DeviceArena& arena,
+                           cudaStream_t s) {
   const size_t dim = size_t(c.dim), qd = size_t(c.q_dim()), kvd = size_t(c.kv_dim()), hid = size_t(c.hidden_dim);
   const size_t ch = size_t(max_chunk), wide = std::max({dim, qd, hid});
 
@@ -45,7 +46,7 @@ void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, DeviceA
   patt = arena.alloc<float>(ch * qd);
   pgate_up = arena.alloc<float>(ch * 2 * hid);
   pbf = arena.alloc<uint16_t>(ch * wide);
-  batch_rows = std::min(max_chunk, kQuantBatchPassMax);
+  batch_rows = quant_batch_rows_held(max_chunk, batch_rows_cap);
   exact_rows = std::min(max_chunk, kExactPassMax);
   pf32 = arena.alloc<float>(size_t(exact_rows) * wide);
   batch_xq = arena.alloc<uint8_t>(size_t(quant_batch_x_bytes(batch_rows, int64_t(wide))));

@@ -46,9 +46,10 @@ struct Activations {
   uint16_t* pbf = nullptr;     // [chunk, max(dim, q_dim, hidden)] BF16: the input of the next GEMM
   float* pf32 = nullptr;       // [exact_rows, max(dim, q_dim, hidden)]: an exact verify's normed rows or SwiGLU
                                // output in FP32, for the batched GEMVs (as the decode step's x)
-  void* batch_xq = nullptr;    // quant_batch_x_bytes(min(chunk, kQuantBatchPassMax), wide): the pass's rows in int8
+  void* batch_xq = nullptr;    // quant_batch_x_bytes(batch_rows, wide): the pass's rows in int8
                                // for the batch-k quantized GEMV (kernels/quant/gemv_quant_batch.h)
-  int batch_rows = 0;          // rows batch_xq holds
+  int batch_rows = 0;          // rows batch_xq holds: min(chunk, EngineTuning::quant_batch_rows) (kQuantBatchPassMax
+                               // at most), at least 1
   int exact_rows = 0;          // rows pf32 holds: min(chunk, kExactPassMax)
 
   void* attn_scratch = nullptr;    // attention_decode_scratch_bytes(n_heads, head_dim, ctx)
@@ -56,8 +57,8 @@ struct Activations {
   void* blas_workspace = nullptr;  // [kCublasWorkspaceBytes]: the prefill cuBLAS handle's
 
   // Allocates everything above from arena (after the KV cache, as the memory plan counts) and zeroes step and
-  // logits on s.
-  void allocate(const ModelConfig& c, int ctx, int max_chunk, DeviceArena& arena, cudaStream_t s);
+  // logits on s. batch_rows_cap: EngineTuning::quant_batch_rows (batch_xq holds min(max_chunk, it) rows, at least 1).
+  void allocate(const ModelConfig& c, int ctx, int max_chunk, int batch_rows_cap, DeviceArena& arena, cudaStream_t s);
 };
 
 }  // namespace llm

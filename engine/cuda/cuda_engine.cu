@@ -199,6 +199,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   sizes.sample_scratch = double(sample_scratch_bytes(cfg_.vocab_size));
   sizes.gemv_context = double(kCublasWorkspaceBytes) + 4.0 * double(kGemvPartialFloats);
   sizes.bf16_rowmajor_align = plan.bf16 == GemvBf16Form::None ? 0 : gemv_mapping(plan.bf16).rowmajor_align;
+  sizes.quant_batch_rows = tuning_.quant_batch_rows;
   const MemoryPlanner planner(model, tied_, !dequantize_, kv, sizes);
   // No --ctx-size: the model's maximum up to kDefaultCudaCtxCap, then capped to what fits beside everything else
   // (choose_ctx says so on stderr).
@@ -225,7 +226,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   mappings_ = std::make_unique<GemvMappings>(model, model_, tied_, dequantize_, &gctx_.c, s);
   kv_ = DeviceKvCache::make(cfg_, kv, ctx_);
   kv_->allocate(arena_, s);
-  act_.allocate(cfg_, ctx_, max_chunk_, arena_, s);
+  act_.allocate(cfg_, ctx_, max_chunk_, tuning_.quant_batch_rows, arena_, s);
   // cublasSetStream resets the workspace to the default pool, so the workspace is set after it.
   CUBLAS_CHECK(cublasSetStream(blas_.h, s));
   CUBLAS_CHECK(cublasSetWorkspace(blas_.h, act_.blas_workspace, kCublasWorkspaceBytes));

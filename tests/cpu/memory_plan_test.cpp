@@ -10,6 +10,7 @@
 #include "models/model.h"
 #include "models/quant.h"
 #include "models/quantize_model.h"
+#include "kernels/quant/gemv_quant_plan.h"  // quant_batch_x_bytes
 #include "models_test_util.h"
 
 namespace {
@@ -52,6 +53,24 @@ TEST(MemoryPlan, Bf16ModelCountsTheRowMajorCopyAndOnePrepackedCopy) {
                                   double(llm::kReserveBytes));
   // The 8B shape in BF16: 15 GiB of weights, about as much again prepacked.
   EXPECT_NEAR(p.weights / kGiB, 14.96, 0.01);
+}
+
+// The batch-k GEMV's int8 rows follow --batch-rows (EngineTuning::quant_batch_rows), capped by the pass and by
+// kQuantBatchPassMax: the default 64 costs 64 rows of the widest input, --batch-rows 2048 a whole chunk's.
+TEST(MemoryPlan, BatchRowsFollowTheTuning) {
+  EXPECT_EQ(llm::quant_batch_rows_held(2048, 64), 64);
+  EXPECT_EQ(llm::quant_batch_rows_held(16, 64), 16);      // a short context's chunk
+  EXPECT_EQ(llm::quant_batch_rows_held(2048, 0), 1);      // never batched: one row, not none
+  EXPECT_EQ(llm::quant_batch_rows_held(4096, 100000), llm::kQuantBatchPassMax);
+  const Model m = llm::load_synthetic("llama3.1-8b");
+  DeviceSizes small = fake_sizes(), large = fake_sizes();
+  large.quant_batch_rows = 2048;
+  const MemoryPlan a = MemoryPlanner(m, false, true, llm::KvDtype::BF16, small).plan(8192, 2048);
+  const MemoryPlan b = MemoryPlanner(m, false, true, llm::KvDtype::BF16, large).plan(8192, 2048);
+  const int64_t wide = m.config.hidden_dim;
+  EXPECT_DOUBLE_EQ(b.activations - a.activations,
+                   double(llm::quant_batch_x_bytes(2048, wide) - llm::quant_batch_x_bytes(64, wide)));
+  EXPECT_NEAR((b.activations - a.activations) / kMiB, 2048.0 * 19712 / kMiB - 64.0 * 19712 / kMiB, 1.0);
 }
 
 // A mapping whose layout is the row-major copy (warp, warp-r2, thread, cuBLAS: GemvMapping::rowmajor_align) reads
