@@ -269,12 +269,15 @@ void CudaEngine::warm_up() {
   prefill(&tok, 1, 0);
   if (model_.prefill_scratch) {
     // Matrices kept quantized: the batch-k GEMV has a kernel per vector count class (dp4a: 2, 4, 8, 16; tensor cores:
-    // 8, 16, 32, 64); passes of 3, 5, 9, 17 and 33 tokens load the others (CUDA loads each kernel at its first
-    // launch). Then the long pass's path once. (The exact verify's kernels, EngineTuning::exact_verify, load at a
-    // verify's first, eager, pass of each length.)
+    // 8, 16, 32, 64); passes of 3, 5 and 9 tokens load the others (CUDA loads each kernel at its first launch), and
+    // 17 and 33 the tensor cores' two larger classes where kAuto picks them. Then the long pass's path once. (The
+    // exact verify's kernels, EngineTuning::exact_verify, load at a verify's first, eager, pass of each length.)
+    const bool mma_classes = kQuantBatchMmaMinVectors <= kQuantBatchMmaMax;
     const std::vector<int> toks(33, tok);
     for (int n : {3, 5, 9, 17, 33})
-      if (n <= std::min({ctx_, chunk_, tuning_.quant_batch_rows, act_.batch_rows})) prefill(toks.data(), n, 0);
+      if ((n <= kQuantBatchMax || mma_classes) &&
+          n <= std::min({ctx_, chunk_, tuning_.quant_batch_rows, act_.batch_rows}))
+        prefill(toks.data(), n, 0);
     const int saved = tuning_.quant_batch_rows;
     tuning_.quant_batch_rows = 0;
     const int two[2] = {tok, tok};

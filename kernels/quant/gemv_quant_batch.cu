@@ -16,20 +16,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 
-struct QuantBatchArgs {
-  QuantPackedArgs p;      // planes, chunks, group/super shifts, code_offset (x, y, plan fields unused)
-  int64_t row0, rows;     // rows [row0, row0 + rows) of the planes
-  const unsigned char* xq;  // the int8 forms (dp4a kernel)
-  const float* xf;          // FP32 x [nb, ldxf] (FMA kernel)
-  int64_t ldxf;
-  int64_t x_stride;       // quant_batch_x_stride(k)
-  int64_t off_d, off_s16; // within one vector's form
-  int nb;
-  float* y;
-  int64_t ldy;
-  int accumulate;
-};
-
 // The int8 form of the nb vectors: 8 lanes per block of 32 values (4 values each: a float4 or four BF16 in one 8-byte
 // load), amax and the sums of 16 by shuffles among the 8 (quant_x_q8_lanes, bit for bit quant_x_q8_block). Every lane
 // of a warp reaches the shuffles; lanes past the last block only skip the stores. kIn: XForm::F32 or Bf16 (x [nb, ldx]),
@@ -336,6 +322,7 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
   a.ldxf = ldxf;
   a.ldy = ldy;
   a.accumulate = accumulate ? 1 : 0;
+  a.slice = 0;  // the tensor-core launcher's
   const unsigned grid = unsigned((rows + rows_per_block - 1) / rows_per_block);
   // Vector b's x at b * x_stride (int8) or b * ldxf (FP32), its output row at b * ldy.
   // The tensor-core kernel takes up to kQuantBatchMmaMax vectors per launch, the others kQuantBatchMax.
@@ -348,7 +335,7 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
     a.xf = xq ? nullptr : xf + int64_t(b0) * ldxf;
     a.y = y + int64_t(b0) * ldy;
     if (mma) {
-      quant_batch_mma_launch(w, row0, rows, a.xq, a.nb, a.y, ldy, accumulate, stream);
+      quant_batch_mma_launch(w.type_id, a, stream);
       continue;
     }
     const Kernel kernel = xq ? (rows_per_block == 8 ? pick<8, false>(w.type_id, a.nb) : pick<4, false>(w.type_id, a.nb))

@@ -2,6 +2,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "kernels/quant/gemv_quant_device.cuh"  // QuantPackedArgs
 #include "kernels/quant/gemv_quant_plan.h"
 
 namespace llm {
@@ -27,9 +28,25 @@ void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
 void quant_gemv_as_stored_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
                                  bool accumulate, const GemvEpilogue& ep, cudaStream_t stream);
 
-// The tensor-core batch-k kernel (gemv_quant_mma.cu), called by the batch launcher (gemv_quant_batch.cu) after its
-// checks, for at most kQuantBatchMmaMax vectors: rows [row0, row0 + rows) of w against xq's nb int8 forms into y.
-void quant_batch_mma_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
-                            int64_t ldy, bool accumulate, cudaStream_t stream);
+// One launch of the batch-k GEMV (kernels/quant/gemv_quant_batch.h), as the batch launcher (gemv_quant_batch.cu)
+// builds it for every kernel: rows [row0, row0 + rows) of the planes against nb vectors, y[b * ldy + i].
+struct QuantBatchArgs {
+  QuantPackedArgs p;        // planes, chunks, group/super shifts, code_offset (x, y, plan fields unused)
+  int64_t row0, rows;       // rows [row0, row0 + rows) of the planes
+  const unsigned char* xq;  // the int8 forms (dp4a and tensor-core kernels)
+  const float* xf;          // FP32 x [nb, ldxf] (FMA kernel)
+  int64_t ldxf;
+  int64_t x_stride;         // quant_batch_x_stride(k)
+  int64_t off_d, off_s16;   // within one vector's form
+  int nb;
+  float* y;
+  int64_t ldy;
+  int accumulate;
+  int slice;                // tensor-core kernel: chunks per warp's K slice (its launcher sets it)
+};
+
+// The tensor-core batch-k kernel (gemv_quant_mma.cu), called by the batch launcher after its checks, for at most
+// kQuantBatchMmaMax vectors (a.xq the int8 forms).
+void quant_batch_mma_launch(int type_id, QuantBatchArgs a, cudaStream_t stream);
 
 }  // namespace llm

@@ -16,8 +16,6 @@
 // B (the vectors, k x 8): b0 = vector g's int8 x at k 4t..4t+3, b1 at 16 + 4t..; C: rows g, g + 8 x vectors 2t, 2t + 1.
 // Per group, row and vector: acc += (s * d_x) * float(dot + code_offset * sum q) (+ (m * d_x) * float(sum q)), the
 // dp4a kernel's expression (the int dot is exact either way; only the order of the FP32 sums over groups differs).
-#include <algorithm>
-
 #include "core/error.h"
 
 #include "kernels/cuda_check.h"
@@ -31,18 +29,6 @@ namespace {
 
 constexpr int kWarps = 8;     // K slices per block
 constexpr int kTileRows = 16;  // MMA M
-
-struct MmaArgs {
-  QuantPackedArgs p;        // planes, pitches, chunks, group/super shifts, code_offset
-  int64_t row0, rows;       // rows [row0, row0 + rows) of the planes
-  const unsigned char* xq;  // the int8 forms, x_stride apart
-  int64_t x_stride, off_d, off_s16;
-  int nb;                   // vectors in this launch (<= 8 * NT)
-  int slice;                // chunks per warp's K slice, a multiple of 4
-  float* y;
-  int64_t ldy;
-  int accumulate;
-};
 
 // D = A (16 x 32, u8 or s8) * B (32 x 8, s8), integer, exact.
 template <bool kUnsignedA>
@@ -91,7 +77,7 @@ struct GroupX {
 
 // kKind: 0 Int4, 1 Int8 with groups of 32, 2 Q6_K (Int8, groups of 16). NT: tiles of 8 vectors (nb <= 8 NT).
 template <int kKind, bool kTwoLevel, bool kHasMin, int NT>
-__global__ void __launch_bounds__(kWarps * 32) quant_batch_mma_kernel(MmaArgs a) {
+__global__ void __launch_bounds__(kWarps * 32) quant_batch_mma_kernel(QuantBatchArgs a) {
   __shared__ float red[kWarps][NT * 8][kTileRows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -226,7 +212,7 @@ __global__ void __launch_bounds__(kWarps * 32) quant_batch_mma_kernel(MmaArgs a)
   }
 }
 
-using Kernel = void (*)(MmaArgs);
+using Kernel = void (*)(QuantBatchArgs);
 template <int NT>
 struct Pick {
   template <int kType>
@@ -239,30 +225,20 @@ struct Pick {
 
 }  // namespace
 
-// Called by batch_launch (gemv_quant_batch.cu) after its checks, for at most kQuantBatchMmaMax vectors.
-void quant_batch_mma_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
-                            int64_t ldy, bool accumulate, cudaStream_t stream) {
-  if (nb < 1 || nb > kQuantBatchMmaMax) fail("batched quantized gemv (tensor cores): ", nb, " vectors in one launch");
-  MmaArgs a;
-  a.p = quant_packed_args(w, QuantGemvPlan{}, nullptr, nullptr, false);
-  a.row0 = row0;
-  a.rows = rows;
-  a.xq = static_cast<const unsigned char*>(xq);
-  a.x_stride = quant_batch_x_stride(w.k);
-  a.off_d = quant_x_smem_offset_d(w.k);
-  a.off_s16 = quant_x_smem_offset_s16(w.k);
-  a.nb = nb;
+// Called by batch_launch (gemv_quant_batch.cu) after its checks, for at most kQuantBatchMmaMax vectors: the slices
+// are whole steps of 4 chunks, one per warp.
+void quant_batch_mma_launch(int type_id, QuantBatchArgs a, cudaStream_t stream) {
+  const int nb = a.nb;
+  if (nb < 1 || nb > kQuantBatchMmaMax || !a.xq)
+    fail("batched quantized gemv (tensor cores): ", nb, " vectors in one launch (or no int8 x)");
   a.slice = ((a.p.chunks + kWarps - 1) / kWarps + 3) / 4 * 4;
-  a.y = y;
-  a.ldy = ldy;
-  a.accumulate = accumulate ? 1 : 0;
   static_assert(kQuantBatchMmaMax == 64, "tiles of 8 vectors: 1, 2, 4 or 8 of them");
   const char* name = "batched (tensor cores)";
-  const Kernel kernel = nb <= 8    ? quant_kernel_for<Pick<1>>(w.type_id, name)
-                        : nb <= 16 ? quant_kernel_for<Pick<2>>(w.type_id, name)
-                        : nb <= 32 ? quant_kernel_for<Pick<4>>(w.type_id, name)
-                                   : quant_kernel_for<Pick<8>>(w.type_id, name);
-  const unsigned grid = unsigned((rows + kTileRows - 1) / kTileRows);
+  const Kernel kernel = nb <= 8    ? quant_kernel_for<Pick<1>>(type_id, name)
+                        : nb <= 16 ? quant_kernel_for<Pick<2>>(type_id, name)
+                        : nb <= 32 ? quant_kernel_for<Pick<4>>(type_id, name)
+                                   : quant_kernel_for<Pick<8>>(type_id, name);
+  const unsigned grid = unsigned((a.rows + kTileRows - 1) / kTileRows);
   kernel<<<grid, kWarps * 32, 0, stream>>>(a);
   CUDA_CHECK_LAUNCH("quant_batch_mma_kernel");
 }
