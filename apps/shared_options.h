@@ -129,9 +129,13 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
       .default_is("on");
   o.integer("--batch-rows", "N", &t->quant_batch_rows, 0, kQuantBatchPassMax,
             "prefill and verify passes of at most N tokens read matrices kept quantized through the batch-k GEMV "
-            "(each weight once per 64 tokens on tensor cores, per 16 with dp4a); longer ones dequantize each matrix "
+            "(each weight once per 16 tokens with dp4a, per 64 on tensor cores); longer ones dequantize each matrix "
             "for cuBLAS; 0 = always dequantize")
-      .default_is("64");
+      .default_is("16");
+  o.integer("--batch-mma", "N", &t->batch_mma_from, 0, kBatchMmaNever,
+            "batch-k GEMV passes of N or more vectors run on int8 tensor cores, shorter ones on dp4a; "
+            "0 = the built-in default, " + std::to_string(kBatchMmaNever) + " = never (for comparison)")
+      .default_is("0");
   o.choice("--exact-vfy", "on|off", &t->exact_verify, {"on", "off"},
            [](const std::string& v) { return v == "on"; },
            "speculative verify on cuda takes the decode step's activations (FP32 rows; int8 where decode runs "

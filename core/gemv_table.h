@@ -72,9 +72,9 @@ enum class PersistentGemv : uint8_t {
   QuantDp4a,  // quantized, the "warp" form's planes and the "warp-dp4a" lane code (two rows at once)
 };
 
-// GGML type ids as bits (1u << id): the types a quantized form runs. The seven of models/quant.h's GgmlQuantType.
+// GGML type ids as bits (1u << id): the types a quantized form runs. The eight of models/quant.h's GgmlQuantType.
 inline constexpr uint32_t kGgmlQuantTypesAll =
-    (1u << 2) | (1u << 3) | (1u << 6) | (1u << 7) | (1u << 8) | (1u << 12) | (1u << 14);
+    (1u << 2) | (1u << 3) | (1u << 6) | (1u << 7) | (1u << 8) | (1u << 12) | (1u << 13) | (1u << 14);
 
 struct GemvRow {
   const char* name;               // as typed after --gemv

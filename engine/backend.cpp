@@ -1,6 +1,9 @@
 // make_backend: picks the CPU reference or the CUDA engine from BackendOptions::device.
 #include "engine/backend.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
 #include "core/gemv_table.h"
 
@@ -42,6 +45,18 @@ int sampling_vocab(const ModelConfig& c, int tokenizer_vocab) {
 std::vector<float> Backend::verify(const int*, int n, int pos) {
   fail(name(), " backend: speculative decoding needs verify() (", n, " tokens at position ", pos,
        "), not supported by this backend");
+}
+
+std::vector<int> Backend::verify_argmax(const int* tokens, int n, int pos, int vocab_limit) {
+  const std::vector<float> rows = verify(tokens, n, pos);
+  const size_t V = n > 0 ? rows.size() / size_t(n) : 0;
+  const int lim = vocab_limit > 0 ? int(std::min<size_t>(size_t(vocab_limit), V)) : int(V);
+  std::vector<int> ids(size_t(n > 0 ? n : 0));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float* row = rows.data() + i * V;
+    ids[i] = std::all_of(row, row + lim, [](float v) { return std::isfinite(v); }) ? argmax(row, lim) : -1;
+  }
+  return ids;
 }
 
 void Backend::rewind(int pos) {

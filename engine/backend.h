@@ -16,6 +16,10 @@
 
 namespace llm {
 
+// EngineTuning::batch_mma_from's "never": one past the tensor-core kernel's vectors per launch (kQuantBatchMmaMax, in
+// kernels/quant/gemv_quant_plan.h; checked where the engine includes both).
+constexpr int kBatchMmaNever = 65;
+
 // The CUDA engine's tuning and test knobs, set by callers (tests, developer options); nothing in engine/ reads the
 // environment, so a run is described by its options alone.
 struct EngineTuning {
@@ -36,10 +40,15 @@ struct EngineTuning {
                                    // of its warps adds the producer's block sums itself, so the producer (o, down) has
                                    // no last block (GemvEpilogue::scale_sums). H100, 8B Q4_0 warp-dp4a: 446.3 -> 460.4
                                    // t/s; off: the producer's last block folds the sums (for comparison)
-  int quant_batch_rows = 64;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
+  int quant_batch_rows = 16;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
                                    // quantized through the batch-k GEMV (kernels/quant/gemv_quant_batch.h: the weights
-                                   // once per 64 tokens on tensor cores); longer passes dequantize each matrix for a
-                                   // cuBLAS GEMM (up to kQuantBatchPassMax). 0: never
+                                   // once per 16 tokens with dp4a, per 64 on tensor cores); longer passes dequantize
+                                   // each matrix for a cuBLAS GEMM (up to kQuantBatchPassMax). 0: never. 16, not 64:
+                                   // with 64, SmolLM2's 37-token chat prompt through int8 rows answered in French
+                                   // verse instead of "Paris" (ChatCuda, H100); BF16 rows through cuBLAS keep it
+  int batch_mma_from = 0;          // the batch-k GEMV on int8 tensor cores from this many vectors on, dp4a below
+                                   // (kernels/quant/gemv_quant_batch.h, QuantBatchKernel); 0: the kernel's default
+                                   // (kQuantBatchMmaMinVectors); kBatchMmaNever (kQuantBatchMmaMax + 1): never
   bool exact_verify = false;       // CUDA verify passes take the decode step's activations: quantized matrices through
                                    // the batch-k GEMV on FP32 rows where decode runs "warp" (int8 rows quantized from
                                    // FP32 for "warp-dp4a"), BF16 matrices through the batched GEMV on FP32 rows
@@ -133,6 +142,10 @@ class Backend {
   // draws from (0: every row of the head).
   virtual bool supports_verify() const { return false; }
   virtual std::vector<float> verify(const int* tokens, int n, int pos);
+  // verify() judged greedily where its rows are: per row, the argmax over ids [0, vocab_limit) (0: the whole row;
+  // lowest index on ties, as argmax()), or -1 where that range holds NaN or Inf. The default takes verify()'s rows;
+  // the CUDA engine argmaxes on the device and copies n ids back instead of n rows of the vocabulary.
+  virtual std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit);
   virtual void rewind(int pos);
   virtual int sample_vocab() const { return 0; }
 

@@ -63,7 +63,7 @@ struct DeviceSizes {
   // The mapping's BF16 layout is the row-major copy itself where K % align == 0 (GemvMapping::rowmajor_align: no
   // prepacked copy of those matrices); 0: every BF16 matrix is prepacked.
   int bf16_rowmajor_align = 0;
-  int quant_batch_rows = 64;  // EngineTuning::quant_batch_rows: the int8 rows of the batch-k GEMV's passes
+  int quant_batch_rows = 16;  // EngineTuning::quant_batch_rows: the int8 rows of the batch-k GEMV's passes
 };
 
 // Bytes per item. weights: the row-major BF16 copy of every projection, the embedding and an untied head (prefill's

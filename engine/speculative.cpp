@@ -157,21 +157,14 @@ void check_finite(const float* row, int n, uint64_t step) {
     if (!std::isfinite(row[i])) fail_non_finite_logits(step);
 }
 
-// Judges drafts d against the target's rows L [d.size() + 1, V] (sampling over ids [0, n)).
+// Judges drafts d against the target's rows L [d.size() + 1, V] by the accept/reject rule (sampling over ids [0, n));
+// greedy targets go through judge_ids.
 Verdict judge(const std::vector<float>& L, int V, int n, const std::vector<int>& d,
               const std::vector<std::vector<double>>& q, const SamplerParams& sp, AcceptRule rule, SpecRng& rng) {
   Verdict v;
-  const bool greedy = is_greedy(sp);
   for (size_t i = 0; i <= d.size(); ++i) {
     const float* row = L.data() + i * size_t(V);
     check_finite(row, n, rng.counter);
-    if (greedy) {
-      const int t = argmax(row, n);
-      v.emit.push_back(t);
-      if (i == d.size() || t != d[i]) return v;
-      v.accepted++;
-      continue;
-    }
     std::vector<double> p = sampler_probs(row, n, sp);
     if (i == d.size()) {  // every draft accepted: one more from the last position's p
       v.emit.push_back(draw_from(p, 1.0, rng.next()));
@@ -194,6 +187,18 @@ Verdict judge(const std::vector<float>& L, int V, int n, const std::vector<int>&
     if (total <= 0.0) p = sampler_probs(row, n, sp), total = 1.0;  // p == q up to rounding: p itself
     v.emit.push_back(draw_from(p, total, rng.next()));
     return v;
+  }
+  return v;
+}
+
+// Greedy: the target's ids of the rows (Backend::verify_argmax, -1 where a row is not finite) against drafts d.
+Verdict judge_ids(const std::vector<int>& ids, const std::vector<int>& d, uint64_t step) {
+  Verdict v;
+  for (size_t i = 0; i <= d.size() && i < ids.size(); ++i) {
+    if (ids[i] < 0) fail_non_finite_logits(step);
+    v.emit.push_back(ids[i]);
+    if (i == d.size() || ids[i] != d[i]) return v;
+    v.accepted++;
   }
   return v;
 }
@@ -250,10 +255,15 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
       in.insert(in.end(), d.begin(), d.end());
     }
     const std::vector<int> drafts(in.begin() + 1, in.end());
-    const std::vector<float> L = target.verify(in.data(), int(in.size()), pos);
-    const int V = int(L.size() / in.size());
-    const int nv = target.sample_vocab() > 0 ? std::min(target.sample_vocab(), V) : V;
-    const Verdict v = judge(L, V, nv, drafts, q, opt.sampler, spec.rule, rng);
+    Verdict v;
+    if (is_greedy(opt.sampler)) {  // n ids from the target, not n rows of the vocabulary
+      v = judge_ids(target.verify_argmax(in.data(), int(in.size()), pos, target.sample_vocab()), drafts, rng.counter);
+    } else {
+      const std::vector<float> L = target.verify(in.data(), int(in.size()), pos);
+      const int V = int(L.size() / in.size());
+      const int nv = target.sample_vocab() > 0 ? std::min(target.sample_vocab(), V) : V;
+      v = judge(L, V, nv, drafts, q, opt.sampler, spec.rule, rng);
+    }
     st.steps++;
     st.drafted += int64_t(drafts.size());
     st.accepted += v.accepted;

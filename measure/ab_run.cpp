@@ -17,12 +17,18 @@
 
 #ifdef LLM_HAVE_CUDA
 #include <cuda_runtime.h>
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <functional>
+#include <map>
 
 #include "engine/cuda_backend.h"  // CudaBackend: set_gemv, set_persistent, set_profiling, gemv_bytes_per_token
 #include "kernels/cuda_check.h"   // CUDA_CHECK
 #include "kernels/gemv/gemv.h"         // gemv_mapping(form).shape
 #include "kernels/quant/gemv_quant.h"   // quant_gemv_shape: launch shapes of the quantized forms
 #include "measure/roofline.h"     // Roofline: the one streaming-read measurement
+#include "measure/kernel_trace.h"   // KernelTrace: verify_costs' kernel timeline
 #include "measure/step_profiler.h"  // install_step_profiler: the profiling passes' hook
 #endif
 
@@ -493,7 +499,53 @@ std::string profiling_method(bool graph_timeline, bool any_persistent) {
 
 }  // namespace
 
-// --verify-k: each k's verify (Backend::verify, synchronous: its rows come back to the host) against one decode step
+// The kernels of one traced call of fn (measure/kernel_trace.h), summed by kernel family (the demangled name without
+// namespaces, template arguments or parameters): how many, how long in kernels, how long between them. "" when the
+// tracer is not there (a build without CUPTI, another tool holding it) or dropped records.
+static std::string trace_summary(const std::function<void()>& fn) {
+  KernelTrace& trace = KernelTrace::instance();
+  std::string why;
+  if (!trace.start(&why)) return "";
+  trace.take(nullptr);
+  fn();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  uint64_t dropped = 0;
+  const std::vector<TraceKernel> ks = trace.take(&dropped);
+  trace.stop();
+  if (ks.empty() || dropped) return "";
+  std::map<std::string, std::pair<double, int>> fam;
+  uint64_t first = ks.front().start_ns, last = 0, busy = 0;
+  for (const TraceKernel& k : ks) {
+    int status = 0;
+    char* d = abi::__cxa_demangle(k.name.c_str(), nullptr, nullptr, &status);
+    std::string n = status == 0 && d ? d : k.name;
+    std::free(d);
+    n = n.substr(0, n.find_first_of("<("));
+    if (n.rfind("void ", 0) == 0) n = n.substr(5);
+    if (const size_t c = n.rfind("::"); c != std::string::npos) n = n.substr(c + 2);
+    auto& [ms, count] = fam[n];
+    ms += double(k.end_ns - k.start_ns) * 1e-6;
+    ++count;
+    busy += k.end_ns - k.start_ns;
+    last = std::max(last, k.end_ns);
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> v(fam.begin(), fam.end());
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%zu kernels, %.3f ms from the first start to the last end, %.3f ms in kernels, "
+                "%.3f ms between them; by kernel:", ks.size(), double(last - first) * 1e-6, double(busy) * 1e-6,
+                double(last - first - std::min(busy, last - first)) * 1e-6);
+  std::string out = buf;
+  for (size_t i = 0; i < v.size() && i < 10; ++i) {
+    std::snprintf(buf, sizeof buf, " %s %.3f (%d)%s", v[i].first.c_str(), v[i].second.first, v[i].second.second,
+                  i + 1 < v.size() && i + 1 < 10 ? "," : "");
+    out += buf;
+  }
+  return out;
+}
+
+// --verify-k: each k's verify as a greedy speculative loop runs it (Backend::verify_argmax, synchronous: the ids of its
+// rows come back to the host) against one decode step
 // with a greedy sample, both at the first timed step's position, medians of 15 after 3 untimed, on the first entry.
 void verify_costs(AbSession& ab, int pos, AbResult& res) {
   if (ab.opt.verify_k.empty()) return;
@@ -519,11 +571,19 @@ void verify_costs(AbSession& ab, int pos, AbResult& res) {
   });
   for (int k : ab.opt.verify_k) {
     std::vector<int> toks(size_t(k), tok);
-    const double ms = median_ms([&] { ab.cb.verify(toks.data(), k, pos); });
+    const double ms = median_ms([&] { ab.cb.verify_argmax(toks.data(), k, pos, 0); });
     res.verify.push_back({k, ms, step_ms});
     progress(ab.opt, "ab: verify of %d tokens at position %d: %.3f ms = %.2f x one decode step (%.3f ms, decode + "
              "greedy sample, same loop)\n", k, pos, ms, ms / step_ms, step_ms);
+    if (const std::string t = trace_summary([&] { ab.cb.verify_argmax(toks.data(), k, pos, 0); }); !t.empty())
+      progress(ab.opt, "ab: verify of %d tokens traced: %s\n", k, t.c_str());
   }
+  if (const std::string t = trace_summary([&] {
+        ab.cb.decode(tok, pos);
+        ab.cb.sample(greedy, 0);
+      });
+      !t.empty())
+    progress(ab.opt, "ab: decode step traced: %s\n", t.c_str());
 }
 
 AbResult run_ab(const Model& model, const AbOptions& opt) {

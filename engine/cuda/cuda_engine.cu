@@ -37,6 +37,7 @@
 #include "engine/memory_plan.h"
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_batched.h"  // gemv_batched_launch, kGemvMaxBatch
+#include "kernels/ops/argmax_rows.h"
 #include "kernels/ops/ops.h"
 #include "kernels/quant/gemv_quant_batch.h"
 
@@ -58,6 +59,7 @@ class CudaEngine final : public CudaBackend {
   bool supports_verify() const override { return !kv_->fp8(); }
   int sample_vocab() const override { return sample_vocab_; }
   std::vector<float> verify(const int* tokens, int n, int pos) override;
+  std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit) override;
   void rewind(int pos) override;
   void decode(int token, int pos) override;
   int sample(const SamplerParams& p, uint64_t step) override;
@@ -96,6 +98,8 @@ class CudaEngine final : public CudaBackend {
   void forward_token(const MappingState& ms, ProfileMarks* marks);
   void prefill_chunk(int c, int pos0, bool device_pos = false, bool exact = false);
   void verify_pass(int n, int pos, bool device_pos);
+  void verify_queue(const int* tokens, int n, int pos);
+  void verify_finish(int n, int pos);
   std::unique_ptr<GraphExecHolder> capture_verify(int n);
   void drop_verify_graphs();
   void gemm(const DevMatrix& w, const uint16_t* x, int n, float* y, float beta);
@@ -160,6 +164,7 @@ class CudaEngine final : public CudaBackend {
   std::unique_ptr<PersistentPath> persistent_path_;
   MappingState* cur_ = nullptr;
   float* verify_logits_ = nullptr;  // [verify_rows_, vocab]: verify's logits of every row (allocated on first use)
+  int* verify_ids_ = nullptr;        // [verify_rows_]: verify_argmax's ids
   int verify_rows_ = 0;
   // EngineTuning::verify_graph: one captured verify pass per n, for the mapping and batch threshold they were
   // captured with; verify_eager_: the n that ran once eagerly.
@@ -272,7 +277,9 @@ void CudaEngine::warm_up() {
     // 8, 16, 32, 64); passes of 3, 5 and 9 tokens load the others (CUDA loads each kernel at its first launch), and
     // 17 and 33 the tensor cores' two larger classes where kAuto picks them. Then the long pass's path once. (The
     // exact verify's kernels, EngineTuning::exact_verify, load at a verify's first, eager, pass of each length.)
-    const bool mma_classes = kQuantBatchMmaMinVectors <= kQuantBatchMmaMax;
+    static_assert(kBatchMmaNever == kQuantBatchMmaMax + 1, "EngineTuning::batch_mma_from's never");
+    const int mma_from = tuning_.batch_mma_from > 0 ? tuning_.batch_mma_from : kQuantBatchMmaMinVectors;
+    const bool mma_classes = mma_from <= kQuantBatchMmaMax;
     const std::vector<int> toks(33, tok);
     for (int n : {3, 5, 9, 17, 33})
       if ((n <= kQuantBatchMax || mma_classes) &&
@@ -582,7 +589,7 @@ void CudaEngine::batch_rows(const DecodeWeight& w, const RowSlice& r, const floa
                                   r.rows, accumulate, stream_.s);
     else
       quant_batch_gemv_launch(piece.q, lo - piece.row0, hi - lo, act_.batch_xq, c, r.y + size_t(lo - r.row0), r.rows,
-                              accumulate, stream_.s);
+                              accumulate, stream_.s, kQuantBatchRows, QuantBatchKernel::kAuto, tuning_.batch_mma_from);
   }
 }
 
@@ -718,7 +725,9 @@ void CudaEngine::drop_verify_graphs() {
   verify_eager_.clear();
 }
 
-std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
+// Queues a verify of n tokens at pos on the stream (verify and verify_argmax): logits of every row into
+// verify_logits_, the last row into act_.logits.
+void CudaEngine::verify_queue(const int* tokens, int n, int pos) {
   if (kv_->fp8()) fail("cuda backend: verify() with an FP8 KV cache is not built (use --kv-dtype bf16)");
   check_tokens("verify", tokens, n, pos);
   if (n > chunk_) fail("cuda backend: verify of ", n, " tokens exceeds one prefill pass of ", chunk_);
@@ -727,6 +736,7 @@ std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
   if (n > verify_rows_) {  // kept for the engine's life (a draft length rarely grows past its first maximum)
     verify_rows_ = std::max(n, 17);
     verify_logits_ = arena_.alloc<float>(size_t(verify_rows_) * vocab);
+    verify_ids_ = arena_.alloc<int>(size_t(verify_rows_));
     drop_verify_graphs();  // they write the old buffer
   }
   upload_tokens(tokens, n, pos);
@@ -750,14 +760,36 @@ std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
   }
   CUDA_CHECK(cudaMemcpyAsync(act_.logits, verify_logits_ + size_t(n - 1) * vocab, vocab * sizeof(float),
                              cudaMemcpyDeviceToDevice, stream_.s));
-  std::vector<float> out(size_t(n) * vocab);
-  CUDA_CHECK(cudaMemcpyAsync(out.data(), verify_logits_, out.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                             stream_.s));
+}
+
+// After the copies a verify queued behind verify_queue: waits for them, then the last row is the current logits.
+void CudaEngine::verify_finish(int n, int pos) {
   CUDA_CHECK(cudaStreamSynchronize(stream_.s));
   logits_pos_ = pos + n - 1;
   step_sampled_ = false;
   ring_.forget_in_kernel();
+}
+
+std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
+  verify_queue(tokens, n, pos);
+  std::vector<float> out(size_t(n) * size_t(cfg_.vocab_size));
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), verify_logits_, out.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                             stream_.s));
+  verify_finish(n, pos);
   return out;
+}
+
+// The rows judged on the device (argmax_rows_device): n ids cross to the host, not n rows of the vocabulary.
+std::vector<int> CudaEngine::verify_argmax(const int* tokens, int n, int pos, int vocab_limit) {
+  verify_queue(tokens, n, pos);
+  const int lim = vocab_limit > 0 ? std::min(vocab_limit, cfg_.vocab_size) : cfg_.vocab_size;
+  argmax_rows_device(verify_logits_, n, size_t(cfg_.vocab_size), lim, verify_ids_, stream_.s);
+  std::vector<int> ids(static_cast<size_t>(n));
+  CUDA_CHECK(cudaMemcpyAsync(ids.data(), verify_ids_, ids.size() * sizeof(int), cudaMemcpyDeviceToHost, stream_.s));
+  verify_finish(n, pos);
+  for (int& id : ids)
+    if (id == kSampleNonFinite) id = -1;
+  return ids;
 }
 
 void CudaEngine::rewind(int pos) {

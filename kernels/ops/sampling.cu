@@ -15,6 +15,7 @@
 #include <climits>
 
 #include "core/error.h"
+#include "kernels/ops/argmax_rows.h"
 #include "kernels/ops/block_reduce.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/ops/ops.h"
@@ -275,6 +276,16 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* __restric
   emit(tok >= 0 ? tok : im);
 }
 
+// One block per row: argmax_rows_device.
+__global__ __launch_bounds__(kThreads) void argmax_rows_kernel(const float* __restrict__ logits, size_t ld, int vocab,
+                                                               int* __restrict__ d_out) {
+  __shared__ SampleShared sh;
+  float mx;
+  int im;
+  const bool bad = block_argmax(logits + size_t(blockIdx.x) * ld, vocab, sh, &mx, &im);
+  if (threadIdx.x == 0) d_out[blockIdx.x] = bad ? kSampleNonFinite : (im == INT_MAX ? 0 : im);
+}
+
 }  // namespace
 
 size_t sample_scratch_bytes(int vocab) { return (size_t(vocab > 0 ? vocab : 0) * sizeof(float) + 255) / 256 * 256; }
@@ -286,6 +297,13 @@ void sample_device(const float* logits, int vocab, float temperature, int top_k,
   sample_kernel<<<1, kThreads, 0, s>>>(logits, vocab, temperature, top_k, top_p, u, d_out,
                                        static_cast<float*>(scratch), d_step, next_pos);
   CUDA_CHECK_LAUNCH("sample_kernel");
+}
+
+void argmax_rows_device(const float* logits, int rows, size_t ld, int vocab, int* d_out, cudaStream_t s) {
+  if (rows < 1 || vocab < 1 || size_t(vocab) > ld || !logits || !d_out)
+    fail("argmax_rows_device: ", rows, " rows of ", vocab, " logits at pitch ", ld, " (or a null pointer)");
+  argmax_rows_kernel<<<unsigned(rows), kThreads, 0, s>>>(logits, ld, vocab, d_out);
+  CUDA_CHECK_LAUNCH("argmax_rows_kernel");
 }
 
 }  // namespace llm

@@ -296,7 +296,7 @@ namespace {
 // Either x form: xq (the int8 forms, quant_batch_x_stride apart) or xf (FP32 [nb, ldxf]); the checks both share.
 void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq,
                   const float* xf, int64_t ldxf, int nb, float* y, int64_t ldy, bool accumulate, cudaStream_t stream,
-                  int rows_per_block, QuantBatchKernel which = QuantBatchKernel::kDp4a) {
+                  int rows_per_block, QuantBatchKernel which = QuantBatchKernel::kDp4a, int mma_from = 0) {
   const char* name = quant_type_traits(w.type_id).name;
   quant_gemv_check_layout(w, name_of_call);
   if (!quant_batch_supported(w))
@@ -327,7 +327,8 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
   // Vector b's x at b * x_stride (int8) or b * ldxf (FP32), its output row at b * ldy.
   // The tensor-core kernel takes up to kQuantBatchMmaMax vectors per launch, the others kQuantBatchMax.
   const bool mma = xq && (which == QuantBatchKernel::kMma ||
-                          (which == QuantBatchKernel::kAuto && nb >= kQuantBatchMmaMinVectors));
+                          (which == QuantBatchKernel::kAuto &&
+                           nb >= (mma_from > 0 ? mma_from : kQuantBatchMmaMinVectors)));
   const int per_launch = mma ? kQuantBatchMmaMax : kQuantBatchMax;
   for (int b0 = 0; b0 < nb; b0 += per_launch) {
     a.nb = std::min(per_launch, nb - b0);
@@ -349,10 +350,10 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
 
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
                              int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block,
-                             QuantBatchKernel kernel) {
+                             QuantBatchKernel kernel, int mma_from) {
   if (!xq) fail("batched quantized gemv: null int8 x");
   batch_launch("batched quantized gemv", w, row0, rows, xq, nullptr, 0, nb, y, ldy, accumulate, stream,
-               rows_per_block, kernel);
+               rows_per_block, kernel, mma_from);
 }
 
 void quant_batch_gemv_f32_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const float* x, int64_t ldx,

@@ -46,7 +46,7 @@ void quant_batch_swiglu_x(const float* gate_up, int64_t ldgu, int nb, int64_t k,
 //   kMma:  the same arithmetic with each group's dots of 16 rows x 8 vectors on int8 tensor cores (mma.sync; a block
 //          of 8 warps per 16 rows, split-K; kernels/quant/gemv_quant_mma.cu), up to kQuantBatchMmaMax vectors per
 //          launch: the dp4a kernel is bound by its integer pipe from a few vectors on, this one by the weight stream;
-//   kAuto: kMma from kQuantBatchMmaMinVectors vectors on, kDp4a below.
+//   kAuto: kMma from mma_from vectors on (0: kQuantBatchMmaMinVectors), kDp4a below.
 enum class QuantBatchKernel { kAuto, kDp4a, kMma };
 
 // Y[b, i] (+= with accumulate) = sum_j W[row0 + i, j] X[b, j] for b < nb and i < rows, Y FP32 with row pitch ldy, from
@@ -56,7 +56,7 @@ enum class QuantBatchKernel { kAuto, kDp4a, kMma };
 // more blocks resident) or 8 (each x chunk serves more rows); bench probes measures both.
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
                              int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block = kQuantBatchRows,
-                             QuantBatchKernel kernel = QuantBatchKernel::kAuto);
+                             QuantBatchKernel kernel = QuantBatchKernel::kAuto, int mma_from = 0);
 
 // The same rows against nb FP32 vectors x [nb, ldx] (16-byte aligned rows, ldx >= k, ldx % 4 == 0), each chunk through
 // the "warp" form's arithmetic (quant_chunk_fma: FP32 x times the exact codes, the scale and min per group): the

@@ -154,13 +154,18 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_FALSE(parse({"--norm-sums", "off"}).norm_sums);
   EXPECT_FALSE(parse({"--fuse-glu", "off"}).fuse_swiglu_q8);
   // The batch-k GEMV's pass limit (0 = always dequantize, at most kQuantBatchPassMax) and the captured verify.
-  EXPECT_EQ(d.quant_batch_rows, 64);
+  EXPECT_EQ(d.quant_batch_rows, 16);
   EXPECT_TRUE(d.verify_graph);
   EXPECT_EQ(parse({"--batch-rows", "0"}).quant_batch_rows, 0);
   EXPECT_EQ(parse({"--batch-rows", "16"}).quant_batch_rows, 16);
   EXPECT_EQ(parse({"--batch-rows", "2048"}).quant_batch_rows, 2048);  // kQuantBatchPassMax: a whole prefill chunk
   EXPECT_NE(usage_message([&] { parse({"--batch-rows", "2049"}); }).find("--batch-rows"), std::string::npos);
   EXPECT_FALSE(parse({"--verify-cg", "off"}).verify_graph);
+  // Where the batch-k GEMV moves to tensor cores (0 = the built-in default, 65 = never).
+  EXPECT_EQ(d.batch_mma_from, 0);
+  EXPECT_EQ(parse({"--batch-mma", "2"}).batch_mma_from, 2);
+  EXPECT_EQ(parse({"--batch-mma", "65"}).batch_mma_from, llm::kBatchMmaNever);
+  EXPECT_NE(usage_message([&] { parse({"--batch-mma", "66"}); }).find("--batch-mma"), std::string::npos);
   // The exact verify (off until run on a GPU) and the batched BF16 GEMV's pass limit (0 = always cuBLAS, at most
   // kGemvMaxBatch).
   EXPECT_FALSE(d.exact_verify);

@@ -17,6 +17,7 @@
 #include "engine/gemv_choice.h"
 #include "engine/generate.h"
 #include "models/model.h"
+#include "models/quant.h"  // is_ggml_quant_type
 #include "models_test_util.h"
 #include "tiny_quant_gguf_util.h"
 
@@ -41,6 +42,16 @@ TEST(GemvPlan, NameListsAreWhatTheseTestsAssume) {
   EXPECT_STREQ(llm::kGemvDefaultMapping, "warp-r2");
   EXPECT_STREQ(llm::kQuantGemvDefault, "warp");
   for (const char* n : kBf16Only) EXPECT_TRUE(llm::gemv_mapping_known(n)) << n;
+}
+
+// Every quantized form runs every type the loader takes (a type added to models/quant.h and not here was refused on
+// the GPU by name: Q5_K was, until this test).
+TEST(GemvPlan, EveryQuantizedFormRunsEveryGgmlQuantType) {
+  for (uint32_t t = 0; t < 32; ++t) {
+    EXPECT_EQ(llm::is_ggml_quant_type(t), ((llm::kGgmlQuantTypesAll >> t) & 1u) != 0) << "type id " << t;
+    if (!llm::is_ggml_quant_type(t)) continue;
+    for (const char* n : kQuantForms) EXPECT_TRUE(llm::gemv_row(n)->runs_quant_type(t)) << n << ", type id " << t;
+  }
 }
 
 // Every name resolves to its plan's forms; "" takes each kind's default; unknown names fail with the one message.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -363,6 +364,38 @@ TEST(SpecDraftModel, VocabularyMismatchIsNamed) {
   llm::ModelConfig c = s.config;
   c.bos_id = 7;
   EXPECT_NE(llm::draft_vocab_mismatch(s.config, tok.get(), c, tok.get()).find("its BOS id is 7"), std::string::npos);
+}
+
+// verify_argmax's default (what the CPU reference runs; the CUDA engine's own is judged against it in the GPU suite):
+// per row the argmax over [0, vocab_limit), lowest index on ties, -1 where that range is not finite.
+TEST(SpecVerify, ArgmaxOfRowsLowestIndexOnTiesMinusOneWhereNotFinite) {
+  struct Rows final : llm::Backend {
+    std::vector<float> rows;
+    std::string name() const override { return "rows"; }
+    int ctx_size() const override { return 64; }
+    void prefill(const int*, int, int) override {}
+    void decode(int, int) override {}
+    int sample(const llm::SamplerParams&, uint64_t) override { return 0; }
+    std::vector<float> logits() override { return {}; }
+    std::vector<float> verify(const int*, int, int) override { return rows; }
+  } b;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  b.rows = {1.0f, 3.0f, 3.0f, 9.0f,    // whole row: 3; below 3: the tie at 1 and 2 goes to 1
+            -2.0f, -1.0f, -5.0f, nan,  // NaN past the limit of 3 is not looked at
+            0.0f, inf, 0.0f, 0.0f};    // Inf inside the range: -1
+  const int ids[3] = {5, 6, 7};
+  EXPECT_EQ(b.verify_argmax(ids, 3, 0, 0), (std::vector<int>{3, -1, -1}));
+  EXPECT_EQ(b.verify_argmax(ids, 3, 0, 3), (std::vector<int>{1, 1, -1}));
+  EXPECT_EQ(b.verify_argmax(ids, 3, 0, 100), (std::vector<int>{3, -1, -1}));  // a limit past the row: the row
+  // On a real model: the ids are argmax() of verify()'s rows.
+  const llm::Model& m = model(kStoriesBin);
+  const std::vector<int> toks = some_ids(12, m.config.vocab_size, 3);
+  auto a = cpu(m, KvDtype::F32), c = cpu(m, KvDtype::F32);
+  const std::vector<float> rows = a->verify(toks.data(), 12, 0);
+  const std::vector<int> got = c->verify_argmax(toks.data(), 12, 0, 0);
+  ASSERT_EQ(got.size(), 12u);
+  const int V = m.config.vocab_size;
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(got[size_t(i)], llm::argmax(rows.data() + size_t(i) * V, V)) << "row " << i;
 }
 
 TEST(SpecDraftModel, LoopRefusesABackendWithoutVerify) {

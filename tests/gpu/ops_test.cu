@@ -14,11 +14,14 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "engine/sampler.h"
 #include "kernels/cuda_check.h"
+#include "kernels/ops/argmax_rows.h"
 #include "kernels/ops/ops.h"
 #include "models/config.h"
 #include "models/tensor.h"
@@ -302,6 +305,49 @@ TEST(OpsSample, GreedyIsArgmaxWithLowestIndexOnTies) {
 
   DeviceSampler s_flat(std::vector<float>(1000, 0.25f));
   EXPECT_EQ(s_flat(0.0f, 0, 1.0f, 0.0f), 0);
+}
+
+// A verify's rows judged on the device: each row's argmax over [0, vocab) at pitch ld (lowest index on ties), the
+// non-finite rows flagged, nothing past vocab looked at, poisoned outputs all written; awkward row counts and widths.
+TEST(OpsSample, ArgmaxRowsIsEachRowsArgmaxAndFlagsNonFiniteRows) {
+  SKIP_WITHOUT_CUDA();
+  for (const auto& [rows, vocab, ld] : std::vector<std::tuple<int, int, int>>{
+           {1, 1, 1}, {3, 1000, 1003}, {9, 49152, 49152}, {17, 128256, 128256}, {65, 32003, 32768}}) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + " vocab " + std::to_string(vocab) + " ld " + std::to_string(ld));
+    std::vector<float> l = random_normal(size_t(rows) * size_t(ld), 3.0f, uint32_t(rows * 7 + vocab));
+    std::vector<int> want(static_cast<size_t>(rows));
+    for (int r = 0; r < rows; ++r) {
+      float* row = l.data() + size_t(r) * size_t(ld);
+      for (int j = vocab; j < ld; ++j) row[j] = 1e30f;  // past the vocabulary: never chosen
+      if (r % 4 == 1 && vocab > 2) {                     // a tie: the lower index wins
+        const float top = *std::max_element(row, row + vocab) + 1.0f;
+        row[vocab - 1] = top;
+        row[vocab / 2] = top;
+      }
+      want[size_t(r)] = argmax(row, vocab);
+      if (r % 5 == 3) {
+        row[size_t(r) % size_t(vocab)] = std::numeric_limits<float>::quiet_NaN();
+        want[size_t(r)] = kSampleNonFinite;
+      }
+      if (r % 7 == 5) {
+        row[vocab - 1] = -std::numeric_limits<float>::infinity();
+        want[size_t(r)] = kSampleNonFinite;
+      }
+    }
+    DeviceBuffer<float> dl(l);
+    DeviceBuffer<int> out(size_t(rows) + 1);
+    out.poison();
+    argmax_rows_device(dl.get(), rows, size_t(ld), vocab, out.get(), nullptr);
+    sync_and_check();
+    std::vector<int> got = out.download();
+    EXPECT_EQ(got.back(), -1) << "wrote past the rows";
+    got.pop_back();
+    EXPECT_EQ(got, want);
+  }
+  DeviceBuffer<float> dl(std::vector<float>(8, 0.0f));
+  DeviceBuffer<int> out(size_t(2));
+  EXPECT_THROW(argmax_rows_device(dl.get(), 0, 4, 4, out.get(), nullptr), llm::Error);
+  EXPECT_THROW(argmax_rows_device(dl.get(), 2, 4, 5, out.get(), nullptr), llm::Error);  // vocab past the pitch
 }
 
 // 1000 tokens: ten distinct logits, 990 tied at -8 (ties stress the top-k and top-p cuts).

@@ -305,3 +305,31 @@ TEST(CudaSpeculative, CapturedVerifyMatchesEagerAtMovingPositions) {
   llm::quantize_model(q, llm::parse_quantize_type("q4_0"));
   expect_graph_verify_matches_eager(q);
 }
+
+// verify_argmax (what a greedy speculative loop calls): the ids of verify()'s rows judged on the device, the same
+// bits as argmax() of the rows copied back, eager and captured, over the whole head and below a vocabulary limit.
+TEST(CudaSpeculative, VerifyArgmaxIsTheArgmaxOfTheVerifyRows) {
+  REQUIRE_GPU();
+  llm::Model q = llm::load_model("synthetic:smollm2-135m");
+  llm::quantize_model(q, llm::parse_quantize_type("q4_0"));
+  const llm::Model s = llm::load_model(kStories + "/stories260K.bin");
+  for (const llm::Model* m : {&s, static_cast<const llm::Model*>(&q)}) {
+    auto e = cuda(*m, llm::KvDtype::BF16, 256, true);
+    const int V = m->config.vocab_size;
+    std::vector<int> ids;
+    for (int i = 0; i < 60; ++i) ids.push_back(1 + (i * 131) % (V - 1));
+    e->prefill(ids.data(), 20, 0);
+    for (int round = 0; round < 3; ++round)  // eager, then captured, then replayed
+      for (int limit : {0, V - V / 8}) {
+        const int n = 9, pos = 20 + round;
+        const std::vector<float> rows = e->verify(ids.data() + pos, n, pos);
+        e->rewind(pos);
+        const std::vector<int> got = e->verify_argmax(ids.data() + pos, n, pos, limit);
+        e->rewind(pos);
+        ASSERT_EQ(got.size(), size_t(n));
+        for (int i = 0; i < n; ++i)
+          EXPECT_EQ(got[size_t(i)], llm::argmax(rows.data() + size_t(i) * size_t(V), limit > 0 ? limit : V))
+              << m->source << ": row " << i << ", round " << round << ", limit " << limit;
+      }
+  }
+}
