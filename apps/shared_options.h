@@ -132,6 +132,10 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
             "(each weight once per 16 tokens with dp4a, per 64 on tensor cores); longer ones dequantize each matrix "
             "for cuBLAS; 0 = always dequantize")
       .default_is("16");
+  o.choice("--fuse-pass", "on|off", &t->fuse_pass, {"on", "off"}, [](const std::string& v) { return v == "on"; },
+           "prompt and verify passes through the batch-k GEMV: RMSNorm, BF16 rounding and int8 rows in one launch "
+           "and q|k|v in one launch; off: separate launches (what the fusion is worth)")
+      .default_is("on");
   o.integer("--batch-mma", "N", &t->batch_mma_from, 0, kBatchMmaNever,
             "batch-k GEMV passes of N or more vectors run on int8 tensor cores, shorter ones on dp4a; "
             "0 = the built-in default, " + std::to_string(kBatchMmaNever) + " = never (for comparison)")

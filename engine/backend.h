@@ -46,6 +46,10 @@ struct EngineTuning {
                                    // each matrix for a cuBLAS GEMM (up to kQuantBatchPassMax). 0: never. 16, not 64:
                                    // with 64, SmolLM2's 37-token chat prompt through int8 rows answered in French
                                    // verse instead of "Paris" (ChatCuda, H100); BF16 rows through cuBLAS keep it
+  bool fuse_pass = true;           // prefill / verify passes through the batch-k GEMV: RMSNorm, the BF16 rounding and
+                                   // the int8 form in one launch (quant_batch_rmsnorm_x, ..._bf16_rounded, the SwiGLU's
+                                   // round_bf16), bit for bit the two launches they replace, and q | k | v in one
+                                   // launch (QuantBatchSplit); off: the separate launches (what the fusion is worth)
   int batch_mma_from = 0;          // the batch-k GEMV on int8 tensor cores from this many vectors on, dp4a below
                                    // (kernels/quant/gemv_quant_batch.h, QuantBatchKernel); 0: the kernel's default
                                    // (kQuantBatchMmaMinVectors); kBatchMmaNever (kQuantBatchMmaMax + 1): never

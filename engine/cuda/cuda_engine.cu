@@ -124,6 +124,8 @@ class CudaEngine final : public CudaBackend {
   void norm_input(PassForm f, const float* x, const float* w, int c);
   bool batchable(const DecodeWeight& w, int c) const;
   void batch_rows(const DecodeWeight& w, const RowSlice& slice, const float* x32, int c, bool accumulate);
+  void batch_rows(const DecodeWeight& w, std::initializer_list<RowSlice> slices, const float* x32, int c,
+                  bool accumulate);
   void bf16_batch_rows(const DevMatrix& whole, const RowSlice& slice, const float* x32, int c, bool accumulate);
   void check_tokens(const char* what, const int* tokens, int n, int pos) const;
   void upload_tokens(const int* tokens, int n, int pos);
@@ -171,7 +173,8 @@ class CudaEngine final : public CudaBackend {
   std::map<int, std::unique_ptr<GraphExecHolder>> verify_graphs_;
   std::set<int> verify_eager_;
   const MappingState* verify_graph_ms_ = nullptr;
-  std::tuple<int, int, bool> verify_graph_batch_rows_{-1, -1, false};  // quant_batch_rows, bf16_batch_rows, exact
+  // quant_batch_rows, bf16_batch_rows, exact_verify, fuse_pass, batch_mma_from: what a captured verify depends on.
+  std::tuple<int, int, bool, bool, int> verify_graph_batch_rows_{-1, -1, false, false, -1};
   DecodeProfile profile_;
 };
 
@@ -515,7 +518,7 @@ void CudaEngine::prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, i
                                 std::initializer_list<RowSlice> slices, float beta) {
   if (f == PassForm::QuantInt8Bf16 || f == PassForm::QuantInt8 || f == PassForm::QuantF32) {
     const DecodeWeight& w = planes_state().layer(l, p);
-    for (const RowSlice& r : slices) batch_rows(w, r, f == PassForm::QuantF32 ? x32 : nullptr, c, beta != 0.0f);
+    batch_rows(w, slices, f == PassForm::QuantF32 ? x32 : nullptr, c, beta != 0.0f);
     return;
   }
   if (f == PassForm::Bf16Batch) {
@@ -548,8 +551,13 @@ CudaEngine::PassForm CudaEngine::pass_form(size_t l, FusedProj p, const DevMatri
 
 // The c FP32 rows x [c, k] as form f reads them: int8 in batch_xq (from x, or from its BF16 rounding), BF16 in pbf;
 // the FP32 forms read x itself.
+// (QuantInt8Bf16: the BF16 rounding and the int8 pass in one launch, bit for bit the two.)
 void CudaEngine::pass_input(PassForm f, const float* x, int c, int k) {
   if (f == PassForm::QuantInt8) quant_batch_quantize_x(x, false, k, c, k, act_.batch_xq, stream_.s);
+  if (f == PassForm::QuantInt8Bf16 && tuning_.fuse_pass) {
+    quant_batch_quantize_x_bf16_rounded(x, k, c, k, act_.batch_xq, stream_.s);
+    return;
+  }
   if (f == PassForm::Gemm || f == PassForm::QuantInt8Bf16)
     convert_f32_to_bf16(x, act_.pbf, size_t(c) * size_t(k), stream_.s);
   if (f == PassForm::QuantInt8Bf16) quant_batch_quantize_x(act_.pbf, true, k, c, k, act_.batch_xq, stream_.s);
@@ -557,7 +565,12 @@ void CudaEngine::pass_input(PassForm f, const float* x, int c, int k) {
 
 // RMSNorm of the c rows of x [c, dim] with weight w, as form f reads it: BF16 straight into pbf for cuBLAS, else FP32
 // into pf32 (then int8 for the quantized form).
+// (QuantInt8Bf16: one launch, bit for bit rmsnorm_bf16 then the int8 pass.)
 void CudaEngine::norm_input(PassForm f, const float* x, const float* w, int c) {
+  if (f == PassForm::QuantInt8Bf16 && tuning_.fuse_pass) {
+    quant_batch_rmsnorm_x(x, w, c, cfg_.dim, cfg_.norm_eps, act_.batch_xq, stream_.s);
+    return;
+  }
   if (f == PassForm::Gemm || f == PassForm::QuantInt8Bf16) {
     rmsnorm_bf16(x, w, act_.pbf, c, cfg_.dim, cfg_.norm_eps, stream_.s);
     if (f == PassForm::QuantInt8Bf16)
@@ -591,6 +604,40 @@ void CudaEngine::batch_rows(const DecodeWeight& w, const RowSlice& r, const floa
       quant_batch_gemv_launch(piece.q, lo - piece.row0, hi - lo, act_.batch_xq, c, r.y + size_t(lo - r.row0), r.rows,
                               accumulate, stream_.s, kQuantBatchRows, QuantBatchKernel::kAuto, tuning_.batch_mma_from);
   }
+}
+
+// Up to three slices of consecutive rows of one piece (q | k | v) in one launch (QuantBatchSplit: each weight read
+// once, the outputs stored into each slice's buffer); otherwise one call per slice.
+void CudaEngine::batch_rows(const DecodeWeight& w, std::initializer_list<RowSlice> slices, const float* x32, int c,
+                            bool accumulate) {
+  const RowSlice* s = slices.begin();
+  const size_t n = slices.size();
+  bool one = tuning_.fuse_pass && w.size() == 1 && n >= 2 && n <= 3;
+  int64_t total = 0;
+  for (size_t i = 0; one && i < n; ++i) {
+    one = s[i].rows > 0 && (i == 0 || s[i].row0 == s[i - 1].row0 + s[i - 1].rows);
+    total += s[i].rows;
+  }
+  one = one && s[0].row0 >= w.front().row0 && s[0].row0 + total <= int64_t(w.front().row0) + w.front().q.n;
+  if (!one) {
+    for (const RowSlice& r : slices) batch_rows(w, r, x32, c, accumulate);
+    return;
+  }
+  QuantBatchSplit split;
+  split.rows0 = s[0].rows;
+  split.rows1 = s[1].rows;
+  split.y1 = s[1].y;
+  split.ldy1 = s[1].rows;
+  split.y2 = n == 3 ? s[2].y : s[1].y;
+  split.ldy2 = n == 3 ? s[2].rows : s[1].rows;
+  const PieceWeight& piece = w.front();
+  const int64_t lo = s[0].row0 - piece.row0;
+  if (x32)
+    quant_batch_gemv_f32_launch(piece.q, lo, total, x32, piece.q.k, c, s[0].y, s[0].rows, accumulate, stream_.s,
+                                kQuantBatchRows, &split);
+  else
+    quant_batch_gemv_launch(piece.q, lo, total, act_.batch_xq, c, s[0].y, s[0].rows, accumulate, stream_.s,
+                            kQuantBatchRows, QuantBatchKernel::kAuto, tuning_.batch_mma_from, &split);
 }
 
 // Rows [r.row0, r.row0 + r.rows) of the BF16 copy against the c FP32 rows x32 [c, K], into r.y (row pitch r.rows).
@@ -631,13 +678,15 @@ void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos, bool exact) {
     norm_input(fgu, a.px, L.ffn_norm, c);
     prefill_matmul(l, kFGateUp, L.gate_up, c, fgu, a.pf32, {{0, 2 * m.hidden_dim, a.pgate_up}}, 0.0f);
     // SwiGLU of rows [gate_t | up_t], in the form down reads.
-    if (fdown == PassForm::QuantInt8)
-      quant_batch_swiglu_x(a.pgate_up, 2 * int64_t(m.hidden_dim), c, m.hidden_dim, nullptr, 0, a.batch_xq, s);
+    const bool glu_bf16 = fdown == PassForm::QuantInt8Bf16 && tuning_.fuse_pass;  // rounded to BF16 in the pass
+    if (fdown == PassForm::QuantInt8 || glu_bf16)
+      quant_batch_swiglu_x(a.pgate_up, 2 * int64_t(m.hidden_dim), c, m.hidden_dim, nullptr, 0, a.batch_xq, s,
+                           glu_bf16);
     else if (fdown == PassForm::Gemm || fdown == PassForm::QuantInt8Bf16)
       swiglu_rows_bf16(a.pgate_up, a.pbf, c, m.hidden_dim, s);
     else
       swiglu_rows(a.pgate_up, a.pf32, c, m.hidden_dim, s);
-    if (fdown == PassForm::QuantInt8Bf16)
+    if (fdown == PassForm::QuantInt8Bf16 && !glu_bf16)
       quant_batch_quantize_x(a.pbf, true, m.hidden_dim, c, m.hidden_dim, a.batch_xq, s);
     prefill_matmul(l, kFDown, L.w[kDown], c, fdown, a.pf32, {{0, m.dim, a.px}}, 1.0f);
   }
@@ -745,8 +794,9 @@ void CudaEngine::verify_queue(const int* tokens, int n, int pos) {
   } else {
     // One graph per n, captured at the second verify of that n (the first runs eagerly: whatever is made lazily, a
     // mapping's planes or a kernel's first-use state, exists before capture); dropped when what it captured changes.
-    const std::tuple<int, int, bool> batch_rows{tuning_.quant_batch_rows, tuning_.bf16_batch_rows,
-                                                tuning_.exact_verify};
+    const std::tuple<int, int, bool, bool, int> batch_rows{tuning_.quant_batch_rows, tuning_.bf16_batch_rows,
+                                                           tuning_.exact_verify, tuning_.fuse_pass,
+                                                           tuning_.batch_mma_from};
     if (verify_graph_ms_ != cur_ || verify_graph_batch_rows_ != batch_rows) drop_verify_graphs();
     verify_graph_ms_ = cur_;
     verify_graph_batch_rows_ = batch_rows;

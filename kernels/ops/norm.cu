@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "kernels/ops/block_reduce.cuh"
 #include "kernels/cuda_check.h"
+#include "kernels/ops/norm_shape.h"
 #include "kernels/ops/ops.h"
 #include "kernels/ops/pdl.cuh"
 
@@ -54,17 +55,11 @@ __global__ void embed_rmsnorm_fold_kernel(const uint16_t* __restrict__ table, co
   }
 }
 
-// One row is latency-bound on one SM: give each thread about four elements, up to 1024 threads.
-int norm_threads(int dim) {
-  int t = ((dim + 3) / 4 + 31) / 32 * 32;
-  return t < 32 ? 32 : (t > 1024 ? 1024 : t);
-}
-
 template <typename Out>
 void launch_rmsnorm(const float* x, const float* w, Out* out, int rows, int dim, float eps, cudaStream_t s) {
   if (rows < 0 || dim <= 0) fail("rmsnorm: invalid shape rows ", rows, ", dim ", dim);
   if (rows == 0) return;
-  rmsnorm_kernel<Out><<<rows, norm_threads(dim), 0, s>>>(x, w, out, dim, eps);
+  rmsnorm_kernel<Out><<<rows, rmsnorm_threads(dim), 0, s>>>(x, w, out, dim, eps);
   CUDA_CHECK_LAUNCH("rmsnorm_kernel");
 }
 
@@ -74,7 +69,7 @@ void embed_rmsnorm_fold(const uint16_t* table, const int* d_token, int dim, cons
                         float* xg, float* inv, cudaStream_t s, float* sums, unsigned* count) {
   if (dim <= 0) fail("embed_rmsnorm_fold: invalid dim ", dim);
   if ((sums == nullptr) != (count == nullptr)) fail("embed_rmsnorm_fold: block sums without a count, or the reverse");
-  embed_rmsnorm_fold_kernel<<<1, norm_threads(dim), 0, s>>>(table, d_token, dim, w, eps, x, xg, inv, sums, count);
+  embed_rmsnorm_fold_kernel<<<1, rmsnorm_threads(dim), 0, s>>>(table, d_token, dim, w, eps, x, xg, inv, sums, count);
   CUDA_CHECK_LAUNCH("embed_rmsnorm_fold_kernel");
 }
 

@@ -7,6 +7,8 @@
 #include "kernels/quant/gemv_quant_batch.h"
 #include "kernels/quant/gemv_quant_device.cuh"
 #include "kernels/quant/gemv_quant_internal.h"
+#include "kernels/ops/block_reduce.cuh"
+#include "kernels/ops/norm_shape.h"
 #include "kernels/ops/pdl.cuh"
 #include "kernels/ops/swiglu.cuh"
 
@@ -20,9 +22,13 @@ constexpr int kWarps = kThreads / 32;
 // load), amax and the sums of 16 by shuffles among the 8 (quant_x_q8_lanes, bit for bit quant_x_q8_block). Every lane
 // of a warp reaches the shuffles; lanes past the last block only skip the stores. kIn: XForm::F32 or Bf16 (x [nb, ldx]),
 // or Glu: x is FP32 [gate | up] rows of pitch ldx and the vector is silu(gate) * up (swiglu_value, ops' swiglu's
-// expression, so the form is bit for bit that of swiglu's output), also written to h [nb, ldh] when h is not null. Calls
+// expression, so the form is bit for bit that of swiglu's output), also written to h [nb, ldh] when h is not null.
+// F32Bf16 and GluBf16: the same FP32 values rounded to BF16 first (f32_to_bf16, as convert_f32_to_bf16 and
+// swiglu_rows_bf16 round them): one launch where a prompt's pass ran the BF16 kernel then the Bf16 form. Calls
 // pdl_launch_dependents first: the decode step's down GEMV (PDL) streams its weights while this runs.
-enum class XForm { F32, Bf16, Glu };
+enum class XForm { F32, Bf16, Glu, F32Bf16, GluBf16 };
+
+__device__ __forceinline__ float round_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
 template <XForm kIn>
 __global__ void quant_batch_quantize_x_kernel(const void* __restrict__ x, int64_t ldx, int nb, int64_t k,
                                               unsigned char* __restrict__ xq, int64_t stride, int64_t off_d,
@@ -40,15 +46,20 @@ __global__ void quant_batch_quantize_x_kernel(const void* __restrict__ x, int64_
       const uint2 u = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(x) + b * ldx + 32 * blk) + sub);
       v = make_float4(bf16_to_f32(uint16_t(u.x & 0xffffu)), bf16_to_f32(uint16_t(u.x >> 16)),
                       bf16_to_f32(uint16_t(u.y & 0xffffu)), bf16_to_f32(uint16_t(u.y >> 16)));
-    } else if constexpr (kIn == XForm::F32) {
+    } else if constexpr (kIn == XForm::F32 || kIn == XForm::F32Bf16) {
       const float* p = static_cast<const float*>(x) + b * ldx + 32 * blk + 4 * sub;
       v = make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+      if constexpr (kIn == XForm::F32Bf16)
+        v = make_float4(round_bf16(v.x), round_bf16(v.y), round_bf16(v.z), round_bf16(v.w));
     } else {
       const float* g = static_cast<const float*>(x) + b * ldx + 32 * blk + 4 * sub;
       const float* u = g + k;
       float r[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) r[i] = swiglu_value(__ldg(g + i), __ldg(u + i));
+      for (int i = 0; i < 4; ++i) {
+        r[i] = swiglu_value(__ldg(g + i), __ldg(u + i));
+        if constexpr (kIn == XForm::GluBf16) r[i] = round_bf16(r[i]);
+      }
       v = make_float4(r[0], r[1], r[2], r[3]);
       if (h) {
         float* o = h + b * ldh + 32 * blk + 4 * sub;
@@ -60,6 +71,39 @@ __global__ void quant_batch_quantize_x_kernel(const void* __restrict__ x, int64_
   unsigned char* base = xq + b * stride;
   quant_x_q8_lanes(v, int(blk), in, sub, reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + off_d),
                    reinterpret_cast<int*>(base + off_s16));
+}
+
+// RMSNorm of row blockIdx.x of x [nb, dim] with weight w, each value rounded to BF16, in the int8 form: bit for bit
+// rmsnorm_bf16 (kernels/ops/norm.cu: the same threads, loop and block_sum, so the same sum of squares; the same
+// expression x * inv * w) then the Bf16 form above, in one launch. blockDim.x = rmsnorm_threads(dim); 8 lanes per
+// block of 32 values, every lane of a warp through the same iterations (quant_x_q8_lanes shuffles).
+__global__ void quant_batch_rmsnorm_x_kernel(const float* __restrict__ x, const float* __restrict__ w, int dim,
+                                             float eps, unsigned char* __restrict__ xq, int64_t stride, int64_t off_d,
+                                             int64_t off_s16) {
+  pdl_launch_dependents();
+  __shared__ float red[32];
+  const float* row = x + int64_t(blockIdx.x) * dim;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = row[i];
+    ss += v * v;
+  }
+  ss = block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / float(dim) + eps);
+  unsigned char* base = xq + int64_t(blockIdx.x) * stride;
+  const int per = dim / 32, lanes_per_pass = int(blockDim.x) / 8;
+  for (int b0 = 0; b0 < per; b0 += lanes_per_pass) {
+    const int blk = b0 + int(threadIdx.x) / 8, sub = int(threadIdx.x) & 7;
+    const bool in = blk < per;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (in) {
+      const int i = 32 * blk + 4 * sub;
+      v = make_float4(round_bf16(row[i] * inv * w[i]), round_bf16(row[i + 1] * inv * w[i + 1]),
+                      round_bf16(row[i + 2] * inv * w[i + 2]), round_bf16(row[i + 3] * inv * w[i + 3]));
+    }
+    quant_x_q8_lanes(v, in ? blk : 0, in, sub, reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + off_d),
+                     reinterpret_cast<int*>(base + off_s16));
+  }
 }
 
 // Halving exchanges over the warp's offsets 16, 8, 4, 2, 1: while a lane holds M > 1 values it keeps one half (the
@@ -220,7 +264,7 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
     float s = red[0][idx];
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) s += red[w][idx];
-    float* yp = a.y + int64_t(b) * a.ldy + local0 + i;
+    float* yp = quant_batch_out(a, b, local0 + i);
     *yp = a.accumulate ? *yp + s : s;
   }
 }
@@ -284,11 +328,29 @@ void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int
 }
 
 void quant_batch_swiglu_x(const float* gate_up, int64_t ldgu, int nb, int64_t k, float* h, int64_t ldh, void* xq,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, bool round_bf16) {
   check_x_args("quant_batch_swiglu_x", gate_up, ldgu, nb, k, xq);
   if (ldgu < 2 * k) fail("quant_batch_swiglu_x: row pitch ", ldgu, " shorter than gate and up (", 2 * k, ")");
   if (h && ldh < k) fail("quant_batch_swiglu_x: output pitch ", ldh, " shorter than ", k);
-  quantize_x_launch<XForm::Glu>(gate_up, ldgu, nb, k, xq, h, ldh, stream);
+  if (round_bf16)
+    quantize_x_launch<XForm::GluBf16>(gate_up, ldgu, nb, k, xq, h, ldh, stream);
+  else
+    quantize_x_launch<XForm::Glu>(gate_up, ldgu, nb, k, xq, h, ldh, stream);
+}
+
+void quant_batch_quantize_x_bf16_rounded(const float* x, int64_t ldx, int nb, int64_t k, void* xq,
+                                         cudaStream_t stream) {
+  check_x_args("quant_batch_quantize_x_bf16_rounded", x, ldx, nb, k, xq);
+  quantize_x_launch<XForm::F32Bf16>(x, ldx, nb, k, xq, nullptr, 0, stream);
+}
+
+void quant_batch_rmsnorm_x(const float* x, const float* w, int nb, int dim, float eps, void* xq, cudaStream_t stream) {
+  check_x_args("quant_batch_rmsnorm_x", x, dim, nb, dim, xq);
+  if (!w) fail("quant_batch_rmsnorm_x: null norm weight");
+  quant_batch_rmsnorm_x_kernel<<<unsigned(nb), rmsnorm_threads(dim), 0, stream>>>(
+      x, w, dim, eps, static_cast<unsigned char*>(xq), quant_batch_x_stride(dim), quant_x_smem_offset_d(dim),
+      quant_x_smem_offset_s16(dim));
+  CUDA_CHECK_LAUNCH("quant_batch_rmsnorm_x_kernel");
 }
 
 namespace {
@@ -296,7 +358,7 @@ namespace {
 // Either x form: xq (the int8 forms, quant_batch_x_stride apart) or xf (FP32 [nb, ldxf]); the checks both share.
 void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq,
                   const float* xf, int64_t ldxf, int nb, float* y, int64_t ldy, bool accumulate, cudaStream_t stream,
-                  int rows_per_block, QuantBatchKernel which = QuantBatchKernel::kDp4a, int mma_from = 0) {
+                  int rows_per_block, QuantBatchKernel which, int mma_from, const QuantBatchSplit* split) {
   const char* name = quant_type_traits(w.type_id).name;
   quant_gemv_check_layout(w, name_of_call);
   if (!quant_batch_supported(w))
@@ -307,9 +369,19 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
   if (rows == 0) return;
   const bool x_ok = xq ? (reinterpret_cast<uintptr_t>(xq) & 15) == 0
                        : xf && (reinterpret_cast<uintptr_t>(xf) & 15) == 0 && ldxf % 4 == 0 && ldxf >= w.k;
-  if (!x_ok || !y || (reinterpret_cast<uintptr_t>(y) & 3) != 0 || (nb > 1 && ldy < rows))
+  // The outputs: [0, rows0) to y, then rows1 to y1, the rest to y2 (no split: everything to y).
+  const int64_t rows0 = split ? split->rows0 : rows, rows1 = split ? split->rows1 : 0, rows2 = rows - rows0 - rows1;
+  float* const y1 = split ? split->y1 : y;
+  float* const y2 = split ? split->y2 : y;
+  const int64_t ldy1 = split ? split->ldy1 : ldy, ldy2 = split ? split->ldy2 : ldy;
+  if (rows0 < 0 || rows1 < 0 || rows2 < 0)
+    fail(name_of_call, ": a split of ", rows, " rows into ", rows0, " + ", rows1, " + ", rows2);
+  auto y_ok = [nb](const float* p, int64_t ld, int64_t n) {
+    return n == 0 || (p && (reinterpret_cast<uintptr_t>(p) & 3) == 0 && (nb == 1 || ld >= n));
+  };
+  if (!x_ok || !y || !y_ok(y, ldy, rows0) || !y_ok(y1, ldy1, rows1) || !y_ok(y2, ldy2, rows2))
     fail(name_of_call, ": null or misaligned x/y (FP32 x: 16-byte aligned rows of pitch >= k), or a y pitch of ", ldy,
-         " for ", rows, " rows");
+         " for ", rows0, " rows (split: ", ldy1, " for ", rows1, ", ", ldy2, " for ", rows2, ")");
   if (rows_per_block != 4 && rows_per_block != 8)
     fail(name_of_call, ": ", rows_per_block, " rows per block (4 or 8)");
   QuantBatchArgs a;
@@ -321,6 +393,10 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
   a.off_s16 = quant_x_smem_offset_s16(w.k);
   a.ldxf = ldxf;
   a.ldy = ldy;
+  a.split0 = rows0;
+  a.split1 = rows1;
+  a.ldy1 = ldy1;
+  a.ldy2 = ldy2;
   a.accumulate = accumulate ? 1 : 0;
   a.slice = 0;  // the tensor-core launcher's
   const unsigned grid = unsigned((rows + rows_per_block - 1) / rows_per_block);
@@ -335,6 +411,8 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
     a.xq = xq ? static_cast<const unsigned char*>(xq) + int64_t(b0) * a.x_stride : nullptr;
     a.xf = xq ? nullptr : xf + int64_t(b0) * ldxf;
     a.y = y + int64_t(b0) * ldy;
+    a.y1 = y1 + int64_t(b0) * ldy1;
+    a.y2 = y2 + int64_t(b0) * ldy2;
     if (mma) {
       quant_batch_mma_launch(w.type_id, a, stream);
       continue;
@@ -350,18 +428,18 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
 
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
                              int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block,
-                             QuantBatchKernel kernel, int mma_from) {
+                             QuantBatchKernel kernel, int mma_from, const QuantBatchSplit* split) {
   if (!xq) fail("batched quantized gemv: null int8 x");
   batch_launch("batched quantized gemv", w, row0, rows, xq, nullptr, 0, nb, y, ldy, accumulate, stream,
-               rows_per_block, kernel, mma_from);
+               rows_per_block, kernel, mma_from, split);
 }
 
 void quant_batch_gemv_f32_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const float* x, int64_t ldx,
                                  int nb, float* y, int64_t ldy, bool accumulate, cudaStream_t stream,
-                                 int rows_per_block) {
+                                 int rows_per_block, const QuantBatchSplit* split) {
   if (!x) fail("batched quantized gemv (FP32 x): null x");
   batch_launch("batched quantized gemv (FP32 x)", w, row0, rows, nullptr, x, ldx, nb, y, ldy, accumulate, stream,
-               rows_per_block);
+               rows_per_block, QuantBatchKernel::kDp4a, 0, split);
 }
 
 }  // namespace llm

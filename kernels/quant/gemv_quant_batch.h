@@ -38,8 +38,18 @@ void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int
 // quant_batch_quantize_x of it), also written to h [nb, ldh] when h is not null. One pass instead of a SwiGLU kernel
 // and the x pass; the decode step's down GEMV reads the form it leaves (GemvEpilogue::x_q8, warp-dp4a) instead of
 // quantizing x in each of its blocks.
+// round_bf16: each value rounded to BF16 first (and so written to h), bit for bit swiglu_rows_bf16 then the BF16 form
+// of quant_batch_quantize_x: a prompt's pass in one launch instead of two.
 void quant_batch_swiglu_x(const float* gate_up, int64_t ldgu, int nb, int64_t k, float* h, int64_t ldh, void* xq,
-                          cudaStream_t stream);
+                          cudaStream_t stream, bool round_bf16 = false);
+
+// FP32 x [nb, ldx] rounded to BF16, then the BF16 form of quant_batch_quantize_x: bit for bit convert_f32_to_bf16 and
+// that pass, in one launch.
+void quant_batch_quantize_x_bf16_rounded(const float* x, int64_t ldx, int nb, int64_t k, void* xq, cudaStream_t stream);
+
+// RMSNorm of the nb rows of x [nb, dim] (pitch dim) with weight w and eps, rounded to BF16, in the int8 form: bit for
+// bit rmsnorm_bf16 (kernels/ops/ops.h) then the BF16 form of quant_batch_quantize_x, in one launch (one block per row).
+void quant_batch_rmsnorm_x(const float* x, const float* w, int nb, int dim, float eps, void* xq, cudaStream_t stream);
 
 // Which kernel runs the int8 batch (the choice is made here, in quant_batch_gemv_launch):
 //   kDp4a: dp4a integer dots, a block of 128 threads per kQuantBatchRows rows (above);
@@ -49,6 +59,16 @@ void quant_batch_swiglu_x(const float* gate_up, int64_t ldgu, int nb, int64_t k,
 //   kAuto: kMma from mma_from vectors on (0: kQuantBatchMmaMinVectors), kDp4a below.
 enum class QuantBatchKernel { kAuto, kDp4a, kMma };
 
+// One launch into up to three outputs (q | k | v of a prefill or verify pass, each its own [nb, rows] buffer): the
+// launch's rows [0, rows0) go to its y (pitch ldy), the next rows1 to y1 (pitch ldy1) from y1's row 0, the rest to y2
+// (pitch ldy2). Each weight is still read once per launch; the split only changes where outputs are stored.
+struct QuantBatchSplit {
+  int64_t rows0 = 0, rows1 = 0;
+  float* y1 = nullptr;
+  float* y2 = nullptr;
+  int64_t ldy1 = 0, ldy2 = 0;
+};
+
 // Y[b, i] (+= with accumulate) = sum_j W[row0 + i, j] X[b, j] for b < nb and i < rows, Y FP32 with row pitch ldy, from
 // xq as quant_batch_quantize_x left it for the same nb and k = w.k: one launch per kQuantBatchMax vectors
 // (kQuantBatchMmaMax on tensor cores), each reading the weights once. Fails naming the type when the planes are missing or the arguments are out of range.
@@ -56,7 +76,8 @@ enum class QuantBatchKernel { kAuto, kDp4a, kMma };
 // more blocks resident) or 8 (each x chunk serves more rows); bench probes measures both.
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
                              int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block = kQuantBatchRows,
-                             QuantBatchKernel kernel = QuantBatchKernel::kAuto, int mma_from = 0);
+                             QuantBatchKernel kernel = QuantBatchKernel::kAuto, int mma_from = 0,
+                             const QuantBatchSplit* split = nullptr);
 
 // The same rows against nb FP32 vectors x [nb, ldx] (16-byte aligned rows, ldx >= k, ldx % 4 == 0), each chunk through
 // the "warp" form's arithmetic (quant_chunk_fma: FP32 x times the exact codes, the scale and min per group): the
@@ -64,6 +85,6 @@ void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t row
 // weight read once per kQuantBatchMax vectors; x read through L1 once per chunk, vector and block of rows.
 void quant_batch_gemv_f32_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const float* x, int64_t ldx,
                                  int nb, float* y, int64_t ldy, bool accumulate, cudaStream_t stream,
-                                 int rows_per_block = kQuantBatchRows);
+                                 int rows_per_block = kQuantBatchRows, const QuantBatchSplit* split = nullptr);
 
 }  // namespace llm

@@ -41,9 +41,25 @@ struct QuantBatchArgs {
   int nb;
   float* y;
   int64_t ldy;
+  // QuantBatchSplit: local rows [split0, split0 + split1) go to y1 (pitch ldy1) from its row 0, rows past them to y2
+  // (pitch ldy2); split0 = rows: everything to y.
+  int64_t split0, split1;
+  float* y1;
+  float* y2;
+  int64_t ldy1, ldy2;
   int accumulate;
   int slice;                // tensor-core kernel: chunks per warp's K slice (its launcher sets it)
 };
+
+#ifdef __CUDACC__
+// Where vector b's output of local row r goes (QuantBatchArgs' split).
+__device__ __forceinline__ float* quant_batch_out(const QuantBatchArgs& a, int b, int64_t r) {
+  if (r < a.split0) return a.y + int64_t(b) * a.ldy + r;
+  r -= a.split0;
+  if (r < a.split1) return a.y1 + int64_t(b) * a.ldy1 + r;
+  return a.y2 + int64_t(b) * a.ldy2 + (r - a.split1);
+}
+#endif
 
 // The tensor-core batch-k kernel (gemv_quant_mma.cu), called by the batch launcher after its checks, for at most
 // kQuantBatchMmaMax vectors (a.xq the int8 forms).

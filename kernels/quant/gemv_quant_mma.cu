@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kWarps * 32) quant_batch_mma_kernel(QuantBatch
     float sum = red[0][v][r];
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) sum += red[w][v][r];
-    float* yp = a.y + int64_t(v) * a.ldy + local0 + r;
+    float* yp = quant_batch_out(a, v, local0 + r);
     *yp = a.accumulate ? *yp + sum : sum;
   }
 }

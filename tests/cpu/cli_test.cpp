@@ -150,6 +150,8 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_FALSE(parse({"--fuse-norm", "off"}).fuse_norm);
   EXPECT_EQ(usage_message([&] { parse({"--fuse-norm", "no"}); }), "--fuse-norm: invalid value 'no' (allowed: on, off)");
   EXPECT_TRUE(d.fuse_swiglu_q8);
+  EXPECT_TRUE(d.fuse_pass);
+  EXPECT_FALSE(parse({"--fuse-pass", "off"}).fuse_pass);
   EXPECT_TRUE(d.norm_sums);
   EXPECT_FALSE(parse({"--norm-sums", "off"}).norm_sums);
   EXPECT_FALSE(parse({"--fuse-glu", "off"}).fuse_swiglu_q8);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -1064,6 +1065,168 @@ TEST_F(QuantGemvTest, SwigluXFormFeedsWarpDp4aBitForBit) {
       cudaFree(d_xq2);
     }
   }
+}
+
+// One launch into three buffers (QuantBatchSplit: q | k | v of a pass) gives bit for bit the three launches of the
+// slices, for the dp4a, tensor-core and FP32-x kernels, over more than one launch's vectors; each buffer's pitch is
+// its own rows (the engine's), nothing written past any of them; an empty middle or last slice; bad splits refused.
+TEST_F(QuantGemvTest, BatchSplitIntoThreeOutputsIsBitForBitThreeLaunches) {
+  const uint64_t seed = rng_mix(test_seed() ^ 0x5b1170u);
+  struct Case {
+    Q t;
+    int64_t k, r0, r1, r2;
+  };
+  for (const Case& c : {Case{Q::Q4_0, 576, 576, 192, 192}, Case{Q::Q4_K, 256, 37, 29, 34}, Case{Q::Q8_0, 96, 13, 0, 6},
+                        Case{Q::Q6_K, 512, 40, 24, 0}, Case{Q::Q5_K, 256, 17, 9, 9}})
+    for (const int nb : {1, 5, 17, 40}) {
+      const int64_t n = c.r0 + c.r1 + c.r2 + 7, row0 = 7, k = c.k;  // the slices start 7 rows into the matrix
+      SCOPED_TRACE(std::string(ggml_quant_name(c.t)) + " K=" + std::to_string(k) + " nb=" + std::to_string(nb));
+      const std::vector<uint8_t> blocks = random_blocks(c.t, n, k, seed ^ uint64_t(k));
+      const PackedQuant packed = pack_quant(blocks.data(), c.t, n, k, "test");
+      QuantGemvWeight host = describe(packed, blocks);
+      host.blocks = nullptr;
+      QuantGemvWeight w = quant_gemv_upload(host, stream_);
+      std::vector<float> x(size_t(nb) * size_t(k));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = rng_value(seed, 7, i, -1.0f, 1.0f);
+      const int64_t rows[3] = {c.r0, c.r1, c.r2}, guard = 64;
+      float* d_x = nullptr;
+      void* d_xq = nullptr;
+      float* d_y[2][3] = {};
+      CUDA_CHECK(cudaMalloc(&d_x, x.size() * 4));
+      CUDA_CHECK(cudaMalloc(&d_xq, size_t(quant_batch_x_bytes(nb, k))));
+      for (auto& side : d_y)
+        for (int s = 0; s < 3; ++s) CUDA_CHECK(cudaMalloc(&side[s], size_t(nb * rows[s] + guard) * 4));
+      CUDA_CHECK(cudaMemcpyAsync(d_x, x.data(), x.size() * 4, cudaMemcpyHostToDevice, stream_));
+      quant_batch_quantize_x(d_x, false, k, nb, k, d_xq, stream_);
+      for (int kind = 0; kind < 3; ++kind) {  // dp4a, tensor cores, FP32 x
+        if (kind == 1 && c.t == Q::Q5_K && nb == 40) continue;  // (covered by the other types)
+        for (auto& side : d_y)
+          for (int s = 0; s < 3; ++s) CUDA_CHECK(cudaMemsetAsync(side[s], 0xFF, size_t(nb * rows[s] + guard) * 4, stream_));
+        const QuantBatchKernel kk = kind == 1 ? QuantBatchKernel::kMma : QuantBatchKernel::kDp4a;
+        auto launch = [&](int64_t r0, int64_t nr, float* y, const QuantBatchSplit* sp) {
+          if (kind == 2)
+            quant_batch_gemv_f32_launch(w, r0, nr, d_x, k, nb, y, sp ? sp->rows0 : nr, false, stream_,
+                                        kQuantBatchRows, sp);
+          else
+            quant_batch_gemv_launch(w, r0, nr, d_xq, nb, y, sp ? sp->rows0 : nr, false, stream_, kQuantBatchRows, kk,
+                                    0, sp);
+        };
+        int64_t at = row0;
+        for (int s = 0; s < 3; ++s) {
+          if (rows[s] > 0) launch(at, rows[s], d_y[0][s], nullptr);
+          at += rows[s];
+        }
+        QuantBatchSplit sp;
+        sp.rows0 = c.r0;
+        sp.rows1 = c.r1;
+        sp.y1 = d_y[1][1];
+        sp.ldy1 = c.r1;
+        sp.y2 = d_y[1][2];
+        sp.ldy2 = c.r2;
+        launch(row0, c.r0 + c.r1 + c.r2, d_y[1][0], &sp);
+        for (int s = 0; s < 3; ++s) {
+          std::vector<uint32_t> a(size_t(nb * rows[s] + guard)), b(a.size());
+          CUDA_CHECK(cudaMemcpyAsync(a.data(), d_y[0][s], a.size() * 4, cudaMemcpyDeviceToHost, stream_));
+          CUDA_CHECK(cudaMemcpyAsync(b.data(), d_y[1][s], b.size() * 4, cudaMemcpyDeviceToHost, stream_));
+          CUDA_CHECK(cudaStreamSynchronize(stream_));
+          EXPECT_EQ(a, b) << "kernel " << kind << ", output " << s;
+          for (int64_t i = 0; i < nb * rows[s]; ++i)
+            if (b[size_t(i)] == 0xFFFFFFFFu) {
+              ADD_FAILURE() << "kernel " << kind << ", output " << s << ": element " << i << " not written";
+              break;
+            }
+          for (int64_t i = nb * rows[s]; i < nb * rows[s] + guard; ++i)
+            if (b[size_t(i)] != 0xFFFFFFFFu) {
+              ADD_FAILURE() << "kernel " << kind << ", output " << s << ": write past it at " << i;
+              break;
+            }
+        }
+      }
+      QuantBatchSplit bad;
+      bad.rows0 = c.r0;
+      bad.rows1 = c.r1 + c.r2 + 1;  // more rows than the launch has
+      bad.y1 = bad.y2 = d_y[1][1];
+      bad.ldy1 = bad.ldy2 = bad.rows1;
+      EXPECT_THROW(quant_batch_gemv_launch(w, row0, c.r0 + c.r1 + c.r2, d_xq, nb, d_y[1][0], c.r0, false, stream_,
+                                           kQuantBatchRows, QuantBatchKernel::kDp4a, 0, &bad),
+                   llm::Error);
+      cudaFree(d_x);
+      cudaFree(d_xq);
+      for (auto& side : d_y)
+        for (float* p : side) cudaFree(p);
+      quant_gemv_free(&w);
+    }
+}
+
+// A prompt's pass rounds its rows to BF16 before the int8 form; three passes do both in one launch and must leave the
+// bits of the two launches they replace: RMSNorm (rmsnorm_bf16, then the BF16 x pass), an FP32 row
+// (convert_f32_to_bf16, then the BF16 x pass) and the SwiGLU (swiglu_rows_bf16, then the BF16 x pass). Awkward widths
+// (a multiple of 32 below one warp's share, 576 = SmolLM2, one past 4096 / 32 blocks, 14336 and 8192 + 32: more blocks
+// of 32 than a row's threads take in one round), 1 to 17 rows, values over a wide range, the guard past the forms
+// untouched.
+TEST_F(QuantGemvTest, BatchPassesRoundedToBf16InOneLaunchAreBitForBitTheTwoLaunches) {
+  const uint64_t seed = rng_mix(test_seed() ^ 0xb16u);
+  for (const int k : {32, 96, 576, 4128, 8224, 14336})
+    for (const int nb : {1, 3, 17}) {
+      SCOPED_TRACE("k " + std::to_string(k) + ", " + std::to_string(nb) + " rows");
+      const int64_t form = quant_batch_x_stride(k), guard = 256, bytes = nb * form + guard;
+      std::vector<float> x(size_t(nb) * size_t(2 * k)), w(static_cast<size_t>(k));
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] = rng_value(seed, uint64_t(k), i, -4.0f, 4.0f) * (i % 97 == 0 ? 50.0f : 1.0f);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = rng_value(seed, uint64_t(k) + 1, i, 0.2f, 1.8f);
+      float *d_x = nullptr, *d_w = nullptr;
+      uint16_t* d_bf = nullptr;
+      unsigned char *d_a = nullptr, *d_b = nullptr;
+      CUDA_CHECK(cudaMalloc(&d_x, x.size() * 4));
+      CUDA_CHECK(cudaMalloc(&d_w, w.size() * 4));
+      CUDA_CHECK(cudaMalloc(&d_bf, x.size() * 2));
+      CUDA_CHECK(cudaMalloc(&d_a, size_t(bytes)));
+      CUDA_CHECK(cudaMalloc(&d_b, size_t(bytes)));
+      CUDA_CHECK(cudaMemcpyAsync(d_x, x.data(), x.size() * 4, cudaMemcpyHostToDevice, stream_));
+      CUDA_CHECK(cudaMemcpyAsync(d_w, w.data(), w.size() * 4, cudaMemcpyHostToDevice, stream_));
+      // Whether both leave the same forms (and neither wrote past them).
+      auto same = [&](const char* what, const std::function<void()>& two, const std::function<void()>& one) {
+        CUDA_CHECK(cudaMemsetAsync(d_a, 0xFF, size_t(bytes), stream_));
+        CUDA_CHECK(cudaMemsetAsync(d_b, 0xFF, size_t(bytes), stream_));
+        two();
+        one();
+        std::vector<unsigned char> a(static_cast<size_t>(bytes)), b(static_cast<size_t>(bytes));
+        CUDA_CHECK(cudaMemcpyAsync(a.data(), d_a, a.size(), cudaMemcpyDeviceToHost, stream_));
+        CUDA_CHECK(cudaMemcpyAsync(b.data(), d_b, b.size(), cudaMemcpyDeviceToHost, stream_));
+        CUDA_CHECK(cudaStreamSynchronize(stream_));
+        bool eq = true;
+        for (int r = 0; r < nb; ++r)
+          eq = eq && std::memcmp(a.data() + r * form, b.data() + r * form, size_t(quant_x_smem_bytes(k))) == 0;
+        for (int64_t i = nb * form; i < bytes; ++i)
+          if (a[size_t(i)] != 0xFFu || b[size_t(i)] != 0xFFu) {
+            ADD_FAILURE() << what << ": write past the forms at " << i - nb * form;
+            break;
+          }
+        return eq;
+      };
+      EXPECT_TRUE(same("RMSNorm", [&] {
+        rmsnorm_bf16(d_x, d_w, d_bf, nb, k, 1e-5f, stream_);
+        quant_batch_quantize_x(d_bf, true, k, nb, k, d_a, stream_);
+      }, [&] { quant_batch_rmsnorm_x(d_x, d_w, nb, k, 1e-5f, d_b, stream_); })) << "RMSNorm";
+      EXPECT_TRUE(same("FP32 rows", [&] {
+        convert_f32_to_bf16(d_x, d_bf, size_t(nb) * size_t(k), stream_);
+        quant_batch_quantize_x(d_bf, true, k, nb, k, d_a, stream_);
+      }, [&] { quant_batch_quantize_x_bf16_rounded(d_x, k, nb, k, d_b, stream_); })) << "FP32 rows";
+      EXPECT_TRUE(same("SwiGLU", [&] {
+        swiglu_rows_bf16(d_x, d_bf, nb, k, stream_);
+        quant_batch_quantize_x(d_bf, true, k, nb, k, d_a, stream_);
+      }, [&] { quant_batch_swiglu_x(d_x, 2 * k, nb, k, nullptr, 0, d_b, stream_, true); })) << "SwiGLU";
+      // Negative control: without the BF16 rounding the RMSNorm's form differs somewhere.
+      EXPECT_FALSE(same("(control) RMSNorm", [&] {
+        rmsnorm(d_x, d_w, reinterpret_cast<float*>(d_bf), nb, k, 1e-5f, stream_);
+        quant_batch_quantize_x(d_bf, false, k, nb, k, d_a, stream_);
+      }, [&] { quant_batch_rmsnorm_x(d_x, d_w, nb, k, 1e-5f, d_b, stream_); })) << "control: FP32 norm rows";
+      cudaFree(d_x);
+      cudaFree(d_w);
+      cudaFree(d_bf);
+      cudaFree(d_a);
+      cudaFree(d_b);
+    }
 }
 
 // The fold without a last block (GemvEpilogue::scale_sums / count): the quantized warp forms as producers store one sum

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -368,6 +369,44 @@ TEST(CudaQuantModel, PrefillWithoutABf16CopyMatchesAndHoldsLess) {
   std::printf("prefill without a BF16 copy, dequantized (warp, as-stored): worst rel L2 %.3e vs CPU, %.3e vs "
               "--dequantize; batch-k GEMV: %.3e vs CPU, %.3e vs --dequantize\n",
               worst_cpu, worst_deq, worst_cpu_batch, worst_deq_batch);
+}
+
+// EngineTuning::fuse_pass (RMSNorm, BF16 rounding and int8 rows in one launch; q | k | v in one launch) is bit for bit
+// the separate launches: prompts of 1, 7 and 16 tokens (all through the batch-k GEMV) and a verify of 5 rows, on every
+// type's tiny file (mixed-type groups included), then on synthetic SmolLM2 in Q4_0 (head_dim 64, 9 heads on 3).
+TEST(CudaQuantModel, FusedPassLaunchesAreBitForBitTheSeparateOnes) {
+  REQUIRE_GPU();
+  llm_test::TempDir tmp;
+  int file = 0;
+  std::vector<Model> models;
+  for (const Case& c : cases()) models.push_back(load(tmp, llm_test::tiny_quant_gguf(c.spec).quant,
+                                                      "f" + std::to_string(file++) + ".gguf"));
+  models.push_back(llm::load_model("synthetic:smollm2-135m"));
+  llm::quantize_model(models.back(), llm::parse_quantize_type("q4_0"));
+  for (const Model& m : models) {
+    SCOPED_TRACE(m.source);
+    const int vocab = m.config.vocab_size;
+    const std::vector<int> ids = llm_test::tq_tokens(vocab, 24);
+    std::vector<std::vector<float>> got[2];
+    for (const bool fuse : {true, false}) {
+      BackendOptions o = cuda_options("", false);
+      o.tuning.fuse_pass = fuse;
+      testing::internal::CaptureStderr();
+      auto e = make_cuda_engine(m, o);
+      testing::internal::GetCapturedStderr();
+      for (int n : {1, 7, 16}) {
+        e->prefill(ids.data(), n, 0);
+        got[fuse].push_back(e->logits());
+      }
+      got[fuse].push_back(e->verify(ids.data() + 16, 5, 16));
+    }
+    ASSERT_EQ(got[0].size(), got[1].size());
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      ASSERT_EQ(got[0][i].size(), got[1][i].size());
+      EXPECT_EQ(std::memcmp(got[0][i].data(), got[1][i].data(), got[0][i].size() * 4), 0) << "pass " << i;
+      for (float v : got[1][i]) ASSERT_TRUE(std::isfinite(v)) << "pass " << i;
+    }
+  }
 }
 
 // Issue 35 at 8B: synthetic Llama 3.1 8B quantized to Q4_0 at load holds its quantized bytes on the GPU, not a BF16
