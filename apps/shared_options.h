@@ -133,8 +133,8 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
             "for cuBLAS; 0 = always dequantize")
       .default_is("16");
   o.choice("--fuse-pass", "on|off", &t->fuse_pass, {"on", "off"}, [](const std::string& v) { return v == "on"; },
-           "prompt and verify passes through the batch-k GEMV: RMSNorm, BF16 rounding and int8 rows in one launch "
-           "and q|k|v in one launch; off: separate launches (what the fusion is worth)")
+           "prompt and verify passes through the batch-k GEMV: RMSNorm, BF16 rounding and int8 rows in one launch, "
+           "q|k|v in one launch, the GEMVs launched with PDL; off: separate launches (what the fusion is worth)")
       .default_is("on");
   o.integer("--batch-mma", "N", &t->batch_mma_from, 0, kBatchMmaNever,
             "batch-k GEMV passes of N or more vectors run on int8 tensor cores, shorter ones on dp4a; "

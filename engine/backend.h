@@ -48,8 +48,9 @@ struct EngineTuning {
                                    // verse instead of "Paris" (ChatCuda, H100); BF16 rows through cuBLAS keep it
   bool fuse_pass = true;           // prefill / verify passes through the batch-k GEMV: RMSNorm, the BF16 rounding and
                                    // the int8 form in one launch (quant_batch_rmsnorm_x, ..._bf16_rounded, the SwiGLU's
-                                   // round_bf16), bit for bit the two launches they replace, and q | k | v in one
-                                   // launch (QuantBatchSplit); off: the separate launches (what the fusion is worth)
+                                   // round_bf16), bit for bit the two launches they replace, q | k | v in one launch
+                                   // (QuantBatchSplit), and the batch-k GEMVs launched with PDL (their weight loads
+                                   // overlap the kernel before); off: separate launches without PDL (what it is worth)
   int batch_mma_from = 0;          // the batch-k GEMV on int8 tensor cores from this many vectors on, dp4a below
                                    // (kernels/quant/gemv_quant_batch.h, QuantBatchKernel); 0: the kernel's default
                                    // (kQuantBatchMmaMinVectors); kBatchMmaNever (kQuantBatchMmaMax + 1): never

@@ -520,6 +520,7 @@ static std::string trace_summary(const std::function<void()>& fn) {
     char* d = abi::__cxa_demangle(k.name.c_str(), nullptr, nullptr, &status);
     std::string n = status == 0 && d ? d : k.name;
     std::free(d);
+    for (size_t at; (at = n.find("(anonymous namespace)::")) != std::string::npos;) n.erase(at, 23);
     n = n.substr(0, n.find_first_of("<("));
     if (n.rfind("void ", 0) == 0) n = n.substr(5);
     if (const size_t c = n.rfind("::"); c != std::string::npos) n = n.substr(c + 2);

@@ -23,8 +23,10 @@ run() {
   timeout 150 $B/llama-ab --model "$@" -d 16 -n 16 --repeats 1 --verify-k ${VERIFY_K:-1,4,8} 2>&1 >/dev/null \
     | grep -E "verify of|decode step traced|error" | tee -a "$OUT/verify.txt"
 }
+# LEAN=1: SmolLM2's shape both ways and 8B Q4_0 with the fusion only (a short device budget).
 for fuse in on off; do
-  run synthetic:llama3.1-8b --quantize q4_0 --ab warp-dp4a --fuse-pass $fuse
   run synthetic:smollm2-135m --quantize q4_1 --ab warp --fuse-pass $fuse
+  [ "${LEAN:-0}" = 1 ] && [ $fuse = off ] && continue
+  run synthetic:llama3.1-8b --quantize q4_0 --ab warp-dp4a --fuse-pass $fuse
 done
-run synthetic:llama3.1-8b --ab warp-r2
+[ "${LEAN:-0}" = 1 ] || run synthetic:llama3.1-8b --ab warp-r2

@@ -599,10 +599,11 @@ void CudaEngine::batch_rows(const DecodeWeight& w, const RowSlice& r, const floa
     if (lo >= hi) continue;
     if (x32)
       quant_batch_gemv_f32_launch(piece.q, lo - piece.row0, hi - lo, x32, piece.q.k, c, r.y + size_t(lo - r.row0),
-                                  r.rows, accumulate, stream_.s);
+                                  r.rows, accumulate, stream_.s, kQuantBatchRows, nullptr, tuning_.fuse_pass);
     else
       quant_batch_gemv_launch(piece.q, lo - piece.row0, hi - lo, act_.batch_xq, c, r.y + size_t(lo - r.row0), r.rows,
-                              accumulate, stream_.s, kQuantBatchRows, QuantBatchKernel::kAuto, tuning_.batch_mma_from);
+                              accumulate, stream_.s, kQuantBatchRows, QuantBatchKernel::kAuto, tuning_.batch_mma_from,
+                              nullptr, tuning_.fuse_pass);
   }
 }
 
@@ -634,10 +635,11 @@ void CudaEngine::batch_rows(const DecodeWeight& w, std::initializer_list<RowSlic
   const int64_t lo = s[0].row0 - piece.row0;
   if (x32)
     quant_batch_gemv_f32_launch(piece.q, lo, total, x32, piece.q.k, c, s[0].y, s[0].rows, accumulate, stream_.s,
-                                kQuantBatchRows, &split);
+                                kQuantBatchRows, &split, tuning_.fuse_pass);
   else
     quant_batch_gemv_launch(piece.q, lo, total, act_.batch_xq, c, s[0].y, s[0].rows, accumulate, stream_.s,
-                            kQuantBatchRows, QuantBatchKernel::kAuto, tuning_.batch_mma_from, &split);
+                            kQuantBatchRows, QuantBatchKernel::kAuto, tuning_.batch_mma_from, &split,
+                            tuning_.fuse_pass);
 }
 
 // Rows [r.row0, r.row0 + r.rows) of the BF16 copy against the c FP32 rows x32 [c, K], into r.y (row pitch r.rows).

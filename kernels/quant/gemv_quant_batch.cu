@@ -207,12 +207,15 @@ __device__ __forceinline__ void batch_chunk(const uint4 (&w)[R], const uint2 (&r
 
 // Block = kQuantBatchRows rows; its 128 threads take chunks tid, tid + 128, ... (U chunks' loads of all rows in
 // flight before the first dot). Each thread keeps acc[B][R]; vectors b >= nb are skipped (no x reads, zero sums).
+// Launched with PDL where the launcher is asked to (the engine's passes): each thread's first weight loads are issued
+// before pdl_wait, so they overlap the kernel before (which writes x); x and y only after it.
 template <bool kInt4, bool kTwoLevel, bool kHasMin, int B, int R, bool kFma>
 __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchArgs a) {
   constexpr int U = B >= 16 ? 1 : 2;
   constexpr int V = B * R;
   constexpr int M = V >= 32 ? V / 32 : 1;
   __shared__ float red[kWarps][V];
+  pdl_launch_dependents();  // a PDL launch after this one (the next piece's rows) streams its weights meanwhile
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t local0 = int64_t(blockIdx.x) * R;
   const int chunks = a.p.chunks;
@@ -241,6 +244,7 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
         }
       }
     }
+    pdl_wait();  // PDL launch: the weights above are constant; x (and y) belong to the kernels before
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + kThreads * u;
@@ -248,6 +252,7 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
       batch_chunk<kInt4, kTwoLevel, kHasMin, R, B, kFma>(wv[u], raw[u], a, c, acc);
     }
   }
+  pdl_wait();  // a thread without chunks still writes y below
 
   float* v = &acc[0][0];
   reduce_step<V, 16>(v, lane);
@@ -358,7 +363,7 @@ namespace {
 // Either x form: xq (the int8 forms, quant_batch_x_stride apart) or xf (FP32 [nb, ldxf]); the checks both share.
 void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq,
                   const float* xf, int64_t ldxf, int nb, float* y, int64_t ldy, bool accumulate, cudaStream_t stream,
-                  int rows_per_block, QuantBatchKernel which, int mma_from, const QuantBatchSplit* split) {
+                  int rows_per_block, QuantBatchKernel which, int mma_from, const QuantBatchSplit* split, bool pdl) {
   const char* name = quant_type_traits(w.type_id).name;
   quant_gemv_check_layout(w, name_of_call);
   if (!quant_batch_supported(w))
@@ -419,7 +424,9 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
     }
     const Kernel kernel = xq ? (rows_per_block == 8 ? pick<8, false>(w.type_id, a.nb) : pick<4, false>(w.type_id, a.nb))
                              : (rows_per_block == 8 ? pick<8, true>(w.type_id, a.nb) : pick<4, true>(w.type_id, a.nb));
-    kernel<<<grid, kThreads, 0, stream>>>(a);
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t config = pdl_launch_config(grid, kThreads, stream, pdl, &attr);
+    CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
     CUDA_CHECK_LAUNCH("quant_batch_gemv_kernel");
   }
 }
@@ -428,18 +435,18 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
 
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
                              int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block,
-                             QuantBatchKernel kernel, int mma_from, const QuantBatchSplit* split) {
+                             QuantBatchKernel kernel, int mma_from, const QuantBatchSplit* split, bool pdl) {
   if (!xq) fail("batched quantized gemv: null int8 x");
   batch_launch("batched quantized gemv", w, row0, rows, xq, nullptr, 0, nb, y, ldy, accumulate, stream,
-               rows_per_block, kernel, mma_from, split);
+               rows_per_block, kernel, mma_from, split, pdl);
 }
 
 void quant_batch_gemv_f32_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const float* x, int64_t ldx,
                                  int nb, float* y, int64_t ldy, bool accumulate, cudaStream_t stream,
-                                 int rows_per_block, const QuantBatchSplit* split) {
+                                 int rows_per_block, const QuantBatchSplit* split, bool pdl) {
   if (!x) fail("batched quantized gemv (FP32 x): null x");
   batch_launch("batched quantized gemv (FP32 x)", w, row0, rows, nullptr, x, ldx, nb, y, ldy, accumulate, stream,
-               rows_per_block, QuantBatchKernel::kDp4a, 0, split);
+               rows_per_block, QuantBatchKernel::kDp4a, 0, split, pdl);
 }
 
 }  // namespace llm

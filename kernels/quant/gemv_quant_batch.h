@@ -73,11 +73,13 @@ struct QuantBatchSplit {
 // xq as quant_batch_quantize_x left it for the same nb and k = w.k: one launch per kQuantBatchMax vectors
 // (kQuantBatchMmaMax on tensor cores), each reading the weights once. Fails naming the type when the planes are missing or the arguments are out of range.
 // Asynchronous; no allocation; capturable. rows_per_block (kDp4a): 4 (kQuantBatchRows, the engine's: fewer registers,
-// more blocks resident) or 8 (each x chunk serves more rows); bench probes measures both.
+// more blocks resident) or 8 (each x chunk serves more rows); bench probes measures both. pdl: the dp4a / FP32-x kernel
+// launched with programmatic dependent launch (kernels/ops/pdl.cuh): its first weight loads overlap the kernel before,
+// which must be the last writer of x (or y, accumulating) or have waited for it.
 void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const void* xq, int nb, float* y,
                              int64_t ldy, bool accumulate, cudaStream_t stream, int rows_per_block = kQuantBatchRows,
                              QuantBatchKernel kernel = QuantBatchKernel::kAuto, int mma_from = 0,
-                             const QuantBatchSplit* split = nullptr);
+                             const QuantBatchSplit* split = nullptr, bool pdl = false);
 
 // The same rows against nb FP32 vectors x [nb, ldx] (16-byte aligned rows, ldx >= k, ldx % 4 == 0), each chunk through
 // the "warp" form's arithmetic (quant_chunk_fma: FP32 x times the exact codes, the scale and min per group): the
@@ -85,6 +87,7 @@ void quant_batch_gemv_launch(const QuantGemvWeight& w, int64_t row0, int64_t row
 // weight read once per kQuantBatchMax vectors; x read through L1 once per chunk, vector and block of rows.
 void quant_batch_gemv_f32_launch(const QuantGemvWeight& w, int64_t row0, int64_t rows, const float* x, int64_t ldx,
                                  int nb, float* y, int64_t ldy, bool accumulate, cudaStream_t stream,
-                                 int rows_per_block = kQuantBatchRows, const QuantBatchSplit* split = nullptr);
+                                 int rows_per_block = kQuantBatchRows, const QuantBatchSplit* split = nullptr,
+                                 bool pdl = false);
 
 }  // namespace llm

@@ -1067,9 +1067,10 @@ TEST_F(QuantGemvTest, SwigluXFormFeedsWarpDp4aBitForBit) {
   }
 }
 
-// One launch into three buffers (QuantBatchSplit: q | k | v of a pass) gives bit for bit the three launches of the
-// slices, for the dp4a, tensor-core and FP32-x kernels, over more than one launch's vectors; each buffer's pitch is
-// its own rows (the engine's), nothing written past any of them; an empty middle or last slice; bad splits refused.
+// One launch into three buffers (QuantBatchSplit: q | k | v of a pass), with PDL as the engine launches it, gives bit
+// for bit the three launches of the slices, for the dp4a, tensor-core and FP32-x kernels, over more than one launch's
+// vectors; each buffer's pitch is its own rows (the engine's), nothing written past any of them; an empty middle or
+// last slice; bad splits refused.
 TEST_F(QuantGemvTest, BatchSplitIntoThreeOutputsIsBitForBitThreeLaunches) {
   const uint64_t seed = rng_mix(test_seed() ^ 0x5b1170u);
   struct Case {
@@ -1103,13 +1104,19 @@ TEST_F(QuantGemvTest, BatchSplitIntoThreeOutputsIsBitForBitThreeLaunches) {
         for (auto& side : d_y)
           for (int s = 0; s < 3; ++s) CUDA_CHECK(cudaMemsetAsync(side[s], 0xFF, size_t(nb * rows[s] + guard) * 4, stream_));
         const QuantBatchKernel kk = kind == 1 ? QuantBatchKernel::kMma : QuantBatchKernel::kDp4a;
+        // The split launch also with PDL (the engine's): right behind the kernel that writes its int8 x, over a
+        // poisoned copy, so a read of x before that kernel completes would show.
         auto launch = [&](int64_t r0, int64_t nr, float* y, const QuantBatchSplit* sp) {
+          if (sp && kind != 2) {
+            CUDA_CHECK(cudaMemsetAsync(d_xq, 0x7F, size_t(quant_batch_x_bytes(nb, k)), stream_));
+            quant_batch_quantize_x(d_x, false, k, nb, k, d_xq, stream_);
+          }
           if (kind == 2)
             quant_batch_gemv_f32_launch(w, r0, nr, d_x, k, nb, y, sp ? sp->rows0 : nr, false, stream_,
-                                        kQuantBatchRows, sp);
+                                        kQuantBatchRows, sp, sp != nullptr);
           else
             quant_batch_gemv_launch(w, r0, nr, d_xq, nb, y, sp ? sp->rows0 : nr, false, stream_, kQuantBatchRows, kk,
-                                    0, sp);
+                                    0, sp, sp != nullptr);
         };
         int64_t at = row0;
         for (int s = 0; s < 3; ++s) {
