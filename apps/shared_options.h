@@ -140,12 +140,14 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
             "batch-k GEMV passes of N or more vectors run on int8 tensor cores, shorter ones on dp4a; "
             "0 = the built-in default, " + std::to_string(kBatchMmaNever) + " = never (for comparison)")
       .default_is("0");
-  o.choice("--exact-vfy", "on|off", &t->exact_verify, {"on", "off"},
-           [](const std::string& v) { return v == "on"; },
+  o.choice("--exact-vfy", "MODE", &t->exact_verify, {"auto", "on", "off"},
+           [](const std::string& v) {
+             return v == "on" ? llm::ExactVerify::kOn : v == "off" ? llm::ExactVerify::kOff : llm::ExactVerify::kAuto;
+           },
            "speculative verify on cuda takes the decode step's activations (FP32 rows; int8 where decode runs "
-           "warp-dp4a) so greedy output matches decoding up to near ties; off: BF16-rounded rows, as prompts; not yet "
-           "run on a GPU")
-      .default_is("off");
+           "warp-dp4a) so greedy output matches decoding up to near ties; off: BF16-rounded rows, as prompts; auto: "
+           "on where matrices are kept quantized")
+      .default_is("auto");
   o.integer("--bf16-rows", "N", &t->bf16_batch_rows, 0, 16,
             "with --exact-vfy on: verify passes of at most N tokens read BF16 matrices through the batched GEMV "
             "(each weight once per pass); longer ones run cuBLAS; 0 = always cuBLAS")

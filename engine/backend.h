@@ -20,6 +20,11 @@ namespace llm {
 // kernels/quant/gemv_quant_plan.h; checked where the engine includes both).
 constexpr int kBatchMmaNever = 65;
 
+// EngineTuning::exact_verify: kAuto takes the decode step's activations where decode reads matrices kept quantized
+// (there BF16-rounded int8 rows against decode's FP32 x changed 19 of 22 spec-bench outputs on SmolLM2, H100) and the
+// prompt's rows for BF16 models (cuBLAS: a verify of 8 costs 1.24x a decode step on 8B BF16, the batched GEMV 1.82x).
+enum class ExactVerify { kAuto, kOn, kOff };
+
 // The CUDA engine's tuning and test knobs, set by callers (tests, developer options); nothing in engine/ reads the
 // environment, so a run is described by its options alone.
 struct EngineTuning {
@@ -54,12 +59,13 @@ struct EngineTuning {
   int batch_mma_from = 0;          // the batch-k GEMV on int8 tensor cores from this many vectors on, dp4a below
                                    // (kernels/quant/gemv_quant_batch.h, QuantBatchKernel); 0: the kernel's default
                                    // (kQuantBatchMmaMinVectors); kBatchMmaNever (kQuantBatchMmaMax + 1): never
-  bool exact_verify = false;       // CUDA verify passes take the decode step's activations: quantized matrices through
-                                   // the batch-k GEMV on FP32 rows where decode runs "warp" (int8 rows quantized from
-                                   // FP32 for "warp-dp4a"), BF16 matrices through the batched GEMV on FP32 rows
-                                   // (kernels/gemv/gemv_batched.h), so greedy output with speculation stays the
-                                   // decode steps' up to summation order. Off: BF16-rounded rows (cuBLAS; int8 from
-                                   // them), as prompts. Off until its GPU tests have run (written after the budget)
+  ExactVerify exact_verify = ExactVerify::kAuto;  // on: CUDA verify passes take the decode step's activations:
+                                   // quantized matrices through the batch-k GEMV on FP32 rows where decode runs "warp"
+                                   // (int8 rows quantized from FP32 for "warp-dp4a"), BF16 matrices through the batched
+                                   // GEMV on FP32 rows (kernels/gemv/gemv_batched.h), so greedy output with
+                                   // speculation stays the decode steps' up to summation order. Off: BF16-rounded
+                                   // rows (cuBLAS; int8 from them), as prompts. Auto: on for models with matrices kept
+                                   // quantized, off for BF16 ones (ExactVerify)
   int bf16_batch_rows = 16;        // with exact_verify: verify passes of at most this many tokens (<= 16) take the
                                    // batched BF16 GEMV; longer ones cuBLAS
   bool verify_graph = true;        // CUDA verify: each draft length's pass captured in a CUDA graph (at its second use)

@@ -98,6 +98,11 @@ class CudaEngine final : public CudaBackend {
   void forward_token(const MappingState& ms, ProfileMarks* marks);
   void prefill_chunk(int c, int pos0, bool device_pos = false, bool exact = false);
   void verify_pass(int n, int pos, bool device_pos);
+  // EngineTuning::exact_verify resolved: kAuto is on where matrices are kept quantized (a prefill scratch exists).
+  bool exact_verify() const {
+    return tuning_.exact_verify == ExactVerify::kOn ||
+           (tuning_.exact_verify == ExactVerify::kAuto && model_.prefill_scratch != nullptr);
+  }
   void verify_queue(const int* tokens, int n, int pos);
   void verify_finish(int n, int pos);
   std::unique_ptr<GraphExecHolder> capture_verify(int n);
@@ -740,7 +745,7 @@ void CudaEngine::prefill(const int* tokens, int n, int pos) {
 // decode head GEMV row by row. Logits into verify_logits_ [n, vocab].
 void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
   const size_t vocab = size_t(cfg_.vocab_size);
-  const bool exact = tuning_.exact_verify;
+  const bool exact = exact_verify();
   prefill_chunk(n, pos, device_pos, exact);
   const DecodeWeight* head = model_.head.data ? nullptr : &planes_state().head();
   const PassForm f = pass_form(model_.head, head, n, exact);
@@ -797,7 +802,7 @@ void CudaEngine::verify_queue(const int* tokens, int n, int pos) {
     // One graph per n, captured at the second verify of that n (the first runs eagerly: whatever is made lazily, a
     // mapping's planes or a kernel's first-use state, exists before capture); dropped when what it captured changes.
     const std::tuple<int, int, bool, bool, int> batch_rows{tuning_.quant_batch_rows, tuning_.bf16_batch_rows,
-                                                           tuning_.exact_verify, tuning_.fuse_pass,
+                                                           exact_verify(), tuning_.fuse_pass,
                                                            tuning_.batch_mma_from};
     if (verify_graph_ms_ != cur_ || verify_graph_batch_rows_ != batch_rows) drop_verify_graphs();
     verify_graph_ms_ = cur_;

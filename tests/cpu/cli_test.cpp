@@ -170,8 +170,9 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_NE(usage_message([&] { parse({"--batch-mma", "66"}); }).find("--batch-mma"), std::string::npos);
   // The exact verify (off until run on a GPU) and the batched BF16 GEMV's pass limit (0 = always cuBLAS, at most
   // kGemvMaxBatch).
-  EXPECT_FALSE(d.exact_verify);
-  EXPECT_TRUE(parse({"--exact-vfy", "on"}).exact_verify);
+  EXPECT_EQ(d.exact_verify, llm::ExactVerify::kAuto);
+  EXPECT_EQ(parse({"--exact-vfy", "on"}).exact_verify, llm::ExactVerify::kOn);
+  EXPECT_EQ(parse({"--exact-vfy", "off"}).exact_verify, llm::ExactVerify::kOff);
   EXPECT_EQ(d.bf16_batch_rows, 16);
   EXPECT_EQ(parse({"--bf16-rows", "0"}).bf16_batch_rows, 0);
   EXPECT_EQ(parse({"--bf16-rows", "9"}).bf16_batch_rows, 9);

@@ -40,7 +40,7 @@ constexpr float kNearTieExact = 1e-3f;  // exact_verify: issue 36's bound
 
 llm::EngineTuning exact_tuning() {
   llm::EngineTuning t;
-  t.exact_verify = true;
+  t.exact_verify = llm::ExactVerify::kOn;
   return t;
 }
 
@@ -100,7 +100,7 @@ double expect_verify_rows_match_decode(const llm::Model& m, const std::vector<in
 void print_knob_distances(const llm::Model& m, const std::vector<int>& ids, int p) {
   std::vector<std::pair<const char*, llm::EngineTuning>> knobs(7);
   knobs[6].first = "--exact-vfy on";
-  knobs[6].second.exact_verify = true;
+  knobs[6].second.exact_verify = llm::ExactVerify::kOn;
   knobs[0].first = "--fuse-norm off";
   knobs[0].second.fuse_norm = false;
   knobs[1].first = "--norm-sums off";
