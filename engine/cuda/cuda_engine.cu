@@ -131,6 +131,8 @@ class CudaEngine final : public CudaBackend {
   void batch_rows(const DecodeWeight& w, const RowSlice& slice, const float* x32, int c, bool accumulate);
   void batch_rows(const DecodeWeight& w, std::initializer_list<RowSlice> slices, const float* x32, int c,
                   bool accumulate);
+  void batch_launch(const PieceWeight& piece, int64_t lo, int64_t rows, float* y, int64_t ldy, const float* x32, int c,
+                    bool accumulate, const QuantBatchSplit* split);
   void bf16_batch_rows(const DevMatrix& whole, const RowSlice& slice, const float* x32, int c, bool accumulate);
   void check_tokens(const char* what, const int* tokens, int n, int pos) const;
   void upload_tokens(const int* tokens, int n, int pos);
@@ -286,8 +288,7 @@ void CudaEngine::warm_up() {
     // 17 and 33 the tensor cores' two larger classes where kAuto picks them. Then the long pass's path once. (The
     // exact verify's kernels, EngineTuning::exact_verify, load at a verify's first, eager, pass of each length.)
     static_assert(kBatchMmaNever == kQuantBatchMmaMax + 1, "EngineTuning::batch_mma_from's never");
-    const int mma_from = tuning_.batch_mma_from > 0 ? tuning_.batch_mma_from : kQuantBatchMmaMinVectors;
-    const bool mma_classes = mma_from <= kQuantBatchMmaMax;
+    const bool mma_classes = quant_batch_mma_from(tuning_.batch_mma_from) <= kQuantBatchMmaMax;
     const std::vector<int> toks(33, tok);
     for (int n : {3, 5, 9, 17, 33})
       if ((n <= kQuantBatchMax || mma_classes) &&
@@ -602,13 +603,7 @@ void CudaEngine::batch_rows(const DecodeWeight& w, const RowSlice& r, const floa
     const int64_t lo = std::max<int64_t>(r.row0, piece.row0);
     const int64_t hi = std::min<int64_t>(int64_t(r.row0) + r.rows, int64_t(piece.row0) + piece.q.n);
     if (lo >= hi) continue;
-    if (x32)
-      quant_batch_gemv_f32_launch(piece.q, lo - piece.row0, hi - lo, x32, piece.q.k, c, r.y + size_t(lo - r.row0),
-                                  r.rows, accumulate, stream_.s, kQuantBatchRows, nullptr, tuning_.fuse_pass);
-    else
-      quant_batch_gemv_launch(piece.q, lo - piece.row0, hi - lo, act_.batch_xq, c, r.y + size_t(lo - r.row0), r.rows,
-                              accumulate, stream_.s, kQuantBatchRows, QuantBatchKernel::kAuto, tuning_.batch_mma_from,
-                              nullptr, tuning_.fuse_pass);
+    batch_launch(piece, lo - piece.row0, hi - lo, r.y + size_t(lo - r.row0), r.rows, x32, c, accumulate, nullptr);
   }
 }
 
@@ -636,15 +631,19 @@ void CudaEngine::batch_rows(const DecodeWeight& w, std::initializer_list<RowSlic
   split.ldy1 = s[1].rows;
   split.y2 = n == 3 ? s[2].y : s[1].y;
   split.ldy2 = n == 3 ? s[2].rows : s[1].rows;
-  const PieceWeight& piece = w.front();
-  const int64_t lo = s[0].row0 - piece.row0;
+  batch_launch(w.front(), s[0].row0 - w.front().row0, total, s[0].y, s[0].rows, x32, c, accumulate, &split);
+}
+
+// One batch-k launch over rows [lo, lo + rows) of piece into y (pitch ldy; split: the rest into other buffers): FP32
+// rows at x32 (the FMA kernel) or the int8 forms in batch_xq; PDL with the fused passes.
+void CudaEngine::batch_launch(const PieceWeight& piece, int64_t lo, int64_t rows, float* y, int64_t ldy,
+                              const float* x32, int c, bool accumulate, const QuantBatchSplit* split) {
   if (x32)
-    quant_batch_gemv_f32_launch(piece.q, lo, total, x32, piece.q.k, c, s[0].y, s[0].rows, accumulate, stream_.s,
-                                kQuantBatchRows, &split, tuning_.fuse_pass);
+    quant_batch_gemv_f32_launch(piece.q, lo, rows, x32, piece.q.k, c, y, ldy, accumulate, stream_.s, kQuantBatchRows,
+                                split, tuning_.fuse_pass);
   else
-    quant_batch_gemv_launch(piece.q, lo, total, act_.batch_xq, c, s[0].y, s[0].rows, accumulate, stream_.s,
-                            kQuantBatchRows, QuantBatchKernel::kAuto, tuning_.batch_mma_from, &split,
-                            tuning_.fuse_pass);
+    quant_batch_gemv_launch(piece.q, lo, rows, act_.batch_xq, c, y, ldy, accumulate, stream_.s, kQuantBatchRows,
+                            QuantBatchKernel::kAuto, tuning_.batch_mma_from, split, tuning_.fuse_pass);
 }
 
 // Rows [r.row0, r.row0 + r.rows) of the BF16 copy against the c FP32 rows x32 [c, K], into r.y (row pitch r.rows).

@@ -408,8 +408,7 @@ void batch_launch(const char* name_of_call, const QuantGemvWeight& w, int64_t ro
   // Vector b's x at b * x_stride (int8) or b * ldxf (FP32), its output row at b * ldy.
   // The tensor-core kernel takes up to kQuantBatchMmaMax vectors per launch, the others kQuantBatchMax.
   const bool mma = xq && (which == QuantBatchKernel::kMma ||
-                          (which == QuantBatchKernel::kAuto &&
-                           nb >= (mma_from > 0 ? mma_from : kQuantBatchMmaMinVectors)));
+                          (which == QuantBatchKernel::kAuto && nb >= quant_batch_mma_from(mma_from)));
   const int per_launch = mma ? kQuantBatchMmaMax : kQuantBatchMax;
   for (int b0 = 0; b0 < nb; b0 += per_launch) {
     a.nb = std::min(per_launch, nb - b0);

@@ -59,6 +59,9 @@ void quant_batch_rmsnorm_x(const float* x, const float* w, int nb, int dim, floa
 //   kAuto: kMma from mma_from vectors on (0: kQuantBatchMmaMinVectors), kDp4a below.
 enum class QuantBatchKernel { kAuto, kDp4a, kMma };
 
+// The vector count from which kAuto takes the tensor cores, for a launch's mma_from (0: the built-in default).
+inline int quant_batch_mma_from(int mma_from) { return mma_from > 0 ? mma_from : kQuantBatchMmaMinVectors; }
+
 // One launch into up to three outputs (q | k | v of a prefill or verify pass, each its own [nb, rows] buffer): the
 // launch's rows [0, rows0) go to its y (pitch ldy), the next rows1 to y1 (pitch ldy1) from y1's row 0, the rest to y2
 // (pitch ldy2). Each weight is still read once per launch; the split only changes where outputs are stored.
