@@ -108,7 +108,7 @@ namespace {
 
 // Address spaces: every plane is its own allocation starting at 0 (the device planes start 256-byte aligned,
 // kernels/quant/gemv_quant.cu, so sector and line counts are the same).
-enum Plane : int { kCodes, kScales, kMins, kSubScales, kSubMins, kSuperD, kSuperDmin, kBlocks, kX, kPlaneCount };
+enum Plane : int { kCodes, kScales, kMins, kSubScales, kSuperD, kKHeads, kBlocks, kX, kPlaneCount };
 
 // Counts requests per class and the distinct bytes every plane has had read (one bit per byte, 32 per sector).
 class Recorder {
@@ -239,8 +239,8 @@ struct PackedLoads {
   const QuantGemvWeight& w;
   Recorder& rec;
   int group_shift, super_shift;
-  int codes = -1, scales = -1, mins = -1, sub_scales = -1, sub_mins = -1, super_d = -1, super_dmin = -1, x = -1,
-      x_stage = -1, x_quant = -1;
+  int codes = -1, scales = -1, mins = -1, sub_scales = -1, super_d = -1, k_heads = -1, x = -1, x_stage = -1,
+      x_quant = -1;
 
   // x_from_global: the dots read x from global memory; stage: "warp" copies x to shared memory first; dp4a: x loaded
   // to be quantized.
@@ -253,13 +253,11 @@ struct PackedLoads {
     if (!w.two_level) {
       scales = rec.add_class("scales", kScales, 2);
       if (w.has_min) mins = rec.add_class("mins", kMins, 2);
-    } else {  // quant_load_scale_raw's order: sub-scale byte and super d, then sub-min byte and super dmin
+    } else if (w.has_min) {  // Q4_K, Q5_K: one 16-byte head load (quant_load_scale_raw)
+      k_heads = rec.add_class("k_heads", kKHeads, 16);
+    } else {  // Q6_K, quant_load_scale_raw's order: sub-scale byte, then super d
       sub_scales = rec.add_class("sub_scales", kSubScales, 1);
       super_d = rec.add_class("super_d", kSuperD, 2);
-      if (w.has_min) {
-        sub_mins = rec.add_class("sub_mins", kSubMins, 1);
-        super_dmin = rec.add_class("super_dmin", kSuperDmin, 2);
-      }
     }
     if (x_from_global) x = rec.add_class("x", kX, 16);
     if (stage) x_stage = rec.add_class("x_stage", kX, 16);
@@ -279,15 +277,13 @@ struct PackedLoads {
       auto at = [&](const LaneChunk& a) { return 2 * (a.row * w.ld_groups + (a.c >> group_shift)); };
       one(scales, at, 2);
       if (w.has_min) one(mins, at, 2);
+    } else if (w.has_min) {
+      one(k_heads, [&](const LaneChunk& a) { return a.row * w.ld_heads + 16 * ((a.c >> group_shift) >> 3); }, 16);
     } else {
       auto sub = [&](const LaneChunk& a) { return a.row * w.ld_sub + (a.c >> group_shift); };
       auto sup = [&](const LaneChunk& a) { return 2 * (a.row * w.ld_super + ((a.c >> group_shift) >> super_shift)); };
       one(sub_scales, sub, 1);
       one(super_d, sup, 2);
-      if (w.has_min) {
-        one(sub_mins, sub, 1);
-        one(super_dmin, sup, 2);
-      }
     }
   }
 
@@ -570,9 +566,8 @@ QuantSectorPrediction predict_quant(QuantGemvKind kind, int64_t N, int64_t K, in
   planes[kScales] = stored ? 0 : int64_t(pb.scales);
   planes[kMins] = stored ? 0 : int64_t(pb.mins);
   planes[kSubScales] = stored ? 0 : int64_t(pb.sub_scales);
-  planes[kSubMins] = stored ? 0 : int64_t(pb.sub_mins);
   planes[kSuperD] = stored ? 0 : int64_t(pb.super_d);
-  planes[kSuperDmin] = stored ? 0 : int64_t(pb.super_dmin);
+  planes[kKHeads] = stored ? 0 : int64_t(pb.k_heads);
   planes[kBlocks] = stored ? int64_t(pb.blocks) : 0;
   planes[kX] = 4 * K;
   Recorder rec(&p, planes);

@@ -131,7 +131,7 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
             "prefill and verify passes of at most N tokens read matrices kept quantized through the batch-k GEMV "
             "(each weight once per 16 tokens with dp4a, per 64 on tensor cores); longer ones dequantize each matrix "
             "for cuBLAS; 0 = always dequantize")
-      .default_is("16");
+      .default_is("64");
   o.choice("--fuse-pass", "on|off", &t->fuse_pass, {"on", "off"}, [](const std::string& v) { return v == "on"; },
            "prompt and verify passes through the batch-k GEMV: RMSNorm, BF16 rounding and int8 rows in one launch, "
            "q|k|v in one launch, the GEMVs launched with PDL; off: separate launches (what the fusion is worth)")
@@ -144,9 +144,9 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
            [](const std::string& v) {
              return v == "on" ? llm::ExactVerify::kOn : v == "off" ? llm::ExactVerify::kOff : llm::ExactVerify::kAuto;
            },
-           "speculative verify on cuda takes the decode step's activations (FP32 rows; int8 where decode runs "
-           "warp-dp4a) so greedy output matches decoding up to near ties; off: BF16-rounded rows, as prompts; auto: "
-           "on where matrices are kept quantized")
+           "prompt and speculative verify passes on cuda take the decode step's activations (FP32 rows; int8 where "
+           "decode runs warp-dp4a) so their logits match decoding up to summation order; off: BF16-rounded rows; "
+           "auto: on where matrices are kept quantized")
       .default_is("auto");
   o.integer("--bf16-rows", "N", &t->bf16_batch_rows, 0, 16,
             "with --exact-vfy on: verify passes of at most N tokens read BF16 matrices through the batched GEMV "

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/dtype.h"  // LLM_HD
+
 namespace llm {
 
 // How the codes are stored: 4 bits (Q4_0, Q4_1, Q4_K) or 8 bits (Q8_0, Q5_0, Q5_1, Q6_K) per weight.
@@ -22,24 +24,42 @@ struct QuantPlanes {
   // One-level (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): GGUF's fp16 d and m, bit for bit.
   const uint16_t* scales;      // fp16 bits [n, ld_groups]: s of group g of row r at [r * ld_groups + g]
   const uint16_t* mins;        // fp16 bits [n, ld_groups]: m (additive); only when has_min
-  // Two-level (Q4_K, Q6_K): s = f16(super_d[g / groups_per_super]) * float(sub_scales[g]);
-  //                         m = -(f16(super_dmin[g / groups_per_super]) * float(sub_mins[g])).
-  const int8_t* sub_scales;    // int8 [n, ld_sub]: Q4_K sc (0..63), Q6_K scales (-128..127)
-  const uint8_t* sub_mins;     // uint8 [n, ld_sub]: Q4_K m (0..63); null for Q6_K
+  // Two-level without a min (Q6_K): s = f16(super_d[g / 16]) * float(sub_scales[g]).
+  const int8_t* sub_scales;    // int8 [n, ld_sub]: Q6_K scales (-128..127)
   const uint16_t* super_d;     // fp16 bits [n, ld_super]
-  const uint16_t* super_dmin;  // fp16 bits [n, ld_super]: Q4_K only
+  // Two-level with a min (Q4_K, Q5_K): the super-block heads as GGUF stores them, 16 bytes per 256 weights (fp16 d,
+  // fp16 dmin, 12 bytes of 6-bit sub-block scales and mins), so one 16-byte load gives a lane everything its group's
+  // scale and min need (k_head_raw below); s = f16(d) * float(sc_j), m = -(f16(dmin) * float(m_j)), j = g % 8.
+  const uint8_t* k_heads;      // [n, ld_heads]: head of super-block b of row r at bytes r * ld_heads + 16 b
   int64_t ld_codes;   // bytes per row of codes, multiple of 16, >= k/2 (Int4) or k (Int8)
   int64_t ld_groups;  // halves per row of scales/mins, multiple of 8, >= k / group
-  int64_t ld_sub;     // bytes per row of sub_scales/sub_mins, multiple of 16, >= k / group
-  int64_t ld_super;   // halves per row of super_d/super_dmin, multiple of 8, >= k / 256
+  int64_t ld_sub;     // bytes per row of sub_scales, multiple of 16, >= k / group
+  int64_t ld_super;   // halves per row of super_d, multiple of 8, >= k / 256
+  int64_t ld_heads;   // bytes per row of k_heads, multiple of 16, >= 16 * k / 256
 
   // The pointers cleared, the pitches kept (a description whose planes were freed).
   void clear_pointers() {
     codes = nullptr;
-    scales = mins = super_d = super_dmin = nullptr;
+    scales = mins = super_d = nullptr;
     sub_scales = nullptr;
-    sub_mins = nullptr;
+    k_heads = nullptr;
   }
 };
+
+// Sub-block j's (0..7) 6-bit scale and min from a Q4_K/Q5_K head's scale words h1, h2, h3 (bytes 4..15 of the head,
+// little-endian), as ggml's get_scale_min_k4: the one decode of the packed scales, for the packer's reference
+// (models/quant.cpp), the dequantizer and every kernel. j < 4: sc = q[j] & 63, m = q[j+4] & 63; else sc = (q[j+4] & 15) |
+// (q[j-4] >> 6) << 4, m = (q[j+4] >> 4) | (q[j] >> 6) << 4, with q the 12 bytes.
+LLM_HD void k_head_scale_min(uint32_t h1, uint32_t h2, uint32_t h3, int j, uint32_t* sc, uint32_t* m) {
+  const int sh = 8 * (j & 3);
+  const uint32_t b0 = (h1 >> sh) & 0xffu, b1 = (h2 >> sh) & 0xffu, b2 = (h3 >> sh) & 0xffu;
+  if (j < 4) {
+    *sc = b0 & 63u;
+    *m = b1 & 63u;
+  } else {
+    *sc = (b2 & 15u) | ((b0 >> 6) << 4);
+    *m = (b2 >> 4) | ((b1 >> 6) << 4);
+  }
+}
 
 }  // namespace llm

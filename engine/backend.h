@@ -45,12 +45,14 @@ struct EngineTuning {
                                    // of its warps adds the producer's block sums itself, so the producer (o, down) has
                                    // no last block (GemvEpilogue::scale_sums). H100, 8B Q4_0 warp-dp4a: 446.3 -> 460.4
                                    // t/s; off: the producer's last block folds the sums (for comparison)
-  int quant_batch_rows = 16;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
+  int quant_batch_rows = 64;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
                                    // quantized through the batch-k GEMV (kernels/quant/gemv_quant_batch.h: the weights
                                    // once per 16 tokens with dp4a, per 64 on tensor cores); longer passes dequantize
-                                   // each matrix for a cuBLAS GEMM (up to kQuantBatchPassMax). 0: never. 16, not 64:
-                                   // with 64, SmolLM2's 37-token chat prompt through int8 rows answered in French
-                                   // verse instead of "Paris" (ChatCuda, H100); BF16 rows through cuBLAS keep it
+                                   // each matrix for a cuBLAS GEMM (up to kQuantBatchPassMax). 0: never. H100, 8B Q4_0,
+                                   // a 26-token prompt: 9.95 ms at 32, 32.5 ms at 16 (dequantized). Under exact_verify
+                                   // (auto: every model with matrices kept quantized) such passes take the decode
+                                   // form's activations: int8 rows rounded from BF16, as the default had before, turned
+                                   // SmolLM2's 37-token chat prompt ("warp" decodes on FP32 x) into French verse
   bool fuse_pass = true;           // prefill / verify passes through the batch-k GEMV: RMSNorm, the BF16 rounding and
                                    // the int8 form in one launch (quant_batch_rmsnorm_x, ..._bf16_rounded, the SwiGLU's
                                    // round_bf16), bit for bit the two launches they replace, q | k | v in one launch
@@ -59,13 +61,13 @@ struct EngineTuning {
   int batch_mma_from = 0;          // the batch-k GEMV on int8 tensor cores from this many vectors on, dp4a below
                                    // (kernels/quant/gemv_quant_batch.h, QuantBatchKernel); 0: the kernel's default
                                    // (kQuantBatchMmaMinVectors); kBatchMmaNever (kQuantBatchMmaMax + 1): never
-  ExactVerify exact_verify = ExactVerify::kAuto;  // on: CUDA verify passes take the decode step's activations:
-                                   // quantized matrices through the batch-k GEMV on FP32 rows where decode runs "warp"
-                                   // (int8 rows quantized from FP32 for "warp-dp4a"), BF16 matrices through the batched
-                                   // GEMV on FP32 rows (kernels/gemv/gemv_batched.h), so greedy output with
-                                   // speculation stays the decode steps' up to summation order. Off: BF16-rounded
-                                   // rows (cuBLAS; int8 from them), as prompts. Auto: on for models with matrices kept
-                                   // quantized, off for BF16 ones (ExactVerify)
+  ExactVerify exact_verify = ExactVerify::kAuto;  // on: CUDA prompt and verify passes take the decode step's
+                                   // activations: quantized matrices through the batch-k GEMV on FP32 rows where decode
+                                   // runs "warp" (int8 rows quantized from FP32 for "warp-dp4a"); a verify's BF16
+                                   // matrices through the batched GEMV on FP32 rows (kernels/gemv/gemv_batched.h), so
+                                   // a prompt's logits and greedy output with speculation stay the decode steps' up to
+                                   // summation order. Off: BF16-rounded rows (cuBLAS; int8 from them). Auto: on for
+                                   // models with matrices kept quantized, off for BF16 ones (ExactVerify)
   int bf16_batch_rows = 16;        // with exact_verify: verify passes of at most this many tokens (<= 16) take the
                                    // batched BF16 GEMV; longer ones cuBLAS
   bool verify_graph = true;        // CUDA verify: each draft length's pass captured in a CUDA graph (at its second use)

@@ -18,10 +18,10 @@ QuantGemvWeight quant_host_view(const PackedQuant& p, const uint8_t* blocks) {
   w.mins = ptr(p.mins);
   w.ld_sub = p.ld_sub;
   w.ld_super = p.ld_super;
+  w.ld_heads = p.ld_heads;
   w.sub_scales = ptr(p.sub_scales);
-  w.sub_mins = ptr(p.sub_mins);
   w.super_d = ptr(p.super_d);
-  w.super_dmin = ptr(p.super_dmin);
+  w.k_heads = ptr(p.k_heads);
   w.blocks = blocks;
   return w;
 }

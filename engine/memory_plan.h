@@ -28,7 +28,7 @@ constexpr int kMaxPrefillChunk = 2048;
 // here; the tensor-core kernel reads each weight once per 64 of them): the int8 form of that many activation rows is in
 // the activations (quant_batch_x_bytes).
 constexpr int kQuantBatchPassMax = kMaxPrefillChunk;
-// Tokens a verify pass under EngineTuning::exact_verify may hold in FP32 for the batched GEMVs (Activations::pf32).
+// Tokens a prompt or verify pass under EngineTuning::exact_verify may hold in FP32 for the batched GEMVs (Activations::pf32).
 constexpr int kExactPassMax = 64;
 // The int8 rows the activations hold for the batch-k GEMV: min(chunk, the tuning's quant_batch_rows, kQuantBatchPassMax),
 // at least 1 (a pass longer than that dequantizes instead).
@@ -63,7 +63,7 @@ struct DeviceSizes {
   // The mapping's BF16 layout is the row-major copy itself where K % align == 0 (GemvMapping::rowmajor_align: no
   // prepacked copy of those matrices); 0: every BF16 matrix is prepacked.
   int bf16_rowmajor_align = 0;
-  int quant_batch_rows = 16;  // EngineTuning::quant_batch_rows: the int8 rows of the batch-k GEMV's passes
+  int quant_batch_rows = 64;  // EngineTuning::quant_batch_rows: the int8 rows of the batch-k GEMV's passes
 };
 
 // Bytes per item. weights: the row-major BF16 copy of every projection, the embedding and an untied head (prefill's

@@ -557,13 +557,13 @@ QuantPlanes PackedQuant::planes() const {
   q.scales = ptr(scales);
   q.mins = ptr(mins);
   q.sub_scales = ptr(sub_scales);
-  q.sub_mins = ptr(sub_mins);
   q.super_d = ptr(super_d);
-  q.super_dmin = ptr(super_dmin);
+  q.k_heads = ptr(k_heads);
   q.ld_codes = ld_codes;
   q.ld_groups = ld_groups;
   q.ld_sub = ld_sub;
   q.ld_super = ld_super;
+  q.ld_heads = ld_heads;
   return q;
 }
 
@@ -586,13 +586,14 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
   p.codes.assign(size_t(n * p.ld_codes), 0);
   if (p.two_level) {
     p.groups_per_super = kQuantSuperBlock / p.group;
-    p.ld_sub = round_up(p.n_groups, 16);
-    p.ld_super = round_up(k / kQuantSuperBlock, 8);
-    p.sub_scales.assign(size_t(n * p.ld_sub), 0);
-    p.super_d.assign(size_t(n * p.ld_super), 0);
-    if (p.has_min) {
-      p.sub_mins.assign(size_t(n * p.ld_sub), 0);
-      p.super_dmin.assign(size_t(n * p.ld_super), 0);
+    if (p.has_min) {  // Q4_K, Q5_K: the heads as stored
+      p.ld_heads = round_up(16 * (k / kQuantSuperBlock), 16);
+      p.k_heads.assign(size_t(n * p.ld_heads), 0);
+    } else {  // Q6_K
+      p.ld_sub = round_up(p.n_groups, 16);
+      p.ld_super = round_up(k / kQuantSuperBlock, 8);
+      p.sub_scales.assign(size_t(n * p.ld_sub), 0);
+      p.super_d.assign(size_t(n * p.ld_super), 0);
     }
   } else {
     p.ld_groups = round_up(p.n_groups, 8);
@@ -621,14 +622,9 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
       case GgmlQuantType::Q4_K: {
         for (int64_t sb = 0; sb < k / kQuantSuperBlock; ++sb) {
           const uint8_t* b = src + sb * bb;
-          p.super_d[r * p.ld_super + sb] = read_u16_le(b);
-          p.super_dmin[r * p.ld_super + sb] = read_u16_le(b + 2);
+          std::memcpy(p.k_heads.data() + r * p.ld_heads + 16 * sb, b, 16);  // d, dmin, scales[12]
           for (int s = 0; s < 8; ++s) {
             const int64_t g = sb * 8 + s;
-            uint8_t sc, m;
-            get_scale_min_k4(s, b + 4, &sc, &m);
-            p.sub_scales[r * p.ld_sub + g] = int8_t(sc);
-            p.sub_mins[r * p.ld_sub + g] = m;
             const uint8_t* q = b + 16 + 32 * (s / 2);  // sub-block s: low (even s) or high (odd s) nibbles of q[0..31]
             const int shift = (s & 1) ? 4 : 0;
             for (int i = 0; i < 16; ++i)
@@ -640,15 +636,10 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
       case GgmlQuantType::Q5_K: {  // codes 0..31 as int8, one byte per weight
         for (int64_t sb = 0; sb < k / kQuantSuperBlock; ++sb) {
           const uint8_t* b = src + sb * bb;
-          p.super_d[r * p.ld_super + sb] = read_u16_le(b);
-          p.super_dmin[r * p.ld_super + sb] = read_u16_le(b + 2);
+          std::memcpy(p.k_heads.data() + r * p.ld_heads + 16 * sb, b, 16);  // d, dmin, scales[12]
           const uint8_t* qh = b + 16;
           for (int s = 0; s < 8; ++s) {
             const int64_t g = sb * 8 + s;
-            uint8_t sc, m;
-            get_scale_min_k4(s, b + 4, &sc, &m);
-            p.sub_scales[r * p.ld_sub + g] = int8_t(sc);
-            p.sub_mins[r * p.ld_sub + g] = m;
             const uint8_t* q = b + 48 + 32 * (s / 2);
             const int shift = (s & 1) ? 4 : 0;
             for (int l = 0; l < 32; ++l)
@@ -717,8 +708,30 @@ int packed_code(const PackedQuant& p, int64_t r, int64_t j) {
   return int(int8_t(row[j]));
 }
 
+namespace {
+
+// Group g's head of a Q4_K/Q5_K row: d, dmin and sub-block g % 8's sc and m (core/quant_planes.h k_head_scale_min).
+struct KHeadGroup {
+  float d, dmin;
+  uint32_t sc, m;
+};
+KHeadGroup k_head_group(const PackedQuant& p, int64_t r, int64_t g) {
+  const uint8_t* h = p.k_heads.data() + r * p.ld_heads + 16 * (g / 8);
+  uint32_t w[4];
+  std::memcpy(w, h, 16);  // little-endian words, as the kernels' 16-byte load
+  KHeadGroup out{f16_to_f32(uint16_t(w[0] & 0xffffu)), f16_to_f32(uint16_t(w[0] >> 16)), 0u, 0u};
+  k_head_scale_min(w[1], w[2], w[3], int(g % 8), &out.sc, &out.m);
+  return out;
+}
+
+}  // namespace
+
 float group_scale(const PackedQuant& p, int64_t r, int64_t g) {
   if (!p.two_level) return f16_to_f32(p.scales[r * p.ld_groups + g]);
+  if (p.has_min) {
+    const KHeadGroup h = k_head_group(p, r, g);
+    return h.d * float(h.sc);
+  }
   const float d = f16_to_f32(p.super_d[r * p.ld_super + g / p.groups_per_super]);
   return d * float(p.sub_scales[r * p.ld_sub + g]);
 }
@@ -726,8 +739,8 @@ float group_scale(const PackedQuant& p, int64_t r, int64_t g) {
 float group_min(const PackedQuant& p, int64_t r, int64_t g) {
   if (!p.has_min) return 0.0f;
   if (!p.two_level) return f16_to_f32(p.mins[r * p.ld_groups + g]);
-  const float dmin = f16_to_f32(p.super_dmin[r * p.ld_super + g / p.groups_per_super]);
-  return -(dmin * float(p.sub_mins[r * p.ld_sub + g]));
+  const KHeadGroup h = k_head_group(p, r, g);
+  return -(h.dmin * float(h.m));
 }
 
 float packed_weight(const PackedQuant& p, int64_t r, int64_t j) {
@@ -761,7 +774,7 @@ int64_t packed_bytes_read(const PackedQuant& p) {
   int64_t per_row = codes;
   if (p.two_level) {
     const int64_t supers = p.k / kQuantSuperBlock;
-    per_row += p.n_groups * (p.has_min ? 2 : 1) + supers * 2 * (p.has_min ? 2 : 1);
+    per_row += p.has_min ? supers * 16 : p.n_groups + supers * 2;  // heads; or Q6_K's sub-scales and d
   } else {
     per_row += p.n_groups * 2 * (p.has_min ? 2 : 1);
   }
@@ -769,8 +782,8 @@ int64_t packed_bytes_read(const PackedQuant& p) {
 }
 
 int64_t packed_bytes_allocated(const PackedQuant& p) {
-  return int64_t(p.codes.size() + 2 * (p.scales.size() + p.mins.size() + p.super_d.size() + p.super_dmin.size()) +
-                 p.sub_scales.size() + p.sub_mins.size());
+  return int64_t(p.codes.size() + 2 * (p.scales.size() + p.mins.size() + p.super_d.size()) + p.sub_scales.size() +
+                 p.k_heads.size());
 }
 
 std::vector<double> packed_gemv_ref(const PackedQuant& p, const float* x) {

@@ -85,7 +85,7 @@ struct PackedQuant {
   int group = 32;         // weights per scale: 32, or 16 for Q6_K
   int code_offset = 0;    // added to the code before scaling: -8 for Q4_0 (its min is implied), 0 otherwise
   bool has_min = false;   // Q4_1, Q5_1, Q4_K, Q5_K: w = float(code) * s + m; otherwise w = float(code + code_offset) * s
-  bool two_level = false; // Q4_K, Q5_K, Q6_K: scales from super_d * sub_scales (below); otherwise from `scales`
+  bool two_level = false; // Q4_K, Q5_K, Q6_K: scales per super-block and group (below); otherwise from `scales`
   int64_t n_groups = 0;   // k / group, groups per row
 
   // One-level scales (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): GGUF's fp16 d and m, copied bit for bit.
@@ -96,21 +96,24 @@ struct PackedQuant {
   std::vector<uint16_t> scales;
   std::vector<uint16_t> mins;
 
-  // Two-level scales (Q4_K, Q5_K, Q6_K). Per group: an 8-bit sub-scale (and sub-min); per 256-weight super-block (= 8
-  // groups of Q4_K and Q5_K, 16 groups of Q6_K, `groups_per_super`): fp16 d (and dmin).
-  //   sub_scales: int8 [n, ld_sub]: Q4_K/Q5_K sc (0..63), Q6_K scales[i] (-128..127)
-  //   sub_mins:   uint8 [n, ld_sub]: Q4_K/Q5_K m (0..63); empty for Q6_K
-  //   super_d:    fp16 bits [n, ld_super]: d of super-block b of row r at super_d[r * ld_super + b]
-  //   super_dmin: fp16 bits [n, ld_super]: Q4_K/Q5_K dmin; empty for Q6_K
-  // ld_sub = round_up(n_groups, 16) bytes, ld_super = round_up(k / 256, 8) halves; padding zero.
-  //   s = f16_to_f32(super_d[b]) * float(sub_scales[g])        (b = g / groups_per_super; exact in FP32)
-  //   m = -(f16_to_f32(super_dmin[b]) * float(sub_mins[g]))    (exact; w = c * s + m equals ggml's d1 * c - m1)
+  // Two-level scales (Q4_K, Q5_K, Q6_K): per 256-weight super-block (= 8 groups of Q4_K and Q5_K, 16 groups of Q6_K,
+  // `groups_per_super`) an fp16 d (and dmin), per group an integer sub-scale (and sub-min).
+  // Q6_K:
+  //   sub_scales: int8 [n, ld_sub]: scales[i] (-128..127), ld_sub = round_up(n_groups, 16) bytes
+  //   super_d:    fp16 bits [n, ld_super]: d of super-block b of row r at super_d[r * ld_super + b],
+  //               ld_super = round_up(k / 256, 8) halves
+  //   s = f16_to_f32(super_d[b]) * float(sub_scales[g])        (b = g / 16; exact in FP32)
+  // Q4_K, Q5_K: the blocks' 16-byte heads as stored (fp16 d, fp16 dmin, 12 bytes of packed 6-bit sc and m):
+  //   k_heads:    uint8 [n, ld_heads]: head of super-block b of row r at bytes r * ld_heads + 16 b,
+  //               ld_heads = round_up(16 * k / 256, 16) bytes (= 16 * k / 256)
+  //   s = f16(d) * float(sc_j), m = -(f16(dmin) * float(m_j)), j = g % 8 (core/quant_planes.h k_head_scale_min;
+  //   exact; w = c * s + m equals ggml's d1 * c - m1)
+  // Padding zero.
   int groups_per_super = 0;
-  int64_t ld_sub = 0, ld_super = 0;
+  int64_t ld_sub = 0, ld_super = 0, ld_heads = 0;
   std::vector<int8_t> sub_scales;
-  std::vector<uint8_t> sub_mins;
   std::vector<uint16_t> super_d;
-  std::vector<uint16_t> super_dmin;
+  std::vector<uint8_t> k_heads;
 
   // The planes above as pointers (null where empty) and pitches: what the kernels' QuantGemvWeight holds. A view: it
   // lives as long as this PackedQuant.

@@ -96,7 +96,11 @@ class CudaEngine final : public CudaBackend {
 
  private:
   void forward_token(const MappingState& ms, ProfileMarks* marks);
-  void prefill_chunk(int c, int pos0, bool device_pos = false, bool exact = false);
+  // Which rows a pass's matrices read (pass_form): BF16-rounded rows (kBf16: a prompt or a verify without
+  // EngineTuning::exact_verify), the decode step's activations for every matrix (kDecode: a verify under exact_verify),
+  // or for the matrices kept quantized only, BF16 copies keeping cuBLAS (kDecodeQuant: a prompt under exact_verify).
+  enum class PassRows { kBf16, kDecode, kDecodeQuant };
+  void prefill_chunk(int c, int pos0, bool device_pos = false, PassRows rows = PassRows::kBf16);
   void verify_pass(int n, int pos, bool device_pos);
   // EngineTuning::exact_verify resolved: kAuto is on where matrices are kept quantized (a prefill scratch exists).
   bool exact_verify() const {
@@ -114,15 +118,14 @@ class CudaEngine final : public CudaBackend {
     int row0, rows;
     float* y;
   };
-  // How a matrix reads the c rows of a pass (pass_form). A prompt's pass (and a verify unless
-  // EngineTuning::exact_verify): the batch-k quantized GEMV on int8 rows rounded from the BF16 rows (QuantInt8Bf16),
-  // or cuBLAS on BF16 rows (a matrix kept quantized dequantized first). A verify with exact_verify takes the decode
-  // form's activations: int8 rows quantized from FP32 as warp-dp4a quantizes its x (QuantInt8), the FP32 rows as
-  // "warp" reads them (QuantF32), the batched BF16 GEMV on FP32 rows (Bf16Batch): the decode step's arithmetic up to
-  // summation order.
+  // How a matrix reads the c rows of a pass (pass_form). PassRows::kBf16: the batch-k quantized GEMV on int8 rows
+  // rounded from the BF16 rows (QuantInt8Bf16), or cuBLAS on BF16 rows (a matrix kept quantized dequantized first).
+  // kDecode / kDecodeQuant take the decode form's activations: int8 rows quantized from FP32 as warp-dp4a quantizes
+  // its x (QuantInt8), the FP32 rows as "warp" reads them (QuantF32), the batched BF16 GEMV on FP32 rows (Bf16Batch,
+  // kDecode only): the decode step's arithmetic up to summation order.
   enum class PassForm { QuantInt8Bf16, QuantInt8, QuantF32, Bf16Batch, Gemm };
-  PassForm pass_form(const DevMatrix& whole, const DecodeWeight* planes, int c, bool exact) const;
-  PassForm pass_form(size_t l, FusedProj p, const DevMatrix& whole, int c, bool exact);
+  PassForm pass_form(const DevMatrix& whole, const DecodeWeight* planes, int c, PassRows rows) const;
+  PassForm pass_form(size_t l, FusedProj p, const DevMatrix& whole, int c, PassRows rows);
   void pass_input(PassForm f, const float* x, int c, int k);
   void prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, int c, PassForm f, const float* x32,
                       std::initializer_list<RowSlice> slices, float beta);
@@ -536,23 +539,23 @@ void CudaEngine::prefill_matmul(size_t l, FusedProj p, const DevMatrix& whole, i
     gemm(DevMatrix{src.data + size_t(r.row0) * size_t(src.K), r.rows, src.K}, act_.pbf, c, r.y, beta);
 }
 
-// exact: a verify pass under EngineTuning::exact_verify (the decode form's activations).
 CudaEngine::PassForm CudaEngine::pass_form(const DevMatrix& whole, const DecodeWeight* planes, int c,
-                                           bool exact) const {
+                                           PassRows rows) const {
   if (!whole.data) {
     if (!planes || !batchable(*planes, c)) return PassForm::Gemm;
-    if (!exact) return PassForm::QuantInt8Bf16;
+    if (rows == PassRows::kBf16) return PassForm::QuantInt8Bf16;
     if (c > act_.exact_rows) return PassForm::Gemm;
     return quant_kind_int8_x(cur_->plan.quant) ? PassForm::QuantInt8 : PassForm::QuantF32;
   }
   // BF16 copies: the batched GEMV in an exact verify only; a prompt's pass keeps cuBLAS, measured faster there (H100,
   // 8B BF16, 16 tokens: 7.7 vs 29.6 ms).
-  const bool bf16_ok = exact && c >= 1 && c <= std::min({tuning_.bf16_batch_rows, act_.exact_rows, kGemvMaxBatch});
+  const bool bf16_ok = rows == PassRows::kDecode && c >= 1 &&
+                       c <= std::min({tuning_.bf16_batch_rows, act_.exact_rows, kGemvMaxBatch});
   return bf16_ok ? PassForm::Bf16Batch : PassForm::Gemm;
 }
 
-CudaEngine::PassForm CudaEngine::pass_form(size_t l, FusedProj p, const DevMatrix& whole, int c, bool exact) {
-  return pass_form(whole, whole.data ? nullptr : &planes_state().layer(l, p), c, exact);
+CudaEngine::PassForm CudaEngine::pass_form(size_t l, FusedProj p, const DevMatrix& whole, int c, PassRows rows) {
+  return pass_form(whole, whole.data ? nullptr : &planes_state().layer(l, p), c, rows);
 }
 
 // The c FP32 rows x [c, k] as form f reads them: int8 in batch_xq (from x, or from its BF16 rounding), BF16 in pbf;
@@ -571,10 +574,10 @@ void CudaEngine::pass_input(PassForm f, const float* x, int c, int k) {
 
 // RMSNorm of the c rows of x [c, dim] with weight w, as form f reads it: BF16 straight into pbf for cuBLAS, else FP32
 // into pf32 (then int8 for the quantized form).
-// (QuantInt8Bf16: one launch, bit for bit rmsnorm_bf16 then the int8 pass.)
+// (QuantInt8Bf16, QuantInt8: one launch, bit for bit rmsnorm(_bf16) then the int8 pass.)
 void CudaEngine::norm_input(PassForm f, const float* x, const float* w, int c) {
-  if (f == PassForm::QuantInt8Bf16 && tuning_.fuse_pass) {
-    quant_batch_rmsnorm_x(x, w, c, cfg_.dim, cfg_.norm_eps, act_.batch_xq, stream_.s);
+  if ((f == PassForm::QuantInt8Bf16 || f == PassForm::QuantInt8) && tuning_.fuse_pass) {
+    quant_batch_rmsnorm_x(x, w, c, cfg_.dim, cfg_.norm_eps, act_.batch_xq, stream_.s, f == PassForm::QuantInt8Bf16);
     return;
   }
   if (f == PassForm::Gemm || f == PassForm::QuantInt8Bf16) {
@@ -662,8 +665,8 @@ void CudaEngine::bf16_batch_rows(const DevMatrix& whole, const RowSlice& r, cons
 // One batched pass over c tokens already in prefill_ids[1..c] at positions pos0 .. pos0 + c - 1: the forward pass
 // of forward_token with GEMMs or batched GEMVs (residuals through beta = 1), every token's K and V into the cache.
 // Matrices kept quantized run the batch-k GEMV (short passes) or are dequantized one at a time just before their GEMM
-// (prefill_source). exact: each matrix takes the decode form's activations (pass_form; a verify under exact_verify).
-void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos, bool exact) {
+// (prefill_source). rows: what each matrix reads (PassRows, pass_form).
+void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos, PassRows rows) {
   const ModelConfig& m = cfg_;
   const Activations& a = act_;
   cudaStream_t s = stream_.s;
@@ -672,9 +675,9 @@ void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos, bool exact) {
   embed_lookup(model_.embedding, a.prefill_ids + 1, c, m.dim, a.px, s);
   for (size_t l = 0; l < model_.layers.size(); ++l) {
     const DevLayer& L = model_.layers[l];
-    const PassForm fqkv = pass_form(l, kFQkv, L.qkv, c, exact), fo = pass_form(l, kFO, L.w[kWo], c, exact),
-                   fgu = pass_form(l, kFGateUp, L.gate_up, c, exact),
-                   fdown = pass_form(l, kFDown, L.w[kDown], c, exact);
+    const PassForm fqkv = pass_form(l, kFQkv, L.qkv, c, rows), fo = pass_form(l, kFO, L.w[kWo], c, rows),
+                   fgu = pass_form(l, kFGateUp, L.gate_up, c, rows),
+                   fdown = pass_form(l, kFDown, L.w[kDown], c, rows);
     norm_input(fqkv, a.px, L.attn_norm, c);
     prefill_matmul(l, kFQkv, L.qkv, c, fqkv, a.pf32, {{0, qd, a.pq}, {qd, kvd, a.pk}, {qd + kvd, kvd, a.pv}}, 0.0f);
     kv_->store(int(l), a.pq, a.pk, a.pv, model_.inv_freq, d_pos0, c, s);
@@ -725,7 +728,7 @@ void CudaEngine::prefill(const int* tokens, int n, int pos) {
   for (int t0 = 0; t0 < n; t0 += chunk_) {
     const int c = std::min(chunk_, n - t0);
     upload_tokens(tokens + t0, c, pos + t0);
-    prefill_chunk(c, pos + t0);
+    prefill_chunk(c, pos + t0, false, exact_verify() ? PassRows::kDecodeQuant : PassRows::kBf16);
     last = c - 1;
   }
   // Only the last token's logits are wanted: its row through the final norm and the head (current mapping).
@@ -744,10 +747,10 @@ void CudaEngine::prefill(const int* tokens, int n, int pos) {
 // decode head GEMV row by row. Logits into verify_logits_ [n, vocab].
 void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
   const size_t vocab = size_t(cfg_.vocab_size);
-  const bool exact = exact_verify();
-  prefill_chunk(n, pos, device_pos, exact);
+  const PassRows rows = exact_verify() ? PassRows::kDecode : PassRows::kBf16;
+  prefill_chunk(n, pos, device_pos, rows);
   const DecodeWeight* head = model_.head.data ? nullptr : &planes_state().head();
-  const PassForm f = pass_form(model_.head, head, n, exact);
+  const PassForm f = pass_form(model_.head, head, n, rows);
   if (f == PassForm::Gemm && head) {  // kept quantized, a pass too long for the batch-k GEMV: the decode head per row
     for (int i = 0; i < n; ++i) {
       rmsnorm(act_.px + size_t(i) * size_t(cfg_.dim), model_.final_norm, act_.xb, 1, cfg_.dim, cfg_.norm_eps,

@@ -367,12 +367,12 @@ PersistentMatrix persistent_matrix(const QuantGemvWeight& w) {
   m.scales = q.scales;
   m.mins = q.mins;
   m.sub_scales = q.sub_scales;
-  m.sub_mins = q.sub_mins;
   m.super_d = q.super_d;
-  m.super_dmin = q.super_dmin;
+  m.k_heads = q.k_heads;
   m.ld_groups = q.ld_groups;
   m.ld_sub = q.ld_sub;
   m.ld_super = q.ld_super;
+  m.ld_heads = q.ld_heads;
   m.group_shift = q.group_shift;
   m.super_shift = q.super_shift;
   m.bias = q.bias;

@@ -203,12 +203,12 @@ __device__ __forceinline__ QuantPackedArgs scale_args(const PersistentMatrix& m)
   q.scales = m.scales;
   q.mins = m.mins;
   q.sub_scales = m.sub_scales;
-  q.sub_mins = m.sub_mins;
   q.super_d = m.super_d;
-  q.super_dmin = m.super_dmin;
+  q.k_heads = m.k_heads;
   q.ld_groups = m.ld_groups;
   q.ld_sub = m.ld_sub;
   q.ld_super = m.ld_super;
+  q.ld_heads = m.ld_heads;
   q.group_shift = m.group_shift;
   q.super_shift = m.super_shift;
   return q;

@@ -31,9 +31,8 @@ QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stre
   reserve(host.scales, sizes.scales);
   reserve(host.mins, sizes.mins);
   reserve(host.sub_scales, sizes.sub_scales);
-  reserve(host.sub_mins, sizes.sub_mins);
   reserve(host.super_d, sizes.super_d);
-  reserve(host.super_dmin, sizes.super_dmin);
+  reserve(host.k_heads, sizes.k_heads);
   reserve(host.blocks, sizes.blocks);
   if (total == 0) {  // n == 0, or nothing given: a description without planes (a launch then does nothing / refuses)
     out.clear_pointers();
@@ -56,9 +55,8 @@ QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stre
   out.scales = put(host.scales, sizes.scales);
   out.mins = put(host.mins, sizes.mins);
   out.sub_scales = put(host.sub_scales, sizes.sub_scales);
-  out.sub_mins = put(host.sub_mins, sizes.sub_mins);
   out.super_d = put(host.super_d, sizes.super_d);
-  out.super_dmin = put(host.super_dmin, sizes.super_dmin);
+  out.k_heads = put(host.k_heads, sizes.k_heads);
   out.blocks = put(host.blocks, sizes.blocks);
   CUDA_CHECK(cudaStreamSynchronize(stream));
   out.allocation = base;
@@ -77,7 +75,7 @@ void quant_gemv_free(QuantGemvWeight* w) {
 bool quant_gemv_has_planes(QuantGemvKind kind, const QuantGemvWeight& w) {
   if (kind == QuantGemvKind::AsStored) return w.blocks != nullptr;
   if (!w.codes) return false;
-  if (w.two_level) return w.sub_scales && w.super_d && (!w.has_min || (w.sub_mins && w.super_dmin));
+  if (w.two_level) return w.has_min ? w.k_heads != nullptr : (w.sub_scales && w.super_d);
   return w.scales && (!w.has_min || w.mins);
 }
 

@@ -29,7 +29,7 @@ namespace llm {
 // Copies the planes of `host` (a QuantGemvWeight whose pointers are HOST arrays laid out as its fields say; null
 // planes are skipped) into ONE device allocation, each plane 256-byte aligned, and returns the same description with
 // device pointers; the result owns the allocation (quant_gemv_free). At least the planes of one mapping must be
-// present: codes + scales (+ mins) or codes + sub_scales + super_d (+ sub_mins + super_dmin) for warp/thread, blocks
+// present: codes + scales (+ mins) or codes + k_heads (Q4_K, Q5_K) or sub_scales + super_d (Q6_K) for warp/thread, blocks
 // for as-stored. Synchronises `stream` before returning (load time only), so the host arrays may be freed at once.
 QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stream);
 // Frees what quant_gemv_upload allocated and clears the pointers. No-op on an empty or non-owning description.

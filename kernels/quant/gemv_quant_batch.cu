@@ -73,10 +73,12 @@ __global__ void quant_batch_quantize_x_kernel(const void* __restrict__ x, int64_
                    reinterpret_cast<int*>(base + off_s16));
 }
 
-// RMSNorm of row blockIdx.x of x [nb, dim] with weight w, each value rounded to BF16, in the int8 form: bit for bit
-// rmsnorm_bf16 (kernels/ops/norm.cu: the same threads, loop and block_sum, so the same sum of squares; the same
-// expression x * inv * w) then the Bf16 form above, in one launch. blockDim.x = rmsnorm_threads(dim); 8 lanes per
-// block of 32 values, every lane of a warp through the same iterations (quant_x_q8_lanes shuffles).
+// RMSNorm of row blockIdx.x of x [nb, dim] with weight w, each value rounded to BF16 (kRound), in the int8 form: bit
+// for bit rmsnorm_bf16 (kernels/ops/norm.cu: the same threads, loop and block_sum, so the same sum of squares; the same
+// expression x * inv * w) then the Bf16 form above, in one launch; without kRound, bit for bit rmsnorm then the FP32
+// form. blockDim.x = rmsnorm_threads(dim); 8 lanes per block of 32 values, every lane of a warp through the same
+// iterations (quant_x_q8_lanes shuffles).
+template <bool kRound>
 __global__ void quant_batch_rmsnorm_x_kernel(const float* __restrict__ x, const float* __restrict__ w, int dim,
                                              float eps, unsigned char* __restrict__ xq, int64_t stride, int64_t off_d,
                                              int64_t off_s16) {
@@ -98,8 +100,9 @@ __global__ void quant_batch_rmsnorm_x_kernel(const float* __restrict__ x, const 
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (in) {
       const int i = 32 * blk + 4 * sub;
-      v = make_float4(round_bf16(row[i] * inv * w[i]), round_bf16(row[i + 1] * inv * w[i + 1]),
-                      round_bf16(row[i + 2] * inv * w[i + 2]), round_bf16(row[i + 3] * inv * w[i + 3]));
+      v = make_float4(row[i] * inv * w[i], row[i + 1] * inv * w[i + 1], row[i + 2] * inv * w[i + 2],
+                      row[i + 3] * inv * w[i + 3]);
+      if constexpr (kRound) v = make_float4(round_bf16(v.x), round_bf16(v.y), round_bf16(v.z), round_bf16(v.w));
     }
     quant_x_q8_lanes(v, in ? blk : 0, in, sub, reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + off_d),
                      reinterpret_cast<int*>(base + off_s16));
@@ -349,10 +352,12 @@ void quant_batch_quantize_x_bf16_rounded(const float* x, int64_t ldx, int nb, in
   quantize_x_launch<XForm::F32Bf16>(x, ldx, nb, k, xq, nullptr, 0, stream);
 }
 
-void quant_batch_rmsnorm_x(const float* x, const float* w, int nb, int dim, float eps, void* xq, cudaStream_t stream) {
+void quant_batch_rmsnorm_x(const float* x, const float* w, int nb, int dim, float eps, void* xq, cudaStream_t stream,
+                           bool round_bf16) {
   check_x_args("quant_batch_rmsnorm_x", x, dim, nb, dim, xq);
   if (!w) fail("quant_batch_rmsnorm_x: null norm weight");
-  quant_batch_rmsnorm_x_kernel<<<unsigned(nb), rmsnorm_threads(dim), 0, stream>>>(
+  const auto kernel = round_bf16 ? quant_batch_rmsnorm_x_kernel<true> : quant_batch_rmsnorm_x_kernel<false>;
+  kernel<<<unsigned(nb), rmsnorm_threads(dim), 0, stream>>>(
       x, w, dim, eps, static_cast<unsigned char*>(xq), quant_batch_x_stride(dim), quant_x_smem_offset_d(dim),
       quant_x_smem_offset_s16(dim));
   CUDA_CHECK_LAUNCH("quant_batch_rmsnorm_x_kernel");

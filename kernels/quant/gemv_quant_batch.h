@@ -49,7 +49,9 @@ void quant_batch_quantize_x_bf16_rounded(const float* x, int64_t ldx, int nb, in
 
 // RMSNorm of the nb rows of x [nb, dim] (pitch dim) with weight w and eps, rounded to BF16, in the int8 form: bit for
 // bit rmsnorm_bf16 (kernels/ops/ops.h) then the BF16 form of quant_batch_quantize_x, in one launch (one block per row).
-void quant_batch_rmsnorm_x(const float* x, const float* w, int nb, int dim, float eps, void* xq, cudaStream_t stream);
+// round_bf16 false: bit for bit rmsnorm (FP32) then the FP32 form of quant_batch_quantize_x (warp-dp4a's x).
+void quant_batch_rmsnorm_x(const float* x, const float* w, int nb, int dim, float eps, void* xq, cudaStream_t stream,
+                           bool round_bf16 = true);
 
 // Which kernel runs the int8 batch (the choice is made here, in quant_batch_gemv_launch):
 //   kDp4a: dp4a integer dots, a block of 128 threads per kQuantBatchRows rows (above);

@@ -115,8 +115,27 @@ QHD float quant_h2f(uint32_t bits) {
 #endif
 }
 
+// A Q4_K/Q5_K super-block head (core/quant_planes.h k_heads): 16 bytes, one load (read-only path on the device).
+QHD uint4 quant_load_head(const uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(reinterpret_cast<const uint4*>(p));
+#else
+  uint4 v;
+  std::memcpy(&v, p, 16);
+  return v;
+#endif
+}
+
+// The raw scale words of group j (0..7) of a head: .x = sc | fp16 d << 16, .y = m | fp16 dmin << 16.
+QHD uint2 quant_head_raw(const uint4& h, int j) {
+  uint32_t sc, m;
+  k_head_scale_min(h.y, h.z, h.w, j, &sc, &m);
+  return make_uint2(sc | (h.x << 16), m | (h.x & 0xffff0000u));
+}
+
 // The raw scale words of chunk c of row r, loaded with the codes so both are in flight together:
-//   one-level: .x = fp16 s, .y = fp16 m;  two-level: .x = sub_scale byte | fp16 d << 16, .y = sub_min | fp16 dmin << 16.
+//   one-level: .x = fp16 s, .y = fp16 m;  two-level: .x = sub_scale byte | fp16 d << 16, .y = sub_min | fp16 dmin << 16
+//   (Q4_K, Q5_K: one 16-byte head load, quant_head_raw; Q6_K: the sub-scale and d, two loads).
 template <bool kTwoLevel, bool kHasMin>
 QHD uint2 quant_load_scale_raw(const QuantPackedArgs& a, int64_t r, int c) {
   const int g = c >> a.group_shift;
@@ -124,12 +143,12 @@ QHD uint2 quant_load_scale_raw(const QuantPackedArgs& a, int64_t r, int c) {
   if (!kTwoLevel) {
     raw.x = quant_ldg(a.scales + r * a.ld_groups + g);
     if (kHasMin) raw.y = quant_ldg(a.mins + r * a.ld_groups + g);
+  } else if (kHasMin) {
+    raw = quant_head_raw(quant_load_head(a.k_heads + r * a.ld_heads + 16 * (g >> 3)), g & 7);
   } else {
     const int64_t sub = r * a.ld_sub + g, sup = r * a.ld_super + (g >> a.super_shift);
     raw.x = uint32_t(quant_ldg(reinterpret_cast<const unsigned char*>(a.sub_scales) + sub)) |
             (uint32_t(quant_ldg(a.super_d + sup)) << 16);
-    if (kHasMin)
-      raw.y = uint32_t(quant_ldg(a.sub_mins + sub)) | (uint32_t(quant_ldg(a.super_dmin + sup)) << 16);
   }
   return raw;
 }

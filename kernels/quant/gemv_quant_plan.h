@@ -82,7 +82,7 @@ struct QuantGemvWeight : QuantPlanes {
   bool has_min = false;    // Q4_1, Q5_1, Q4_K
   bool two_level = false;  // Q4_K, Q6_K
   int64_t n_groups = 0;    // k / group
-  int groups_per_super = 0;  // two-level: 8 (Q4_K) or 16 (Q6_K)
+  int groups_per_super = 0;  // two-level: 8 (Q4_K, Q5_K) or 16 (Q6_K)
 
   // As stored (the "as-stored" mapping): GGUF's blocks unchanged, rows contiguous, row r at blocks + r * row_bytes.
   const uint8_t* blocks = nullptr;  // uint8 [n, row_bytes]
@@ -141,8 +141,12 @@ inline QuantGemvWeight quant_gemv_describe(int type_id, int64_t n, int64_t k) {
   w.n_groups = k / t.group;
   if (t.two_level) {
     w.groups_per_super = t.groups_per_super;
-    w.ld_sub = round_up(w.n_groups, 16);
-    w.ld_super = round_up(k / 256, 8);
+    if (t.has_min) {
+      w.ld_heads = round_up(16 * (k / 256), 16);
+    } else {
+      w.ld_sub = round_up(w.n_groups, 16);
+      w.ld_super = round_up(k / 256, 8);
+    }
   } else {
     w.ld_groups = round_up(w.n_groups, 8);
   }
@@ -170,8 +174,12 @@ inline void quant_gemv_check_layout(const QuantGemvWeight& w, const char* what =
   if (w.ld_codes < code_bytes || w.ld_codes % 16 != 0) bad("ld_codes", w.ld_codes);
   if (t.two_level) {
     if (w.groups_per_super != t.groups_per_super) bad("groups_per_super", w.groups_per_super);
-    if (w.ld_sub < w.n_groups || w.ld_sub % 16 != 0) bad("ld_sub", w.ld_sub);
-    if (w.ld_super < w.k / 256 || w.ld_super % 8 != 0) bad("ld_super", w.ld_super);
+    if (t.has_min) {
+      if (w.ld_heads < 16 * (w.k / 256) || w.ld_heads % 16 != 0) bad("ld_heads", w.ld_heads);
+    } else {
+      if (w.ld_sub < w.n_groups || w.ld_sub % 16 != 0) bad("ld_sub", w.ld_sub);
+      if (w.ld_super < w.k / 256 || w.ld_super % 8 != 0) bad("ld_super", w.ld_super);
+    }
   } else {
     if (w.ld_groups < w.n_groups || w.ld_groups % 8 != 0) bad("ld_groups", w.ld_groups);
   }
@@ -182,19 +190,17 @@ inline void quant_gemv_check_layout(const QuantGemvWeight& w, const char* what =
 
 // Bytes of each plane (padding included, as allocated); 0 for the planes the type does not have.
 struct QuantGemvPlaneBytes {
-  size_t codes = 0, scales = 0, mins = 0, sub_scales = 0, sub_mins = 0, super_d = 0, super_dmin = 0, blocks = 0;
+  size_t codes = 0, scales = 0, mins = 0, sub_scales = 0, super_d = 0, k_heads = 0, blocks = 0;
 };
 inline QuantGemvPlaneBytes quant_gemv_plane_bytes(const QuantGemvWeight& w) {
   QuantGemvPlaneBytes b;
   const size_t n = size_t(w.n);
   b.codes = n * size_t(w.ld_codes);
-  if (w.two_level) {
+  if (w.two_level && w.has_min) {
+    b.k_heads = n * size_t(w.ld_heads);
+  } else if (w.two_level) {
     b.sub_scales = n * size_t(w.ld_sub);
     b.super_d = n * size_t(w.ld_super) * 2;
-    if (w.has_min) {
-      b.sub_mins = b.sub_scales;
-      b.super_dmin = b.super_d;
-    }
   } else {
     b.scales = n * size_t(w.ld_groups) * 2;
     if (w.has_min) b.mins = b.scales;
@@ -204,15 +210,15 @@ inline QuantGemvPlaneBytes quant_gemv_plane_bytes(const QuantGemvWeight& w) {
 }
 
 // Weight bytes one call of mapping `kind` reads (row padding excluded, x and y not counted): codes + scales + mins
-// (2 bytes each, one-level) or sub-scales/sub-mins (1 byte each) + super d/dmin (2 bytes each) for the prepacked
-// mappings, equal to models/quant.h's packed_bytes_read; the blocks (n * row_bytes) for "as-stored". "warp-dp4a" also
+// (2 bytes each, one-level), the 16-byte heads (Q4_K, Q5_K) or sub-scales (1 byte) + super d (2 bytes) (Q6_K) for the
+// prepacked mappings, equal to models/quant.h's packed_bytes_read; the blocks (n * row_bytes) for "as-stored". "warp-dp4a" also
 // reads and writes its k-byte int8 copy of x (not counted, like x itself).
 inline int64_t quant_gemv_bytes_read(QuantGemvKind kind, const QuantGemvWeight& w) {
   if (kind == QuantGemvKind::AsStored) return w.n * w.row_bytes;
   int64_t per_row = w.family == QuantCodeFamily::Int4 ? w.k / 2 : w.k;
   const int planes = w.has_min ? 2 : 1;
   if (w.two_level)
-    per_row += w.n_groups * planes + (w.k / 256) * 2 * planes;
+    per_row += w.has_min ? (w.k / 256) * 16 : w.n_groups + (w.k / 256) * 2;
   else
     per_row += w.n_groups * 2 * planes;
   return per_row * w.n;

@@ -433,7 +433,7 @@ TEST(AbReport, PerProjectionGbpsIsOfTheBytesTheMappingReads) {
 
 // What ab_run records per projection, on a 2-layer GGUF (dim 256, 4 heads of 64, 2 KV heads, hidden 512, vocab 256):
 // q Q4_K, k F16, v and the rest Q8_0. Bytes per row of 256 weights: Q4_K as prepacked for warp/thread 128 of codes +
-// 8 sub-scales + 8 sub-mins + FP16 d and dmin = 148, as stored 144; Q8_0 256 + 8 FP16 scales = 272 either way; BF16
+// the 16-byte head (FP16 d and dmin, 12 bytes of scales and mins) = 144, as stored 144 too; Q8_0 256 + 8 FP16 scales = 272 either way; BF16
 // 512.
 TEST(AbRun, ProjectionBytesAreWhatTheMappingReads) {
   llm_test::TempDir tmp;
@@ -442,13 +442,13 @@ TEST(AbRun, ProjectionBytesAreWhatTheMappingReads) {
   spec.wk = llm_test::kTqF16;
   llm_test::write_file(tmp.path() / "m.gguf", llm_test::tiny_quant_gguf(spec).quant.build());
   const Model m = load_model(tmp.str("m.gguf"));
-  EXPECT_EQ(ab_projection_bytes(m, "warp", false, "q"), 2 * 256 * 148);
-  EXPECT_EQ(ab_projection_bytes(m, "thread", false, "q"), 2 * 256 * 148);
+  EXPECT_EQ(ab_projection_bytes(m, "warp", false, "q"), 2 * 256 * 144);
+  EXPECT_EQ(ab_projection_bytes(m, "thread", false, "q"), 2 * 256 * 144);
   EXPECT_EQ(ab_projection_bytes(m, "as-stored", false, "q"), 2 * 256 * 144);
   EXPECT_EQ(ab_projection_bytes(m, "warp", true, "q"), 2 * 256 * 512);  // --dequantize: BF16
   EXPECT_EQ(ab_projection_bytes(m, "warp", false, "k"), 2 * 128 * 512);  // F16 weights run as BF16
   EXPECT_EQ(ab_projection_bytes(m, "warp", false, "v"), 2 * 128 * 272);
-  EXPECT_EQ(ab_projection_bytes(m, "warp", false, "qkv"), 2 * (256 * 148 + 128 * 512 + 128 * 272));
+  EXPECT_EQ(ab_projection_bytes(m, "warp", false, "qkv"), 2 * (256 * 144 + 128 * 512 + 128 * 272));
   EXPECT_EQ(ab_projection_bytes(m, "warp", false, "gate_up"), 2 * 2 * 512 * 272);
   EXPECT_EQ(ab_projection_bytes(m, "warp", false, "down"), 2 * 256 * 2 * 272);  // [256, 512]: 2 blocks of 256
   EXPECT_EQ(ab_projection_bytes(m, "warp", false, "head"), 256 * 272);          // one matrix

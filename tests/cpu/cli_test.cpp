@@ -156,7 +156,7 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_FALSE(parse({"--norm-sums", "off"}).norm_sums);
   EXPECT_FALSE(parse({"--fuse-glu", "off"}).fuse_swiglu_q8);
   // The batch-k GEMV's pass limit (0 = always dequantize, at most kQuantBatchPassMax) and the captured verify.
-  EXPECT_EQ(d.quant_batch_rows, 16);
+  EXPECT_EQ(d.quant_batch_rows, 64);
   EXPECT_TRUE(d.verify_graph);
   EXPECT_EQ(parse({"--batch-rows", "0"}).quant_batch_rows, 0);
   EXPECT_EQ(parse({"--batch-rows", "16"}).quant_batch_rows, 16);

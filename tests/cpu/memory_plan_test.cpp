@@ -56,7 +56,7 @@ TEST(MemoryPlan, Bf16ModelCountsTheRowMajorCopyAndOnePrepackedCopy) {
 }
 
 // The batch-k GEMV's int8 rows follow --batch-rows (EngineTuning::quant_batch_rows), capped by the pass and by
-// kQuantBatchPassMax: the default 16 costs 16 rows of the widest input, --batch-rows 2048 a whole chunk's.
+// kQuantBatchPassMax: the default 64 costs 64 rows of the widest input, --batch-rows 2048 a whole chunk's.
 TEST(MemoryPlan, BatchRowsFollowTheTuning) {
   EXPECT_EQ(llm::quant_batch_rows_held(2048, 64), 64);
   EXPECT_EQ(llm::quant_batch_rows_held(16, 64), 16);      // a short context's chunk
@@ -69,9 +69,9 @@ TEST(MemoryPlan, BatchRowsFollowTheTuning) {
   const MemoryPlan b = MemoryPlanner(m, false, true, llm::KvDtype::BF16, large).plan(8192, 2048);
   const int64_t wide = m.config.hidden_dim;
   EXPECT_DOUBLE_EQ(b.activations - a.activations,
-                   double(llm::quant_batch_x_bytes(2048, wide) - llm::quant_batch_x_bytes(16, wide)));
-  EXPECT_EQ(small.quant_batch_rows, 16);  // the default
-  EXPECT_NEAR((b.activations - a.activations) / kMiB, 2048.0 * 19712 / kMiB - 16.0 * 19712 / kMiB, 1.0);
+                   double(llm::quant_batch_x_bytes(2048, wide) - llm::quant_batch_x_bytes(64, wide)));
+  EXPECT_EQ(small.quant_batch_rows, 64);  // the default
+  EXPECT_NEAR((b.activations - a.activations) / kMiB, 2048.0 * 19712 / kMiB - 64.0 * 19712 / kMiB, 1.0);
 }
 
 // A mapping whose layout is the row-major copy (warp, warp-r2, thread, cuBLAS: GemvMapping::rowmajor_align) reads

@@ -46,6 +46,7 @@ TEST(QuantGemvPlan, TraitsAndStridesAgreeWithPackQuant) {
       EXPECT_EQ(w.groups_per_super, p.groups_per_super);
       EXPECT_EQ(w.ld_sub, p.ld_sub);
       EXPECT_EQ(w.ld_super, p.ld_super);
+      EXPECT_EQ(w.ld_heads, p.ld_heads);
       EXPECT_EQ(w.row_bytes, int64_t(ggml_quant_row_bytes(t, k)));
       EXPECT_NO_THROW(quant_gemv_check_layout(w));
 
@@ -54,12 +55,10 @@ TEST(QuantGemvPlan, TraitsAndStridesAgreeWithPackQuant) {
       EXPECT_EQ(b.scales, p.scales.size() * 2);
       EXPECT_EQ(b.mins, p.mins.size() * 2);
       EXPECT_EQ(b.sub_scales, p.sub_scales.size());
-      EXPECT_EQ(b.sub_mins, p.sub_mins.size());
       EXPECT_EQ(b.super_d, p.super_d.size() * 2);
-      EXPECT_EQ(b.super_dmin, p.super_dmin.size() * 2);
+      EXPECT_EQ(b.k_heads, p.k_heads.size());
       EXPECT_EQ(b.blocks, blocks.size());
-      EXPECT_EQ(int64_t(b.codes + b.scales + b.mins + b.sub_scales + b.sub_mins + b.super_d + b.super_dmin),
-                packed_bytes_allocated(p));
+      EXPECT_EQ(int64_t(b.codes + b.scales + b.mins + b.sub_scales + b.super_d + b.k_heads), packed_bytes_allocated(p));
 
       EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, w), packed_bytes_read(p));
       EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Thread, w), packed_bytes_read(p));
@@ -70,12 +69,16 @@ TEST(QuantGemvPlan, TraitsAndStridesAgreeWithPackQuant) {
 }
 
 TEST(QuantGemvPlan, BytesPerWeightOfTheLlama8bShape) {
-  // 4096 x 4096: Q4_0 prepacked reads 4.5 bits per weight, as stored 4.5 too (18 bytes per 32); Q4_K 4.625 vs 4.5.
+  // 4096 x 4096: Q4_0 prepacked reads 4.5 bits per weight, as stored 4.5 too (18 bytes per 32); Q4_K 4.5 both ways
+  // (codes + the 16-byte heads as stored; Q6_K's sub-scales and d: 6.5625 as stored, 8.5625 prepacked as int8).
   const QuantGemvWeight q40 = quant_gemv_describe(quant_type_id::kQ4_0, 4096, 4096);
   EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q40), 4096ll * 4096 * 9 / 16);
   EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::AsStored, q40), 4096ll * 4096 * 9 / 16);
   const QuantGemvWeight q4k = quant_gemv_describe(quant_type_id::kQ4_K, 4096, 4096);
-  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q4k), 4096ll * (2048 + 128 * 2 + 16 * 4));
+  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q4k), 4096ll * (2048 + 16 * 16));
+  const QuantGemvWeight q6k = quant_gemv_describe(quant_type_id::kQ6_K, 4096, 4096);
+  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q6k), 4096ll * (4096 + 256 + 16 * 2));
+  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::AsStored, q6k), 4096ll * 16 * 210);
   EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::AsStored, q4k), 4096ll * 16 * 144);
 }
 
@@ -152,9 +155,12 @@ TEST(QuantGemvPlan, LayoutChecksRefuseByName) {
   w = quant_gemv_describe(quant_type_id::kQ6_K, 8, 256);
   w.group = 32;
   EXPECT_NE(message(w).find("group"), std::string::npos) << message(w);
-  w = quant_gemv_describe(quant_type_id::kQ4_K, 8, 256);
+  w = quant_gemv_describe(quant_type_id::kQ6_K, 8, 256);
   w.ld_super = 1;
   EXPECT_NE(message(w).find("ld_super"), std::string::npos) << message(w);
+  w = quant_gemv_describe(quant_type_id::kQ4_K, 8, 512);
+  w.ld_heads = 16;  // two heads per row need 32 bytes
+  EXPECT_NE(message(w).find("ld_heads"), std::string::npos) << message(w);
   EXPECT_THROW(quant_gemv_describe(quant_type_id::kQ4_K, 8, 96), Error);  // K-quants need multiples of 256
   EXPECT_THROW(quant_gemv_describe(quant_type_id::kQ8_0, 8, 48), Error);
   EXPECT_THROW(quant_type_traits(0), Error);
@@ -181,16 +187,17 @@ TEST(QuantGemvPlan, OneDescriptionOfThePlanes) {
     EXPECT_EQ(view.ld_groups, w.ld_groups);
     EXPECT_EQ(view.ld_sub, w.ld_sub);
     EXPECT_EQ(view.ld_super, w.ld_super);
+    EXPECT_EQ(view.ld_heads, w.ld_heads);
     EXPECT_EQ(view.codes, p.codes.data());
     EXPECT_EQ(view.scales, p.scales.empty() ? nullptr : p.scales.data());
-    EXPECT_EQ(view.sub_mins, p.sub_mins.empty() ? nullptr : p.sub_mins.data());
+    EXPECT_EQ(view.k_heads, p.k_heads.empty() ? nullptr : p.k_heads.data());
     w.planes() = view;
     EXPECT_NO_THROW(quant_gemv_check_layout(w));
     const QuantGemvPlaneBytes b = quant_gemv_plane_bytes(w);
     EXPECT_EQ(b.codes, p.codes.size());
     EXPECT_EQ(b.scales, p.scales.size() * 2);
     EXPECT_EQ(b.sub_scales, p.sub_scales.size());
-    EXPECT_EQ(b.super_dmin, p.super_dmin.size() * 2);
+    EXPECT_EQ(b.k_heads, p.k_heads.size());
     w.clear_pointers();
     EXPECT_EQ(w.codes, nullptr);
     EXPECT_EQ(w.ld_codes, view.ld_codes);  // the pitches stay
@@ -283,9 +290,8 @@ TEST(QuantPack, ThreadedPackingEqualsRowByRow) {
                       (all.scales.empty() || same(all.scales, one.scales, all.ld_groups)) &&
                       (all.mins.empty() || same(all.mins, one.mins, all.ld_groups)) &&
                       (all.sub_scales.empty() || same(all.sub_scales, one.sub_scales, all.ld_sub)) &&
-                      (all.sub_mins.empty() || same(all.sub_mins, one.sub_mins, all.ld_sub)) &&
                       (all.super_d.empty() || same(all.super_d, one.super_d, all.ld_super)) &&
-                      (all.super_dmin.empty() || same(all.super_dmin, one.super_dmin, all.ld_super));
+                      (all.k_heads.empty() || same(all.k_heads, one.k_heads, all.ld_heads));
       bad_rows += !ok;
     }
     EXPECT_EQ(bad_rows, 0);

@@ -146,8 +146,9 @@ TEST(Quant, HandComputedQ4KBlock) {
   EXPECT_EQ(p.codes[0], 0x0A);            // group 0, byte 0: weight 0 low, weight 16 high
   EXPECT_EQ(p.codes[16 * 1 + 0], 0x03);   // group 1, byte 0: weight 32 low
   EXPECT_EQ(p.codes[16 * 5 + 3], 0x07);   // group 5, byte 3: weight 163 low, weight 179 high
-  EXPECT_EQ(p.sub_scales[5], 33);
-  EXPECT_EQ(p.sub_mins[5], 40);
+  ASSERT_EQ(p.k_heads.size(), 16u);  // the block's head as stored: d, dmin, scales[12]
+  EXPECT_TRUE(std::equal(p.k_heads.begin(), p.k_heads.end(), b));
+  EXPECT_TRUE(p.sub_scales.empty());
   EXPECT_EQ(group_scale(p, 0, 5), 33.0f);
   EXPECT_EQ(group_min(p, 0, 5), -20.0f);
   EXPECT_EQ(packed_weight(p, 0, 163), y[163]);
@@ -259,11 +260,11 @@ TEST(Quant, FlagsAndBytesPerWeight) {
   const Want wants[] = {
       {Q::Q4_0, QuantFamily::Int4, 32, -8, false, false, 18.0 / 32},
       {Q::Q4_1, QuantFamily::Int4, 32, 0, true, false, 20.0 / 32},
-      {Q::Q4_K, QuantFamily::Int4, 32, 0, true, true, 0.5 + 2.0 / 32 + 4.0 / 256},
+      {Q::Q4_K, QuantFamily::Int4, 32, 0, true, true, 0.5 + 16.0 / 256},  // the 16-byte heads as stored
       {Q::Q8_0, QuantFamily::Int8, 32, 0, false, false, 34.0 / 32},
       {Q::Q5_0, QuantFamily::Int8, 32, 0, false, false, 34.0 / 32},
       {Q::Q5_1, QuantFamily::Int8, 32, 0, true, false, 36.0 / 32},
-      {Q::Q5_K, QuantFamily::Int8, 32, 0, true, true, 1.0 + 2.0 / 32 + 4.0 / 256},
+      {Q::Q5_K, QuantFamily::Int8, 32, 0, true, true, 1.0 + 16.0 / 256},
       {Q::Q6_K, QuantFamily::Int8, 16, 0, false, true, 1.0 + 1.0 / 16 + 2.0 / 256},
   };
   for (const Want& w : wants) {
@@ -332,7 +333,15 @@ TEST(Quant, ReferenceGemvEqualsFp64DotOfDequantized) {
     EXPECT_LE(worst, 1e-13);
 
     // negative control: one corrupted scale moves its row's output
-    if (p.two_level) p.super_d[5 * p.ld_super] = f32_to_f16(3.0f); else p.scales[5 * p.ld_groups + 1] = f32_to_f16(3.0f);
+    const uint16_t three = f32_to_f16(3.0f);
+    if (!p.k_heads.empty()) {  // Q4_K, Q5_K: the head's d
+      p.k_heads[size_t(5 * p.ld_heads)] = uint8_t(three & 0xff);
+      p.k_heads[size_t(5 * p.ld_heads + 1)] = uint8_t(three >> 8);
+    } else if (p.two_level) {
+      p.super_d[5 * p.ld_super] = three;
+    } else {
+      p.scales[5 * p.ld_groups + 1] = three;
+    }
     const std::vector<double> y_bad = packed_gemv_ref(p, x.data());
     EXPECT_NE(y_bad[5], y[5]);
     EXPECT_EQ(y_bad[4], y[4]);

@@ -320,10 +320,13 @@ const NcuCounts kNcuCounts[] = {
     {"q4_0", "thread", 14336, 4096, 573440, 4128768},     {"q4_0", "as-stored", 14336, 4096, 974848, 23969792},
     {"q8_0", "warp", 14336, 4096, 237824, 2084864},       {"q8_0", "warp-dp4a", 14336, 4096, 237824, 2084864},
     {"q8_0", "thread", 14336, 4096, 688128, 7798784},     {"q8_0", "as-stored", 14336, 4096, 1433600, 45875200},
-    {"q4_k", "warp", 14336, 4096, 295168, 1282048},       {"q4_k", "warp-dp4a", 14336, 4096, 295168, 1282048},
-    {"q4_k", "thread", 14336, 4096, 745472, 9633792},     {"q4_k", "as-stored", 14336, 4096, 1433600, 22937600},
+    // Q4_K with its 16-byte heads (2026-12-06): one head load per chunk, the counts of Q4_0 (whose scale request also
+    // spans 2 sectors); the four scale planes before measured 295168 / 1282048 here (warp) and 315392 / 1605632 at
+    // 4096x14336.
+    {"q4_k", "warp", 14336, 4096, 123136, 1167360},       {"q4_k", "warp-dp4a", 14336, 4096, 123136, 1167360},
+    {"q4_k", "thread", 14336, 4096, 573440, 4128768},     {"q4_k", "as-stored", 14336, 4096, 1433600, 22937600},
     {"q4_0", "warp", 4096, 14336, 143360, 1490944},       {"q4_0", "warp-dp4a", 4096, 14336, 143360, 1490944},
-    {"q4_k", "warp", 4096, 14336, 315392, 1605632},       {"q4_k", "warp-dp4a", 4096, 14336, 315392, 1605632},
+    {"q4_k", "warp", 4096, 14336, 143360, 1490944},       {"q4_k", "warp-dp4a", 4096, 14336, 143360, 1490944},
 };
 
 TEST(QuantSectorModel, CountsEqualNcuOnTodaysKernels) {
@@ -484,18 +487,23 @@ TEST(QuantSectorModel, EveryFormReadsItsBytesOnce) {
   }
 }
 
-// The K-quants' two-level scales on "warp": a warp's 32 chunks share 1 sector of sub-scales (32 bytes) and 1 of super
-// d (Q4_K: 4 distinct of 8 groups each); as stored, Q4_K's 144-byte blocks at K = 4096 give only 16 lanes a block.
+// The K-quants' two-level scales on "warp": Q4_K's 32 chunks read 4 distinct 16-byte heads (8 groups each) in one
+// request of 2 sectors, and nothing else per chunk; Q6_K's share 1 sector of sub-scales (32 bytes) and 1 of super d; as
+// stored, Q4_K's 144-byte blocks at K = 4096 give only 16 lanes a block.
 TEST(QuantSectorModel, KQuantScalesAndBlocks) {
-  const QuantSectorPrediction q4k = predict_quant("warp", 4096, 4096, "q4_k");
-  for (const char* c : {"sub_scales", "super_d", "sub_mins", "super_dmin"}) {
-    ASSERT_NE(q4k.find_class(c), nullptr) << c;
-    EXPECT_DOUBLE_EQ(q4k.find_class(c)->sectors_per_request(), 1.0) << c;
+  for (const char* type : {"q4_k", "q5_k"}) {
+    const QuantSectorPrediction p = predict_quant("warp", 4096, 4096, type);
+    ASSERT_NE(p.find_class("k_heads"), nullptr) << type;
+    // Q4_K: 32 chunks = 4 super-blocks, 64 bytes; Q5_K (int8 codes): 16 groups = 2 heads, 32 bytes.
+    EXPECT_DOUBLE_EQ(p.find_class("k_heads")->sectors_per_request(), std::string(type) == "q4_k" ? 2.0 : 1.0) << type;
+    EXPECT_EQ(p.find_class("k_heads")->requests, p.find_class("codes")->requests) << type;
+    for (const char* c : {"sub_scales", "super_d", "scales", "mins"}) EXPECT_EQ(p.find_class(c), nullptr) << c;
   }
   const QuantSectorPrediction q6k = predict_quant("warp", 4096, 4096, "q6_k");
   EXPECT_EQ(q6k.find_class("mins"), nullptr);
-  EXPECT_EQ(q6k.find_class("sub_mins"), nullptr);
+  EXPECT_EQ(q6k.find_class("k_heads"), nullptr);
   EXPECT_DOUBLE_EQ(q6k.find_class("sub_scales")->sectors_per_request(), 1.0);
+  EXPECT_DOUBLE_EQ(q6k.find_class("super_d")->sectors_per_request(), 1.0);
   const QuantSectorPrediction stored = predict_quant("as-stored", 4096, 4096, "q4_k");
   EXPECT_EQ(stored.find_class("qs")->first.active_lanes, 16);
   EXPECT_DOUBLE_EQ(stored.find_class("qs")->sectors_per_request(), 16.0);  // 144 B apart: a sector each

@@ -730,9 +730,10 @@ TEST_F(QuantGemvTest, NegativeControlLayoutMistakesFail) {
     const HostProblem hp(Q::Q4_K, 1000, 4096);
     HostProblem bad = hp;
     for (int64_t r = 0; r < bad.n; ++r)
-      for (int64_t s = 0; s + 1 < bad.k / 256; ++s) {
-        const size_t i = size_t(r * bad.packed.ld_super + s);
-        bad.packed.super_d[i] = hp.packed.super_d[i + 1];
+      for (int64_t s = 0; s + 1 < bad.k / 256; ++s) {  // the head's first two bytes (fp16 d)
+        const size_t i = size_t(r * bad.packed.ld_heads + 16 * s);
+        bad.packed.k_heads[i] = hp.packed.k_heads[i + 16];
+        bad.packed.k_heads[i + 1] = hp.packed.k_heads[i + 17];
       }
     DeviceProblem p(bad, stream_);
     const double err = p.run(false, 0, stream_, [&](const float* x, float* y) {
@@ -1166,8 +1167,8 @@ TEST_F(QuantGemvTest, BatchSplitIntoThreeOutputsIsBitForBitThreeLaunches) {
 }
 
 // A prompt's pass rounds its rows to BF16 before the int8 form; three passes do both in one launch and must leave the
-// bits of the two launches they replace: RMSNorm (rmsnorm_bf16, then the BF16 x pass), an FP32 row
-// (convert_f32_to_bf16, then the BF16 x pass) and the SwiGLU (swiglu_rows_bf16, then the BF16 x pass). Awkward widths
+// bits of the two launches they replace: RMSNorm (rmsnorm_bf16, then the BF16 x pass; or rmsnorm, then the FP32 x
+// pass), an FP32 row (convert_f32_to_bf16, then the BF16 x pass) and the SwiGLU (swiglu_rows_bf16, then the BF16 x pass). Awkward widths
 // (a multiple of 32 below one warp's share, 576 = SmolLM2, one past 4096 / 32 blocks, 14336 and 8192 + 32: more blocks
 // of 32 than a row's threads take in one round), 1 to 17 rows, values over a wide range, the guard past the forms
 // untouched.
@@ -1223,6 +1224,11 @@ TEST_F(QuantGemvTest, BatchPassesRoundedToBf16InOneLaunchAreBitForBitTheTwoLaunc
         swiglu_rows_bf16(d_x, d_bf, nb, k, stream_);
         quant_batch_quantize_x(d_bf, true, k, nb, k, d_a, stream_);
       }, [&] { quant_batch_swiglu_x(d_x, 2 * k, nb, k, nullptr, 0, d_b, stream_, true); })) << "SwiGLU";
+      // Without the rounding (a prompt's or exact verify's rows for warp-dp4a): bit for bit rmsnorm then the FP32 pass.
+      EXPECT_TRUE(same("RMSNorm, FP32", [&] {
+        rmsnorm(d_x, d_w, reinterpret_cast<float*>(d_bf), nb, k, 1e-5f, stream_);
+        quant_batch_quantize_x(d_bf, false, k, nb, k, d_a, stream_);
+      }, [&] { quant_batch_rmsnorm_x(d_x, d_w, nb, k, 1e-5f, d_b, stream_, false); })) << "RMSNorm, FP32";
       // Negative control: without the BF16 rounding the RMSNorm's form differs somewhere.
       EXPECT_FALSE(same("(control) RMSNorm", [&] {
         rmsnorm(d_x, d_w, reinterpret_cast<float*>(d_bf), nb, k, 1e-5f, stream_);
