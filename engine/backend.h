@@ -50,9 +50,10 @@ struct EngineTuning {
                                    // once per 16 tokens with dp4a, per 64 on tensor cores); longer passes dequantize
                                    // each matrix for a cuBLAS GEMM (up to kQuantBatchPassMax). 0: never. H100, 8B Q4_0,
                                    // a 26-token prompt: 9.95 ms at 32, 32.5 ms at 16 (dequantized). Under exact_verify
-                                   // (auto: every model with matrices kept quantized) such passes take the decode
-                                   // form's activations: int8 rows rounded from BF16, as the default had before, turned
-                                   // SmolLM2's 37-token chat prompt ("warp" decodes on FP32 x) into French verse
+                                   // (auto: every model with matrices kept quantized) prompts take the decode form's
+                                   // activations: int8 rows from FP32 for "warp-dp4a"; for "warp" FP32 rows up to 8
+                                   // tokens, BF16 rows through cuBLAS beyond (int8 rows rounded from BF16, as prompts
+                                   // read before, turned SmolLM2's 37-token chat prompt on "warp" into French verse)
   bool fuse_pass = true;           // prefill / verify passes through the batch-k GEMV: RMSNorm, the BF16 rounding and
                                    // the int8 form in one launch (quant_batch_rmsnorm_x, ..._bf16_rounded, the SwiGLU's
                                    // round_bf16), bit for bit the two launches they replace, q | k | v in one launch
@@ -63,7 +64,8 @@ struct EngineTuning {
                                    // (kQuantBatchMmaMinVectors); kBatchMmaNever (kQuantBatchMmaMax + 1): never
   ExactVerify exact_verify = ExactVerify::kAuto;  // on: CUDA prompt and verify passes take the decode step's
                                    // activations: quantized matrices through the batch-k GEMV on FP32 rows where decode
-                                   // runs "warp" (int8 rows quantized from FP32 for "warp-dp4a"); a verify's BF16
+                                   // runs "warp" (a prompt: up to 8 tokens, then cuBLAS on BF16 rows), int8 rows
+                                   // quantized from FP32 for "warp-dp4a"; a verify's BF16
                                    // matrices through the batched GEMV on FP32 rows (kernels/gemv/gemv_batched.h), so
                                    // a prompt's logits and greedy output with speculation stay the decode steps' up to
                                    // summation order. Off: BF16-rounded rows (cuBLAS; int8 from them). Auto: on for

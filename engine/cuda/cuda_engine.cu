@@ -100,6 +100,8 @@ class CudaEngine final : public CudaBackend {
   // EngineTuning::exact_verify), the decode step's activations for every matrix (kDecode: a verify under exact_verify),
   // or for the matrices kept quantized only, BF16 copies keeping cuBLAS (kDecodeQuant: a prompt under exact_verify).
   enum class PassRows { kBf16, kDecode, kDecodeQuant };
+  // kDecodeQuant on an FP32-x form: prompts of at most this many tokens take the batch-k GEMV's FP32 form (pass_form).
+  static constexpr int kPromptF32Max = 8;
   void prefill_chunk(int c, int pos0, bool device_pos = false, PassRows rows = PassRows::kBf16);
   void verify_pass(int n, int pos, bool device_pos);
   // EngineTuning::exact_verify resolved: kAuto is on where matrices are kept quantized (a prefill scratch exists).
@@ -545,7 +547,11 @@ CudaEngine::PassForm CudaEngine::pass_form(const DevMatrix& whole, const DecodeW
     if (!planes || !batchable(*planes, c)) return PassForm::Gemm;
     if (rows == PassRows::kBf16) return PassForm::QuantInt8Bf16;
     if (c > act_.exact_rows) return PassForm::Gemm;
-    return quant_kind_int8_x(cur_->plan.quant) ? PassForm::QuantInt8 : PassForm::QuantF32;
+    if (quant_kind_int8_x(cur_->plan.quant)) return PassForm::QuantInt8;
+    // FP32 x ("warp"): the batch-k GEMV's FMA form costs about a decode step per token (H100, 8B Q4_0: a 26-token
+    // prompt in 50.4 ms; dequantized + cuBLAS 32.5 ms), so a prompt takes it for a few tokens only, BF16 rows through
+    // cuBLAS beyond (never int8 rows: they turned SmolLM2's chat answer on "warp" into French verse).
+    return rows == PassRows::kDecode || c <= kPromptF32Max ? PassForm::QuantF32 : PassForm::Gemm;
   }
   // BF16 copies: the batched GEMV in an exact verify only; a prompt's pass keeps cuBLAS, measured faster there (H100,
   // 8B BF16, 16 tokens: 7.7 vs 29.6 ms).

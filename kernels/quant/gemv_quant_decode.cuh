@@ -153,6 +153,28 @@ QHD uint2 quant_load_scale_raw(const QuantPackedArgs& a, int64_t r, int c) {
   return raw;
 }
 
+// One ring slot's scale words: the raw words (quant_load_scale_raw), or for Q4_K/Q5_K (kHead) the 16-byte head as
+// loaded, turned into the raw words of group j (0..7) of its super-block only where the chunk is used (words), so a
+// ring refill issues its loads and moves on instead of waiting on the head to decode it.
+template <bool kHead>
+struct QuantScaleSlot {
+  uint2 raw;
+  template <bool kTwoLevel, bool kHasMin>
+  QHD void load(const QuantPackedArgs& a, int64_t r, int c) { raw = quant_load_scale_raw<kTwoLevel, kHasMin>(a, r, c); }
+  QHD void zero() { raw = make_uint2(0u, 0u); }
+  QHD uint2 words(int) const { return raw; }
+};
+template <>
+struct QuantScaleSlot<true> {
+  uint4 head;
+  template <bool kTwoLevel, bool kHasMin>
+  QHD void load(const QuantPackedArgs& a, int64_t r, int c) {
+    head = quant_load_head(a.k_heads + r * a.ld_heads + 16 * ((c >> a.group_shift) >> 3));
+  }
+  QHD void zero() { head = make_uint4(0u, 0u, 0u, 0u); }
+  QHD uint2 words(int j) const { return quant_head_raw(head, j); }
+};
+
 // s of a group, exactly as group_scale(): fp16 d (one-level), or f16(d) * float(int8 sub_scale) rounded once.
 template <bool kTwoLevel>
 QHD float quant_scale(uint2 raw) {

@@ -39,7 +39,9 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
   pdl_launch_dependents();
 
   uint4 wv[U][R];
-  uint2 raw[U][R];
+  // The scale words of each slot as loaded (QuantScaleSlot: Q4_K/Q5_K keep the 16-byte head and decode it when the
+  // chunk is used, so no load is waited on while the ring refills).
+  QuantScaleSlot<kTwoLevel && kHasMin> raw[U][R];
   // Slot u of batch b of group g; zeros past the slice, past n and past the lane's run (no checks in the dots).
   auto fill = [&](int64_t g, int b, int u) {
     const int c = c_begin + b * 32 * U + 32 * u + lane;
@@ -48,10 +50,10 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
       const int64_t row = g * R + i;
       if (g < g_end && c < c_end && row < a.n) {
         wv[u][i] = quant_load_codes(reinterpret_cast<const uint4*>(a.codes + row * a.ld_codes) + c);
-        raw[u][i] = quant_load_scale_raw<kTwoLevel, kHasMin>(a, row, c);
+        raw[u][i].template load<kTwoLevel, kHasMin>(a, row, c);
       } else {
         wv[u][i] = make_uint4(0u, 0u, 0u, 0u);
-        raw[u][i] = make_uint2(0u, 0u);
+        raw[u][i].zero();
       }
     }
   };
@@ -113,13 +115,16 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     for (int u = 0; u < U; ++u) {
       const int c = c_begin + b * 32 * U + 32 * u + lane;
       if (c < c_end) {
+        uint2 r[R];
+#pragma unroll
+        for (int i = 0; i < R; ++i) r[i] = raw[u][i].words((c >> a.group_shift) & 7);
         if constexpr (kDp4a)
-          quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], xq, c, a.code_offset, acc);
+          quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv[u], r, xq, c, a.code_offset, acc);
         else
           if constexpr (kSmemX)
-            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], xsh, c, a.bias, acc);
+            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(wv[u], r, xsh, c, a.bias, acc);
           else
-            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x}, c,
+            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(wv[u], r, QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x}, c,
                                                           a.bias, acc);
       }
       fill(next_g, next_b, u);

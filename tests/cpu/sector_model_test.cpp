@@ -321,7 +321,8 @@ const NcuCounts kNcuCounts[] = {
     {"q8_0", "warp", 14336, 4096, 237824, 2084864},       {"q8_0", "warp-dp4a", 14336, 4096, 237824, 2084864},
     {"q8_0", "thread", 14336, 4096, 688128, 7798784},     {"q8_0", "as-stored", 14336, 4096, 1433600, 45875200},
     // Q4_K with its 16-byte heads (2026-12-06): one head load per chunk, the counts of Q4_0 (whose scale request also
-    // spans 2 sectors); the four scale planes before measured 295168 / 1282048 here (warp) and 315392 / 1605632 at
+    // spans 2 sectors); ncu on an H100 (tools/ncu-quant.sh) read 9.48 and 10.40 sectors per request for warp and
+    // warp-dp4a, as these. The four scale planes before measured 295168 / 1282048 here (warp) and 315392 / 1605632 at
     // 4096x14336.
     {"q4_k", "warp", 14336, 4096, 123136, 1167360},       {"q4_k", "warp-dp4a", 14336, 4096, 123136, 1167360},
     {"q4_k", "thread", 14336, 4096, 573440, 4128768},     {"q4_k", "as-stored", 14336, 4096, 1433600, 22937600},
