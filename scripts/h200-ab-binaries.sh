@@ -29,6 +29,7 @@ for m in ${MODELS:-stories smol tiny 8b}; do
     8b_all) A=(--model synthetic:llama3.1-8b -n ${N_8B:-32} -r 3) ;;  # every BF16 mapping
     8b_q4_0) A=(--model synthetic:llama3.1-8b --quantize q4_0 --ab warp,warp-dp4a -n 64 -r 3) ;;
     8b_8k) A=(--model synthetic:llama3.1-8b --ab warp-r2 -d 8192 -n 32 -r 3) ;;
+    gguf) A=(--model "${GGUF:?GGUF=FILE.gguf}" --ab ${GGUF_AB:-warp,warp-dp4a} -n 64 -r 3) ;;  # e.g. from write-gguf
     *) echo "unknown model $m"; continue ;;
   esac
   for v in ${BINS:-llama-ab-base llama-ab llama-ab-base llama-ab}; do run "$m" "$v" "${A[@]}"; done
