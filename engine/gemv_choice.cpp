@@ -64,9 +64,22 @@ GemvPlan gemv_plan(const std::string& name, const Model& model, bool dequantize)
 }
 
 std::string default_gemv_name(const Model& model, bool dequantize) {
-  bool quant = false;
-  for_each_projection(model, [&](const HostTensor& t) { quant = quant || (t.quant != 0 && !dequantize); });
-  return quant ? kQuantGemvDefault : kGemvDefaultMapping;
+  bool quant = false, all_quant = true;
+  int64_t bytes = 0;
+  for_each_projection(model, [&](const HostTensor& t) {
+    const bool q = t.quant != 0 && !dequantize;
+    quant = quant || q;
+    all_quant = all_quant && q;
+    if (q) bytes += int64_t(ggml_quant_row_bytes(GgmlQuantType(t.quant), t.cols)) * t.rows;
+  });
+  if (!quant) return kGemvDefaultMapping;
+  const std::string name = default_quant_gemv_name(bytes, all_quant);
+  // The pick must run the model as a default always does (a type without a form keeps "warp").
+  return gemv_refusal(gemv_plan(name), model, dequantize).empty() ? name : kQuantGemvDefault;
+}
+
+std::string default_quant_gemv_name(int64_t quant_bytes, bool dp4a_runs) {
+  return dp4a_runs && quant_bytes >= kDp4aDefaultBytes ? "warp-dp4a" : kQuantGemvDefault;
 }
 
 std::string gemv_refusal(const GemvPlan& plan, const Model& model, bool dequantize) {

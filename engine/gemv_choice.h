@@ -34,8 +34,18 @@ GemvPlan gemv_plan(const std::string& name);
 GemvPlan gemv_plan(const std::string& name, const Model& model, bool dequantize);
 
 // The mapping a run uses when --gemv is not given: the BF16 default, or, when decode keeps quantized weights, the
-// default of the quantized forms (it has a BF16 form too, for any projection that is not quantized).
+// default of the quantized forms (it has a BF16 form too, for any projection that is not quantized), or "warp-dp4a"
+// where default_quant_gemv_name says so.
 std::string default_gemv_name(const Model& model, bool dequantize);
+
+// The quantized default for a model whose decode streams `quant_bytes` of quantized projections per token, where
+// "warp-dp4a" can run every projection (`dp4a_runs`: every projection quantized) or not: "warp-dp4a" from
+// kDp4aDefaultBytes on, else "warp". Why: a stream-bound model gains more from the int8 activations' fewer instructions
+// per weight than it loses in exactness (H100, synthetic 8B: Q4_0 393 -> 470 t/s, Q4_K_M 283.5 -> 327.0, and a
+// 26-token prompt's first token in 10.0 ms instead of 32.2 ms: the prompt reads decode's int8 rows), while a
+// launch-bound small model runs "warp" faster and exact (H200, SmolLM2 Q4_1: 1,400.5 vs 1,293.8 t/s).
+constexpr int64_t kDp4aDefaultBytes = int64_t(1) << 30;
+std::string default_quant_gemv_name(int64_t quant_bytes, bool dp4a_runs);
 
 // "" when `plan` can run every projection of `model` (quantized weights kept quantized unless `dequantize`);
 // otherwise why not, in one line naming the mapping, the weight type and a tensor. The defaults always run.

@@ -127,6 +127,18 @@ TEST(GemvPlan, DefaultNameFollowsTheWeights) {
   EXPECT_EQ(llm::quant_summary(embq), "");
 }
 
+// The quantized default by size: "warp" (exact activations) for models streaming under 1 GiB of quantized weights per
+// token, "warp-dp4a" from there when every projection is quantized (engine/gemv_choice.h says why); a model whose
+// projections are not all quantized keeps "warp" whatever its size (warp-dp4a has no BF16 form).
+TEST(GemvPlan, QuantizedDefaultFollowsTheBytesStreamedPerToken) {
+  EXPECT_EQ(llm::default_quant_gemv_name(66 << 20, true), "warp");                   // SmolLM2 Q4_1 (66 MB)
+  EXPECT_EQ(llm::default_quant_gemv_name(llm::kDp4aDefaultBytes - 1, true), "warp");
+  EXPECT_EQ(llm::default_quant_gemv_name(llm::kDp4aDefaultBytes, true), "warp-dp4a");
+  EXPECT_EQ(llm::default_quant_gemv_name(int64_t(4220) << 20, true), "warp-dp4a");    // 8B Q4_0 (4.22 GB)
+  EXPECT_EQ(llm::default_quant_gemv_name(int64_t(4220) << 20, false), "warp");       // a BF16 projection among them
+  EXPECT_TRUE(llm::gemv_plan("warp-dp4a").has_quant);
+}
+
 TEST(GemvPlan, RefusalsOnAnAllQuantizedModel) {
   TempDir tmp;
   const llm::Model q8 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ8_0)).quant, "q.gguf");
