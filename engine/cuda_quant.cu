@@ -1,6 +1,7 @@
 // Quantized decode matrices for the CUDA engine (see engine/cuda_quant.h).
 #include "engine/cuda_quant.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "core/error.h"
@@ -27,7 +28,15 @@ QuantGemvWeight quant_host_view(const PackedQuant& p, const uint8_t* blocks) {
 }
 
 QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts, QuantGemvKind kind,
-                                    cudaStream_t stream) {
+                                    cudaStream_t stream, QuantUploadTimes* times) {
+  QuantUploadTimes local;
+  if (!times) times = &local;
+  auto t = std::chrono::steady_clock::now();
+  auto lap = [&t](double* into) {  // seconds since the last lap, added into *into
+    const auto now = std::chrono::steady_clock::now();
+    *into += std::chrono::duration<double>(now - t).count();
+    t = now;
+  };
   if (parts.empty()) fail("quantized upload: no tensor given");
   const HostTensor& first = *parts[0];
   const uint32_t type = first.quant;
@@ -41,25 +50,36 @@ QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts,
     rows += t->rows;
   }
   // [rows, cols] blocks, the parts' rows one after the other (rows are independent, so concatenating the stored rows
-  // of q, k and v gives the fused matrix in the same type).
+  // of q, k and v gives the fused matrix in the same type). One part is read where it is (no copy).
   const size_t row_bytes = first.row_bytes();
-  std::vector<uint8_t> blocks(size_t(rows) * row_bytes);
-  size_t at = 0;
-  for (const HostTensor* t : parts) {
-    std::memcpy(blocks.data() + at, t->data, t->nbytes());
-    at += t->nbytes();
+  std::vector<uint8_t> gathered;
+  const uint8_t* blocks = static_cast<const uint8_t*>(first.data);
+  if (parts.size() > 1) {
+    gathered.resize(size_t(rows) * row_bytes);
+    size_t at = 0;
+    for (const HostTensor* t : parts) {
+      std::memcpy(gathered.data() + at, t->data, t->nbytes());
+      at += t->nbytes();
+    }
+    blocks = gathered.data();
   }
+  lap(&times->gather);
   const GgmlQuantType qt = GgmlQuantType(type);
   if (kind == QuantGemvKind::AsStored) {
     QuantGemvWeight host = quant_gemv_describe(int(type), rows, cols);
-    host.blocks = blocks.data();
-    return quant_gemv_upload(host, stream);
+    host.blocks = blocks;
+    QuantGemvWeight dev = quant_gemv_upload(host, stream);
+    lap(&times->upload);
+    return dev;
   }
   // Shape comments: models/quant.h (PackedQuant) and kernels/quant/gemv_quant_plan.h (QuantGemvWeight) describe the same
   // planes; the upload checks the layout.
-  const PackedQuant p = pack_quant(blocks.data(), qt, rows, cols, first.name);
+  const PackedQuant p = pack_quant(blocks, qt, rows, cols, first.name);
+  lap(&times->pack);
   const QuantGemvWeight host = quant_host_view(p);
-  return quant_gemv_upload(host, stream);
+  QuantGemvWeight dev = quant_gemv_upload(host, stream);
+  lap(&times->upload);
+  return dev;
 }
 
 }  // namespace llm

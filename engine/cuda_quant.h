@@ -21,7 +21,13 @@ QuantGemvWeight quant_host_view(const PackedQuant& p, const uint8_t* blocks = nu
 // Uploads the row-concatenation of `parts` (same quantized type, same row length: e.g. wq, wk, wv of one layer for the
 // fused q|k|v GEMV) as one [sum of rows, cols] matrix in the layout `kind` reads: the prepacked planes for warp,
 // thread and warp-dp4a, GGUF's blocks as stored for as-stored. Synchronous (load time only).
+// times (optional): the host seconds of each step added in (the load line's breakdown, GemvMappings::prepare).
+struct QuantUploadTimes {
+  double gather = 0;  // the parts' blocks copied into one [rows, cols] array
+  double pack = 0;    // pack_quant (models/quant.h)
+  double upload = 0;  // quant_gemv_upload: allocation, zero fill, the copy to the GPU and its wait
+};
 QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts, QuantGemvKind kind,
-                                    cudaStream_t stream);
+                                    cudaStream_t stream, QuantUploadTimes* times = nullptr);
 
 }  // namespace llm

@@ -77,7 +77,8 @@ GemvMappings::GemvMappings(const Model& model, const DeviceModel& dm, bool tied,
   slots_.push_back(make_slot({tied ? &w.embedding : &w.head}, dm.head, {dm.head}));
 }
 
-PieceWeight GemvMappings::prepack(const MappingState& st, const SlotPiece& src, size_t* bytes_read) {
+PieceWeight GemvMappings::prepack(const MappingState& st, const SlotPiece& src, size_t* bytes_read,
+                                  QuantUploadTimes* times) {
   const std::string& name = st.plan.name;
   PieceWeight pw;
   pw.row0 = src.row0;
@@ -88,7 +89,7 @@ PieceWeight GemvMappings::prepack(const MappingState& st, const SlotPiece& src, 
     std::vector<const HostTensor*> parts;
     for (const HostTensor& t : src.quant) parts.push_back(&t);
     pw.quant = true;
-    pw.q = upload_quant_matrix(parts, st.plan.quant, stream_);
+    pw.q = upload_quant_matrix(parts, st.plan.quant, stream_, times);
     *bytes_read += size_t(quant_gemv_bytes_read(st.plan.quant, pw.q));
   } else {
     if (!st.mapping) fail("GEMV mapping '", name, "' exists only for quantized weights; this model has BF16 ones");
@@ -125,15 +126,21 @@ MappingState& GemvMappings::prepare(const GemvPlan& plan, size_t bytes_per_token
     for (const SlotPiece& src : slot)
       for (const HostTensor& t : src.quant) quant_bytes += uint64_t(t.nbytes());
   LoadProgress progress("prepacking '" + name + "'", quant_bytes);
+  QuantUploadTimes times;
   for (const Slot& slot : slots_) {
     DecodeWeight dw;
     for (const SlotPiece& src : slot) {
-      dw.push_back(prepack(*st, src, &st->bytes_read));
+      dw.push_back(prepack(*st, src, &st->bytes_read, &times));
       for (const HostTensor& t : src.quant) progress.add(uint64_t(t.nbytes()));
     }
     st->weights.push_back(std::move(dw));
   }
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // Where a large prepack's time went (the host's steps, summed over the matrices): what a faster load must cut.
+  if (quant_bytes >= LoadProgress::kQuietBelow)
+    std::fprintf(stderr,
+                 "prepacked '%s': %.2f GB of blocks; gathering the parts %.2f s, packing %.2f s, uploading %.2f s\n",
+                 name.c_str(), double(quant_bytes) / 1e9, times.gather, times.pack, times.upload);
   bool fuses = true;
   for (size_t i = 0; i < st->weights.size(); ++i) {
     const DecodeWeight& dw = st->weights[i];

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/cuda/device_model.h"
+#include "engine/cuda_quant.h"  // QuantUploadTimes
 #include "engine/gemv_choice.h"  // GemvPlan
 #include "kernels/gemv/gemv.h"
 #include "kernels/quant/gemv_quant.h"
@@ -98,7 +99,7 @@ class GemvMappings {
   using Slot = std::vector<SlotPiece>;
   Slot make_slot(const std::vector<const HostTensor*>& members, const DevMatrix& whole,
                  const std::vector<DevMatrix>& parts);
-  PieceWeight prepack(const MappingState& st, const SlotPiece& src, size_t* bytes_read);
+  PieceWeight prepack(const MappingState& st, const SlotPiece& src, size_t* bytes_read, QuantUploadTimes* times);
 
   bool dequantize_ = false;
   bool any_quant_ = false;
