@@ -5,6 +5,7 @@
 // vectors, or one device allocation). What the codes and scales mean per GGML type: models/quant.h.
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"  // LLM_HD
 
@@ -29,7 +30,7 @@ struct QuantPlanes {
   const uint16_t* super_d;     // fp16 bits [n, ld_super]
   // Two-level with a min (Q4_K, Q5_K): the super-block heads as GGUF stores them, 16 bytes per 256 weights (fp16 d,
   // fp16 dmin, 12 bytes of 6-bit sub-block scales and mins), so one 16-byte load gives a lane everything its group's
-  // scale and min need (k_head_raw below); s = f16(d) * float(sc_j), m = -(f16(dmin) * float(m_j)), j = g % 8.
+  // scale and min need (k_head_scale_min below); s = f16(d) * float(sc_j), m = -(f16(dmin) * float(m_j)), j = g % 8.
   const uint8_t* k_heads;      // [n, ld_heads]: head of super-block b of row r at bytes r * ld_heads + 16 b
   int64_t ld_codes;   // bytes per row of codes, multiple of 16, >= k/2 (Int4) or k (Int8)
   int64_t ld_groups;  // halves per row of scales/mins, multiple of 8, >= k / group
@@ -47,8 +48,9 @@ struct QuantPlanes {
 };
 
 // Sub-block j's (0..7) 6-bit scale and min from a Q4_K/Q5_K head's scale words h1, h2, h3 (bytes 4..15 of the head,
-// little-endian), as ggml's get_scale_min_k4: the one decode of the packed scales, for the packer's reference
-// (models/quant.cpp), the dequantizer and every kernel. j < 4: sc = q[j] & 63, m = q[j+4] & 63; else sc = (q[j+4] & 15) |
+// little-endian), as ggml's get_scale_min_k4: the one decode of the packed planes' scales, for the packed reference
+// (models/quant.cpp group_scale), the prefill dequantizer and every kernel (models/dequant.h keeps ggml's own port as
+// the independent reference they are checked against). j < 4: sc = q[j] & 63, m = q[j+4] & 63; else sc = (q[j+4] & 15) |
 // (q[j-4] >> 6) << 4, m = (q[j+4] >> 4) | (q[j] >> 6) << 4, with q the 12 bytes.
 LLM_HD void k_head_scale_min(uint32_t h1, uint32_t h2, uint32_t h3, int j, uint32_t* sc, uint32_t* m) {
   const int sh = 8 * (j & 3);
@@ -60,6 +62,19 @@ LLM_HD void k_head_scale_min(uint32_t h1, uint32_t h2, uint32_t h3, int j, uint3
     *sc = (b2 & 15u) | ((b0 >> 6) << 4);
     *m = (b2 >> 4) | ((b1 >> 6) << 4);
   }
+}
+
+// Group j (0..7) of the head at `head` (16 bytes, any alignment): fp16 bits of d and dmin, the 6-bit sc and m.
+struct KHeadGroup {
+  uint16_t d, dmin;
+  uint32_t sc, m;
+};
+LLM_HD KHeadGroup k_head_group(const uint8_t* head, int j) {
+  uint32_t w[4];
+  memcpy(w, head, 16);
+  KHeadGroup g{uint16_t(w[0] & 0xffffu), uint16_t(w[0] >> 16), 0u, 0u};
+  k_head_scale_min(w[1], w[2], w[3], j, &g.sc, &g.m);
+  return g;
 }
 
 }  // namespace llm

@@ -708,29 +708,16 @@ int packed_code(const PackedQuant& p, int64_t r, int64_t j) {
   return int(int8_t(row[j]));
 }
 
-namespace {
-
-// Group g's head of a Q4_K/Q5_K row: d, dmin and sub-block g % 8's sc and m (core/quant_planes.h k_head_scale_min).
-struct KHeadGroup {
-  float d, dmin;
-  uint32_t sc, m;
-};
-KHeadGroup k_head_group(const PackedQuant& p, int64_t r, int64_t g) {
-  const uint8_t* h = p.k_heads.data() + r * p.ld_heads + 16 * (g / 8);
-  uint32_t w[4];
-  std::memcpy(w, h, 16);  // little-endian words, as the kernels' 16-byte load
-  KHeadGroup out{f16_to_f32(uint16_t(w[0] & 0xffffu)), f16_to_f32(uint16_t(w[0] >> 16)), 0u, 0u};
-  k_head_scale_min(w[1], w[2], w[3], int(g % 8), &out.sc, &out.m);
-  return out;
+// Group g's head of a Q4_K/Q5_K row (core/quant_planes.h k_head_group).
+static KHeadGroup k_head_of(const PackedQuant& p, int64_t r, int64_t g) {
+  return k_head_group(p.k_heads.data() + r * p.ld_heads + 16 * (g / 8), int(g % 8));
 }
-
-}  // namespace
 
 float group_scale(const PackedQuant& p, int64_t r, int64_t g) {
   if (!p.two_level) return f16_to_f32(p.scales[r * p.ld_groups + g]);
   if (p.has_min) {
-    const KHeadGroup h = k_head_group(p, r, g);
-    return h.d * float(h.sc);
+    const KHeadGroup h = k_head_of(p, r, g);
+    return f16_to_f32(h.d) * float(h.sc);
   }
   const float d = f16_to_f32(p.super_d[r * p.ld_super + g / p.groups_per_super]);
   return d * float(p.sub_scales[r * p.ld_sub + g]);
@@ -739,8 +726,8 @@ float group_scale(const PackedQuant& p, int64_t r, int64_t g) {
 float group_min(const PackedQuant& p, int64_t r, int64_t g) {
   if (!p.has_min) return 0.0f;
   if (!p.two_level) return f16_to_f32(p.mins[r * p.ld_groups + g]);
-  const KHeadGroup h = k_head_group(p, r, g);
-  return -(h.dmin * float(h.m));
+  const KHeadGroup h = k_head_of(p, r, g);
+  return -(f16_to_f32(h.dmin) * float(h.m));
 }
 
 float packed_weight(const PackedQuant& p, int64_t r, int64_t j) {

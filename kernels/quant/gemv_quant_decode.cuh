@@ -126,6 +126,11 @@ QHD uint4 quant_load_head(const uint8_t* p) {
 #endif
 }
 
+// The head of chunk c of row r (its group c >> group_shift is group (c >> group_shift) & 7 of that head).
+QHD const uint8_t* quant_head_at(const QuantPackedArgs& a, int64_t r, int c) {
+  return a.k_heads + r * a.ld_heads + 16 * ((c >> a.group_shift) >> 3);
+}
+
 // The raw scale words of group j (0..7) of a head: .x = sc | fp16 d << 16, .y = m | fp16 dmin << 16.
 QHD uint2 quant_head_raw(const uint4& h, int j) {
   uint32_t sc, m;
@@ -144,7 +149,7 @@ QHD uint2 quant_load_scale_raw(const QuantPackedArgs& a, int64_t r, int c) {
     raw.x = quant_ldg(a.scales + r * a.ld_groups + g);
     if (kHasMin) raw.y = quant_ldg(a.mins + r * a.ld_groups + g);
   } else if (kHasMin) {
-    raw = quant_head_raw(quant_load_head(a.k_heads + r * a.ld_heads + 16 * (g >> 3)), g & 7);
+    raw = quant_head_raw(quant_load_head(quant_head_at(a, r, c)), g & 7);
   } else {
     const int64_t sub = r * a.ld_sub + g, sup = r * a.ld_super + (g >> a.super_shift);
     raw.x = uint32_t(quant_ldg(reinterpret_cast<const unsigned char*>(a.sub_scales) + sub)) |
@@ -169,7 +174,7 @@ struct QuantScaleSlot<true> {
   uint4 head;
   template <bool kTwoLevel, bool kHasMin>
   QHD void load(const QuantPackedArgs& a, int64_t r, int c) {
-    head = quant_load_head(a.k_heads + r * a.ld_heads + 16 * ((c >> a.group_shift) >> 3));
+    head = quant_load_head(quant_head_at(a, r, c));
   }
   QHD void zero() { head = make_uint4(0u, 0u, 0u, 0u); }
   QHD uint2 words(int j) const { return quant_head_raw(head, j); }

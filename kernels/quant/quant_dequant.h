@@ -6,7 +6,6 @@
 // has_min, each operation rounded once (no FMA), then rounded to BF16 as the host upload's read_rows_bf16 does.
 #pragma once
 #include <cstdint>
-#include <cstring>
 
 #include "core/dtype.h"  // LLM_HD, f16_to_f32, f32_to_bf16, mul_rn, add_rn
 #include "kernels/quant/gemv_quant_plan.h"
@@ -23,12 +22,9 @@ LLM_HD QuantPlaneScale quant_plane_scale(const QuantGemvWeight& w, int64_t r, in
     sc.s = f16_to_f32(w.scales[r * w.ld_groups + g]);
     if (w.has_min) sc.m = f16_to_f32(w.mins[r * w.ld_groups + g]);
   } else if (w.has_min) {  // Q4_K, Q5_K: the group's head
-    uint32_t h[4];
-    memcpy(h, w.k_heads + r * w.ld_heads + 16 * (g / 8), 16);
-    uint32_t scale, min;
-    k_head_scale_min(h[1], h[2], h[3], int(g % 8), &scale, &min);
-    sc.s = mul_rn(f16_to_f32(uint16_t(h[0] & 0xffffu)), float(scale));
-    sc.m = -mul_rn(f16_to_f32(uint16_t(h[0] >> 16)), float(min));
+    const KHeadGroup h = k_head_group(w.k_heads + r * w.ld_heads + 16 * (g / 8), int(g % 8));
+    sc.s = mul_rn(f16_to_f32(h.d), float(h.sc));
+    sc.m = -mul_rn(f16_to_f32(h.dmin), float(h.m));
   } else {
     const int64_t sup = r * w.ld_super + g / w.groups_per_super;
     sc.s = mul_rn(f16_to_f32(w.super_d[sup]), float(w.sub_scales[r * w.ld_sub + g]));
