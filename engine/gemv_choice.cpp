@@ -120,8 +120,8 @@ std::string persistent_refusal(const ModelConfig& c, const std::string& source, 
            (plan.named() ? plan.name : std::string(kQuantGemvDefault)) + "' cannot run inside it (" + source +
            " keeps " + kept_quant + "): use --gemv warp, --dequantize, or --decode graph";
   if (!mixed_group.empty())
-    return "--decode persistent needs each fused group (q|k|v, gate|up) in one weight type; " + mixed_group +
-           " and the matrices fused with it differ: use --decode graph, or --dequantize";
+    return "--decode persistent needs gate and up in one weight type (its gate|up stage pairs their rows); " +
+           mixed_group + " and the matrix fused with it differ: use --decode graph, or --dequantize";
   // A name with no BF16 form ("warp-dp4a") runs only where every projection is kept quantized (gemv_refusal).
   if (plan.bf16_persistent == PersistentGemv::None && (plan.bf16 != GemvBf16Form::None || kept_quant.empty())) {
     std::string lanes_along_k;  // "warp-r2, warp, warp-few": the BF16 forms with a persistent stage
@@ -148,14 +148,10 @@ std::string persistent_refusal(const ModelConfig& c, const std::string& source, 
   return "";
 }
 
-std::string mixed_fused_group(const Model& model, bool dequantize) {
+std::string mixed_gate_up(const Model& model, bool dequantize) {
   auto kept = [&](const HostTensor& t) { return t.quant != 0 && !dequantize ? t.quant : 0u; };
-  for (const LayerWeights& l : model.weights.layers) {
-    for (const std::vector<const HostTensor*>& group :
-         {std::vector<const HostTensor*>{&l.wq, &l.wk, &l.wv}, std::vector<const HostTensor*>{&l.w_gate, &l.w_up}})
-      for (const HostTensor* t : group)
-        if (kept(*t) != kept(*group[0])) return printable(group[0]->name);
-  }
+  for (const LayerWeights& l : model.weights.layers)
+    if (kept(l.w_gate) != kept(l.w_up)) return printable(l.w_gate.name);
   return "";
 }
 
@@ -164,7 +160,7 @@ std::string decode_path_refusal(DecodePath path, const GemvPlan& plan, const Mod
   if (path == DecodePath::Graph) return "";
   const GemvPlan p = plan.named() ? plan : gemv_plan(default_gemv_name(model, dequantize));
   return persistent_refusal(model.config, model.source, p, dequantize ? "" : quant_summary(model),
-                            fuse_projections ? mixed_fused_group(model, dequantize) : "", fp8_kv, fuse_projections);
+                            fuse_projections ? mixed_gate_up(model, dequantize) : "", fp8_kv, fuse_projections);
 }
 
 std::string decode_path_refusal(DecodePath path, const std::string& gemv, const Model& model, bool dequantize,

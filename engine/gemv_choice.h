@@ -65,21 +65,21 @@ int persistent_pair_rows(PersistentGemv bf16_persistent);
 
 // What the persistent kernel takes, from what any caller knows: "" or why not, in one line. `plan` is what decode
 // runs (gemv_plan), `kept_quant` says which weights decode keeps quantized ("" = none; they need a form with a
-// persistent quantized stage: "warp" or "warp-dp4a"), `mixed_group` names a fused group (q|k|v, gate|up) whose members
-// differ in type ("" = none: the kernel takes one type per matrix), `source` names the model in the messages.
+// persistent quantized stage: "warp" or "warp-dp4a"), `mixed_group` names a gate|up group whose members differ in type
+// ("" = none: the kernel takes q|k|v in a part per type, gate|up in one), `source` names the model in the messages.
 // decode_path_refusal (from a Model) and the CUDA engine (from its state) both ask it.
 std::string persistent_refusal(const ModelConfig& c, const std::string& source, const GemvPlan& plan,
                                const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
                                bool fuse_projections);
 
-// The first tensor of a fused group (q|k|v, gate|up) whose members decode would hold in different types (kept
-// quantized in different GGML types, or some quantized and some not), or "".
-std::string mixed_fused_group(const Model& model, bool dequantize);
+// The gate tensor of the first layer whose gate and up decode would hold in different types (kept quantized in
+// different GGML types, or one quantized and one not), or "". (A q|k|v group mixing types runs on both paths.)
+std::string mixed_gate_up(const Model& model, bool dequantize);
 
 // "" when `path` can run `model` with GEMV plan `plan` (unnamed: the model's default) and these options; otherwise
 // why not, in one line naming the mapping, weight type, KV dtype or value. Graph runs everything the engine runs.
-// Persistent refuses a mapping that is not lanes-along-K (cuBLAS, thread, colmajor, as-stored, warp-dp4a, ...), a fused group mixing weight
-// types, an FP8 KV cache, unfused projections, and shapes its kernel does not take (head_dim not 8 * 2^i up to 256;
+// Persistent refuses a mapping that is not lanes-along-K (cuBLAS, thread, colmajor, as-stored, warp-dp4a, ...), gate
+// and up in different weight types, an FP8 KV cache, unfused projections, and shapes its kernel does not take (head_dim not 8 * 2^i up to 256;
 // rows wider than 50,000).
 std::string decode_path_refusal(DecodePath path, const GemvPlan& plan, const Model& model, bool dequantize,
                                 bool fp8_kv, bool fuse_projections);

@@ -30,7 +30,7 @@ MAX_TARBALL_BYTES=$((30 * 1000 * 1000))
 WORK=${PEER_WORK:-build-llamacpp}
 LLAMA_BENCH=${PEER_LLAMA_BENCH:-$WORK/build/bin/llama-bench}
 CMAKE_FLAGS=(-DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF
-             -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
+             -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF
              -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_COMMON=ON)
 
 usage() {
@@ -82,9 +82,12 @@ need() { command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH ($2)"; }
 # --- fetch -------------------------------------------------------------------------------------------------------
 
 # The tarball is current when its .sha256 file names the pinned sdist and the tarball's own hash still matches.
+TRIM_VERSION=2  # 2: examples/lookup added (llama-lookup); a tarball of another trim is made again
+
 tarball_current() {
   [ -f "$TARBALL" ] && [ -f "$TARBALL.sha256" ] || return 1
   grep -q "^# sdist $SDIST_FILE sha256 $SDIST_SHA256\$" "$TARBALL.sha256" || return 1
+  grep -q "^# trim $TRIM_VERSION\$" "$TARBALL.sha256" || return 1
   (cd "$(dirname "$TARBALL")" && grep -v '^#' "$(basename "$TARBALL").sha256" | sha256sum --check --status)
 }
 
@@ -112,9 +115,17 @@ llama_add_compile_flags()
 add_subdirectory(llama-bench)
 add_subdirectory(quantize)
 EOF
-  # Not needed to build (tests, examples, pocs, app, models, docs, gguf-py and the other tools are never copied:
-  # LLAMA_BUILD_TESTS/EXAMPLES/APP are off).
-  rm -rf "$dst/tools/llama-bench/README.md" "$dst/tools/quantize/README.md" "$dst/tools/quantize/tests.sh"
+  # Not needed to build (tests, app, models, docs, gguf-py, the other examples and tools are never copied:
+  # LLAMA_BUILD_TESTS/APP are off).
+  # llama-lookup (prompt-lookup speculative decoding), the peer of scripts/spec-bench.sh; the other examples and the
+  # proofs of concept dropped (LLAMA_BUILD_EXAMPLES adds both directories).
+  mkdir -p "$dst/examples" "$dst/pocs"
+  cp -a "$src/examples/lookup" "$dst/examples/"
+  printf '%s\n' 'find_package(Threads REQUIRED)' 'llama_add_compile_flags()' 'add_subdirectory(lookup)' \
+    > "$dst/examples/CMakeLists.txt"
+  : > "$dst/pocs/CMakeLists.txt"
+  rm -rf "$dst/tools/llama-bench/README.md" "$dst/tools/quantize/README.md" "$dst/tools/quantize/tests.sh" \
+         "$dst/examples/lookup/README.md"
 }
 
 configure_check() {
@@ -131,7 +142,9 @@ configure_check() {
   fi
   grep -q 'Including CUDA backend' "$b.log" || die "configure did not include the CUDA backend (log: $b.log)"
   [ -d "$b/tools/llama-bench" ] || die "configure has no tools/llama-bench (log: $b.log)"
-  say "configure check passed: the trimmed tree configures with CUDA (arch 90) and has the llama-bench target"
+  [ -d "$b/examples/lookup" ] || die "configure has no examples/lookup (log: $b.log)"
+  say "configure check passed: the trimmed tree configures with CUDA (arch 90) and has the llama-bench and" \
+      "llama-lookup targets"
   rm -rf "$b" "$b.log"
 }
 
@@ -181,9 +194,10 @@ llama.cpp source for llama-gemv's peer benchmark (scripts/peer-bench.sh), trimme
 sdist: $SDIST_FILE ($SDIST_SPEC from the Python package index)
 sdist sha256: $SDIST_SHA256
 llama.cpp commit: $commit
-kept: CMakeLists.txt LICENSE cmake include src common vendor licenses tools/{llama-bench,quantize}
+kept: CMakeLists.txt LICENSE cmake include src common vendor licenses tools/{llama-bench,quantize} examples/lookup
 kept: ggml/{CMakeLists.txt,cmake,include}, ggml/src (its files, ggml-cpu and ggml-cuda; the other backends dropped)
-changed: tools/CMakeLists.txt replaced by one that adds llama-bench and quantize only
+changed: tools/CMakeLists.txt replaced by one that adds llama-bench and quantize only, examples/CMakeLists.txt by one
+that adds lookup only, pocs/CMakeLists.txt empty
 EOF
   configure_check "$dst"
 
@@ -198,6 +212,7 @@ EOF
   mv "$TARBALL.tmp" "$TARBALL"
   {
     echo "# sdist $SDIST_FILE sha256 $SDIST_SHA256"
+    echo "# trim $TRIM_VERSION"
     echo "# llama.cpp commit $commit"
     (cd "$(dirname "$TARBALL")" && sha256sum "$(basename "$TARBALL")")
   } > "$TARBALL.sha256"
@@ -215,8 +230,9 @@ cmd_build() {
   need nvcc "llama.cpp's CUDA backend needs the CUDA toolkit"
   local tar_sha stamp=$WORK/.built-from
   tar_sha=$(sha256sum "$TARBALL" | cut -d' ' -f1)
-  if [ -x "$WORK/build/bin/llama-bench" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$tar_sha" ]; then
-    say "llama-bench already built from this tarball: $WORK/build/bin/llama-bench"
+  if [ -x "$WORK/build/bin/llama-bench" ] && [ -x "$WORK/build/bin/llama-lookup" ] &&
+     [ "$(cat "$stamp" 2>/dev/null)" = "$tar_sha" ]; then
+    say "llama-bench and llama-lookup already built from this tarball: $WORK/build/bin"
     return 0
   fi
   rm -rf "$WORK/llama.cpp" "$WORK/build" "$stamp"; mkdir -p "$WORK"
@@ -234,10 +250,11 @@ cmd_build() {
     { tail -30 "$WORK/configure.log" >&2; die "llama.cpp configure failed (log: $WORK/configure.log)"; }
   local jobs
   jobs=$(nproc)
-  say "building llama-bench (llama.cpp ${commit:0:7}, CUDA arch 90) with -j$jobs"
-  cmake --build "$WORK/build" -j "$jobs" --target llama-bench > "$WORK/build.log" 2>&1 ||
+  say "building llama-bench and llama-lookup (llama.cpp ${commit:0:7}, CUDA arch 90) with -j$jobs"
+  cmake --build "$WORK/build" -j "$jobs" --target llama-bench llama-lookup > "$WORK/build.log" 2>&1 ||
     { tail -40 "$WORK/build.log" >&2; die "llama.cpp build failed (log: $WORK/build.log)"; }
   [ -x "$WORK/build/bin/llama-bench" ] || die "the build finished without $WORK/build/bin/llama-bench"
+  [ -x "$WORK/build/bin/llama-lookup" ] || die "the build finished without $WORK/build/bin/llama-lookup"
   echo "$tar_sha" > "$stamp"
   say "built $WORK/build/bin/llama-bench in $((SECONDS - t0)) s (configure + build, $jobs jobs)"
 }

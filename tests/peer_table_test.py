@@ -34,9 +34,9 @@ def gguf_string(s):
     return struct.pack("<Q", len(b)) + b
 
 
-def write_gguf(path, tensors, n_layers=2):
-    """A GGUF v3 header: a few metadata pairs (a string, a u32, a string array like a vocabulary) and tensor infos;
-    no tensor data (the tool reads the header only)."""
+def write_gguf(path, tensors, n_layers=2, dims=(64, 64)):
+    """A GGUF v3 header: a few metadata pairs (a string, a u32, a string array like a vocabulary) and tensor infos of
+    shape dims each; no tensor data (the tool reads the header only)."""
     kv = [gguf_string("general.architecture") + struct.pack("<I", 8) + gguf_string("llama"),
           gguf_string("llama.block_count") + struct.pack("<I", 4) + struct.pack("<I", n_layers),
           gguf_string("tokenizer.ggml.tokens") + struct.pack("<I", 9) + struct.pack("<IQ", 8, 3) +
@@ -45,7 +45,7 @@ def write_gguf(path, tensors, n_layers=2):
           struct.pack("<3f", 0, -1, -2)]
     out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)) + b"".join(kv)
     for name, ggml_type in tensors:
-        out += gguf_string(name) + struct.pack("<I", 2) + struct.pack("<QQ", 64, 64) + struct.pack("<IQ", ggml_type, 0)
+        out += gguf_string(name) + struct.pack("<I", 2) + struct.pack("<QQ", *dims) + struct.pack("<IQ", ggml_type, 0)
     with open(path, "wb") as f:
         f.write(out)
 
@@ -88,6 +88,16 @@ def main():
               f"gguf: Q4_K x 12, Q6_K x 3 (2 down + tied head) (got {info.get('projection_types')})")
         check(info.get("default_mapping") == "warp", "gguf: quantized projections -> default mapping warp")
         check(info.get("architecture") == "llama", "gguf: architecture read past the metadata arrays")
+        # The same mix at 8B's size (15 matrices of 4096 x 14336 in 4.5 to 6.6 bits: over 1 GiB) runs warp-dp4a, as
+        # the engine's default_quant_gemv_name picks; one F16 projection among them keeps warp.
+        write_gguf(p, [("token_embd.weight", Q6_K)] + layer_tensors(2, Q4_K, down_type=Q6_K), dims=(4096, 14336 * 8))
+        info = json.loads(tool("gguf", p).stdout or "{}")
+        check(info.get("default_mapping") == "warp-dp4a", f"gguf: over 1 GiB of Q4_K/Q6_K -> warp-dp4a (got {info})")
+        t = [("token_embd.weight", Q6_K)] + layer_tensors(2, Q4_K, down_type=F16)
+        write_gguf(p, t, dims=(4096, 14336 * 8))
+        info = json.loads(tool("gguf", p).stdout or "{}")
+        check(info.get("default_mapping") == "warp", "gguf: over 1 GiB with an F16 projection -> warp")
+        write_gguf(p, [("token_embd.weight", Q6_K)] + layer_tensors(2, Q4_K, down_type=Q6_K))
         # Untied head in F16 with F16 projections: the BF16 default.
         p = os.path.join(tmp, "f16.gguf")
         write_gguf(p, [("token_embd.weight", Q8_0)] + layer_tensors(2, F16) + [("output.weight", F16)])

@@ -21,10 +21,16 @@ GGML_TYPES = {
     29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4", 40: "NVFP4", 41: "Q1_0", 42: "Q2_0",
 }
 FLOAT_TYPES = {"F32", "F16", "BF16"}
-# The engine's default mapping (engine/gemv_choice.cpp default_gemv_name): warp when any projection or the head is
-# kept quantized, warp-r2 (kGemvDefaultMapping) otherwise.
+# The engine's default mapping (engine/gemv_choice.cpp default_gemv_name): warp-r2 (kGemvDefaultMapping) when no
+# projection or head is kept quantized; otherwise warp-dp4a where every one is quantized in a type it runs and they hold
+# at least 1 GiB (kDp4aDefaultBytes: decode streams that much per token), else warp.
 DEFAULT_QUANT_MAPPING = "warp"
+DEFAULT_DP4A_MAPPING = "warp-dp4a"
 DEFAULT_BF16_MAPPING = "warp-r2"
+DP4A_DEFAULT_BYTES = 1 << 30
+# Bytes per block and weights per block of the quantized types warp-dp4a runs (ggml's block sizes).
+DP4A_BLOCKS = {"Q4_0": (18, 32), "Q4_1": (20, 32), "Q5_0": (22, 32), "Q5_1": (24, 32), "Q8_0": (34, 32),
+               "Q4_K": (144, 256), "Q5_K": (176, 256), "Q6_K": (210, 256)}
 PROJECTIONS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
 # GGUF metadata value types (ggml/include/gguf.h gguf_type): struct format of the scalar ones.
@@ -95,17 +101,19 @@ def gguf_info(path):
             v = r.value(vtype)
             if key in ("general.architecture", "general.name", "general.file_type"):
                 meta[key] = v
-        tensors = {}
+        tensors, sizes = {}, {}
         for _ in range(n_tensors):
             name = r.string()
             n_dims = r.unpack("<I")
             if n_dims > 8:
                 raise PeerError(f"{path}: tensor {name} has {n_dims} dimensions")
+            elems = 1
             for _ in range(n_dims):
-                r.unpack("<Q")
+                elems *= r.unpack("<Q")
             t = r.unpack("<I")
             r.unpack("<Q")  # offset
             tensors[name] = GGML_TYPES.get(t, f"type{t}")
+            sizes[name] = elems
     # The projections decode runs, and the head (the embedding when there is no output.weight: tied).
     proj = [n for n in tensors if n.startswith("blk.") and n.split(".")[2:3] and n.split(".")[2] in PROJECTIONS
             and n.endswith(".weight")]
@@ -118,6 +126,12 @@ def gguf_info(path):
         return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
     proj_types = count(proj)
     quant = any(t not in FLOAT_TYPES for t in proj_types)
+    dp4a = all(tensors.get(n) in DP4A_BLOCKS for n in proj if n in tensors)
+    quant_bytes = sum(sizes[n] // DP4A_BLOCKS[tensors[n]][1] * DP4A_BLOCKS[tensors[n]][0]
+                      for n in proj if tensors.get(n) in DP4A_BLOCKS)
+    mapping = DEFAULT_BF16_MAPPING
+    if quant:
+        mapping = DEFAULT_DP4A_MAPPING if dp4a and quant_bytes >= DP4A_DEFAULT_BYTES else DEFAULT_QUANT_MAPPING
     return {
         "file": os.path.basename(path),
         "architecture": meta.get("general.architecture"),
@@ -125,7 +139,7 @@ def gguf_info(path):
         "tensors": len(tensors),
         "projection_types": proj_types,
         "all_types": count(tensors),
-        "default_mapping": DEFAULT_QUANT_MAPPING if quant else DEFAULT_BF16_MAPPING,
+        "default_mapping": mapping,
     }
 
 

@@ -29,10 +29,14 @@ struct PersistentCache : PathCache {
 }  // namespace
 
 std::string PersistentPath::refusal(const MappingState& ms) const {
-  // The state the kernel reads: one piece per matrix (a fused group in one type), BF16 or kept quantized.
+  // The state the kernel reads: q|k|v in one piece or one per member (PersistentLayer::wqkv), every other matrix in one
+  // piece (gate|up in one type: its units pair row i of gate with row i of up), BF16 or kept quantized.
   std::string mixed;
-  for (size_t i = 0; i < ms.weights.size() && mixed.empty(); ++i)
-    if (ms.weights[i].size() != 1) mixed = "a fused group of layer " + std::to_string(i / kFusedPerLayer);
+  for (size_t i = 0; i < ms.weights.size() && mixed.empty(); ++i) {
+    const bool qkv = i < ms.weights.size() - 1 && i % kFusedPerLayer == kFQkv;
+    if (ms.weights[i].size() > size_t(qkv ? kQkvParts : 1))
+      mixed = "the gate|up group of layer " + std::to_string(i / kFusedPerLayer);
+  }
   return persistent_refusal(e_.cfg, e_.source, ms.plan, e_.mappings->any_quant() ? "quantized projections" : "",
                             mixed, e_.kv->fp8(), true);
 }
@@ -81,17 +85,25 @@ const PersistentDecodeArgs& PersistentPath::args_of(MappingState& ms) {
   const DeviceModel& dm = *e_.model;
   std::vector<PersistentLayer> host(dm.layers.size());
   unsigned forms = 0;
-  auto matrix = [&](const DecodeWeight& w) {  // one piece: refusal() said so
-    if (!w[0].quant) return persistent_matrix_bf16(w[0].bf16.data, w[0].bf16.ld);
-    const PersistentMatrix m = persistent_matrix(w[0].q);
+  auto piece = [&](const PieceWeight& w) {
+    if (!w.quant) return persistent_matrix_bf16(w.bf16.data, w.bf16.ld);
+    const PersistentMatrix m = persistent_matrix(w.q);
     forms |= 1u << m.form;
     return m;
   };
+  auto matrix = [&](const DecodeWeight& w) { return piece(w[0]); };  // one piece: refusal() said so
+  const int qkv_rows = e_.cfg.q_dim() + 2 * e_.cfg.kv_dim();
   for (size_t l = 0; l < dm.layers.size(); ++l) {
     PersistentLayer& p = host[l];
     p.attn_norm = dm.layers[l].attn_norm;
     p.ffn_norm = dm.layers[l].ffn_norm;
-    p.wqkv = matrix(ms.layer(l, kFQkv));
+    const DecodeWeight& qkv = ms.layer(l, kFQkv);  // one piece, or one per member (refusal(): at most kQkvParts)
+    p.qkv_parts = int(qkv.size());
+    for (size_t i = 0; i < qkv.size(); ++i) {
+      p.wqkv[i] = piece(qkv[i]);
+      p.qkv_row0[i] = qkv[i].row0;
+    }
+    p.qkv_row0[qkv.size()] = qkv_rows;
     p.wo = matrix(ms.layer(l, kFO));
     p.wgu = matrix(ms.layer(l, kFGateUp));
     p.wdown = matrix(ms.layer(l, kFDown));

@@ -131,18 +131,22 @@ __device__ __forceinline__ void residual_add(const Step& s, int u, float ya, flo
   }
 }
 
-// Layer l's q|k|v: RMSNorm(x) after the previous layer's down stage, the q|k|v GEMV, RoPE and the KV store.
+// Layer l's q|k|v: RMSNorm(x) after the previous layer's down stage, the q|k|v GEMV, RoPE and the KV store; part by
+// part where the members differ in type (each part stages the norm in its form's order; the wait is met by then).
 template <bool kPair, unsigned kForms, class Clk>
 __device__ __forceinline__ bool qkv_stage(const Step& s, const PersistentLayer& L, int l, Clk& clk) {
   const PersistentDecodeArgs& a = s.a;
-  const int n = s.q_dim + 2 * s.kv_dim;
-  const GemvDesc d{&L.wqkv, n, s.dim, n / 2, 2, 1};
-  const bool ok = gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
-    return stage_rmsnorm<kForms>(s, L.attn_norm, L.wqkv, l == 0, Wait{l - 1, kCDown, gridDim.x, unsigned(l - 1)}, q8,
-                                 clk);
-  }, [&](int u, float ya, float yb) { rope_kv_store(s, L, 2 * u, ya, yb); });
-  if (!ok) return false;
-  clk.mark(kPQkv);
+  for (int p = 0; p < L.qkv_parts; ++p) {
+    const PersistentMatrix& m = L.wqkv[p];
+    const int r0 = L.qkv_row0[p], n = L.qkv_row0[p + 1] - r0;
+    const GemvDesc d{&m, n, s.dim, n / 2, 2, 1};
+    const bool ok = gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
+      return stage_rmsnorm<kForms>(s, L.attn_norm, m, l == 0, Wait{l - 1, kCDown, gridDim.x, unsigned(l - 1)}, q8,
+                                   clk);
+    }, [&](int u, float ya, float yb) { rope_kv_store(s, L, r0 + 2 * u, ya, yb); });
+    if (!ok) return false;
+    clk.mark(kPQkv);
+  }
   block_arrive(counter(a.sync, l, kCQkv));
   return true;
 }

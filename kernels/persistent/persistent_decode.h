@@ -20,7 +20,8 @@
 //   in shared memory and are added in slice order (deterministic: no atomics on data). Quantized matrices (the
 //   prepacked planes of the quantized "warp" mapping: Q4_0, Q4_1, Q4_K, Q8_0, Q5_0, Q5_1, Q6_K) walk both rows of a
 //   task at once through that mapping's per-chunk lane code (quant_chunk_fma), 16-byte code loads, 2 per row in
-//   flight, x staged transposed per chunk in shared memory; each matrix has its own form, so a model may mix types.
+//   flight, x staged transposed per chunk in shared memory; each matrix has its own form, so a model may mix types,
+//   and q|k|v may be in up to three parts of different forms (Q4_K_M's Q4_K q, k and Q6_K v), one GEMV each.
 //   With dp4a (the "warp-dp4a" mapping) each quantized stage then quantizes its staged x per block of 32 (llama.cpp's
 //   q8_1, bit for bit that mapping's) and the lanes take quant_chunk_dp4a's integer dots instead, their loads through
 //   a ring per warp (2 chunks per row in flight, kept across task boundaries).
@@ -81,10 +82,18 @@ struct PersistentMatrix {
   int code_offset = 0;  // -8 for Q4_0, else 0 (the dp4a lane code)
 };
 
+// q|k|v in at most this many parts: one matrix, or one per member where the members differ in type.
+constexpr int kQkvParts = 3;
+
 struct PersistentLayer {
   const float* attn_norm = nullptr;  // [dim]
   const float* ffn_norm = nullptr;   // [dim]
-  PersistentMatrix wqkv;             // [q_dim + 2 kv_dim, dim]
+  // q|k|v [q_dim + 2 kv_dim, dim] in qkv_parts parts, each in one form: part i is rows qkv_row0[i] .. qkv_row0[i + 1]
+  // - 1 (even counts; a Q4_K_M layer keeps q and k in Q4_K and v in Q6_K: three parts). Each part is its own GEMV
+  // stage over the same norm, staged in its form's order.
+  PersistentMatrix wqkv[kQkvParts];
+  int qkv_parts = 1;
+  int qkv_row0[kQkvParts + 1] = {};
   PersistentMatrix wo;               // [dim, q_dim]
   PersistentMatrix wgu;              // [2 hidden, dim]: gate rows, then up rows
   PersistentMatrix wdown;            // [dim, hidden]

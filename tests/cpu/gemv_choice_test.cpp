@@ -384,8 +384,7 @@ TEST(GemvPlan, DecodePathRefusals) {
   EXPECT_TRUE(contains(why_wide, "rows of 40000 columns (dim 8192) need ")) << why_wide;
   EXPECT_TRUE(contains(why_wide, "bytes of shared memory per block")) << why_wide;
   // Weights kept quantized run through the quantized "warp" form (the default for them) or "warp-dp4a"; the other
-  // quantized forms are refused by name, and so is a fused group whose members differ in type (q|k|v split Q8_0 /
-  // Q4_0 here).
+  // quantized forms are refused by name, and so is a gate|up group whose members differ in type.
   TempDir tmp;
   const llm::Model q8 = load(tmp, llm_test::tiny_quant_gguf(TinyQuantSpec::all(llm_test::kTqQ8_0)).quant, "q.gguf");
   EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "", q8, false, false, true), "");
@@ -397,12 +396,23 @@ TEST(GemvPlan, DecodePathRefusals) {
     EXPECT_TRUE(contains(why, "keeps Q8_0")) << why;
   }
   EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "warp-r2", q8, true, false, true), "");
-  EXPECT_EQ(llm::mixed_fused_group(q8, false), "");
+  EXPECT_EQ(llm::mixed_gate_up(q8, false), "");
+  // q|k|v in three types (Q4_K_M keeps v in Q6_K) runs: the kernel takes a part per type.
+  TinyQuantSpec qkv_spec = TinyQuantSpec::all(llm_test::kTqQ8_0);
+  qkv_spec.wk = llm_test::kTqQ4_0;
+  qkv_spec.wv = llm_test::kTqF16;
+  const llm::Model qkv_mixed = load(tmp, llm_test::tiny_quant_gguf(qkv_spec).quant, "qkv.gguf");
+  EXPECT_EQ(llm::mixed_gate_up(qkv_mixed, false), "");
+  EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "", qkv_mixed, false, false, true), "");
+  // gate and up in two types cannot: a gate|up unit pairs row i of each.
   TinyQuantSpec mixed_spec = TinyQuantSpec::all(llm_test::kTqQ8_0);
-  mixed_spec.wk = llm_test::kTqQ4_0;
+  mixed_spec.up = llm_test::kTqQ4_0;
   const llm::Model mixed = load(tmp, llm_test::tiny_quant_gguf(mixed_spec).quant, "mixed.gguf");
+  EXPECT_EQ(llm::mixed_gate_up(mixed, false), "blk.0.ffn_gate.weight");
+  EXPECT_EQ(llm::mixed_gate_up(mixed, true), "");
   const std::string why_mixed = llm::decode_path_refusal(DecodePath::Persistent, "", mixed, false, false, true);
-  EXPECT_TRUE(contains(why_mixed, "one weight type; blk.0.attn_q.weight")) << why_mixed;
+  EXPECT_TRUE(contains(why_mixed, "gate and up in one weight type")) << why_mixed;
+  EXPECT_TRUE(contains(why_mixed, "blk.0.ffn_gate.weight and the matrix fused with it differ")) << why_mixed;
   EXPECT_EQ(llm::decode_path_refusal(DecodePath::Persistent, "", mixed, true, false, true), "");  // --dequantize
   EXPECT_EQ(llm::parse_decode_path("graph"), DecodePath::Graph);
   EXPECT_EQ(llm::parse_decode_path("persistent"), DecodePath::Persistent);

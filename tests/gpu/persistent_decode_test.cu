@@ -320,6 +320,17 @@ TEST(PersistentDecode, MatchesGraphPathOnQuantizedWeights) {
     cases.push_back({"q|k|v Q5_1, o F32, gate|up Q4_0, down F16, head F32", s});
   }
   {
+    TinyQuantSpec s = spec(llm_test::kTqQ4_K, 34);  // Q4_K_M's layers: q|k|v in two types, three parts
+    s.wv = s.down = s.head = llm_test::kTqQ6_K;
+    cases.push_back({"Q4_K_M: q|k Q4_K, v Q6_K, gate|up Q4_K, down Q6_K, head Q6_K", s});
+  }
+  {
+    TinyQuantSpec s = spec(llm_test::kTqQ8_0, 35);  // q|k|v in three parts, one of them BF16
+    s.wk = llm_test::kTqQ4_0;
+    s.wv = llm_test::kTqF16;
+    cases.push_back({"q Q8_0, k Q4_0, v F16", s});
+  }
+  {
     TinyQuantSpec s = spec(llm_test::kTqQ4_0, 33);  // the head is the Q8_0 embedding
     s.tied = true;
     s.embd = llm_test::kTqQ8_0;
@@ -354,9 +365,9 @@ TEST(PersistentDecode, MatchesGraphPathOnQuantizedWeights) {
       expect_forms_kernels_agree(m, gemv, 512, 20, 20);
     }
   }
-  // A fused group mixing types is refused by name.
-  TinyQuantSpec mixed = spec(llm_test::kTqQ8_0, 34);
-  mixed.wk = llm_test::kTqQ4_0;
+  // gate and up in two types are refused by name (a gate|up unit pairs row i of each).
+  TinyQuantSpec mixed = spec(llm_test::kTqQ8_0, 36);
+  mixed.up = llm_test::kTqQ4_0;
   llm_test::write_file(tmp.path() / "mixed.gguf", llm_test::tiny_quant_gguf(mixed).quant.build());
   std::string what;
   try {
@@ -364,7 +375,7 @@ TEST(PersistentDecode, MatchesGraphPathOnQuantizedWeights) {
   } catch (const Error& e) {
     what = e.what();
   }
-  EXPECT_NE(what.find("in one weight type"), std::string::npos) << what;
+  EXPECT_NE(what.find("gate and up in one weight type"), std::string::npos) << what;
 }
 
 // The real default model (trained weights, dequantized to BF16 on both paths and on the CPU reference): a 32-token

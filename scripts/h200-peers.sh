@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Both engines on the same files, on the GPU machine, over several calls of the device tool that keep the machine warm
+# (issues 34 and 36): llama.cpp built once, the real SmolLM2 file carried in parts (a call carries at most 64 MiB), the
+# synthetic 8B files written there. Everything it keeps lives under build-peers/ (an ignored path: kept between calls
+# while the machine stays warm). Expects .stage/h200 unpacked (binaries in .stage/h200/bin). Writes under $OUT.
+#
+#   scripts/h200-peers.sh part DIR          keep DIR/part-* (one part of the split SmolLM2 file, .stage/gguf-X)
+#   scripts/h200-peers.sh build             llama.cpp's llama-bench and llama-lookup (scripts/peer-bench.sh build)
+#   scripts/h200-peers.sh write TYPES...    synthetic llama3.1-8b as build-peers/llama3.1-8b-TYPE.gguf (q4_0 q8_0
+#                                           q4_k_m bf16), and tinyllama-1.1b-bf16 for the type "tinyllama"
+#   scripts/h200-peers.sh paths GGUF...     llama-ab on each file, graph and persistent for the default mapping, 128
+#                                           steps, 3 repeats (no llama.cpp): the decode-path A/B alone
+#   scripts/h200-peers.sh peer GGUF...      scripts/peer-bench.sh run on the files, each with its default mapping on both
+#                                           decode paths (and GGML_CUDA_GRAPH_OPT=1 for llama.cpp, its best setting)
+#   scripts/h200-peers.sh spec [ARGS]       the SmolLM2 file joined from its parts, then scripts/spec-bench.sh --device
+#                                           cuda on it beside llama-lookup (ARGS: more spec-bench options)
+#   scripts/h200-peers.sh draft             synthetic 8B BF16 with its Q4_0 copy drafting (--spec draft), beside plain
+set -uo pipefail
+cd "$(dirname "$0")/.."
+S=$PWD/.stage/h200
+B=$S/bin
+export LD_LIBRARY_PATH=$B:${LD_LIBRARY_PATH:-}
+export OURS_BIN=$B
+P=$PWD/build-peers
+OUT=${OUT:-/tmp/out}
+mkdir -p "$P" "$OUT"
+SMOL=$P/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOL_SHA=${SMOL_SHA:-}
+
+die() { echo "h200-peers: $*" >&2; exit 1; }
+
+default_mapping() {  # the engine's default mapping for a GGUF file (what run-llama picks without --gemv)
+  python3 tools/peer_table.py gguf "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["default_mapping"])'
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  part)
+    [ $# -eq 1 ] || die "part takes the directory of one part"
+    cp "$1"/part-* "$P/" && ls -la "$P"/part-* ;;
+  build)
+    PEER_WORK=$P/llamacpp scripts/peer-bench.sh build ;;
+  write)
+    for t in "$@"; do
+      if [ "$t" = tinyllama ]; then
+        f=$P/tinyllama-1.1b-bf16.gguf
+        [ -s "$f" ] || "$B/write-gguf" --model synthetic:tinyllama-1.1b --out "$f" || die "write-gguf tinyllama failed"
+      else
+        PEER_SYNTH_TYPES=$t scripts/peer-bench.sh write-synthetic "$P" || die "write-synthetic $t failed"
+      fi
+    done
+    ls -la "$P"/*.gguf ;;
+  paths)
+    for f in "$@"; do
+      m=$(default_mapping "$f")
+      echo "== $(basename "$f"): $m on both decode paths"
+      "$B/llama-ab" --model "$f" --ab "$m" --decode graph,persistent -n 128 --repeats 3 2>&1 |
+        tee "$OUT/paths-$(basename "$f" .gguf).txt" | grep -E "^\||error" | head -20
+    done ;;
+  peer)
+    list=()
+    for f in "$@"; do
+      m=$(default_mapping "$f")
+      PEER_WORK=$P/llamacpp GGML_CUDA_GRAPH_OPT=1 scripts/peer-bench.sh run --out "$OUT/peer-$(basename "$f" .gguf)" \
+        --mappings "$m,$m@persistent" "$f" || echo "h200-peers: peer-bench failed on $f"
+      list+=("$OUT/peer-$(basename "$f" .gguf)/$(basename "$f" .gguf)")
+    done
+    python3 tools/peer_table.py table "${list[@]}" | tee "$OUT/peer-table.md" ;;
+  spec)
+    if [ ! -s "$SMOL" ]; then
+      cat "$P"/part-a "$P"/part-b "$P"/part-c > "$SMOL" || die "a part of the SmolLM2 file is missing"
+    fi
+    sha256sum "$SMOL"
+    scripts/spec-bench.sh --device cuda --model "$SMOL" --bin "$B" --llama-lookup "$P/llamacpp/build/bin/llama-lookup" \
+      "$@" 2>&1 | tee "$OUT/spec-bench.txt" ;;
+  draft)
+    bf16=$P/llama3.1-8b-bf16.gguf q4=$P/llama3.1-8b-q4_0.gguf
+    [ -s "$bf16" ] && [ -s "$q4" ] || die "write bf16 and q4_0 first"
+    prompt=$(cat bench/spec_prompts/01-summarise-library.txt)
+    for spec in none draft; do
+      extra=()
+      [ $spec = draft ] && extra=(--model-draft "$q4")
+      echo "== --spec $spec"
+      "$B/run-llama" --model "$bf16" --prompt "$prompt" -n 128 --temp 0 --ignore-eos --spec $spec "${extra[@]}" \
+        2>&1 >"$OUT/draft-$spec.out" | grep -E "eval time|draft|error" | tee "$OUT/draft-$spec.txt"
+    done
+    cmp -s "$OUT/draft-none.out" "$OUT/draft-draft.out" && echo "outputs: the same" || echo "outputs: DIFFER" ;;
+  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
