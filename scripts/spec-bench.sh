@@ -52,7 +52,7 @@ drafted() { sed -n 's/^draft: n_drafted = \([0-9]*\), n_accept = \([0-9]*\).*/\1
 
 # llama-lookup's decode tokens and seconds ("decoded N tokens in S seconds"), drafted and accepted (n_drafted, n_accept).
 peer_run() {  # prompt file, draft maximum, log
-  "$peer" -m "$model" -f "$1" -n "$n" --spec-draft-n-max "$2" -ngl 99 --temp 0 --ignore-eos --no-warmup \
+  "$peer" -m "$model" -f "$1" -n "$n" --spec-draft-n-max "$2" -ngl 99 --temp 0 --ignore-eos \
     >"$3" 2>&1 || { tail -20 "$3" >&2; echo "spec-bench: llama-lookup failed on $1" >&2; exit 1; }
 }
 peer_dec() { sed -n 's/.*decoded *\([0-9]*\) tokens in *\([0-9.]*\) seconds.*/\1 \2/p' "$1" | tail -1; }

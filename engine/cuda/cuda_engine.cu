@@ -755,8 +755,15 @@ void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
   const size_t vocab = size_t(cfg_.vocab_size);
   const PassRows rows = exact_verify() ? PassRows::kDecode : PassRows::kBf16;
   prefill_chunk(n, pos, device_pos, rows);
-  const DecodeWeight* head = model_.head.data ? nullptr : &planes_state().head();
-  const PassForm f = pass_form(model_.head, head, n, rows);
+  // The head's planes where it has no BF16 copy; and under the exact verify wherever decode's head GEMV reads it
+  // quantized, BF16 copy or not: a tied head's copy is the embedding table, dequantized and rounded to BF16, which put
+  // every verify row ~1e-3 (relative L2) from the decode step's logits (H100, 2026-12-06: SmolLM2's Q8_0 head 7e-4,
+  // stories260K in Q4_1 1.3e-3).
+  const bool decode_head_quant = !cur_->head().empty() && cur_->head().front().quant;
+  const bool planes = !model_.head.data || (rows == PassRows::kDecode && decode_head_quant);
+  const DecodeWeight* head = planes ? &planes_state().head() : nullptr;
+  const DevMatrix whole_head = planes ? DevMatrix{nullptr, cfg_.vocab_size, cfg_.dim} : model_.head;
+  const PassForm f = pass_form(whole_head, head, n, rows);
   if (f == PassForm::Gemm && head) {  // kept quantized, a pass too long for the batch-k GEMV: the decode head per row
     for (int i = 0; i < n; ++i) {
       rmsnorm(act_.px + size_t(i) * size_t(cfg_.dim), model_.final_norm, act_.xb, 1, cfg_.dim, cfg_.norm_eps,
