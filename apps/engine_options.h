@@ -25,7 +25,7 @@ struct EngineOptions {
   bool dequantize = false;                 // --dequantize: GGUF quantized weights as BF16 on the GPU
   std::string device_arg = "auto";         // --device cpu|cuda|auto, as given
   ResolvedDevice device;                   // ... resolved once (auto: cuda when a device is present), what runs
-  DecodePath decode = DecodePath::Graph;   // --decode graph|persistent (CUDA)
+  DecodePath decode = kDefaultDecodePath;  // --decode graph|persistent (CUDA)
   KvDtype kv_dtype = KvDtype::Default;     // --kv-dtype f32|bf16|fp8 (Default: f32 on cpu, bf16 on cuda)
   std::string quantize;                    // --quantize q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q6_k|q4_k_m: quantize at load
   int tp = 1;                              // --tp N: tensor-parallel ranks (simulated on the CPU)

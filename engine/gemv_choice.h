@@ -54,6 +54,12 @@ std::string gemv_refusal(const GemvPlan& plan, const Model& model, bool dequanti
 // How decode runs a step (--decode): the CUDA graph of one kernel per op (the default), or one persistent kernel per
 // token (kernels/persistent/persistent_decode.h).
 enum class DecodePath { Graph, Persistent };
+// The decode path a model runs without --decode: graph, for every size and format. Measured on an H100 (2026-12-06,
+// llama-ab tg128 beside llama.cpp, docs/results/session-2026-12-06d.md), graph against persistent on each one's
+// default mapping: SmolLM2-135M Q4_1 1,547.6 vs 1,142.9 t/s, TinyLlama-1.1B BF16 863.1 vs 843.1, 8B BF16 181.3 vs
+// 176.9, Q8_0 298.8 vs 268.9, Q4_0 457.2 vs 395.0, Q4_K_M 332.0 vs 263.6. (The H200's 2026-12-04 run had persistent
+// ahead on SmolLM2 dequantized to BF16 and TinyLlama; not measured again there.)
+constexpr DecodePath kDefaultDecodePath = DecodePath::Graph;
 const char* decode_path_name(DecodePath p);  // "graph", "persistent"
 // "graph" / "persistent"; anything else throws llm::Error "unknown --decode 'NAME' (graph or persistent)".
 DecodePath parse_decode_path(const std::string& name);
