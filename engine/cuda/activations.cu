@@ -52,8 +52,6 @@ void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, int bat
   batch_xq = arena.alloc<uint8_t>(size_t(quant_batch_x_bytes(batch_rows, int64_t(wide))));
 
   attn_scratch = arena.alloc<uint8_t>(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx));
-  attention_decode_scratch_clear(attn_scratch, c.n_heads, c.head_dim, ctx, nullptr);  // its arrival counts start at 0
-  CUDA_CHECK(cudaStreamSynchronize(nullptr));
   sample_scratch = arena.alloc<uint8_t>(sample_scratch_bytes(c.vocab_size));
   blas_workspace = arena.alloc<uint8_t>(kCublasWorkspaceBytes);
 }

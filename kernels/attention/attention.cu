@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "kernels/attention/attention_internal.h"
-#include "kernels/attention/attention_merge.cuh"  // merge_if_last
 #include "kernels/ops/block_reduce.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_internal.h"
@@ -186,10 +185,10 @@ template <bool kVec4>
 __global__ __launch_bounds__(kThreads) void attention_decode_split_kernel(
     const float* __restrict__ q, const uint16_t* __restrict__ kc, const uint16_t* __restrict__ vc,
     const int* __restrict__ d_pos, int n_heads, int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale,
-    float* part_o, float2* part_ml, unsigned* arrivals, float* __restrict__ out) {
+    float* __restrict__ part_o, float2* __restrict__ part_ml) {
   __shared__ AttnShared sh;
   const int len = decode_len(d_pos, max_ctx);
-  pdl_launch_dependents();  // the kernel after this one (a GEMV) may launch and stream its weights; it waits for us
+  pdl_launch_dependents();  // the merge may launch now; it waits for this grid before reading
   const int chunk = attention_split_rows(n_kv_heads, len, sms);
   const int split = blockIdx.x, start = split * chunk;
   if (start >= len) return;
@@ -205,7 +204,31 @@ __global__ __launch_bounds__(kThreads) void attention_decode_split_kernel(
     if (it < g * pairs) reinterpret_cast<float2*>(part_o + row * head_dim)[it] = make_float2(acc[j].x, acc[j].y);
   }
   if (threadIdx.x < g) part_ml[row + threadIdx.x] = make_float2(sh.m[threadIdx.x], sh.l[threadIdx.x]);
-  merge_if_last(part_o, part_ml, arrivals, kvh, h0, g, n_heads, head_dim, (len + chunk - 1) / chunk, out);
+}
+
+// One block per query head: out = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s over the splits that ran.
+__global__ void attention_decode_merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml,
+                                              const int* __restrict__ d_pos, int n_heads, int head_dim, int max_ctx,
+                                              int n_kv_heads, int sms, float* __restrict__ out) {
+  pdl_wait();               // launched early (programmatic dependent launch): the split pass's writes are visible now
+  pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
+  const int h = blockIdx.x;
+  const int len = decode_len(d_pos, max_ctx);
+  const int chunk = attention_split_rows(n_kv_heads, len, sms);
+  const int n_active = len > 0 ? (len + chunk - 1) / chunk : 0;
+  float mx = -INFINITY;
+  for (int s = 0; s < n_active; ++s) mx = fmaxf(mx, part_ml[int64_t(s) * n_heads + h].x);
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float l = 0.0f, o = 0.0f;
+    for (int s = 0; s < n_active; ++s) {
+      const int64_t row = int64_t(s) * n_heads + h;
+      const float2 ml = part_ml[row];
+      const float w = exp2f(ml.x - mx);
+      l = fmaf(w, ml.y, l);
+      o = fmaf(w, part_o[row * head_dim + d], o);
+    }
+    out[int64_t(h) * head_dim + d] = n_active > 0 ? o / l : 0.0f;
+  }
 }
 
 // Grid (n_tokens, n_kv_heads): query token t (position pos0 + t) of one group over rows [0, pos0 + t].
@@ -263,11 +286,6 @@ size_t max_decode_parts(int max_ctx, int sms) { return size_t(attention_max_spli
 size_t part_ml_bytes(int n_heads, int max_ctx, int sms) {
   return (max_decode_parts(max_ctx, sms) * size_t(n_heads) * sizeof(float2) + 255) / 256 * 256;
 }
-size_t part_o_bytes(int n_heads, int head_dim, int max_ctx, int sms) {
-  return (max_decode_parts(max_ctx, sms) * size_t(n_heads) * size_t(head_dim) * sizeof(float) + 255) / 256 * 256;
-}
-// The splits' arrival counts, one per KV head (n_kv_heads <= n_heads), after the partials (merge_if_last).
-size_t arrivals_bytes(int n_heads) { return (size_t(n_heads) * sizeof(unsigned) + 255) / 256 * 256; }
 
 }  // namespace
 
@@ -277,33 +295,35 @@ int attention_decode_chunk(int n_kv_heads, int len) { return attention_decode_ch
 
 size_t attention_decode_scratch_bytes(int n_heads, int head_dim, int max_ctx) {
   const int sms = gemv_sm_count();
-  return part_ml_bytes(n_heads, max_ctx, sms) + part_o_bytes(n_heads, head_dim, max_ctx, sms) +
-         arrivals_bytes(n_heads);
-}
-
-void attention_decode_scratch_clear(void* scratch, int n_heads, int head_dim, int max_ctx, cudaStream_t s) {
-  const int sms = gemv_sm_count();
-  CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(scratch) + part_ml_bytes(n_heads, max_ctx, sms) +
-                                 part_o_bytes(n_heads, head_dim, max_ctx, sms),
-                             0, arrivals_bytes(n_heads), s));
+  return part_ml_bytes(n_heads, max_ctx, sms) +
+         max_decode_parts(max_ctx, sms) * size_t(n_heads) * size_t(head_dim) * sizeof(float);
 }
 
 namespace {
 
-// One decode's split pass, with the checks both cache forms share: split(sms, part_o, part_ml, arrivals) launches it
-// over the scratch's partials; the last split block of each KV head merges them (merge_if_last): one launch, no merge
-// kernel. (A merge kernel launched as the split pass's programmatic dependent was one more kernel boundary per layer.)
+// The split pass (split(sms, part_o, part_ml)) and the merge of one decode, with the checks both cache forms share.
+// The merge is launched as a programmatic dependent of the split pass: its launch overlaps the split's run, and it
+// waits (griddepcontrol.wait) for the split grid's writes before reading them.
+// (Measured and dropped, H100 2026-12-06, commit 2088ab7: no merge kernel, the last split block of each KV head merging
+// after an arrival count. One kernel boundary less per layer, yet slower end to end: synthetic SmolLM2 Q4_1 warp
+// 1,531 -> 1,473 t/s, TinyLlama BF16 warp-r2 871.5 -> 833.0, 8B Q4_0 warp-dp4a 459.1 -> 432.1 (llama-ab tg128, same
+// call). There the next GEMV launched at the split pass's start and shared the SMs with it, and one block per KV head
+// merged what n_heads blocks merge here.)
 template <typename Split>
-void decode_split_merge(const char* op, int n_heads, int head_dim, int max_ctx, void* scratch, Split split) {
+void decode_split_merge(const char* op, const int* d_pos, int n_heads, int n_kv_heads, int head_dim, int max_ctx,
+                        float* out, void* scratch, cudaStream_t s, Split split) {
   if (max_ctx <= 0) fail(op, ": max_ctx must be positive, found ", max_ctx);
   if (reinterpret_cast<uintptr_t>(scratch) % 16 != 0) fail(op, ": scratch must be 16-byte aligned");
   const int sms = gemv_sm_count();
   float2* part_ml = static_cast<float2*>(scratch);
-  char* base = static_cast<char*>(scratch);
-  float* part_o = reinterpret_cast<float*>(base + part_ml_bytes(n_heads, max_ctx, sms));
-  unsigned* arrivals =
-      reinterpret_cast<unsigned*>(base + part_ml_bytes(n_heads, max_ctx, sms) + part_o_bytes(n_heads, head_dim, max_ctx, sms));
-  split(sms, part_o, part_ml, arrivals);
+  float* part_o = reinterpret_cast<float*>(static_cast<char*>(scratch) + part_ml_bytes(n_heads, max_ctx, sms));
+  split(sms, part_o, part_ml);
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t config = pdl_launch_config(unsigned(n_heads), 128, s, true, &attr);
+  CUDA_CHECK(cudaLaunchKernelEx(&config, attention_decode_merge_kernel, static_cast<const float*>(part_o),
+                                static_cast<const float2*>(part_ml), d_pos, n_heads, head_dim, max_ctx, n_kv_heads,
+                                sms, out));
+  CUDA_CHECK_LAUNCH("attention_decode_merge_kernel");
 }
 
 void check_fp8(const char* op, int n_heads, int n_kv_heads, int head_dim, const float* q, const uint8_t* kc,
@@ -323,22 +343,21 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
   check_attention_shape("attention_decode", n_heads, n_kv_heads, head_dim);
   check_cache_alignment("attention_decode", k_cache, v_cache);
   const float qscale = query_scale(head_dim);
-  decode_split_merge("attention_decode", n_heads, head_dim, max_ctx, scratch,
-                     [&](int sms, float* part_o, float2* part_ml, unsigned* arrivals) {
+  decode_split_merge("attention_decode", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s,
+                     [&](int sms, float* part_o, float2* part_ml) {
     if (attention_tc_supported(head_dim, n_heads / n_kv_heads, q, k_cache, v_cache, out)) {
       attention_decode_tc(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads, head_dim, max_ctx, sms, qscale, part_o,
-                          part_ml, arrivals, out, s);
+                          part_ml, s);
       return;
     }
     const dim3 grid{unsigned(attention_max_splits(n_kv_heads, max_ctx, sms)), unsigned(n_kv_heads)};
     if (use_vec4(k_cache, v_cache, head_dim))
       attention_decode_split_kernel<true><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads,
-                                                                    head_dim, max_ctx, sms, qscale, part_o, part_ml,
-                                                                    arrivals, out);
+                                                                    head_dim, max_ctx, sms, qscale, part_o, part_ml);
     else
       attention_decode_split_kernel<false><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, d_pos, n_heads,
                                                                      n_kv_heads, head_dim, max_ctx, sms, qscale,
-                                                                     part_o, part_ml, arrivals, out);
+                                                                     part_o, part_ml);
     CUDA_CHECK_LAUNCH("attention_decode_split_kernel");
   });
 }
@@ -352,10 +371,10 @@ void attention_decode_fp8(const float* q, const uint8_t* k_codes, const uint8_t*
                           const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
                           int max_ctx, float* out, void* scratch, cudaStream_t s) {
   check_fp8("attention_decode_fp8", n_heads, n_kv_heads, head_dim, q, k_codes, v_codes, k_scale, v_scale, out);
-  decode_split_merge("attention_decode_fp8", n_heads, head_dim, max_ctx, scratch,
-                     [&](int sms, float* part_o, float2* part_ml, unsigned* arrivals) {
+  decode_split_merge("attention_decode_fp8", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s,
+                     [&](int sms, float* part_o, float2* part_ml) {
     attention_decode_tc_fp8(q, k_codes, v_codes, k_scale, v_scale, d_pos, n_heads, n_kv_heads, head_dim, max_ctx,
-                            sms, query_scale(head_dim), part_o, part_ml, arrivals, out, s);
+                            sms, query_scale(head_dim), part_o, part_ml, s);
   });
 }
 

@@ -37,13 +37,12 @@ void attention_prefill_tc(const float* q, const uint16_t* k_cache, const uint16_
                           int n_heads, int n_kv_heads, int head_dim, float qscale, float* out, cudaStream_t s,
                           const int* d_pos0 = nullptr);
 
-// Decode attention in one launch: grid (attention_max_splits(), n_kv_heads), split rows attention_split_rows() of the
+// Split pass of decode attention: grid (attention_max_splits(), n_kv_heads), split rows attention_split_rows() of the
 // length on the device. Writes part_o [splits, n_heads, head_dim] and part_ml [splits, n_heads] (max in the log2
-// domain, weight sum); the last split block of each KV head merges them into out (arrivals [n_kv_heads], zero before
-// and after: kernels/attention/attention_merge.cuh).
+// domain, weight sum).
 void attention_decode_tc(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos,
                          int n_heads, int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale,
-                         float* part_o, float2* part_ml, unsigned* arrivals, float* out, cudaStream_t s);
+                         float* part_o, float2* part_ml, cudaStream_t s);
 
 // The same passes over the FP8 cache (E4M3 codes, one FP32 scale per kKvFp8Block positions and KV head: scales
 // [n_blocks, n_kv_heads]).
@@ -52,7 +51,6 @@ void attention_prefill_tc_fp8(const float* q, const uint8_t* k_codes, const uint
                               int head_dim, float qscale, float* out, cudaStream_t s);
 void attention_decode_tc_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
                              const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
-                             int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, unsigned* arrivals,
-                             float* out, cudaStream_t s);
+                             int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s);
 
 }  // namespace llm

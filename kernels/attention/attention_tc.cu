@@ -22,7 +22,6 @@
 #include "core/error.h"
 #include "core/kv_dtype.h"  // kKvFp8Block
 #include "kernels/attention/attention_internal.h"
-#include "kernels/attention/attention_merge.cuh"  // merge_if_last
 #include "kernels/attention/attention_mma.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/ops/pdl.cuh"
@@ -414,11 +413,11 @@ template <int HD, bool kFp8>
 __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __restrict__ q, KvSource kv,
                                                                 const int* __restrict__ d_pos, int n_heads,
                                                                 int n_kv_heads, int max_ctx, int sms, float qscale,
-                                                                float* part_o, float2* part_ml, unsigned* arrivals,
-                                                                float* __restrict__ out) {
+                                                                float* __restrict__ part_o,
+                                                                float2* __restrict__ part_ml) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int S = row_stride<HD>(), KS = HD / 16, DT = HD / 8;
-  pdl_launch_dependents();  // the kernel after this one (a GEMV) may launch and stream its weights; it waits for us
+  pdl_launch_dependents();  // the merge may launch now; it waits for this grid before reading
   const int len = min(*d_pos + 1, max_ctx);
   const int chunk = attention_split_rows(n_kv_heads, len, sms);
   const int start = blockIdx.x * chunk;
@@ -508,7 +507,6 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
   }
   l = quad_sum(l);
   combine_warps<HD>(smem, o, m, l, g, h0, n_heads, part_o, part_ml);
-  merge_if_last(part_o, part_ml, arrivals, kvh, h0, g, n_heads, HD, (len + chunk - 1) / chunk, out);
 }
 
 // Raises a kernel's dynamic shared-memory limit (above the default 48 KB); once per kernel, from its launcher.
@@ -533,14 +531,13 @@ void launch_prefill(const float* q, const KvSource& kv, int pos0, int n_tokens, 
 
 template <int HD, bool kFp8>
 void launch_decode(const float* q, const KvSource& kv, const int* d_pos, int n_heads, int n_kv_heads, int max_ctx,
-                   int sms, float qscale, float* part_o, float2* part_ml, unsigned* arrivals, float* out,
-                   cudaStream_t s) {
+                   int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s) {
   constexpr int smem = decode_smem_bytes<HD, kFp8>();
   static const bool once = allow_smem(flash_decode_kernel<HD, kFp8>, smem);
   (void)once;
   const dim3 grid{unsigned(attention_max_splits(n_kv_heads, max_ctx, sms)), unsigned(n_kv_heads)};
   flash_decode_kernel<HD, kFp8><<<grid, kThreads, smem, s>>>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms,
-                                                             qscale, part_o, part_ml, arrivals, out);
+                                                             qscale, part_o, part_ml);
   CUDA_CHECK_LAUNCH("flash_decode_kernel");
 }
 
@@ -559,14 +556,12 @@ void prefill_for(int head_dim, const float* q, const KvSource& kv, int pos0, int
 
 template <bool kFp8>
 void decode_for(int head_dim, const float* q, const KvSource& kv, const int* d_pos, int n_heads, int n_kv_heads,
-                int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, unsigned* arrivals, float* out,
-                cudaStream_t s) {
+                int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s) {
   static_assert(kAttnMinSplitRows % (kWarps * kDecodeKeys) == 0, "a split is whole warp tiles");
   if (head_dim == 64)
-    launch_decode<64, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, arrivals, out, s);
+    launch_decode<64, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s);
   else if (head_dim == 128)
-    launch_decode<128, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, arrivals,
-                             out, s);
+    launch_decode<128, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s);
   else
     fail("attention: head_dim ", head_dim, " has no tensor-core kernel (64 and 128 have)");
 }
@@ -588,9 +583,9 @@ void attention_prefill_tc(const float* q, const uint16_t* kc, const uint16_t* vc
 
 void attention_decode_tc(const float* q, const uint16_t* kc, const uint16_t* vc, const int* d_pos, int n_heads,
                          int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale, float* part_o,
-                         float2* part_ml, unsigned* arrivals, float* out, cudaStream_t s) {
+                         float2* part_ml, cudaStream_t s) {
   decode_for<false>(head_dim, q, KvSource{kc, vc, nullptr, nullptr}, d_pos, n_heads, n_kv_heads, max_ctx, sms,
-                    qscale, part_o, part_ml, arrivals, out, s);
+                    qscale, part_o, part_ml, s);
 }
 
 void attention_prefill_tc_fp8(const float* q, const uint8_t* kc, const uint8_t* vc, const float* k_scale,
@@ -602,10 +597,9 @@ void attention_prefill_tc_fp8(const float* q, const uint8_t* kc, const uint8_t* 
 
 void attention_decode_tc_fp8(const float* q, const uint8_t* kc, const uint8_t* vc, const float* k_scale,
                              const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
-                             int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, unsigned* arrivals,
-                             float* out, cudaStream_t s) {
+                             int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s) {
   decode_for<true>(head_dim, q, KvSource{kc, vc, k_scale, v_scale}, d_pos, n_heads, n_kv_heads, max_ctx, sms,
-                   qscale, part_o, part_ml, arrivals, out, s);
+                   qscale, part_o, part_ml, s);
 }
 
 }  // namespace llm

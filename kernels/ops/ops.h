@@ -40,12 +40,8 @@ void rope_kv_store(float* q, const float* k, const float* v, const float* inv_fr
 
 // Decode attention for one token at position *d_pos (attends to cache rows 0..*d_pos), grouped-query heads,
 // split over the KV range across blocks and merged (flash-decoding) so long contexts fill the GPU.
-// q [n_heads * head_dim], out [n_heads * head_dim]. Scratch sized by attention_decode_scratch_bytes(), allocated once
-// and cleared once (attention_decode_scratch_clear, or a memset of all of it to zero) before its first decode: it
-// ends in the splits' arrival counts, which each decode leaves at zero (one launch: the last split merges). A
-// scratch serves one stream at a time.
+// q [n_heads * head_dim], out [n_heads * head_dim]. Scratch sized by attention_decode_scratch_bytes(), allocated once.
 size_t attention_decode_scratch_bytes(int n_heads, int head_dim, int max_ctx);
-void attention_decode_scratch_clear(void* scratch, int n_heads, int head_dim, int max_ctx, cudaStream_t s);
 // Cache rows per KV split (64 * 2^j) at a context of `len` rows, from n_kv_heads and the SM count: at most two split
 // blocks per SM (exposed for tests and reports; the kernels apply the same rule to the length they read on the device,
 // so one captured graph serves every position). The two-argument form uses the current device's SMs.

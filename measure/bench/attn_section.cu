@@ -159,7 +159,6 @@ void bench_decode(const Bench& b, std::vector<DecodeRow>* rows, std::vector<Skip
     std::vector<int> max_ctxs = {L};
     if (L < largest) max_ctxs.push_back(largest);
     for (int max_ctx : max_ctxs) {
-      attention_decode_scratch_clear(scratch, o.heads, o.head_dim, max_ctx, b.stream);  // its layout's arrival counts
       auto call = [&](int i) {
         attention_decode(q, c.k(i), c.v(i), d_pos, o.heads, o.kv_heads, o.head_dim, max_ctx, out, scratch, b.stream);
       };

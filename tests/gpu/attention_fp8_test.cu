@@ -132,7 +132,6 @@ void check_decode_fp8(int hd, int g, int n_kv, int max_ctx, const std::vector<in
     dpos.upload({len - 1});
     dout.poison();
     scratch.poison();
-    attention_decode_scratch_clear(scratch.get(), n_heads, hd, max_ctx, nullptr);  // the arrival counts
     attention_decode_fp8(dq.get(), cache.dk.get(), cache.dv.get(), cache.dks.get(), cache.dvs.get(), dpos.get(),
                          n_heads, n_kv, hd, max_ctx, dout.get(), scratch.get(), nullptr);
     sync_and_check();

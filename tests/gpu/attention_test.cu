@@ -198,7 +198,6 @@ void check_decode_on(CacheOnDevice& cache, int hd, int group, int n_kv, int max_
     dpos.upload({len - 1});
     dout.poison();
     scratch.poison();
-    attention_decode_scratch_clear(scratch.get(), n_heads, hd, max_ctx, nullptr);  // the arrival counts
     attention_decode(dq.get(), cache.kd(), cache.vd(), dpos.get(), n_heads, n_kv, hd, max_ctx, dout.get(),
                      scratch.get(), nullptr);
     sync_and_check();
@@ -236,15 +235,12 @@ void check_graph_replay(int hd, int group, int n_kv, int max_ctx, const std::vec
   CUDA_CHECK(cudaStreamEndCapture(s, &graph));
   CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   std::vector<double> ref(q.size());
-  // The partials poisoned and the arrival counts cleared once: every replay leaves the counts at zero for the next
-  // (the engine's graph replays, the last split of each KV head merging).
-  scratch.poison();
-  attention_decode_scratch_clear(scratch.get(), n_heads, hd, max_ctx, s);
   for (int len : contexts) {
     SCOPED_TRACE("context " + std::to_string(len));
     cache.upload_rows(len);
     dpos.upload({len - 1});
     dout.poison();
+    scratch.poison();
     CUDA_CHECK(cudaGraphLaunch(exec, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
     const std::vector<float> out = dout.download();
@@ -318,7 +314,6 @@ TEST(OpsAttentionDecode, SingleRowReturnsItsValueRow) {
   DeviceBuffer<uint8_t> scratch(attention_decode_scratch_bytes(n_heads, hd, max_ctx));
   dout.poison();
   scratch.poison();
-  attention_decode_scratch_clear(scratch.get(), n_heads, hd, max_ctx, nullptr);  // the arrival counts
   attention_decode(dq.get(), cache.kd(), cache.vd(), dpos.get(), n_heads, n_kv, hd, max_ctx, dout.get(),
                    scratch.get(), nullptr);
   sync_and_check();
