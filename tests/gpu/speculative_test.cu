@@ -12,6 +12,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -435,4 +438,53 @@ TEST(CudaSpeculative, ExactVerifyDistancesByKnob) {
         EXPECT_LE(d, m == &stories ? 1e-5 : dp4a ? 5e-2 : 1e-3) << m->source << " " << gemv << " " << what;
       }
   }
+}
+
+// The spec-bench prompts (bench/spec_prompts: summarise, extract, rewrite a given text) on the real SmolLM2 file, 256
+// greedy tokens each, with prompt lookup and the default verify (exact on this file: its matrices are kept quantized)
+// against the decode steps: where an output departs, the reference's top-2 logit margin there (printed per prompt and
+// counted against issue 36's 1e-3). Asserted: a departure only at a margin under the default verify's 5e-2.
+TEST(CudaSpeculative, SpecBenchPromptsDepartOnlyAtNearTies) {
+  REQUIRE_GPU();
+  LLM_REQUIRE_SMOLLM2();
+  const llm::Model s = llm::load_model(llm_test::smollm2_path());
+  auto tok = llm::load_tokenizer(s, "");
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(LLM_SOURCE_DIR) + "/bench/spec_prompts"))
+    if (e.path().extension() == ".txt") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 20u);
+  int departed = 0, over_exact = 0;
+  auto ref = cuda(s, llm::KvDtype::BF16, 2048), target = cuda(s, llm::KvDtype::BF16, 2048);
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::vector<int> prompt = tok->encode(text.str(), true);
+    ref->rewind(0);
+    target->rewind(0);
+    const llm_test::Greedy want = llm_test::greedy_reference(*ref, prompt, 256, s.config.eos_ids);
+    llm::LookupDrafter lookup;
+    llm::GenerateOptions go;
+    go.n_predict = 256;
+    go.sampler.temperature = 0.0f;
+    go.drafter = &lookup;
+    const llm::GenerateResult got = llm::generate(*target, s.config, prompt, go, nullptr);
+    size_t same = 0;
+    while (same < want.tokens.size() && same < got.tokens.size() && want.tokens[same] == got.tokens[same]) ++same;
+    const bool differ = same < want.tokens.size() && same < got.tokens.size();
+    std::printf("%s: %zu prompt tokens, %zu of %zu tokens as without speculation", f.stem().c_str(), prompt.size(),
+                same, want.tokens.size());
+    if (differ) {
+      ++departed;
+      over_exact += want.margin[same] >= kNearTieExact;
+      std::printf("; departs at token %zu, top-2 margin %.3e", same, double(want.margin[same]));
+      EXPECT_LT(want.margin[same], kNearTie) << f.stem() << ": departs at token " << same;
+    } else {
+      EXPECT_EQ(got.tokens.size(), want.tokens.size()) << f.stem();
+    }
+    std::printf("\n");
+  }
+  std::printf("spec prompts: %d of %zu outputs depart from the decode steps, %d of them at a top-2 margin of 1e-3 or "
+              "more\n", departed, files.size(), over_exact);
 }
