@@ -52,6 +52,8 @@ struct AbMappingRun {
   std::vector<double> attention_ms_per_token;
   int tokens_matching_first = -1;  // of the n_decode + 1 sampled tokens, leading ones equal to the first mapping's
   int kernels_per_token = 0;       // kernel boundaries of one decode step (CudaBackend::kernels_per_step); 0: unknown
+  int waits_per_token = 0;         // @persistent: grid-wide waits of one step (persistent_decode_waits_per_step); 0:
+                                   // the graph path, or unknown
 };
 
 struct AbReportData {

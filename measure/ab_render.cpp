@@ -215,15 +215,16 @@ void budget_table(std::ostringstream& os, const AbSummary& s) {
         "persistent path exactly the kernel's time; on the graph path, when timed by the kernel timeline, exactly the "
         "replay's first-kernel-start to last-kernel-end span). Remainder: measured - profiled device, what the parts do not "
         "cover (launches, sampling, host; negative where the profiling pass spends device time the timed pass "
-        "does not). Kernels: the kernel boundaries of one step (the graph's kernel nodes; 1 on the persistent "
-        "path).\n\n";
+        "does not). Kernels: the kernel boundaries of one step (the graph's kernel nodes; on the persistent path its "
+        "one kernel and, in brackets, the grid-wide waits between its stages, its boundaries).\n\n";
   os << "| mapping | measured ms/token | profiled device ms/token | remainder ms/token | profiled % of measured "
         "| kernels/token |\n";
   os << "| --- | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& m : s.mappings)
     os << "| " << m.mapping << " | " << fmt("%.3f", m.ms.median) << " | " << fmt("%.3f", m.device_ms) << " | "
        << signed_ms(m.rest_ms) << " | " << pct_of(m.device_ms, m.ms.median) << " | "
-       << (m.kernels_per_token > 0 ? std::to_string(m.kernels_per_token) : std::string("n/a")) << " |\n";
+       << (m.kernels_per_token > 0 ? std::to_string(m.kernels_per_token) : std::string("n/a"))
+       << (m.waits_per_token > 0 ? " (" + std::to_string(m.waits_per_token) + " waits)" : std::string()) << " |\n";
   os << "\n";
 }
 
@@ -469,6 +470,7 @@ json data_json(const AbReportData& d) {
     jr["attention_ms_per_token"] = r.attention_ms_per_token;
     jr["tokens_matching_first"] = r.tokens_matching_first;
     jr["kernels_per_token"] = r.kernels_per_token;
+    jr["waits_per_token"] = r.waits_per_token;
     j["runs"].push_back(jr);
   }
   return j;
@@ -496,6 +498,7 @@ json summary_json(const AbSummary& s) {
     jm["device_ms"] = m.device_ms;
     jm["rest_ms"] = m.rest_ms;
     jm["kernels_per_token"] = m.kernels_per_token;
+    jm["waits_per_token"] = m.waits_per_token;
     jm["part_ms"] = json::object();
     for (int p = 0; p < ProfileParts::kParts; ++p) jm["part_ms"][ProfileParts::part_name(p)] = m.part_ms[p];
     jm["gemv_gbps"] = m.gemv_gbps;
@@ -612,6 +615,7 @@ AbReportData ab_data_from_json(const std::string& text) {
       r.attention_ms_per_token = jr.value("attention_ms_per_token", std::vector<double>());
       r.tokens_matching_first = jr.at("tokens_matching_first").get<int>();
       r.kernels_per_token = jr.value("kernels_per_token", 0);  // absent before it: unknown
+      r.waits_per_token = jr.value("waits_per_token", 0);
       d.runs.push_back(std::move(r));
     }
   } catch (const json::exception& e) {

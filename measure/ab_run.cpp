@@ -26,6 +26,7 @@
 #include "engine/cuda_backend.h"  // CudaBackend: set_gemv, set_persistent, set_profiling, gemv_bytes_per_token
 #include "kernels/cuda_check.h"   // CUDA_CHECK
 #include "kernels/gemv/gemv.h"         // gemv_mapping(form).shape
+#include "kernels/persistent/persistent_decode.h"  // persistent_decode_waits_per_step
 #include "kernels/quant/gemv_quant.h"   // quant_gemv_shape: launch shapes of the quantized forms
 #include "measure/roofline.h"     // Roofline: the one streaming-read measurement
 #include "measure/kernel_trace.h"   // KernelTrace: verify_costs' kernel timeline
@@ -351,6 +352,7 @@ struct AbSession {
   std::vector<int> pass_prompt;  // what every pass prefills: the prompt, or at depth the context's last token
   int pass_pos = 0;              // where: 0, or depth - 1
   bool deep = false;
+  int n_layers = 0;              // the model's (a persistent step's waits: persistent_decode_waits_per_step)
 
   // Switches the engine to entry i. set_gemv refuses, while the persistent path is on, a mapping that path cannot
   // run: the path goes off first.
@@ -445,6 +447,9 @@ void timed_rounds(AbSession& ab, Roofline& roofline, AbResult& res, std::vector<
       last_tokens[i] = measured.tokens;
       if (timed) res.runs[i].ms_per_token.push_back(measured.ms_per_token);
       res.runs[i].kernels_per_token = ab.cb.kernels_per_step();
+      res.runs[i].waits_per_token = ab.entries[i].path == DecodePath::Persistent
+                                        ? persistent_decode_waits_per_step(ab.n_layers)
+                                        : 0;
     }
   }
 }
@@ -625,7 +630,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   progress(opt, "ab: uploading %s to %s\n", model.source.c_str(), prop.name);
   std::unique_ptr<CudaBackend> engine = make_cuda_engine(model, bo);
   AbSession ab{opt, *engine, entries, plans, deep ? std::vector<int>{context.back()} : opt.prompt,
-               deep ? opt.depth - 1 : 0, deep};
+               deep ? opt.depth - 1 : 0, deep, c.n_layers};
   install_step_profiler(ab.cb);
   res.gemv_bytes_per_token = int64_t(ab.cb.gemv_bytes_per_token());
   const AbKvRead kv = ab_kv_read(c, opt.kv_dtype, first_step_pos, opt.n_decode);

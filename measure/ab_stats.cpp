@@ -168,6 +168,7 @@ AbMappingStats mapping_stats(const AbReportData& d, const AbMappingRun& r, doubl
   for (const AbLaunch& l : r.launches) m.launches.push_back(launch_stats(l, d.sm_count, d.max_warps_per_sm));
   m.tokens_matching_first = r.tokens_matching_first;
   m.kernels_per_token = r.kernels_per_token;
+  m.waits_per_token = r.waits_per_token;
   return m;
 }
 

@@ -61,6 +61,7 @@ struct AbMappingStats {
   std::vector<AbLaunchStats> launches;
   int tokens_matching_first = -1;
   int kernels_per_token = 0;  // AbMappingRun::kernels_per_token
+  int waits_per_token = 0;    // AbMappingRun::waits_per_token
 };
 
 // The change from the baseline (first mapping) to another: does the GEMV time account for the total change?

@@ -29,6 +29,8 @@
 #include "kernels/quant/gemv_quant_device.cuh"  // quant_packed_args (persistent_matrix)
 
 namespace llm {
+
+static_assert(kCounters == kPersistentStageCounters, "persistent_decode_waits_per_step counts the stage counters");
 namespace {
 
 constexpr int kMaxHeadDim = 256;

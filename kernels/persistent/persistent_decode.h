@@ -159,6 +159,11 @@ PersistentMatrix persistent_matrix_bf16(const uint16_t* data, int64_t ld);
 PersistentMatrix persistent_matrix(const QuantGemvWeight& w);
 
 size_t persistent_decode_sync_words(int n_layers, int n_heads);
+// Grid-wide waits of one step: each layer's five stage counters (q|k|v, attention, o, gate|up, down) are each waited
+// on once by the stage that reads them (the last down by the head): the persistent path's counterpart of the graph
+// path's kernel boundaries, for the A/B report.
+constexpr int kPersistentStageCounters = 5;
+inline int persistent_decode_waits_per_step(int n_layers) { return kPersistentStageCounters * n_layers; }
 // Attention partials: n_heads * max_splits * (head_dim + 2) floats, max_splits = persistent_decode_max_splits().
 size_t persistent_decode_scratch_floats(int n_heads, int head_dim, int grid);
 int persistent_decode_max_splits(int grid);

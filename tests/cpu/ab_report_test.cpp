@@ -644,6 +644,7 @@ TEST(AbReport, BothDecodePathsWithTheirTimeBudget) {
   AbReportData d = both_paths();
   d.runs[0].kernels_per_token = 259;  // the graph's kernel nodes
   d.runs[1].kernels_per_token = 1;    // the persistent kernel
+  d.runs[1].waits_per_token = 160;    // its grid-wide waits: 5 per layer of 32
   const AbSummary s = summarize_ab(d);
   ASSERT_EQ(s.mappings.size(), 2u);
   EXPECT_EQ(s.mappings[0].decode, "graph");
@@ -670,7 +671,7 @@ TEST(AbReport, BothDecodePathsWithTheirTimeBudget) {
   // The time budget: measured, profiled device, the remainder, and the device time's share.
   EXPECT_TRUE(contains(md, "### Time budget per token: measured vs profiled device time")) << md;
   EXPECT_TRUE(contains(md, "| warp | 10.000 | 2.250 | +7.750 | 22.5% | 259 |")) << md;
-  EXPECT_TRUE(contains(md, "| warp@persistent | 8.000 | 4.250 | +3.750 | 53.1% | 1 |")) << md;
+  EXPECT_TRUE(contains(md, "| warp@persistent | 8.000 | 4.250 | +3.750 | 53.1% | 1 (160 waits) |")) << md;
   EXPECT_TRUE(contains(md, "| warp@persistent | head | 128256x4096 | n/a (persistent kernel) |")) << md;
   EXPECT_TRUE(contains(md, "| warp -> warp@persistent | -2.000 | +0.000 | -2.000 |")) << md;
   // Without a persistent entry the report keeps its columns: no norm or wait, no persistent note.
@@ -682,6 +683,8 @@ TEST(AbReport, BothDecodePathsWithTheirTimeBudget) {
   const AbReportData with_kernels = ab_data_from_json(ab_json(d, s));
   EXPECT_EQ(with_kernels.runs[0].kernels_per_token, 259);
   EXPECT_EQ(with_kernels.runs[1].kernels_per_token, 1);
+  EXPECT_EQ(with_kernels.runs[1].waits_per_token, 160);
+  EXPECT_EQ(with_kernels.runs[0].waits_per_token, 0);
 
   // CSV: the decode path and the budget per row, at the end.
   const std::string csv = ab_csv(d, s);
