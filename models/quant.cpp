@@ -538,16 +538,6 @@ int q5_code(const uint8_t* qh4, const uint8_t* qs, int j) {
   return nib | int(((qh >> j) & 1u) << 4);
 }
 
-// 6-bit code (0..63) of weight w (0..255) of a Q6_K block, in dequantize_row_q6_K's order.
-int q6_code(const uint8_t* block, int w) {
-  const int half = w / 128, m = (w % 128) / 32, l = w % 32;
-  const uint8_t* ql = block + 64 * half;
-  const uint8_t* qh = block + 128 + 32 * half;
-  const uint8_t lo = (m & 1) ? ql[l + 32] : ql[l];
-  const int nib = m >= 2 ? (lo >> 4) : (lo & 0xF);
-  return nib | (((qh[l] >> (2 * m)) & 3) << 4);
-}
-
 }  // namespace
 
 QuantPlanes PackedQuant::planes() const {
@@ -583,28 +573,43 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
   p.two_level = t == GgmlQuantType::Q4_K || t == GgmlQuantType::Q5_K || t == GgmlQuantType::Q6_K;
   p.n_groups = k / p.group;
   p.ld_codes = int4 ? round_up(k / 2, 16) : round_up(k, 16);
-  p.codes.assign(size_t(n * p.ld_codes), 0);
+  // The planes are sized here and zeroed row by row by the threads that pack the rows (pack_rows): a large matrix's
+  // pages are first touched in parallel, not zero-filled by one thread (PackedPlane leaves them uninitialised).
+  p.codes.resize(size_t(n * p.ld_codes));
   if (p.two_level) {
     p.groups_per_super = kQuantSuperBlock / p.group;
     if (p.has_min) {  // Q4_K, Q5_K: the heads as stored
       p.ld_heads = round_up(16 * (k / kQuantSuperBlock), 16);
-      p.k_heads.assign(size_t(n * p.ld_heads), 0);
+      p.k_heads.resize(size_t(n * p.ld_heads));
     } else {  // Q6_K
       p.ld_sub = round_up(p.n_groups, 16);
       p.ld_super = round_up(k / kQuantSuperBlock, 8);
-      p.sub_scales.assign(size_t(n * p.ld_sub), 0);
-      p.super_d.assign(size_t(n * p.ld_super), 0);
+      p.sub_scales.resize(size_t(n * p.ld_sub));
+      p.super_d.resize(size_t(n * p.ld_super));
     }
   } else {
     p.ld_groups = round_up(p.n_groups, 8);
-    p.scales.assign(size_t(n * p.ld_groups), 0);
-    if (p.has_min) p.mins.assign(size_t(n * p.ld_groups), 0);
+    p.scales.resize(size_t(n * p.ld_groups));
+    if (p.has_min) p.mins.resize(size_t(n * p.ld_groups));
   }
+  // Row r of every plane zeroed (its padding stays zero; the packing below writes the rest).
+  auto zero_row = [&p](int64_t r) {
+    auto zero = [r](auto& v, int64_t ld) {
+      if (!v.empty()) std::memset(v.data() + r * ld, 0, size_t(ld) * sizeof(v[0]));
+    };
+    zero(p.codes, p.ld_codes);
+    zero(p.k_heads, p.ld_heads);
+    zero(p.sub_scales, p.ld_sub);
+    zero(p.super_d, p.ld_super);
+    zero(p.scales, p.ld_groups);
+    zero(p.mins, p.ld_groups);
+  };
 
   const size_t row_bytes = ggml_quant_row_bytes(t, k);
   const size_t bb = ggml_quant_block_bytes(t);
   auto pack_rows = [&](int64_t r_begin, int64_t r_end) {
   for (int64_t r = r_begin; r < r_end; ++r) {
+    zero_row(r);
     const uint8_t* src = blocks + size_t(r) * row_bytes;
     uint8_t* codes = p.codes.data() + r * p.ld_codes;
     switch (t) {
@@ -676,8 +681,19 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
           const uint8_t* b = src + sb * bb;
           p.super_d[r * p.ld_super + sb] = read_u16_le(b + 208);
           for (int s = 0; s < 16; ++s) p.sub_scales[r * p.ld_sub + sb * 16 + s] = int8_t(b[192 + s]);
-          for (int w = 0; w < kQuantSuperBlock; ++w)
-            codes[sb * kQuantSuperBlock + w] = uint8_t(int8_t(q6_code(b, w) - 32));
+          // The 6-bit code (0..63) of weight 128 h + 32 m + l: nibble of ql[l] (m = 0, 2) or ql[l + 32] (m = 1, 3),
+          // low (m < 2) or high, and bits 2m, 2m + 1 of qh[l]; four weights per l, in dequantize_row_q6_K's order.
+          for (int h = 0; h < 2; ++h) {
+            const uint8_t* ql = b + 64 * h;
+            const uint8_t* qh = b + 128 + 32 * h;
+            uint8_t* out = codes + sb * kQuantSuperBlock + 128 * h;
+            for (int l = 0; l < 32; ++l) {
+              out[l] = uint8_t(int8_t(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32));
+              out[l + 32] = uint8_t(int8_t(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32));
+              out[l + 64] = uint8_t(int8_t(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32));
+              out[l + 96] = uint8_t(int8_t(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32));
+            }
+          }
         }
         break;
       }

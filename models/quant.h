@@ -19,7 +19,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/quant_planes.h"  // QuantPlanes, QuantCodeFamily: the planes below as pointers and pitches
@@ -67,6 +71,29 @@ std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n,
 
 using QuantFamily = QuantCodeFamily;  // Int4, Int8: one enum for the packer and the kernels
 
+// A plane of PackedQuant: a vector whose resize leaves the bytes uninitialised, so a large matrix's planes are
+// first written (and their pages first touched) by the threads that pack its rows, not zeroed by one thread first.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <class U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;  // default-initialised: no zeroing
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T>
+using PackedPlane = std::vector<T, DefaultInitAllocator<T>>;
+
 struct PackedQuant {
   GgmlQuantType type = GgmlQuantType::Q8_0;
   QuantFamily family = QuantFamily::Int8;
@@ -80,7 +107,7 @@ struct PackedQuant {
   //   Int8: int8 [n, ld_codes] stored as bytes, ld_codes = round_up(k, 16) (= k): code of weight j at byte j.
   //         Q8_0: q (-127..127); Q5_0: q - 16 (-16..15); Q5_1, Q5_K: q unsigned (0..31); Q6_K: q - 32 (-32..31).
   int64_t ld_codes = 0;
-  std::vector<uint8_t> codes;
+  PackedPlane<uint8_t> codes;
 
   int group = 32;         // weights per scale: 32, or 16 for Q6_K
   int code_offset = 0;    // added to the code before scaling: -8 for Q4_0 (its min is implied), 0 otherwise
@@ -93,8 +120,8 @@ struct PackedQuant {
   //   mins:   fp16 bits [n, ld_groups]: m (additive), only when has_min (Q4_1, Q5_1), else empty
   // ld_groups = round_up(n_groups, 8) halves (16-byte rows), padding zero.
   int64_t ld_groups = 0;
-  std::vector<uint16_t> scales;
-  std::vector<uint16_t> mins;
+  PackedPlane<uint16_t> scales;
+  PackedPlane<uint16_t> mins;
 
   // Two-level scales (Q4_K, Q5_K, Q6_K): per 256-weight super-block (= 8 groups of Q4_K and Q5_K, 16 groups of Q6_K,
   // `groups_per_super`) an fp16 d (and dmin), per group an integer sub-scale (and sub-min).
@@ -111,9 +138,9 @@ struct PackedQuant {
   // Padding zero.
   int groups_per_super = 0;
   int64_t ld_sub = 0, ld_super = 0, ld_heads = 0;
-  std::vector<int8_t> sub_scales;
-  std::vector<uint16_t> super_d;
-  std::vector<uint8_t> k_heads;
+  PackedPlane<int8_t> sub_scales;
+  PackedPlane<uint16_t> super_d;
+  PackedPlane<uint8_t> k_heads;
 
   // The planes above as pointers (null where empty) and pitches: what the kernels' QuantGemvWeight holds. A view: it
   // lives as long as this PackedQuant.
