@@ -255,6 +255,36 @@ TEST(Quant, PackRoundTripEveryTypeAndShape) {
   }
 }
 
+// pack_quant leaves its planes uninitialised until the packing threads zero and write their rows (PackedPlane): on
+// memory that held other bytes (the heap dirtied first: glibc reuses freed chunks of this size once its mmap threshold
+// has risen), every byte is still written, padding zero, on the threaded path (>= 2^22 weights) and on the one-thread
+// path.
+TEST(Quant, PackWritesEveryByteOnDirtyMemory) {
+  for (int pass = 0; pass < 2; ++pass) {  // freeing a large block raises glibc's mmap threshold; the second one is heap
+    std::vector<uint8_t> dirt(size_t(48) << 20, 0xA5);
+    EXPECT_EQ(dirt[12345], 0xA5);
+  }
+  struct Case { Q t; int64_t n, k; };
+  for (const Case c : {Case{Q::Q4_1, 44000, 96}, Case{Q::Q6_K, 5500, 768}, Case{Q::Q4_1, 5, 96}, Case{Q::Q6_K, 3, 768}}) {
+    SCOPED_TRACE(std::string(ggml_quant_name(c.t)) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k));
+    {
+      std::vector<uint8_t> dirt(size_t(c.n) * size_t(c.k) * 2, 0xA5);  // freed just before the planes are allocated
+      EXPECT_EQ(dirt.back(), 0xA5);
+    }
+    const std::vector<uint8_t> blocks = random_blocks(c.t, c.n, c.k, uint32_t(c.n + c.k));
+    const PackedQuant p = pack_quant(blocks.data(), c.t, c.n, c.k);
+    EXPECT_EQ(bit_mismatches(unpack_quant(p), deq(c.t, blocks)), 0u);
+    size_t dirty_padding = 0;
+    for (int64_t r = 0; r < c.n; ++r) {
+      for (int64_t g = p.n_groups; g < p.ld_groups; ++g)
+        dirty_padding += p.scales[r * p.ld_groups + g] != 0 || (p.has_min && p.mins[r * p.ld_groups + g] != 0);
+      for (int64_t b = c.k / 256; p.two_level && !p.has_min && b < p.ld_super; ++b)
+        dirty_padding += p.super_d[r * p.ld_super + b] != 0;
+    }
+    EXPECT_EQ(dirty_padding, 0u);
+  }
+}
+
 TEST(Quant, FlagsAndBytesPerWeight) {
   struct Want { Q t; QuantFamily f; int group; int offset; bool min; bool two; double bpw; };
   const Want wants[] = {
