@@ -50,22 +50,22 @@ QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts,
     rows += t->rows;
   }
   // [rows, cols] blocks, the parts' rows one after the other (rows are independent, so concatenating the stored rows
-  // of q, k and v gives the fused matrix in the same type). One part is read where it is (no copy).
-  const size_t row_bytes = first.row_bytes();
-  std::vector<uint8_t> gathered;
-  const uint8_t* blocks = static_cast<const uint8_t*>(first.data);
-  if (parts.size() > 1) {
-    gathered.resize(size_t(rows) * row_bytes);
-    size_t at = 0;
-    for (const HostTensor* t : parts) {
-      std::memcpy(gathered.data() + at, t->data, t->nbytes());
-      at += t->nbytes();
-    }
-    blocks = gathered.data();
-  }
-  lap(&times->gather);
+  // of q, k and v gives the fused matrix in the same type). The packing reads each part where it is (pack_quant_parts);
+  // only the as-stored form, which uploads the blocks themselves, gathers a fused matrix into one copy.
   const GgmlQuantType qt = GgmlQuantType(type);
   if (kind == QuantGemvKind::AsStored) {
+    std::vector<uint8_t> gathered;
+    const uint8_t* blocks = static_cast<const uint8_t*>(first.data);
+    if (parts.size() > 1) {
+      gathered.resize(size_t(rows) * first.row_bytes());
+      size_t at = 0;
+      for (const HostTensor* t : parts) {
+        std::memcpy(gathered.data() + at, t->data, t->nbytes());
+        at += t->nbytes();
+      }
+      blocks = gathered.data();
+    }
+    lap(&times->gather);
     QuantGemvWeight host = quant_gemv_describe(int(type), rows, cols);
     host.blocks = blocks;
     QuantGemvWeight dev = quant_gemv_upload(host, stream);
@@ -74,7 +74,9 @@ QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts,
   }
   // Shape comments: models/quant.h (PackedQuant) and kernels/quant/gemv_quant_plan.h (QuantGemvWeight) describe the same
   // planes; the upload checks the layout.
-  const PackedQuant p = pack_quant(blocks, qt, rows, cols, first.name);
+  std::vector<QuantRowsPart> rows_of;
+  for (const HostTensor* t : parts) rows_of.push_back({static_cast<const uint8_t*>(t->data), t->rows});
+  const PackedQuant p = pack_quant_parts(rows_of, qt, cols, first.name);
   lap(&times->pack);
   const QuantGemvWeight host = quant_host_view(p);
   QuantGemvWeight dev = quant_gemv_upload(host, stream);

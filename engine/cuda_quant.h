@@ -23,8 +23,9 @@ QuantGemvWeight quant_host_view(const PackedQuant& p, const uint8_t* blocks = nu
 // thread and warp-dp4a, GGUF's blocks as stored for as-stored. Synchronous (load time only).
 // times (optional): the host seconds of each step added in (the load line's breakdown, GemvMappings::prepare).
 struct QuantUploadTimes {
-  double gather = 0;  // the parts' blocks copied into one [rows, cols] array
-  double pack = 0;    // pack_quant (models/quant.h)
+  double gather = 0;  // as-stored: the parts' blocks copied into one [rows, cols] array (the packed forms read them
+                      // in place: 0)
+  double pack = 0;    // pack_quant_parts (models/quant.h), reading the mapped file's pages
   double upload = 0;  // quant_gemv_upload: allocation, zero fill, the copy to the GPU and its wait
 };
 QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts, QuantGemvKind kind,

@@ -558,8 +558,19 @@ QuantPlanes PackedQuant::planes() const {
 }
 
 PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_t k, const std::string& what) {
-  check_quant_row_length(t, k, what);
   if (n < 0) fail(what, ": negative row count ", n);
+  return pack_quant_parts({QuantRowsPart{blocks, n}}, t, k, what);
+}
+
+PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantType t, int64_t k,
+                             const std::string& what) {
+  check_quant_row_length(t, k, what);
+  int64_t n = 0;
+  for (const QuantRowsPart& part : parts) {
+    if (part.rows < 0) fail(what, ": negative row count ", part.rows);
+    if (part.rows > 0 && !part.blocks) fail(what, ": a part of ", part.rows, " rows without data");
+    n += part.rows;
+  }
   PackedQuant p;
   p.type = t;
   p.n = n;
@@ -607,10 +618,17 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
 
   const size_t row_bytes = ggml_quant_row_bytes(t, k);
   const size_t bb = ggml_quant_block_bytes(t);
+  auto row_blocks = [&](int64_t r) {  // row r of the fused matrix: in the part that holds it
+    for (const QuantRowsPart& part : parts) {
+      if (r < part.rows) return part.blocks + size_t(r) * row_bytes;
+      r -= part.rows;
+    }
+    return static_cast<const uint8_t*>(nullptr);  // not reached: r < n
+  };
   auto pack_rows = [&](int64_t r_begin, int64_t r_end) {
   for (int64_t r = r_begin; r < r_end; ++r) {
     zero_row(r);
-    const uint8_t* src = blocks + size_t(r) * row_bytes;
+    const uint8_t* src = row_blocks(r);
     uint8_t* codes = p.codes.data() + r * p.ld_codes;
     switch (t) {
       case GgmlQuantType::Q4_0:

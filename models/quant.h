@@ -150,6 +150,15 @@ struct PackedQuant {
 // Builds the prepacked form from the raw GGUF bytes of an [n, k] tensor of type t (rows contiguous, each row
 // ggml_quant_row_bytes(t, k) bytes). Refuses (llm::fail) a k the type cannot hold, naming `what`.
 PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_t k, const std::string& what = "tensor");
+// The same for a matrix stored in parts, each `rows` rows of GGUF blocks at `blocks` (a fused q|k|v or gate|up of one
+// type): the parts' rows one after the other, read where they are (no gathered copy); bit for bit pack_quant of the
+// concatenated blocks.
+struct QuantRowsPart {
+  const uint8_t* blocks = nullptr;
+  int64_t rows = 0;
+};
+PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantType t, int64_t k,
+                             const std::string& what = "tensor");
 
 // Code of weight j of row r (as the kernel sees it: 0..15 for Int4, the int8 value for Int8).
 int packed_code(const PackedQuant& p, int64_t r, int64_t j);

@@ -137,10 +137,12 @@ MappingState& GemvMappings::prepare(const GemvPlan& plan, size_t bytes_per_token
   }
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   // Where a large prepack's time went (the host's steps, summed over the matrices): what a faster load must cut.
-  if (quant_bytes >= LoadProgress::kQuietBelow)
-    std::fprintf(stderr,
-                 "prepacked '%s': %.2f GB of blocks; gathering the parts %.2f s, packing %.2f s, uploading %.2f s\n",
-                 name.c_str(), double(quant_bytes) / 1e9, times.gather, times.pack, times.upload);
+  if (quant_bytes >= LoadProgress::kQuietBelow) {
+    char gather[64] = "";  // the as-stored form's copies of fused parts; the packed forms read them in place
+    if (times.gather > 0) std::snprintf(gather, sizeof gather, "gathering the parts %.2f s, ", times.gather);
+    std::fprintf(stderr, "prepacked '%s': %.2f GB of blocks; %spacking %.2f s, uploading %.2f s\n", name.c_str(),
+                 double(quant_bytes) / 1e9, gather, times.pack, times.upload);
+  }
   bool fuses = true;
   for (size_t i = 0; i < st->weights.size(); ++i) {
     const DecodeWeight& dw = st->weights[i];

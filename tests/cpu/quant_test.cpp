@@ -285,6 +285,52 @@ TEST(Quant, PackWritesEveryByteOnDirtyMemory) {
   }
 }
 
+// A fused matrix packed from its parts where they are (q | k | v: three parts of one type, a part of no rows too) is
+// bit for bit the packing of the concatenated blocks, on both the threaded and the one-thread path; bad parts fail
+// by name.
+TEST(Quant, PackPartsEqualsPackOfTheConcatenation) {
+  struct Case { Q t; int64_t k; std::vector<int64_t> rows; };
+  for (const Case& c : {Case{Q::Q4_0, 96, {7, 0, 5, 3}}, Case{Q::Q6_K, 768, {3000, 1500, 1500}},
+                        Case{Q::Q4_K, 256, {9, 2}}, Case{Q::Q5_1, 4096, {1024, 512}}}) {
+    SCOPED_TRACE(std::string(ggml_quant_name(c.t)) + " k=" + std::to_string(c.k));
+    std::vector<std::vector<uint8_t>> blocks;
+    std::vector<uint8_t> all;
+    std::vector<QuantRowsPart> parts;
+    int64_t n = 0;
+    for (size_t i = 0; i < c.rows.size(); ++i) {
+      blocks.push_back(random_blocks(c.t, c.rows[i], c.k, uint32_t(77 + i)));
+      all.insert(all.end(), blocks.back().begin(), blocks.back().end());
+      n += c.rows[i];
+    }
+    for (size_t i = 0; i < c.rows.size(); ++i) parts.push_back({blocks[i].empty() ? nullptr : blocks[i].data(), c.rows[i]});
+    const PackedQuant one = pack_quant(all.data(), c.t, n, c.k);
+    const PackedQuant split = pack_quant_parts(parts, c.t, c.k);
+    EXPECT_EQ(split.n, n);
+    EXPECT_TRUE(std::equal(one.codes.begin(), one.codes.end(), split.codes.begin(), split.codes.end()));
+    EXPECT_TRUE(std::equal(one.scales.begin(), one.scales.end(), split.scales.begin(), split.scales.end()));
+    EXPECT_TRUE(std::equal(one.mins.begin(), one.mins.end(), split.mins.begin(), split.mins.end()));
+    EXPECT_TRUE(std::equal(one.k_heads.begin(), one.k_heads.end(), split.k_heads.begin(), split.k_heads.end()));
+    EXPECT_TRUE(std::equal(one.sub_scales.begin(), one.sub_scales.end(), split.sub_scales.begin(),
+                           split.sub_scales.end()));
+    EXPECT_TRUE(std::equal(one.super_d.begin(), one.super_d.end(), split.super_d.begin(), split.super_d.end()));
+    EXPECT_EQ(bit_mismatches(unpack_quant(split), deq(c.t, all)), 0u);
+  }
+  const std::vector<uint8_t> b = random_blocks(Q::Q8_0, 2, 64, 5);
+  auto message = [](auto f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { pack_quant_parts({{b.data(), 2}, {nullptr, 3}}, Q::Q8_0, 64, "blk.0.attn_q.weight"); })
+                .find("blk.0.attn_q.weight: a part of 3 rows without data"),
+            std::string::npos);
+  EXPECT_NE(message([&] { pack_quant_parts({{b.data(), -1}}, Q::Q8_0, 64, "w"); }).find("w: negative row count -1"),
+            std::string::npos);
+}
+
 TEST(Quant, FlagsAndBytesPerWeight) {
   struct Want { Q t; QuantFamily f; int group; int offset; bool min; bool two; double bpw; };
   const Want wants[] = {
