@@ -558,7 +558,6 @@ QuantPlanes PackedQuant::planes() const {
 }
 
 PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_t k, const std::string& what) {
-  if (n < 0) fail(what, ": negative row count ", n);
   return pack_quant_parts({QuantRowsPart{blocks, n}}, t, k, what);
 }
 
