@@ -122,6 +122,10 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
            "graph path, down on warp-dp4a: SwiGLU writes its int8 form and the down GEMV copies it; off: every block "
            "of the down GEMV quantizes x itself (what the fusion is worth)")
       .default_is("on");
+  o.choice("--fuse-rope", "on|off", &t->fuse_rope, {"on", "off"}, [](const std::string& v) { return v == "on"; },
+           "graph path, BF16 KV cache, head_dim 64 or 128: RoPE and the KV store inside the decode attention's "
+           "launch; off: a RoPE + store kernel before it (what the fold is worth)")
+      .default_is("on");
   o.choice("--norm-sums", "on|off", &t->norm_sums, {"on", "off"}, [](const std::string& v) { return v == "on"; },
            "graph path, the fold on, every norm read by a quantized warp form: each warp of the reading GEMV adds the "
            "writing GEMV's block sums itself (no last block on the writer's tail); off: the writer's last block "

@@ -41,6 +41,9 @@ struct EngineTuning {
   bool fuse_swiglu_q8 = true;      // graph path, down on warp-dp4a: one kernel computes SwiGLU and its int8 form
                                    // (quant_batch_swiglu_x) and the down GEMV copies that form instead of quantizing
                                    // x in each of its blocks; off: the SwiGLU kernel, then the per-block x pass
+  bool fuse_rope = true;           // graph path, BF16 cache, head_dim 64 / 128: RoPE and the KV store run inside the
+                                   // decode attention's split pass (attention_decode_rope), one launch per layer less;
+                                   // off: rope_kv_store, then the attention (what the fold is worth)
   bool norm_sums = true;           // graph path, the fold on, every GEMV reading a norm on a quantized warp form: each
                                    // of its warps adds the producer's block sums itself, so the producer (o, down) has
                                    // no last block (GemvEpilogue::scale_sums). H100, 8B Q4_0 warp-dp4a: 446.3 -> 460.4

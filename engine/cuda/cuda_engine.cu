@@ -325,7 +325,7 @@ CudaEngine::~CudaEngine() {
 
 // --- the forward pass of one token ---------------------------------------------------------------------------------
 
-// Embed, then per layer: norm, q|k|v, RoPE + KV store, attention, o + residual, norm, gate|up, SwiGLU, down +
+// Embed, then per layer: norm, q|k|v, RoPE + KV store + attention, o + residual, norm, gate|up, SwiGLU, down +
 // residual; then the final norm and the head. Reads {pos, token} from the device step word, so the graph path
 // captures it once and replays it at every position. marks (profiling) ends each region with its DecodeProfile part.
 // With the RMSNorm fold (EngineTuning::fuse_norm, where the mapping's forms run it) no norm kernel runs: the residual
@@ -391,9 +391,13 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     const float* next_norm = l + 1 < n_layers ? model_.layers[l + 1].attn_norm : model_.final_norm;
     norm(L.attn_norm);
     gemv(ms.layer(l, kFQkv), a.xb, a.qkv, false, DecodeProfile::kQKV, epilogue(kAttnNorm, -1, nullptr));  // q|k|v
-    kv_->store(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, 1, s);     // RoPE on q, k; k and v into the cache
-    mark(DecodeProfile::kOther);
-    kv_->attend_decode(int(l), a.q, d_pos, a.att, a.attn_scratch, s);
+    // RoPE on q and k, k and v into the cache, attention: one launch where the cache has it (EngineTuning::fuse_rope)
+    if (!tuning_.fuse_rope ||
+        !kv_->store_attend_decode(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, a.att, a.attn_scratch, s)) {
+      kv_->store(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, 1, s);
+      mark(DecodeProfile::kOther);
+      kv_->attend_decode(int(l), a.q, d_pos, a.att, a.attn_scratch, s);
+    }
     mark(DecodeProfile::kAttention);
     gemv(ms.layer(l, kFO), a.att, a.x, true, DecodeProfile::kO, epilogue(-1, kFfnNorm, L.ffn_norm));  // x += Wo att
     norm(L.ffn_norm);
@@ -473,7 +477,7 @@ int CudaEngine::kernels_per_step() const {
 
 void CudaEngine::set_tuning(const EngineTuning& t) {
   if (t.fuse_norm != tuning_.fuse_norm || t.fuse_swiglu_q8 != tuning_.fuse_swiglu_q8 ||
-      t.norm_sums != tuning_.norm_sums)
+      t.norm_sums != tuning_.norm_sums || t.fuse_rope != tuning_.fuse_rope)
     mappings_->drop_graphs();  // the forward pass launches other kernels
   tuning_ = t;
   persistent_path_->set_tuning(t);

@@ -43,6 +43,12 @@ class DeviceKvCache {
   // attention_decode_scratch_bytes(n_heads, head_dim, ctx).
   virtual void attend_decode(int layer, const float* q, const int* d_pos, float* out, void* scratch,
                              cudaStream_t s) const = 0;
+  // The decode step's store() and attend_decode() in one launch (attention_decode_rope), where this form and shape
+  // have it (BF16, the tensor-core decode kernel's head_dim and groups): q and k as the q|k|v GEMV wrote them
+  // (unrotated; q is left so), the same cache row and output, bit for bit. Returns false and launches nothing where
+  // not: the caller runs the two.
+  virtual bool store_attend_decode(int layer, const float* q, const float* k, const float* v, const float* inv_freq,
+                                   const int* d_pos, float* out, void* scratch, cudaStream_t s) const = 0;
   // Causal prefill attention of q [n, q_dim] at positions pos0 .. pos0 + n - 1 into out [n, q_dim].
   // d_pos0 (BF16 cache only; the FP8 one refuses it): the kernels read pos0 on the device (a captured pass).
   virtual void attend_prefill(int layer, const float* q, int pos0, int n, float* out, cudaStream_t s,

@@ -362,6 +362,33 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
   });
 }
 
+bool attention_decode_rope_supported(int head_dim, int n_heads, int n_kv_heads, const float* q, const uint16_t* k_cache,
+                                     const uint16_t* v_cache, const float* out) {
+  return n_kv_heads > 0 && n_heads > 0 && n_heads % n_kv_heads == 0 &&
+         attention_tc_supported(head_dim, n_heads / n_kv_heads, q, k_cache, v_cache, out);
+}
+
+void attention_decode_rope(const float* q, const float* k, const float* v, const float* inv_freq, uint16_t* k_cache,
+                           uint16_t* v_cache, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
+                           int max_ctx, float* out, void* scratch, cudaStream_t s) {
+  check_attention_shape("attention_decode_rope", n_heads, n_kv_heads, head_dim);
+  if (!attention_decode_rope_supported(head_dim, n_heads, n_kv_heads, q, k_cache, v_cache, out))
+    fail("attention_decode_rope: needs head_dim 64 or 128 (found ", head_dim, "), a group of 1 to 8 heads (found ",
+         n_heads / n_kv_heads, "), q/out 8-byte and caches 16-byte aligned; run rope_kv_store and attention_decode");
+  if (k == nullptr || v == nullptr || inv_freq == nullptr) fail("attention_decode_rope: null k, v or inv_freq");
+  DecodeRope rope;
+  rope.k_new = k;
+  rope.v_new = v;
+  rope.inv_freq = inv_freq;
+  rope.k_cache = k_cache;
+  rope.v_cache = v_cache;
+  decode_split_merge("attention_decode_rope", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s,
+                     [&](int sms, float* part_o, float2* part_ml) {
+    attention_decode_tc(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads, head_dim, max_ctx, sms, query_scale(head_dim),
+                        part_o, part_ml, s, rope);
+  });
+}
+
 bool attention_fp8_supported(int head_dim, int n_heads, int n_kv_heads) {
   return (head_dim == 64 || head_dim == 128) && n_kv_heads > 0 && n_heads % n_kv_heads == 0 &&
          n_heads / n_kv_heads >= 1 && n_heads / n_kv_heads <= kMaxGroup;

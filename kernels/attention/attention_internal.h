@@ -37,12 +37,24 @@ void attention_prefill_tc(const float* q, const uint16_t* k_cache, const uint16_
                           int n_heads, int n_kv_heads, int head_dim, float qscale, float* out, cudaStream_t s,
                           const int* d_pos0 = nullptr);
 
+// The decode step's RoPE and KV store, folded into the decode split pass (attention_decode_rope): the step's
+// unrotated k and v [kv_dim] (FP32), the rotary frequencies [head_dim / 2], and the caches the split that holds the
+// step's row writes them into (the same BF16 caches the pass reads). k_new null: q is already rotated and the row
+// stored (attention_decode).
+struct DecodeRope {
+  const float* k_new = nullptr;
+  const float* v_new = nullptr;
+  const float* inv_freq = nullptr;
+  uint16_t* k_cache = nullptr;
+  uint16_t* v_cache = nullptr;
+};
+
 // Split pass of decode attention: grid (attention_max_splits(), n_kv_heads), split rows attention_split_rows() of the
 // length on the device. Writes part_o [splits, n_heads, head_dim] and part_ml [splits, n_heads] (max in the log2
 // domain, weight sum).
 void attention_decode_tc(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos,
                          int n_heads, int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale,
-                         float* part_o, float2* part_ml, cudaStream_t s);
+                         float* part_o, float2* part_ml, cudaStream_t s, const DecodeRope& rope = DecodeRope{});
 
 // The same passes over the FP8 cache (E4M3 codes, one FP32 scale per kKvFp8Block positions and KV head: scales
 // [n_blocks, n_kv_heads]).

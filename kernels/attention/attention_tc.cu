@@ -25,6 +25,7 @@
 #include "kernels/attention/attention_mma.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/ops/pdl.cuh"
+#include "kernels/ops/rope_device.cuh"  // rotate_pair
 
 namespace llm {
 namespace {
@@ -408,13 +409,15 @@ __device__ __forceinline__ void combine_warps(uint8_t* smem, const float (&o)[HD
 // Grid (n_splits, n_kv_heads). Split s covers keys [s * chunk, (s + 1) * chunk) of the current length; warp w of it
 // takes the 16-key tiles w, w + 4, w + 8, ... (m = -inf, l = 0, o = 0 when it has none); the block combines its
 // warps and writes partial s. Splits starting past the length exit at once: the merge reads only the splits that
-// exist.
+// exist. With rope.k_new (BF16 only: the decode step's RoPE and KV store folded in), q is read unrotated and each
+// block rotates its heads' pairs as it loads them, and the last split first writes the step's k (rotated) and v into
+// the cache row it reads: rope_kv_store's arithmetic (rotate_pair), so bit for bit the two launches.
 template <int HD, bool kFp8>
 __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __restrict__ q, KvSource kv,
                                                                 const int* __restrict__ d_pos, int n_heads,
                                                                 int n_kv_heads, int max_ctx, int sms, float qscale,
                                                                 float* __restrict__ part_o,
-                                                                float2* __restrict__ part_ml) {
+                                                                float2* __restrict__ part_ml, DecodeRope rope) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int S = row_stride<HD>(), KS = HD / 16, DT = HD / 8;
   pdl_launch_dependents();  // the merge may launch now; it waits for this grid before reading
@@ -426,6 +429,22 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
   const int g = n_heads / n_kv_heads, kvh = blockIdx.y, h0 = kvh * g;
   const int64_t kv_dim = int64_t(n_kv_heads) * HD;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 2, c = (lane & 3) * 2;
+  const bool rope_in = !kFp8 && rope.k_new != nullptr;
+  if (rope_in && end == len) {  // this split holds the step's own row (*d_pos = len - 1): rotate and store it first
+    const int pos = len - 1;
+    uint16_t* krow = rope.k_cache + int64_t(pos) * kv_dim + int64_t(kvh) * HD;
+    uint16_t* vrow = rope.v_cache + int64_t(pos) * kv_dim + int64_t(kvh) * HD;
+    const float* kn = rope.k_new + int64_t(kvh) * HD;
+    const float* vn = rope.v_new + int64_t(kvh) * HD;
+    for (int i = threadIdx.x; i < HD / 2; i += kThreads) {
+      const float2 y = rotate_pair(kn[2 * i], kn[2 * i + 1], pos, rope.inv_freq[i]);
+      krow[2 * i] = f32_to_bf16(y.x);
+      krow[2 * i + 1] = f32_to_bf16(y.y);
+      vrow[2 * i] = f32_to_bf16(vn[2 * i]);
+      vrow[2 * i + 1] = f32_to_bf16(vn[2 * i + 1]);
+    }
+    __syncthreads();  // the row is written before any warp's cp.async reads it
+  }
 
   float o[DT][4];
 #pragma unroll
@@ -455,7 +474,10 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       float2 v = make_float2(0.0f, 0.0f);
-      if (r < g) v = *reinterpret_cast<const float2*>(q + int64_t(h0 + r) * HD + 16 * kk + c + 8 * j);
+      if (r < g) {
+        v = *reinterpret_cast<const float2*>(q + int64_t(h0 + r) * HD + 16 * kk + c + 8 * j);
+        if (rope_in) v = rotate_pair(v.x, v.y, len - 1, rope.inv_freq[(16 * kk + c + 8 * j) / 2]);  // a rotary pair
+      }
       split<kFp8>(v.x * qscale, v.y * qscale, qh[kk][2 * j], ql[kk][2 * j]);
     }
     qh[kk][1] = qh[kk][3] = ql[kk][1] = ql[kk][3] = 0u;
@@ -531,13 +553,13 @@ void launch_prefill(const float* q, const KvSource& kv, int pos0, int n_tokens, 
 
 template <int HD, bool kFp8>
 void launch_decode(const float* q, const KvSource& kv, const int* d_pos, int n_heads, int n_kv_heads, int max_ctx,
-                   int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s) {
+                   int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s, const DecodeRope& rope) {
   constexpr int smem = decode_smem_bytes<HD, kFp8>();
   static const bool once = allow_smem(flash_decode_kernel<HD, kFp8>, smem);
   (void)once;
   const dim3 grid{unsigned(attention_max_splits(n_kv_heads, max_ctx, sms)), unsigned(n_kv_heads)};
   flash_decode_kernel<HD, kFp8><<<grid, kThreads, smem, s>>>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms,
-                                                             qscale, part_o, part_ml);
+                                                             qscale, part_o, part_ml, rope);
   CUDA_CHECK_LAUNCH("flash_decode_kernel");
 }
 
@@ -556,12 +578,13 @@ void prefill_for(int head_dim, const float* q, const KvSource& kv, int pos0, int
 
 template <bool kFp8>
 void decode_for(int head_dim, const float* q, const KvSource& kv, const int* d_pos, int n_heads, int n_kv_heads,
-                int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s) {
+                int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s,
+                const DecodeRope& rope = DecodeRope{}) {
   static_assert(kAttnMinSplitRows % (kWarps * kDecodeKeys) == 0, "a split is whole warp tiles");
   if (head_dim == 64)
-    launch_decode<64, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s);
+    launch_decode<64, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s, rope);
   else if (head_dim == 128)
-    launch_decode<128, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s);
+    launch_decode<128, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s, rope);
   else
     fail("attention: head_dim ", head_dim, " has no tensor-core kernel (64 and 128 have)");
 }
@@ -583,9 +606,9 @@ void attention_prefill_tc(const float* q, const uint16_t* kc, const uint16_t* vc
 
 void attention_decode_tc(const float* q, const uint16_t* kc, const uint16_t* vc, const int* d_pos, int n_heads,
                          int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale, float* part_o,
-                         float2* part_ml, cudaStream_t s) {
+                         float2* part_ml, cudaStream_t s, const DecodeRope& rope) {
   decode_for<false>(head_dim, q, KvSource{kc, vc, nullptr, nullptr}, d_pos, n_heads, n_kv_heads, max_ctx, sms,
-                    qscale, part_o, part_ml, s);
+                    qscale, part_o, part_ml, s, rope);
 }
 
 void attention_prefill_tc_fp8(const float* q, const uint8_t* kc, const uint8_t* vc, const float* k_scale,

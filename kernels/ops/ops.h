@@ -51,6 +51,18 @@ void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v
                       int n_heads, int n_kv_heads, int head_dim, int max_ctx, float* out, void* scratch,
                       cudaStream_t s);
 
+// The decode step's rope_kv_store and attention_decode in one launch: q [n_heads * head_dim] and k [kv_dim] as the
+// q|k|v GEMV wrote them (unrotated), v [kv_dim]; k rotated and v go into the caches' row *d_pos (as rope_kv_store
+// writes it, which the call replaces), q is rotated as the kernel loads it (q itself is left unrotated). Bit for bit
+// the two launches: the same rotation (rotate_pair), the same split pass and merge. Only where
+// attention_decode_rope_supported (the tensor-core decode kernel: head_dim 64 or 128, group 1..8, q/out 8-byte and
+// caches 16-byte aligned); elsewhere it fails by name: call the two ops.
+bool attention_decode_rope_supported(int head_dim, int n_heads, int n_kv_heads, const float* q, const uint16_t* k_cache,
+                                     const uint16_t* v_cache, const float* out);
+void attention_decode_rope(const float* q, const float* k, const float* v, const float* inv_freq, uint16_t* k_cache,
+                           uint16_t* v_cache, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
+                           int max_ctx, float* out, void* scratch, cudaStream_t s);
+
 // Causal prefill attention: queries q [n_tokens, n_heads * head_dim] at positions pos0 .. pos0 + n_tokens - 1 over
 // cache rows 0 .. pos0 + n_tokens - 1 (already stored). out [n_tokens, n_heads * head_dim]. d_pos0 (optional): the
 // kernel reads pos0 there instead (a captured pass replayed at other positions; the grid depends on n_tokens only).

@@ -6,12 +6,14 @@
 
 namespace llm {
 
-// The pair (x0, x1) rotated by pos * inv_freq.
+// The pair (x0, x1) rotated by pos * inv_freq. The roundings are spelled out (one product rounded, then one fused
+// multiply-add) so that every kernel this is inlined into gets the same bits whatever the compiler would contract:
+// the fused decode attention (attention_decode_rope) is bit for bit rope_kv_store + attention_decode only so.
 __device__ __forceinline__ float2 rotate_pair(float x0, float x1, int pos, float inv_freq) {
-  const float a = float(pos) * inv_freq;
+  const float a = __fmul_rn(float(pos), inv_freq);
   float s, c;
   sincosf(a, &s, &c);
-  return make_float2(x0 * c - x1 * s, x0 * s + x1 * c);
+  return make_float2(__fmaf_rn(x0, c, -__fmul_rn(x1, s)), __fmaf_rn(x0, s, __fmul_rn(x1, c)));
 }
 
 }  // namespace llm

@@ -155,6 +155,8 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_TRUE(d.norm_sums);
   EXPECT_FALSE(parse({"--norm-sums", "off"}).norm_sums);
   EXPECT_FALSE(parse({"--fuse-glu", "off"}).fuse_swiglu_q8);
+  EXPECT_TRUE(d.fuse_rope);
+  EXPECT_FALSE(parse({"--fuse-rope", "off"}).fuse_rope);
   // The batch-k GEMV's pass limit (0 = always dequantize, at most kQuantBatchPassMax) and the captured verify.
   EXPECT_EQ(d.quant_batch_rows, 64);
   EXPECT_TRUE(d.verify_graph);

@@ -33,8 +33,10 @@
 
 #include "core/counter_rng.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "kernels/cuda_check.h"
 #include "kernels/ops/ops.h"
+#include "models/config.h"  // ModelConfig, rope_inv_freq
 #include "device_test_util.h"  // SKIP_WITHOUT_CUDA, DeviceBuffer, sync_and_check, rel_l2
 #include "random_util.h"       // parallel_for
 
@@ -550,6 +552,126 @@ TEST(AttentionPrefill, CachesOnly8ByteAligned) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// RoPE and the KV store folded into decode (attention_decode_rope) against rope_kv_store + attention_decode
+
+// Two copies of one random cache; at each position (in order, so each copy accumulates the rows written) fresh q, k
+// and v: the unfused side rotates q in place and stores the row, then attends; the fused side (eager, or one graph
+// captured at the first position and replayed) does both in one launch. The outputs and both caches must be equal bit
+// for bit, q left unrotated by the fused side; outputs and scratch poisoned first. Llama 3 frequencies (scaled).
+void check_decode_rope(int hd, int group, int n_kv, int max_ctx, const std::vector<int>& positions, uint32_t seed,
+                       bool graph) {
+  const int n_heads = n_kv * group, kv_dim = n_kv * hd;
+  SCOPED_TRACE(shape_name(hd, group, n_kv) + " max_ctx " + std::to_string(max_ctx) + (graph ? " graph" : " eager"));
+  ASSERT_TRUE(attention_decode_rope_supported(hd, n_heads, n_kv, reinterpret_cast<const float*>(16),
+                                              reinterpret_cast<const uint16_t*>(16),
+                                              reinterpret_cast<const uint16_t*>(16), reinterpret_cast<const float*>(16)));
+  ModelConfig c;
+  c.head_dim = hd;
+  c.rope_theta = 500000.0f;
+  c.rope_scaling.type = "llama3";
+  c.rope_scaling.factor = 8.0f;
+  c.rope_scaling.low_freq_factor = 1.0f;
+  c.rope_scaling.high_freq_factor = 4.0f;
+  c.rope_scaling.original_max_position_embeddings = 8192;
+  DeviceBuffer<float> dfreq(rope_inv_freq(c));
+  const std::vector<uint16_t> k0 = normal_bf16(size_t(max_ctx) * kv_dim, seed, 0);
+  const std::vector<uint16_t> v0 = normal_bf16(size_t(max_ctx) * kv_dim, seed, 1);
+  DeviceBuffer<uint16_t> ka(k0), va(v0), kb(k0), vb(v0);
+  DeviceBuffer<float> qa(size_t(n_heads) * hd), qb(size_t(n_heads) * hd), dk(static_cast<size_t>(kv_dim)), dv(static_cast<size_t>(kv_dim));
+  DeviceBuffer<float> outa(size_t(n_heads) * hd), outb(size_t(n_heads) * hd);
+  DeviceBuffer<int> dpos(std::vector<int>{positions.front()});
+  const size_t scratch_bytes = attention_decode_scratch_bytes(n_heads, hd, max_ctx);
+  DeviceBuffer<uint8_t> sa(scratch_bytes), sb(scratch_bytes);
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreate(&s));
+  cudaGraphExec_t exec = nullptr;
+  cudaGraph_t g = nullptr;
+  auto fused = [&] {
+    attention_decode_rope(qb.get(), dk.get(), dv.get(), dfreq.get(), kb.get(), vb.get(), dpos.get(), n_heads, n_kv, hd,
+                          max_ctx, outb.get(), sb.get(), s);
+  };
+  for (int pos : positions) {
+    SCOPED_TRACE("position " + std::to_string(pos));
+    const std::vector<float> q = normal_f32(size_t(n_heads) * hd, 0.5f, seed + uint32_t(pos), 2);
+    qa.upload(q);
+    qb.upload(q);
+    dk.upload(normal_f32(size_t(kv_dim), 1.0f, seed + uint32_t(pos), 3));
+    dv.upload(normal_f32(size_t(kv_dim), 1.0f, seed + uint32_t(pos), 4));
+    dpos.upload({pos});
+    outa.poison();
+    outb.poison();
+    sa.poison();
+    sb.poison();
+    rope_kv_store(qa.get(), dk.get(), dv.get(), dfreq.get(), dpos.get(), 1, n_heads, n_kv, hd, ka.get(), va.get(), s);
+    attention_decode(qa.get(), ka.get(), va.get(), dpos.get(), n_heads, n_kv, hd, max_ctx, outa.get(), sa.get(), s);
+    if (!graph) {
+      fused();
+    } else {
+      if (!exec) {
+        CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        fused();
+        CUDA_CHECK(cudaStreamEndCapture(s, &g));
+        CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+      }
+      CUDA_CHECK(cudaGraphLaunch(exec, s));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    sync_and_check();
+    const std::vector<float> a = outa.download(), b = outb.download();
+    for (float x : a) ASSERT_TRUE(std::isfinite(x)) << "the unfused output";
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "outputs differ";
+    ASSERT_EQ(qb.download(), q) << "the fused call rotated q in memory";
+    const std::vector<uint16_t> cka = ka.download(), ckb = kb.download(), cva = va.download(), cvb = vb.download();
+    ASSERT_EQ(cka, ckb) << "K caches differ";
+    ASSERT_EQ(cva, cvb) << "V caches differ";
+    // The row was written (the cache no longer holds the random row there).
+    const size_t row = size_t(pos) * size_t(kv_dim);
+    ASSERT_FALSE(std::equal(cva.begin() + row, cva.begin() + row + kv_dim, v0.begin() + row)) << "row not stored";
+  }
+  if (exec) CUDA_CHECK(cudaGraphExecDestroy(exec));
+  if (g) CUDA_CHECK(cudaGraphDestroy(g));
+  CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+// Positions on both sides of the 64-row tiles and splits, the first and the last row; with 8 KV heads the split grows
+// to 128 rows past ~2,100 (132 SMs: attention_split_rows), so the step's row also sits in a longer split.
+TEST(AttentionDecodeRope, BitForBitTheStoreKernelAndTheAttention) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<int> pos = {0, 1, 63, 64, 65, 127, 128, 200, 1000, 2047, 2048, 2049, 3000, 4095};
+  uint32_t seed = 41000;
+  for (int hd : {64, 128})
+    for (int group : {1, 3, 4, 8}) check_decode_rope(hd, group, group == 1 ? 8 : 2, 4096, pos, seed += 100, false);
+  check_decode_rope(128, 4, 8, 4096, pos, seed += 100, false);  // Llama 3 8B's heads
+}
+
+TEST(AttentionDecodeRope, GraphReplayReadsThePositionOnDevice) {
+  SKIP_WITHOUT_CUDA();
+  check_decode_rope(64, 3, 3, 1000, {5, 0, 64, 999, 130}, 42000, true);
+  check_decode_rope(128, 4, 8, 300, {299, 1, 65}, 42100, true);
+}
+
+// Shapes the tensor-core kernel does not take are refused by name (the engine runs the two launches there).
+TEST(AttentionDecodeRope, RefusesOtherShapesByName) {
+  SKIP_WITHOUT_CUDA();
+  DeviceBuffer<float> q(64), k(16), v(16), f(8), out(64);
+  DeviceBuffer<uint16_t> kc(16 * 16), vc(16 * 16);
+  DeviceBuffer<int> pos(std::vector<int>{0});
+  DeviceBuffer<uint8_t> scratch(attention_decode_scratch_bytes(4, 16, 16));
+  EXPECT_FALSE(attention_decode_rope_supported(16, 4, 1, q.get(), kc.get(), vc.get(), out.get()));
+  EXPECT_FALSE(attention_decode_rope_supported(64, 9, 1, q.get(), kc.get(), vc.get(), out.get()));  // group 9
+  EXPECT_FALSE(attention_decode_rope_supported(64, 2, 1, q.get(), kc.get() + 1, vc.get(), out.get()));  // misaligned
+  try {
+    attention_decode_rope(q.get(), k.get(), v.get(), f.get(), kc.get(), vc.get(), pos.get(), 4, 1, 16, 16, out.get(),
+                          scratch.get(), nullptr);
+    ADD_FAILURE() << "head_dim 16 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention_decode_rope: needs head_dim 64 or 128 (found 16)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Small shapes for compute-sanitizer (tools/sanitize-attention.sh): contexts <= 300, head_dim 64, 128 and others
 // (24: not a multiple of 16; 80: a multiple of 16 beside 64 and 128).
 
@@ -566,6 +688,12 @@ TEST(AttentionSanitizerSmall, Decode) {
 TEST(AttentionSanitizerSmall, DecodeGraphReplay) {
   SKIP_WITHOUT_CUDA();
   check_graph_replay(128, 4, 2, 300, {300, 1, 65}, 30400);
+}
+
+TEST(AttentionSanitizerSmall, DecodeRope) {
+  SKIP_WITHOUT_CUDA();
+  check_decode_rope(64, 3, 2, 300, {0, 63, 64, 299}, 30450, false);
+  check_decode_rope(128, 8, 1, 300, {1, 130, 257}, 30460, true);
 }
 
 TEST(AttentionSanitizerSmall, Prefill) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -168,6 +169,52 @@ TEST(CudaModel, RmsNormFoldMatchesTheNormKernels) {
       }
       std::printf("%s gemv=%s: fold vs norm kernels, worst rel L2 %.2e; kernels per token %d -> %d\n", src.c_str(),
                   map->name, worst, kernels[0], kernels[1]);
+    }
+  }
+}
+
+// RoPE and the KV store folded into the decode attention's launch (EngineTuning::fuse_rope, attention_decode_rope)
+// against the RoPE + store kernel before the attention: the same arithmetic, so the logits are bit for bit the same at
+// every position (140 positions: the step's row in the first, second and third 64-row split), and the fold removes one
+// kernel per layer where the tensor-core decode kernel runs (head_dim 64: tiny-long, SmolLM2's shape with groups of 3)
+// and none where it does not (tiny-gqa's head_dim 16 keeps the two launches).
+TEST(CudaModel, RopeFoldedIntoAttentionIsBitForBitTheStoreKernel) {
+  REQUIRE_GPU();
+  constexpr int kSteps = 140;
+  for (const std::string src : {"synthetic:tiny-long", "synthetic:smollm2-135m", "synthetic:tiny-gqa"}) {
+    SCOPED_TRACE(src);
+    const Model m = load_model(src);
+    const auto toks = test_tokens(m.config, kSteps);
+    BackendOptions o = cuda_options("");
+    o.ctx_size = 256;
+    auto eng = make_cuda_engine(m, o);
+    const bool folds = m.config.head_dim == 64 || m.config.head_dim == 128;
+    for (const char* gemv : {"warp", "warp-r2"}) {
+      eng->set_gemv(gemv);
+      std::vector<std::vector<float>> by_knob[2];
+      int kernels[2] = {0, 0};
+      for (bool fold : {false, true}) {
+        EngineTuning t;
+        t.fuse_rope = fold;
+        eng->set_tuning(t);
+        for (int i = 0; i < kSteps; ++i) {
+          eng->decode(toks[size_t(i)], i);
+          by_knob[fold].push_back(eng->logits());
+        }
+        kernels[fold] = eng->kernels_per_step();
+      }
+      EXPECT_EQ(kernels[0] - kernels[1], folds ? m.config.n_layers : 0) << gemv;
+      int differing = 0;
+      for (int i = 0; i < kSteps; ++i) {
+        const std::vector<float>& a = by_knob[0][size_t(i)];
+        const std::vector<float>& b = by_knob[1][size_t(i)];
+        ASSERT_EQ(a.size(), b.size());
+        for (float v : b) ASSERT_TRUE(std::isfinite(v)) << gemv << " pos " << i;
+        differing += std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0;
+      }
+      EXPECT_EQ(differing, 0) << gemv << ": positions whose logits differ from the unfolded step";
+      std::printf("%s gemv=%s: rope folded into attention, %d of %d positions bit for bit; kernels %d -> %d\n",
+                  src.c_str(), gemv, kSteps - differing, kSteps, kernels[0], kernels[1]);
     }
   }
 }
