@@ -343,7 +343,7 @@ void parallel_rows(int64_t rows, int threads, F fn) {
 }
 
 // One tensor's data in file row order = engine row order.
-void write_tensor(Out& o, const Entry& e, int threads) {
+void write_tensor(Out& o, const Entry& e, int threads, QuantSearch search) {
   if (!e.src) {  // rope_freqs
     o.bytes(e.values.data(), e.values.size() * 4);
     return;
@@ -355,7 +355,7 @@ void write_tensor(Out& o, const Entry& e, int threads) {
     return;
   }
   if (e.quantize) {
-    const HostTensor q = quantize_tensor(t, e.type, threads);
+    const HostTensor q = quantize_tensor(t, e.type, threads, search);
     o.bytes(q.data, q.nbytes());
     return;
   }
@@ -498,7 +498,7 @@ GgufWriteSummary write_gguf(const Model& model, const EmbeddedVocab* vocab, cons
     o.pad_to(kGgufDefaultAlignment);
     if (o.pos() - data_start != e.offset) fail("GGUF writer: ", e.name, " landed at the wrong offset");
     const uint64_t before = o.pos();
-    write_tensor(o, e, threads);
+    write_tensor(o, e, threads, opt.quantize ? opt.quantize->search : QuantSearch::kReference);
     if (o.pos() - before != e.nbytes)
       fail("GGUF writer: ", e.name, " wrote ", o.pos() - before, " bytes, expected ", e.nbytes);
     if (opt.progress) opt.progress(e.name, e.offset + e.nbytes, total);

@@ -115,7 +115,8 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
 constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS: a group this small is all zero
 
 // ggml's make_qx_quants with qw = NULL, line for line (FP32 throughout): symmetric codes l in [-nmax, nmax - 1]
-// stored as l + nmax, the scale chosen among 19 candidates by weighted least squares (rmse_type 1: w = x^2).
+// stored as l + nmax, the scale chosen among 19 candidates by weighted least squares (rmse_type 1: w = x^2); rmse_type
+// 0: no search, -max / nmax (QuantSearch::kQuick).
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type) {
   float max = 0;
   float amax = 0;
@@ -134,6 +135,13 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type) 
     return rmse_type == 1 ? v * v : rmse_type == 2 ? 1.f : rmse_type == 3 ? std::fabs(v) : std::sqrt(std::fabs(v));
   };
   float iscale = -nmax / max;
+  if (rmse_type == 0) {  // ggml's no-search branch: the scale from the largest magnitude alone
+    for (int i = 0; i < n; ++i) {
+      const int l = nearest_int(iscale * x[i]);
+      L[i] = int8_t(nmax + std::max(-nmax, std::min(nmax - 1, l)));
+    }
+    return 1 / iscale;
+  }
   float sumlx = 0;
   float suml2 = 0;
   for (int i = 0; i < n; ++i) {
@@ -363,7 +371,8 @@ namespace {
 // The search quantize_row_q4_K_ref and quantize_row_q5_K_ref share, for one 256-weight super-block x: per 32-weight
 // sub-block make_qkx2_quants over nmax + 1 levels (rmin, nstep: Q4_K -1, 20; Q5_K -0.5, 15), the 6-bit scales and mins
 // against fp16 d and dmin written to out[0..15] (d, dmin, scales[12]), then every weight's level (0..nmax) in L.
-void k_quant_search(const float* x, int nmax, float rmin, int nstep, uint8_t* out, uint8_t* L) {
+void k_quant_search(const float* x, int nmax, float rmin, int nstep, uint8_t* out, uint8_t* L, QuantSearch search) {
+  if (search == QuantSearch::kQuick) nstep = 0;  // make_qkx2_quants's own no-search return: (max - min) / nmax
   uint8_t Laux[32];
   float weights[32];
   float mins[kQuantSuperBlock / 32];
@@ -415,11 +424,11 @@ void k_quant_search(const float* x, int nmax, float rmin, int nstep, uint8_t* ou
 
 }  // namespace
 
-void quantize_q4_k(const float* x, int64_t k, uint8_t* out) {
+void quantize_q4_k(const float* x, int64_t k, uint8_t* out, QuantSearch search) {
   check_quant_row_length(GgmlQuantType::Q4_K, k, "quantize_q4_k");
   uint8_t L[kQuantSuperBlock];
   for (int64_t i = 0; i < k / kQuantSuperBlock; ++i, x += kQuantSuperBlock, out += kQ4_KBytes) {
-    k_quant_search(x, 15, -1.f, 20, out, L);
+    k_quant_search(x, 15, -1.f, 20, out, L, search);
     uint8_t* q = out + 16;
     for (int j = 0; j < kQuantSuperBlock; j += 64, q += 32)
       for (int l = 0; l < 32; ++l) q[l] = uint8_t(L[j + l] | (L[j + l + 32] << 4));
@@ -428,11 +437,11 @@ void quantize_q4_k(const float* x, int64_t k, uint8_t* out) {
 
 // quantize_row_q5_K_ref: the search over 32 levels, then the low nibbles as Q4_K's and each level's fifth bit in qh
 // (bit 2c for sub-block 2c, bit 2c + 1 for 2c + 1).
-void quantize_q5_k(const float* x, int64_t k, uint8_t* out) {
+void quantize_q5_k(const float* x, int64_t k, uint8_t* out, QuantSearch search) {
   check_quant_row_length(GgmlQuantType::Q5_K, k, "quantize_q5_k");
   uint8_t L[kQuantSuperBlock];
   for (int64_t i = 0; i < k / kQuantSuperBlock; ++i, x += kQuantSuperBlock, out += kQ5_KBytes) {
-    k_quant_search(x, 31, -0.5f, 15, out, L);
+    k_quant_search(x, 31, -0.5f, 15, out, L, search);
     uint8_t* qh = out + 16;
     uint8_t* ql = out + 48;
     std::memset(qh, 0, 32);
@@ -457,7 +466,7 @@ void quantize_q5_k(const float* x, int64_t k, uint8_t* out) {
   }
 }
 
-void quantize_q6_k(const float* x, int64_t k, uint8_t* out) {
+void quantize_q6_k(const float* x, int64_t k, uint8_t* out, QuantSearch search) {
   check_quant_row_length(GgmlQuantType::Q6_K, k, "quantize_q6_k");
   int8_t L[kQuantSuperBlock];
   float scales[kQuantSuperBlock / 16];
@@ -468,7 +477,7 @@ void quantize_q6_k(const float* x, int64_t k, uint8_t* out) {
     float max_scale = 0;
     float max_abs_scale = 0;
     for (int ib = 0; ib < kQuantSuperBlock / 16; ++ib) {
-      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
+      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, search == QuantSearch::kQuick ? 0 : 1);
       scales[ib] = scale;
       const float abs_scale = std::fabs(scale);
       if (abs_scale > max_abs_scale) {
@@ -505,7 +514,7 @@ void quantize_q6_k(const float* x, int64_t k, uint8_t* out) {
   }
 }
 
-std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n, int64_t k) {
+std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n, int64_t k, QuantSearch search) {
   const size_t row = ggml_quant_row_bytes(t, k);
   std::vector<uint8_t> out(row * size_t(n));
   for (int64_t r = 0; r < n; ++r) {
@@ -515,9 +524,9 @@ std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n,
       case GgmlQuantType::Q4_1: quantize_q4_1(x + r * k, k, out.data() + r * row); break;
       case GgmlQuantType::Q5_1: quantize_q5_1(x + r * k, k, out.data() + r * row); break;
       case GgmlQuantType::Q5_0: quantize_q5_0(x + r * k, k, out.data() + r * row); break;
-      case GgmlQuantType::Q4_K: quantize_q4_k(x + r * k, k, out.data() + r * row); break;
-      case GgmlQuantType::Q5_K: quantize_q5_k(x + r * k, k, out.data() + r * row); break;
-      case GgmlQuantType::Q6_K: quantize_q6_k(x + r * k, k, out.data() + r * row); break;
+      case GgmlQuantType::Q4_K: quantize_q4_k(x + r * k, k, out.data() + r * row, search); break;
+      case GgmlQuantType::Q5_K: quantize_q5_k(x + r * k, k, out.data() + r * row, search); break;
+      case GgmlQuantType::Q6_K: quantize_q6_k(x + r * k, k, out.data() + r * row, search); break;
       default:
         fail("quantize: ", ggml_quant_name(t), " has no quantizer here (expected Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or "
              "Q6_K)");

@@ -59,12 +59,19 @@ void quantize_q4_0(const float* x, int64_t k, uint8_t* out);
 void quantize_q5_0(const float* x, int64_t k, uint8_t* out);
 void quantize_q4_1(const float* x, int64_t k, uint8_t* out);
 void quantize_q5_1(const float* x, int64_t k, uint8_t* out);
-void quantize_q4_k(const float* x, int64_t k, uint8_t* out);
-void quantize_q5_k(const float* x, int64_t k, uint8_t* out);
-void quantize_q6_k(const float* x, int64_t k, uint8_t* out);
+// How the K-quants choose their scales: kReference, ggml's search (above); kQuick, ggml's own no-search branches
+// (make_qkx2_quants with nstep 0: (max - min) / nmax per sub-block; make_qx_quants with rmse_type 0: -max / 32), the
+// same format and bytes per weight, larger errors, about 10x faster: for benchmark files of synthetic weights
+// (write-gguf --quick-quant), where the codes' quality does not matter and a 70B file would take minutes.
+// The other types have no search: the same bytes either way.
+enum class QuantSearch { kReference, kQuick };
+void quantize_q4_k(const float* x, int64_t k, uint8_t* out, QuantSearch search = QuantSearch::kReference);
+void quantize_q5_k(const float* x, int64_t k, uint8_t* out, QuantSearch search = QuantSearch::kReference);
+void quantize_q6_k(const float* x, int64_t k, uint8_t* out, QuantSearch search = QuantSearch::kReference);
 // Quantizes an [n, k] FP32 matrix (rows contiguous) to GGUF bytes of type t (any of the eight; any other type refused
 // by name).
-std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n, int64_t k);
+std::vector<uint8_t> quantize_matrix(GgmlQuantType t, const float* x, int64_t n, int64_t k,
+                                     QuantSearch search = QuantSearch::kReference);
 
 // ---------------------------------------------------------------------------------------------------------------------
 // The prepacked layout.

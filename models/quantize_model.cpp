@@ -103,7 +103,7 @@ std::vector<QuantizeTarget> quantize_plan(const Model& model, const QuantizeSche
   return plan;
 }
 
-HostTensor quantize_tensor(const HostTensor& t, uint32_t type, int threads) {
+HostTensor quantize_tensor(const HostTensor& t, uint32_t type, int threads, QuantSearch search) {
   if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
   const bool to_f16 = type == uint32_t(GgmlType::F16);
   if (!to_f16) check_quant_row_length(GgmlQuantType(type), t.cols, t.name);
@@ -121,7 +121,7 @@ HostTensor quantize_tensor(const HostTensor& t, uint32_t type, int threads) {
           dst[2 * c + 1] = uint8_t(h >> 8);
         }
       } else {
-        const std::vector<uint8_t> q = quantize_matrix(GgmlQuantType(type), row.data(), 1, t.cols);
+        const std::vector<uint8_t> q = quantize_matrix(GgmlQuantType(type), row.data(), 1, t.cols, search);
         std::copy(q.begin(), q.end(), dst);
       }
     }
@@ -157,7 +157,7 @@ std::vector<QuantizeTarget> quantize_model(Model& model, const QuantizeScheme& s
   for (const QuantizeTarget& q : plan) {
     // The plan points into this (non-const) model: write each result back into its slot.
     HostTensor& slot = const_cast<HostTensor&>(*q.tensor);
-    slot = quantize_tensor(slot, q.type, threads);
+    slot = quantize_tensor(slot, q.type, threads, scheme.search);
   }
   if (model.config.tied_embeddings || w.head.empty()) w.head = w.embedding;
   return plan;

@@ -29,6 +29,8 @@ struct QuantizeScheme {
   std::string name;                          // as given: "q8_0", "q4_0", "q4_k", "q6_k", "q4_k_m"
   GgmlQuantType type = GgmlQuantType::Q8_0;  // the one type; Q4_K (the default of the mix) for q4_k_m
   bool q4_k_m = false;
+  QuantSearch search = QuantSearch::kReference;  // kQuick: the K-quants without their scale search (write-gguf
+                                                 // --quick-quant: benchmark files of synthetic weights)
 };
 
 // "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q5_k" | "q6_k" | "q4_k_m"; anything else fails naming the value and
@@ -64,7 +66,8 @@ std::vector<QuantizeTarget> quantize_plan(const Model& model, const QuantizeSche
 
 // `t` (engine row order) as a tensor of ggml type `type` (a GgmlQuantType with a quantizer, or 1 = F16) that owns its
 // bytes, rows in parallel on `threads` threads (0 = the hardware's).
-HostTensor quantize_tensor(const HostTensor& t, uint32_t type, int threads = 0);
+HostTensor quantize_tensor(const HostTensor& t, uint32_t type, int threads = 0,
+                           QuantSearch search = QuantSearch::kReference);
 
 // "blk.0.ffn_down.weight (172 wide): Q4_K -> F16" for each target whose type is not the one wanted; empty if none.
 std::vector<std::string> quantize_fallbacks(const std::vector<QuantizeTarget>& plan);

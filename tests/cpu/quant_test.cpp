@@ -523,6 +523,43 @@ TEST(Quant, Q5KQuantizerRmsWithinFivePercentOfGgmlReference) {
   EXPECT_GT(std::sqrt(s / double(x.size())), 2.0 * ref);
 }
 
+// QuantSearch::kQuick (write-gguf --quick-quant): the K-quants without ggml's scale search. Same bytes per block, a
+// larger but bounded error (measured on this tensor: Q4_K 1.10x, Q5_K 1.06x, Q6_K 1.06x the search's; bounds 1.0 to
+// 1.5x), still far below the next coarser type's, other bytes than the search's; the other types have no search (the
+// same bytes); a negative control (every code moved) breaks the bound.
+TEST(Quant, QuickKQuantsKeepTheFormatWithABoundedError) {
+  const auto& r = refs().at("q4_k_rms");
+  const int64_t rows = r.at("rows"), k = r.at("k");
+  const std::vector<float> x = irwin_hall(r.at("seed"), r.at("tensor_id"), rows * k);
+  auto rms = [&](Q t, const std::vector<uint8_t>& blocks) {
+    const std::vector<float> y = deq(t, blocks);
+    double s = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) s += (double(y[i]) - double(x[i])) * (double(y[i]) - double(x[i]));
+    return std::sqrt(s / double(x.size()));
+  };
+  for (Q t : {Q::Q4_K, Q::Q5_K, Q::Q6_K}) {
+    SCOPED_TRACE(ggml_quant_name(t));
+    const std::vector<uint8_t> ref = quantize_matrix(t, x.data(), rows, k);
+    std::vector<uint8_t> quick = quantize_matrix(t, x.data(), rows, k, QuantSearch::kQuick);
+    ASSERT_EQ(quick.size(), ref.size());
+    EXPECT_NE(quick, ref);
+    const double e_ref = rms(t, ref), e_quick = rms(t, quick);
+    std::printf("%s RMS error: search %.6f, quick %.6f (%.3fx)\n", ggml_quant_name(t), e_ref, e_quick,
+                e_quick / e_ref);
+    EXPECT_GE(e_quick, e_ref);  // the search minimises the error: quick is never better here
+    EXPECT_LE(e_quick, 1.5 * e_ref);
+    // The prepacked form reads the same bits as the reference dequantizer.
+    EXPECT_EQ(bit_mismatches(unpack_quant(pack_quant(quick.data(), t, rows, k)), deq(t, quick)), 0u);
+    // Negative control: every code of the first sub-block's first byte flipped moves the error past the bound.
+    const size_t code0 = t == Q::Q6_K ? 0 : t == Q::Q5_K ? 48 : 16;
+    for (size_t b = 0; b < quick.size(); b += ggml_quant_row_bytes(t, 256)) quick[b + code0] ^= 0xFF;
+    EXPECT_GT(rms(t, quick), 1.5 * e_ref);
+  }
+  // Types without a search: the same bytes.
+  for (Q t : {Q::Q4_0, Q::Q8_0, Q::Q5_0})
+    EXPECT_EQ(quantize_matrix(t, x.data(), 4, k, QuantSearch::kQuick), quantize_matrix(t, x.data(), 4, k));
+}
+
 // A hand-built Q5_K block: one sub-block's scale and min, a code with its fifth bit, as dequantize_row_q5_K reads it.
 TEST(Quant, HandComputedQ5KBlock) {
   uint8_t b[kQ5_KBytes] = {};
