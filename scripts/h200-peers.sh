@@ -8,6 +8,12 @@
 #   scripts/h200-peers.sh build             llama.cpp's llama-bench and llama-lookup (scripts/peer-bench.sh build)
 #   scripts/h200-peers.sh write TYPES...    synthetic llama3.1-8b as build-peers/llama3.1-8b-TYPE.gguf (q4_0 q8_0
 #                                           q4_k_m bf16), and tinyllama-1.1b-bf16 for the type "tinyllama"
+#   scripts/h200-peers.sh synth NAME TYPE   synthetic:NAME (llama3.1-70b, llama3.1-8b) as build-peers/NAME-TYPE.gguf
+#                                           with write-gguf --quick-quant (K-quants without the scale search: the same
+#                                           format; a 70B Q4_K_M in about a minute instead of ten)
+#   scripts/h200-peers.sh prefill GGUF...   prompt processing at 512 and 8192 tokens (PP_LENGTHS), llama.cpp's
+#                                           llama-bench -p beside our llama-ab --prompt-ids (prefill per repeat, the
+#                                           load and memory lines), one table
 #   scripts/h200-peers.sh paths GGUF...     llama-ab on each file, graph and persistent for the default mapping, 128
 #                                           steps, 3 repeats (no llama.cpp): the decode-path A/B alone
 #   scripts/h200-peers.sh peer GGUF...      scripts/peer-bench.sh run on the files, each with its default mapping on both
@@ -51,6 +57,45 @@ case "$cmd" in
       fi
     done
     ls -la "$P"/*.gguf ;;
+  synth)
+    [ $# -eq 2 ] || die "synth takes a synthetic model name and a --quantize type"
+    f=$P/$1-$2.gguf
+    if [ ! -s "$f" ]; then
+      t0=$SECONDS
+      "$B/write-gguf" --model "synthetic:$1" --quantize "$2" --quick-quant --out "$P/.partial.gguf" 2>&1 | tail -2 ||
+        die "write-gguf $1 $2 failed"
+      mv "$P/.partial.gguf" "$f" && echo "h200-peers: wrote $f in $((SECONDS - t0)) s"
+    fi
+    ls -la "$f" ;;
+  prefill)
+    LB=$P/llamacpp/build/bin/llama-bench
+    echo "| file | engine | pp | tokens/s | ms |" > "$OUT/prefill-table.md"
+    echo "| --- | --- | ---: | ---: | ---: |" >> "$OUT/prefill-table.md"
+    for f in "$@"; do
+      name=$(basename "$f" .gguf)
+      m=$(default_mapping "$f")
+      for n in ${PP_LENGTHS:-512 8192}; do
+        seq -s, 1000 $((999 + n)) > "$P/ids$n.txt"
+        "$B/llama-ab" --model "$f" --ab "$m" --prompt-ids "@$P/ids$n.txt" -n 1 --repeats 2 2> "$OUT/pp-ours-$name-$n.err" \
+          > /dev/null || tail -3 "$OUT/pp-ours-$name-$n.err"
+        grep -iE "memory|load|plan" "$OUT/pp-ours-$name-$n.err" | head -6
+        ms=$(grep -E "^ab: repeat" "$OUT/pp-ours-$name-$n.err" | sed -n 's/.*prefill [0-9]* tokens \([0-9.]*\) ms.*/\1/p' |
+          sort -n | head -1)
+        [ -n "$ms" ] && echo "| $name | ours ($m) | $n | $(python3 -c "print(f'{$n / $ms * 1000:.0f}')") | $ms |" \
+          >> "$OUT/pp-table-rows.md"
+      done
+      if [ -x "$LB" ]; then
+        "$LB" -m "$f" -ngl 99 -fa 1 -p "$(echo ${PP_LENGTHS:-512 8192} | tr ' ' ,)" -n 0 -r 2 -o json \
+          > "$OUT/pp-llama-$name.json" 2> "$OUT/pp-llama-$name.err" || tail -3 "$OUT/pp-llama-$name.err"
+        python3 -c '
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    print(f"| {sys.argv[2]} | llama.cpp | {r[\"n_prompt\"]} | {r[\"avg_ts\"]:.0f} | {r[\"avg_ns\"] / 1e6:.2f} |")
+' "$OUT/pp-llama-$name.json" "$name" >> "$OUT/pp-table-rows.md" || true
+      fi
+    done
+    cat "$OUT/pp-table-rows.md" >> "$OUT/prefill-table.md" 2>/dev/null
+    cat "$OUT/prefill-table.md" ;;
   paths)
     for f in "$@"; do
       m=$(default_mapping "$f")
@@ -86,5 +131,5 @@ case "$cmd" in
         2>&1 >"$OUT/draft-$spec.out" | grep -E "eval time|draft|error" | tee "$OUT/draft-$spec.txt"
     done
     cmp -s "$OUT/draft-none.out" "$OUT/draft-draft.out" && echo "outputs: the same" || echo "outputs: DIFFER" ;;
-  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
