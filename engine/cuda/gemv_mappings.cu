@@ -44,19 +44,26 @@ GemvMappings::Slot GemvMappings::make_slot(const std::vector<const HostTensor*>&
     for (const HostTensor* t : members) piece.quant.push_back(*t);
     slot.push_back(std::move(piece));
   } else {
+    // Runs of consecutive members kept quantized in one type share a piece (Q4_K_M's q|k in Q4_K beside a Q6_K v:
+    // two launches, not three); a BF16 member is a piece of its own.
     int row0 = 0;
     for (size_t i = 0; i < members.size(); ++i) {
-      SlotPiece piece;
-      piece.row0 = row0;
-      if (kept_quant(*members[i]))
-        piece.quant.push_back(*members[i]);
-      else
-        piece.bf16 = parts[i];
-      slot.push_back(std::move(piece));
+      const bool q = kept_quant(*members[i]);
+      if (q && i > 0 && kept_quant(*members[i - 1]) && members[i - 1]->quant == members[i]->quant) {
+        slot.back().quant.push_back(*members[i]);
+      } else {
+        SlotPiece piece;
+        piece.row0 = row0;
+        if (q)
+          piece.quant.push_back(*members[i]);
+        else
+          piece.bf16 = parts[i];
+        slot.push_back(std::move(piece));
+      }
       row0 += int(members[i]->rows);
     }
-    std::fprintf(stderr, "cuda: %s and the matrices fused with it differ in type: separate GEMV launches\n",
-                 printable(members[0]->name).c_str());
+    std::fprintf(stderr, "cuda: %s and the matrices fused with it differ in type: %zu GEMV launches\n",
+                 printable(members[0]->name).c_str(), slot.size());
   }
   for (const SlotPiece& piece : slot) any_quant_ = any_quant_ || !piece.quant.empty();
   return slot;

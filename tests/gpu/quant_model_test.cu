@@ -68,6 +68,12 @@ std::vector<Case> cases() {
     v.push_back({"mixed q8_0/q4_0/f32 qkv", s, true});
   }
   {
+    TinyQuantSpec s = TinyQuantSpec::all(llm_test::kTqQ4_K);  // Q4_K_M's layers: q|k Q4_K in one launch, v Q6_K
+    s.wv = llm_test::kTqQ6_K;
+    s.seed = 4;
+    v.push_back({"q|k Q4_K, v Q6_K (Q4_K_M)", s, true});
+  }
+  {
     TinyQuantSpec s;  // every projection quantized, in different types: q|k|v and gate|up split, as-stored runs all;
     s.embd = llm_test::kTqQ4_0;  // and an untied quantized embedding (uploaded as BF16 for the lookup)
     s.wq = llm_test::kTqQ8_0;
@@ -176,8 +182,11 @@ TEST(CudaQuantModel, EveryFormMatchesCpuReference) {
         throw;
       }
       const std::string err = testing::internal::GetCapturedStderr();
-      // A fused group whose members differ in type is launched piece by piece, and says so (once per group).
-      EXPECT_EQ(err.find("separate GEMV launches") != std::string::npos, c.splits_fused_group) << err;
+      // A fused group whose members differ in type is launched piece by piece (runs of one type in one piece), and
+      // says so with the count (once per group).
+      EXPECT_EQ(err.find("differ in type") != std::string::npos, c.splits_fused_group) << err;
+      if (c.spec.wq == c.spec.wk && c.spec.wk != c.spec.wv)
+        EXPECT_NE(err.find("differ in type: 2 GEMV launches"), std::string::npos) << err;
       EXPECT_EQ(eng->gemv(), "warp");  // the default for quantized weights
       for (const char* form : kForms) {
         const std::string what = c.name + " " + fname + " gemv=" + form;
