@@ -84,4 +84,20 @@ QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts,
   return dev;
 }
 
+double quant_matrix_device_bytes(GgmlQuantType t, int64_t n, int64_t k, QuantGemvKind kind) {
+  auto plane = [](int64_t b) {
+    return b > 0 ? (b + int64_t(kQuantPlaneAlign) - 1) / int64_t(kQuantPlaneAlign) * int64_t(kQuantPlaneAlign) : 0;
+  };
+  int64_t total = 0;
+  if (kind == QuantGemvKind::AsStored) {
+    total = plane(n * int64_t(ggml_quant_row_bytes(t, k)));
+  } else {
+    const PackedQuantBytes b = packed_quant_bytes(t, n, k);
+    total = plane(b.codes) + plane(b.scales) + plane(b.mins) + plane(b.k_heads) + plane(b.sub_scales) +
+            plane(b.super_d);
+  }
+  const int64_t g = int64_t(kCudaAllocGranularity);
+  return double((total + g - 1) / g * g);
+}
+
 }  // namespace llm

@@ -9,10 +9,11 @@
 
 #include "kernels/quant/gemv_quant.h"
 #include "models/model.h"
+#include "models/quant.h"  // GgmlQuantType, PackedQuant
 
 namespace llm {
 
-struct PackedQuant;
+
 
 // The host description of a prepacked matrix: pointers into p's vectors, p's strides, and GGUF's `blocks` as stored
 // when given (for "as-stored"). What quant_gemv_upload copies (and checks: quant_gemv_check_layout).
@@ -30,5 +31,11 @@ struct QuantUploadTimes {
 };
 QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts, QuantGemvKind kind,
                                     cudaStream_t stream, QuantUploadTimes* times = nullptr);
+
+// The device bytes upload_quant_matrix allocates for an [n, k] matrix of type t in form `kind`: the prepacked planes
+// (models/quant.h packed_quant_bytes; as-stored: the blocks), each kQuantPlaneAlign-aligned, the allocation rounded
+// up to cudaMalloc's 2 MiB granularity (kCudaAllocGranularity). The memory plan counts this, not the stored size.
+constexpr size_t kCudaAllocGranularity = size_t(2) << 20;
+double quant_matrix_device_bytes(GgmlQuantType t, int64_t n, int64_t k, QuantGemvKind kind);
 
 }  // namespace llm

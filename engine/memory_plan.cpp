@@ -70,7 +70,9 @@ MemoryPlanner::MemoryPlanner(const Model& model, bool tied, bool keep_quant, KvD
       const GgmlQuantType q = GgmlQuantType(t->quant);
       if (!quant && align > 0 && t->cols % align == 0) continue;  // read in place from the BF16 copy
       by_type[quant ? ggml_quant_name(q) : "BF16"] +=
-          quant ? double(ggml_quant_row_bytes(q, t->cols)) * double(t->rows) : 2.0 * double(t->numel());
+          !quant                     ? 2.0 * double(t->numel())
+          : sizes_.quant_matrix_bytes ? sizes_.quant_matrix_bytes(q, t->rows, t->cols)
+                                      : double(ggml_quant_row_bytes(q, t->cols)) * double(t->rows);
     }
     // The BF16 copy: the embedding, and each decode matrix with a member not kept quantized (needs_bf16_copy).
     const bool dequantize = !keep_quant;

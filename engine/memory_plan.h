@@ -16,6 +16,7 @@
 
 #include "core/kv_dtype.h"
 #include "models/model.h"
+#include "models/quant.h"  // GgmlQuantType
 
 namespace llm {
 
@@ -64,6 +65,9 @@ struct DeviceSizes {
   // prepacked copy of those matrices); 0: every BF16 matrix is prepacked.
   int bf16_rowmajor_align = 0;
   int quant_batch_rows = 64;  // EngineTuning::quant_batch_rows: the int8 rows of the batch-k GEMV's passes
+  // Device bytes of one [n, k] matrix of type t kept quantized, in the decode form's layout (the CUDA engine:
+  // quant_matrix_device_bytes: Q6_K's int8 codes, plane alignment, allocation granularity); null: its stored size.
+  std::function<double(GgmlQuantType t, int64_t n, int64_t k)> quant_matrix_bytes;
 };
 
 // Bytes per item. weights: the row-major BF16 copy of every projection, the embedding and an untied head (prefill's
@@ -80,7 +84,7 @@ struct MemoryPlan {
 class MemoryPlanner {
  public:
   // keep_quant: GGUF quantized weights run on the quantized GEMVs (not --dequantize); their prepacked copy is counted
-  // at their stored size. tied: the head is the embedding.
+  // by sizes.quant_matrix_bytes (at their stored size without it). tied: the head is the embedding.
   MemoryPlanner(const Model& model, bool tied, bool keep_quant, KvDtype kv, DeviceSizes sizes);
 
   // The plan for a context of ctx positions and prefill passes of `chunk` tokens (one mapping's prepacked copy).

@@ -570,15 +570,10 @@ PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_
   return pack_quant_parts({QuantRowsPart{blocks, n}}, t, k, what);
 }
 
-PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantType t, int64_t k,
-                             const std::string& what) {
-  check_quant_row_length(t, k, what);
-  int64_t n = 0;
-  for (const QuantRowsPart& part : parts) {
-    if (part.rows < 0) fail(what, ": negative row count ", part.rows);
-    if (part.rows > 0 && !part.blocks) fail(what, ": a part of ", part.rows, " rows without data");
-    n += part.rows;
-  }
+namespace {
+
+// The metadata and pitches of the prepacked form of an [n, k] tensor of type t (planes left empty).
+PackedQuant packed_layout(GgmlQuantType t, int64_t n, int64_t k) {
   PackedQuant p;
   p.type = t;
   p.n = n;
@@ -592,22 +587,58 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
   p.two_level = t == GgmlQuantType::Q4_K || t == GgmlQuantType::Q5_K || t == GgmlQuantType::Q6_K;
   p.n_groups = k / p.group;
   p.ld_codes = int4 ? round_up(k / 2, 16) : round_up(k, 16);
-  // The planes are sized here and zeroed row by row by the threads that pack the rows (pack_rows): a large matrix's
-  // pages are first touched in parallel, not zero-filled by one thread (PackedPlane leaves them uninitialised).
-  p.codes.resize(size_t(n * p.ld_codes));
   if (p.two_level) {
     p.groups_per_super = kQuantSuperBlock / p.group;
     if (p.has_min) {  // Q4_K, Q5_K: the heads as stored
       p.ld_heads = round_up(16 * (k / kQuantSuperBlock), 16);
-      p.k_heads.resize(size_t(n * p.ld_heads));
     } else {  // Q6_K
       p.ld_sub = round_up(p.n_groups, 16);
       p.ld_super = round_up(k / kQuantSuperBlock, 8);
-      p.sub_scales.resize(size_t(n * p.ld_sub));
-      p.super_d.resize(size_t(n * p.ld_super));
     }
   } else {
     p.ld_groups = round_up(p.n_groups, 8);
+  }
+  return p;
+}
+
+}  // namespace
+
+PackedQuantBytes packed_quant_bytes(GgmlQuantType t, int64_t n, int64_t k) {
+  check_quant_row_length(t, k, "packed_quant_bytes");
+  const PackedQuant p = packed_layout(t, n, k);
+  PackedQuantBytes b;
+  b.codes = n * p.ld_codes;
+  if (p.two_level && p.has_min) {
+    b.k_heads = n * p.ld_heads;
+  } else if (p.two_level) {
+    b.sub_scales = n * p.ld_sub;
+    b.super_d = n * p.ld_super * 2;
+  } else {
+    b.scales = n * p.ld_groups * 2;
+    if (p.has_min) b.mins = b.scales;
+  }
+  return b;
+}
+
+PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantType t, int64_t k,
+                             const std::string& what) {
+  check_quant_row_length(t, k, what);
+  int64_t n = 0;
+  for (const QuantRowsPart& part : parts) {
+    if (part.rows < 0) fail(what, ": negative row count ", part.rows);
+    if (part.rows > 0 && !part.blocks) fail(what, ": a part of ", part.rows, " rows without data");
+    n += part.rows;
+  }
+  PackedQuant p = packed_layout(t, n, k);
+  // The planes are sized here and zeroed row by row by the threads that pack the rows (pack_rows): a large matrix's
+  // pages are first touched in parallel, not zero-filled by one thread (PackedPlane leaves them uninitialised).
+  p.codes.resize(size_t(n * p.ld_codes));
+  if (p.two_level && p.has_min) {
+    p.k_heads.resize(size_t(n * p.ld_heads));
+  } else if (p.two_level) {
+    p.sub_scales.resize(size_t(n * p.ld_sub));
+    p.super_d.resize(size_t(n * p.ld_super));
+  } else {
     p.scales.resize(size_t(n * p.ld_groups));
     if (p.has_min) p.mins.resize(size_t(n * p.ld_groups));
   }

@@ -154,6 +154,15 @@ struct PackedQuant {
   QuantPlanes planes() const;
 };
 
+// The prepacked form's bytes per plane for an [n, k] tensor of type t, without packing anything: the pitches and
+// plane sizes pack_quant gives (codes, one-level scales and mins, Q4_K/Q5_K heads, Q6_K sub-scales and super d), so
+// the memory plan counts what the GPU will hold (Q6_K's int8 codes: 8.56 bits per weight against its stored 6.56).
+struct PackedQuantBytes {
+  int64_t codes = 0, scales = 0, mins = 0, k_heads = 0, sub_scales = 0, super_d = 0;
+  int64_t total() const { return codes + scales + mins + k_heads + sub_scales + super_d; }
+};
+PackedQuantBytes packed_quant_bytes(GgmlQuantType t, int64_t n, int64_t k);
+
 // Builds the prepacked form from the raw GGUF bytes of an [n, k] tensor of type t (rows contiguous, each row
 // ggml_quant_row_bytes(t, k) bytes). Refuses (llm::fail) a k the type cannot hold, naming `what`.
 PackedQuant pack_quant(const uint8_t* blocks, GgmlQuantType t, int64_t n, int64_t k, const std::string& what = "tensor");

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/cuda_quant.h"  // quant_matrix_device_bytes: the memory plan's count of the planes
 #include "engine/cuda/activations.h"
 #include "engine/cuda/device_model.h"
 #include "engine/cuda/gemv_mappings.h"
@@ -220,6 +221,10 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   sizes.gemv_context = double(kCublasWorkspaceBytes) + 4.0 * double(kGemvPartialFloats);
   sizes.bf16_rowmajor_align = plan.bf16 == GemvBf16Form::None ? 0 : gemv_mapping(plan.bf16).rowmajor_align;
   sizes.quant_batch_rows = tuning_.quant_batch_rows;
+  if (plan.has_quant)
+    sizes.quant_matrix_bytes = [kind = plan.quant](GgmlQuantType t, int64_t n, int64_t k) {
+      return quant_matrix_device_bytes(t, n, k, kind);
+    };
   const MemoryPlanner planner(model, tied_, !dequantize_, kv, sizes);
   // No --ctx-size: the model's maximum up to kDefaultCudaCtxCap, then capped to what fits beside everything else
   // (choose_ctx says so on stderr).

@@ -3,6 +3,9 @@
 #include "engine/cuda/gemv_mappings.h"
 
 #include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "engine/load_progress.h"
@@ -62,8 +65,6 @@ GemvMappings::Slot GemvMappings::make_slot(const std::vector<const HostTensor*>&
       }
       row0 += int(members[i]->rows);
     }
-    std::fprintf(stderr, "cuda: %s and the matrices fused with it differ in type: %zu GEMV launches\n",
-                 printable(members[0]->name).c_str(), slot.size());
   }
   for (const SlotPiece& piece : slot) any_quant_ = any_quant_ || !piece.quant.empty();
   return slot;
@@ -73,15 +74,27 @@ GemvMappings::GemvMappings(const Model& model, const DeviceModel& dm, bool tied,
                            cudaStream_t s)
     : dequantize_(dequantize), ctx_(ctx), stream_(s) {
   const auto& w = model.weights;
+  // Fused groups whose members differ in type, said once per group and launch count (a 70B Q4_K_M has 80 such q|k|v).
+  std::map<std::pair<std::string, size_t>, std::pair<int, std::string>> split;  // (group, launches) -> (layers, first)
+  auto note = [&](const char* group, const Slot& slot, const HostTensor& first) {
+    if (slot.size() < 2) return;
+    auto& e = split[{group, slot.size()}];
+    if (e.first++ == 0) e.second = first.name;
+  };
   for (size_t l = 0; l < dm.layers.size(); ++l) {
     const LayerWeights& lw = w.layers[l];
     const DevLayer& dl = dm.layers[l];
     slots_.push_back(make_slot({&lw.wq, &lw.wk, &lw.wv}, dl.qkv, {dl.w[kWq], dl.w[kWk], dl.w[kWv]}));
+    note("q|k|v", slots_.back(), lw.wq);
     slots_.push_back(make_slot({&lw.wo}, dl.w[kWo], {dl.w[kWo]}));
     slots_.push_back(make_slot({&lw.w_gate, &lw.w_up}, dl.gate_up, {dl.w[kGate], dl.w[kUp]}));
+    note("gate|up", slots_.back(), lw.w_gate);
     slots_.push_back(make_slot({&lw.w_down}, dl.w[kDown], {dl.w[kDown]}));
   }
   slots_.push_back(make_slot({tied ? &w.embedding : &w.head}, dm.head, {dm.head}));
+  for (const auto& [key, e] : split)
+    std::fprintf(stderr, "cuda: %s members differ in type on %d of %zu layers (first %s): %zu GEMV launches each\n",
+                 key.first.c_str(), e.first, dm.layers.size(), printable(e.second).c_str(), key.second);
 }
 
 PieceWeight GemvMappings::prepack(const MappingState& st, const SlotPiece& src, size_t* bytes_read,

@@ -11,9 +11,7 @@ namespace llm {
 
 namespace {
 
-constexpr size_t kPlaneAlign = 256;
-
-size_t align_up(size_t v) { return (v + kPlaneAlign - 1) / kPlaneAlign * kPlaneAlign; }
+size_t align_up(size_t v) { return (v + kQuantPlaneAlign - 1) / kQuantPlaneAlign * kQuantPlaneAlign; }
 
 }  // namespace
 
@@ -43,7 +41,7 @@ QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stre
   CUDA_CHECK(cudaMalloc(&base, total));
   CUDA_CHECK(cudaMemsetAsync(base, 0, total, stream));
   size_t at = 0;
-  // The device copy of one host plane (null when absent), each plane starting kPlaneAlign-aligned.
+  // The device copy of one host plane (null when absent), each plane starting kQuantPlaneAlign-aligned.
   auto put = [&](auto src, size_t bytes) -> decltype(src) {
     if (!src || bytes == 0) return nullptr;
     CUDA_CHECK(cudaMemcpyAsync(base + at, src, bytes, cudaMemcpyHostToDevice, stream));

@@ -26,8 +26,11 @@
 
 namespace llm {
 
+// Each plane's start in the one device allocation quant_gemv_upload makes is aligned to this many bytes.
+constexpr size_t kQuantPlaneAlign = 256;
+
 // Copies the planes of `host` (a QuantGemvWeight whose pointers are HOST arrays laid out as its fields say; null
-// planes are skipped) into ONE device allocation, each plane 256-byte aligned, and returns the same description with
+// planes are skipped) into ONE device allocation, each plane kQuantPlaneAlign-byte aligned, and returns the same description with
 // device pointers; the result owns the allocation (quant_gemv_free). At least the planes of one mapping must be
 // present: codes + scales (+ mins) or codes + k_heads (Q4_K, Q5_K) or sub_scales + super_d (Q6_K) for warp/thread, blocks
 // for as-stored. Synchronises `stream` before returning (load time only), so the host arrays may be freed at once.

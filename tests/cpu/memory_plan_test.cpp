@@ -178,6 +178,40 @@ TEST(MemoryPlan, QuantizedWeightsArePrepackedAtTheirStoredSizeByType) {
   EXPECT_DOUBLE_EQ(d.host_embedding, 0.0);
 }
 
+// With the decode form's count of a quantized matrix (DeviceSizes::quant_matrix_bytes: the CUDA engine's
+// quant_matrix_device_bytes, Q6_K's int8 codes and the allocation granularity), the plan counts that per matrix and
+// type instead of the stored size.
+TEST(MemoryPlan, QuantizedMatricesCountedByTheFormsLayout) {
+  Model m = llm::load_synthetic("tiny-gqa");
+  llm::quantize_model(m, llm::parse_quantize_type("q4_k_m"), 1);
+  DeviceSizes sizes = fake_sizes();
+  int calls = 0;
+  sizes.quant_matrix_bytes = [&calls](llm::GgmlQuantType t, int64_t n, int64_t k) {
+    ++calls;
+    return (3.0 + 0.01 * double(int(t))) * double(n * k);  // a count of its own per type
+  };
+  const MemoryPlan p = MemoryPlanner(m, false, true, llm::KvDtype::BF16, sizes).plan(256, 256);
+  std::map<std::string, double> want;
+  int quantized = 0;
+  std::vector<const llm::HostTensor*> mats;
+  for (const auto& lw : m.weights.layers)
+    for (const llm::HostTensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) mats.push_back(t);
+  mats.push_back(&m.weights.head);
+  for (const llm::HostTensor* t : mats) {
+    if (!t->quant) {
+      want["BF16"] += 2.0 * double(t->numel());
+      continue;
+    }
+    ++quantized;
+    const auto q = llm::GgmlQuantType(t->quant);
+    want[llm::ggml_quant_name(q)] += (3.0 + 0.01 * double(int(q))) * double(t->rows * t->cols);
+  }
+  EXPECT_EQ(calls, quantized);
+  ASSERT_EQ(p.prepacked_by_type.size(), want.size());
+  for (const auto& [type, bytes] : p.prepacked_by_type) EXPECT_DOUBLE_EQ(bytes, want[type]) << type;
+  EXPECT_GE(want.size(), 2u);  // the mix (with its fallbacks at these widths) keeps two quantized types or more
+}
+
 // Which matrices keep a BF16 copy: a group with any member not kept quantized keeps one (a fused q|k|v with a BF16 v
 // is uploaded whole); --dequantize keeps every one.
 TEST(MemoryPlan, ABf16CopyOnlyWhereSomeMemberIsNotKeptQuantized) {

@@ -255,6 +255,31 @@ TEST(Quant, PackRoundTripEveryTypeAndShape) {
   }
 }
 
+// packed_quant_bytes (what the memory plan counts) is the byte size of every plane pack_quant makes, without packing,
+// for every type and awkward row counts; Q6_K's int8 codes make it larger than the stored blocks, Q4_0's the same.
+TEST(Quant, PackedBytesArePackQuantsPlanes) {
+  for (Q t : kAllTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
+    for (int64_t n : {1, 7, 33})
+      for (int64_t k : kq ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 576}) {
+        SCOPED_TRACE(std::string(ggml_quant_name(t)) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+        const std::vector<uint8_t> blocks = random_blocks(t, n, k, uint32_t(n * 77 + k));
+        const PackedQuant p = pack_quant(blocks.data(), t, n, k);
+        const PackedQuantBytes b = packed_quant_bytes(t, n, k);
+        EXPECT_EQ(b.codes, int64_t(p.codes.size()));
+        EXPECT_EQ(b.scales, int64_t(p.scales.size() * 2));
+        EXPECT_EQ(b.mins, int64_t(p.mins.size() * 2));
+        EXPECT_EQ(b.k_heads, int64_t(p.k_heads.size()));
+        EXPECT_EQ(b.sub_scales, int64_t(p.sub_scales.size()));
+        EXPECT_EQ(b.super_d, int64_t(p.super_d.size() * 2));
+      }
+  }
+  const int64_t n = 4096, k = 4096, stored6 = n * int64_t(ggml_quant_row_bytes(Q::Q6_K, k));
+  EXPECT_NEAR(double(packed_quant_bytes(Q::Q6_K, n, k).total()) / double(stored6), 8.5625 / 6.5625, 1e-9);
+  EXPECT_EQ(packed_quant_bytes(Q::Q4_0, n, k).total(), n * int64_t(ggml_quant_row_bytes(Q::Q4_0, k)));
+  EXPECT_THROW(packed_quant_bytes(Q::Q4_K, 1, 100), llm::Error);  // a row the type cannot hold
+}
+
 // pack_quant leaves its planes uninitialised until the packing threads zero and write their rows (PackedPlane): on
 // memory that held other bytes (the heap dirtied first: glibc reuses freed chunks of this size once its mmap threshold
 // has risen), every byte is still written, padding zero, on the threaded path (>= 2^22 weights) and on the one-thread
