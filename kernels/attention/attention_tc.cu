@@ -410,8 +410,9 @@ __device__ __forceinline__ void combine_warps(uint8_t* smem, const float (&o)[HD
 // takes the 16-key tiles w, w + 4, w + 8, ... (m = -inf, l = 0, o = 0 when it has none); the block combines its
 // warps and writes partial s. Splits starting past the length exit at once: the merge reads only the splits that
 // exist. With rope.k_new (BF16 only: the decode step's RoPE and KV store folded in), q is read unrotated and each
-// block rotates its heads' pairs as it loads them, and the last split first writes the step's k (rotated) and v into
-// the cache row it reads: rope_kv_store's arithmetic (rotate_pair), so bit for bit the two launches.
+// block rotates its heads' pairs as it loads them, and the warp whose tile holds the step's row stores k (rotated) and v
+// into the cache and over that row of its staged tile: rope_kv_store's arithmetic (rotate_pair), so bit for bit the
+// two launches.
 template <int HD, bool kFp8>
 __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __restrict__ q, KvSource kv,
                                                                 const int* __restrict__ d_pos, int n_heads,
@@ -430,20 +431,28 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
   const int64_t kv_dim = int64_t(n_kv_heads) * HD;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 2, c = (lane & 3) * 2;
   const bool rope_in = !kFp8 && rope.k_new != nullptr;
-  if (rope_in && end == len) {  // this split holds the step's own row (*d_pos = len - 1): rotate and store it first
-    const int pos = len - 1;
-    uint16_t* krow = rope.k_cache + int64_t(pos) * kv_dim + int64_t(kvh) * HD;
-    uint16_t* vrow = rope.v_cache + int64_t(pos) * kv_dim + int64_t(kvh) * HD;
+  // The step's own row (*d_pos = len - 1) lies in this split's last tile when end == len. The warp that owns that tile
+  // rotates k, writes k and v (BF16) into the cache row, and writes the same values over the row in its staged tile
+  // after the tile lands (the load read whatever the cache row held), so no load waits for the store.
+  const int pos = len - 1;
+  const bool own_row = rope_in && end == len && ((pos - start) / kDecodeKeys) % kWarps == warp;
+  static_assert(HD % 64 == 0, "one or two rotary pairs per lane");
+  constexpr int kPairs = HD / 64;
+  uint32_t knew[kPairs], vnew[kPairs];  // the row's pairs i = lane + 32 j as BF16x2
+  if (own_row) {
     const float* kn = rope.k_new + int64_t(kvh) * HD;
     const float* vn = rope.v_new + int64_t(kvh) * HD;
-    for (int i = threadIdx.x; i < HD / 2; i += kThreads) {
+    uint32_t* krow = reinterpret_cast<uint32_t*>(rope.k_cache + int64_t(pos) * kv_dim + int64_t(kvh) * HD);
+    uint32_t* vrow = reinterpret_cast<uint32_t*>(rope.v_cache + int64_t(pos) * kv_dim + int64_t(kvh) * HD);
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      const int i = lane + 32 * j;
       const float2 y = rotate_pair(kn[2 * i], kn[2 * i + 1], pos, rope.inv_freq[i]);
-      krow[2 * i] = f32_to_bf16(y.x);
-      krow[2 * i + 1] = f32_to_bf16(y.y);
-      vrow[2 * i] = f32_to_bf16(vn[2 * i]);
-      vrow[2 * i + 1] = f32_to_bf16(vn[2 * i + 1]);
+      knew[j] = uint32_t(f32_to_bf16(y.x)) | uint32_t(f32_to_bf16(y.y)) << 16;
+      vnew[j] = uint32_t(f32_to_bf16(vn[2 * i])) | uint32_t(f32_to_bf16(vn[2 * i + 1])) << 16;
+      krow[i] = knew[j];
+      vrow[i] = vnew[j];
     }
-    __syncthreads();  // the row is written before any warp's cp.async reads it
   }
 
   float o[DT][4];
@@ -488,6 +497,13 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
     cp_async_commit();
     cp_async_wait<kStages - 1>();
     __syncwarp();
+    if (own_row && pos >= tile_key0(it) && pos < tile_key0(it) + kDecodeKeys) {  // the step's row, as stored above
+      uint32_t* kt = reinterpret_cast<uint32_t*>(stage(it)) + (pos - tile_key0(it)) * S / 2;
+      uint32_t* vt = kt + kDecodeKeys * S / 2;
+#pragma unroll
+      for (int j = 0; j < kPairs; ++j) kt[lane + 32 * j] = knew[j], vt[lane + 32 * j] = vnew[j];
+      __syncwarp();
+    }
     const uint8_t* st = stage(it);
     const uint16_t* ks = reinterpret_cast<const uint16_t*>(st);
     const uint16_t* vs = ks + kDecodeKeys * S;
