@@ -36,7 +36,7 @@
 #include "core/error.h"
 #include "kernels/cuda_check.h"
 #include "kernels/ops/ops.h"
-#include "models/config.h"  // ModelConfig, rope_inv_freq
+#include "models/config.h"  // rope_inv_freq
 #include "device_test_util.h"  // SKIP_WITHOUT_CUDA, DeviceBuffer, sync_and_check, rel_l2
 #include "random_util.h"       // parallel_for
 
@@ -565,15 +565,7 @@ void check_decode_rope(int hd, int group, int n_kv, int max_ctx, const std::vect
   ASSERT_TRUE(attention_decode_rope_supported(hd, n_heads, n_kv, reinterpret_cast<const float*>(16),
                                               reinterpret_cast<const uint16_t*>(16),
                                               reinterpret_cast<const uint16_t*>(16), reinterpret_cast<const float*>(16)));
-  ModelConfig c;
-  c.head_dim = hd;
-  c.rope_theta = 500000.0f;
-  c.rope_scaling.type = "llama3";
-  c.rope_scaling.factor = 8.0f;
-  c.rope_scaling.low_freq_factor = 1.0f;
-  c.rope_scaling.high_freq_factor = 4.0f;
-  c.rope_scaling.original_max_position_embeddings = 8192;
-  DeviceBuffer<float> dfreq(rope_inv_freq(c));
+  DeviceBuffer<float> dfreq(rope_inv_freq(llama3_rope_config(hd)));
   const std::vector<uint16_t> k0 = normal_bf16(size_t(max_ctx) * kv_dim, seed, 0);
   const std::vector<uint16_t> v0 = normal_bf16(size_t(max_ctx) * kv_dim, seed, 1);
   DeviceBuffer<uint16_t> ka(k0), va(v0), kb(k0), vb(v0);

@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "engine/backend.h"  // cuda_device_available
 #include "kernels/cuda_check.h"
+#include "models/config.h"  // ModelConfig: llama3_rope_config
 
 #define SKIP_WITHOUT_CUDA()                                              \
   do {                                                                   \
@@ -82,6 +83,20 @@ inline double rel_l2(const float* a, const double* b, size_t n) {
     den += b[i] * b[i];
   }
   return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// A config whose RoPE frequencies (rope_inv_freq) are Llama 3's: theta 500000 with its long-context scaling, at
+// head_dim hd; the RoPE kernels' tests rotate with it.
+inline ModelConfig llama3_rope_config(int hd) {
+  ModelConfig c;
+  c.head_dim = hd;
+  c.rope_theta = 500000.0f;
+  c.rope_scaling.type = "llama3";
+  c.rope_scaling.factor = 8.0f;
+  c.rope_scaling.low_freq_factor = 1.0f;
+  c.rope_scaling.high_freq_factor = 4.0f;
+  c.rope_scaling.original_max_position_embeddings = 8192;
+  return c;
 }
 
 }  // namespace gpu_test

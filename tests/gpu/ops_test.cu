@@ -79,15 +79,7 @@ TEST(OpsRope, MatchesCpuReferenceWithLlama3Frequencies) {
   SKIP_WITHOUT_CUDA();
   const int n_heads = 4, n_kv_heads = 2, n_tokens = 2;
   for (int hd : {8, 64, 128}) {
-    ModelConfig c;
-    c.head_dim = hd;
-    c.rope_theta = 500000.0f;
-    c.rope_scaling.type = "llama3";
-    c.rope_scaling.factor = 8.0f;
-    c.rope_scaling.low_freq_factor = 1.0f;
-    c.rope_scaling.high_freq_factor = 4.0f;
-    c.rope_scaling.original_max_position_embeddings = 8192;
-    const std::vector<float> inv_freq = rope_inv_freq(c);
+    const std::vector<float> inv_freq = rope_inv_freq(llama3_rope_config(hd));
     DeviceBuffer<float> dfreq(inv_freq);
     for (int pos0 : {0, 1, 1000, 100000}) {
       SCOPED_TRACE("head_dim " + std::to_string(hd) + " pos0 " + std::to_string(pos0));
