@@ -27,6 +27,7 @@ struct EngineOptions {
   ResolvedDevice device;                   // ... resolved once (auto: cuda when a device is present), what runs
   DecodePath decode = kDefaultDecodePath;  // --decode graph|persistent (CUDA)
   KvDtype kv_dtype = KvDtype::Default;     // --kv-dtype f32|bf16|fp8 (Default: f32 on cpu, bf16 on cuda)
+  bool quick_quant = false;                // --quick-quant: --quantize without the K-quants' scale search
   std::string quantize;                    // --quantize q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q6_k|q4_k_m: quantize at load
   int tp = 1;                              // --tp N: tensor-parallel ranks (simulated on the CPU)
   EngineTuning tuning;                     // the developer options (--run-ahead, --grid-cap, ...)
@@ -69,6 +70,7 @@ inline void add_device_options(Options& o, EngineOptions& a) {
       "quantize a float checkpoint's (or a synthetic model's) projection and head weights at load, as llama-quantize "
       "would (q4_k_m: llama.cpp's Q4_K_M mix); rows a type cannot hold fall back as llama-quantize does (named on "
       "stderr); refused for a file that is already quantized");
+  add_quick_quant_option(o, &a.quick_quant);
   o.choice("--dtype", "T", &a.dtype, {"f32", "bf16"},
            "CPU weight precision: bf16 rounds the weights as the CUDA engine stores them")
       .default_is("f32 on cpu, bf16 on cuda");
@@ -92,6 +94,7 @@ inline void add_gemv_epilogue(Options& o) {
 // --kv-dtype f32 where the run would be on the CUDA engine, --decode persistent on the CPU, --tp N > 1 on the CUDA
 // engine; said before the model loads and before the GPU is asked for anything.
 inline void resolve_device_and_check(EngineOptions& a) {
+  if (a.quick_quant) quantize_scheme(a.quantize, true);  // --quick-quant without --quantize: bad usage
   a.device = resolve_device(a.device_arg);
   if (const std::string why = tp_device_refusal(a.tp, a.device); !why.empty()) usage_error(why);
   if (!a.gemv.empty()) check_gemv_for_device("--gemv", a.gemv, a.device);  // llm::Error: bad usage here
@@ -105,7 +108,7 @@ inline void resolve_device_and_check(EngineOptions& a) {
 // The model of --model (the default model without it), quantized at load with --quantize.
 inline Model load_engine_model(const EngineOptions& a) {
   Model model = load_model(a.model.empty() ? default_model_path() : a.model);
-  if (!a.quantize.empty()) quantize_model(model, parse_quantize_type(a.quantize));
+  if (!a.quantize.empty()) quantize_model(model, quantize_scheme(a.quantize, a.quick_quant));
   return model;
 }
 

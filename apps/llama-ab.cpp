@@ -41,6 +41,7 @@ struct Args {
   bool dequantize = false;
   llm::KvDtype kv_dtype = llm::KvDtype::Default;  // --kv-dtype: bf16 (the default) or fp8; f32 refused (CUDA)
   std::string quantize;  // --quantize q8_0|q4_0|q4_k|q6_k|q4_k_m
+  bool quick_quant = false;  // --quick-quant
   std::string json, csv, chart, chart_script;
   int n_decode = 128;
   int repeats = 5;
@@ -89,6 +90,7 @@ void run_options(llm::cli::Options& o, Args& a) {
   o.flag("--dequantize", &a.dequantize, "run a GGUF file's quantized weights as BF16 (then the first list applies)");
   llm::cli::add_quantize_option(o, &a.quantize,
                                 "quantize a float or synthetic model's weights at load (as write-gguf --quantize)");
+  llm::cli::add_quick_quant_option(o, &a.quick_quant);
   llm::cli::add_kv_dtype_option(o, &a.kv_dtype,
                                 "KV-cache precision: bf16 (the default) or fp8 (E4M3, one FP32 scale per KV head and "
                                 "block of 32 positions; head_dim 64 and 128); f32 is CPU-only");
@@ -130,6 +132,7 @@ Args parse_args(int argc, char** argv) {
   o.parse(argc, argv);
   a.prompt_given = o.given("--prompt") || !a.prompt.file.empty();
   llm::cli::check_one_prompt(o);
+  if (a.quick_quant) llm::cli::quantize_scheme(a.quantize, true);  // --quick-quant without --quantize: bad usage
   // With --ctx-size the positions a run at depth needs are known now (the model's maximum is checked by run_ab).
   if (a.depth > 0 && a.ctx_size > 0)
     if (const std::string why = llm::ab_context_refusal(0, a.depth, a.n_decode, a.ctx_size, true); !why.empty())
@@ -209,7 +212,7 @@ int run(const Args& a) {
   const PromptInput prompt = read_prompt_input(a);  // a missing or bad prompt file is said on any machine
   llm::require_cuda_device();  // before the model loads: the one line every CUDA program prints without a GPU
   llm::Model model = llm::load_model(a.model.empty() ? llm::default_model_path() : a.model);
-  if (!a.quantize.empty()) llm::quantize_model(model, llm::parse_quantize_type(a.quantize));
+  if (!a.quantize.empty()) llm::quantize_model(model, llm::cli::quantize_scheme(a.quantize, a.quick_quant));
   llm::AbOptions opt;
   std::string list = a.ab;
   if (list.empty()) {  // every mapping that can run this model: the quantized forms when decode keeps weights quantized

@@ -45,16 +45,14 @@ Args parse(int argc, char** argv) {
       "projections and head in that type; q4_k_m: llama.cpp's Q4_K_M mix. Rows a type cannot hold fall back as "
       "llama.cpp does (Q4_K -> Q5_0, Q6_K -> Q8_0, else F16) and are listed. Refused on a model whose weights are "
       "already quantized. Without it every tensor keeps its type (norms are written as F32).");
-  o.flag("--quick-quant", &a.quick,
-         "K-quants (q4_k, q5_k, q6_k, q4_k_m) without ggml's scale search: one min/max scale per sub-block, the same "
-         "format and bytes per weight, ~10x faster to write, larger errors; for benchmark files of synthetic weights");
+  llm::cli::add_quick_quant_option(o, &a.quick);
   o.integer("--seed", "N", &a.seed, 0, 1LL << 62, "seed of a synthetic model's weights").allowed("0 to 2^62");
   o.integer("--threads", "N", &a.threads, 1, 1024, "quantization threads").default_is("all cores");
   o.text("-o, --out", "FILE.gguf", &a.out, "the file to write (replaced if it exists; required)");
   o.parse(argc, argv);
   if (a.model.empty()) usage_error("--model is required (a model path or synthetic:NAME)");
   if (a.out.empty()) usage_error("--out is required (the .gguf file to write)");
-  if (a.quick && a.quantize.empty()) usage_error("--quick-quant applies to --quantize only");
+  if (a.quick) llm::cli::quantize_scheme(a.quantize, a.quick);  // --quick-quant without --quantize: bad usage
   const std::string synthetic = "synthetic:";
   if (o.given("--seed") && a.model.compare(0, synthetic.size(), synthetic) != 0)
     usage_error("--seed applies to synthetic:NAME models only, not '", a.model, "'");
@@ -74,10 +72,7 @@ int run(const Args& a) {
   const auto vocab = llm::vocab_for_gguf(model, a.tokenizer);
 
   llm::GgufWriteOptions opt;
-  if (!a.quantize.empty()) {
-    opt.quantize = llm::parse_quantize_type(a.quantize);
-    if (a.quick) opt.quantize->search = llm::QuantSearch::kQuick;
-  }
+  if (!a.quantize.empty()) opt.quantize = llm::cli::quantize_scheme(a.quantize, a.quick);
   opt.threads = a.threads;
   opt.name = is_synthetic ? a.model : fs::path(a.model).filename().string();
   int last_pct = -1;

@@ -155,6 +155,11 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_TRUE(d.norm_sums);
   EXPECT_FALSE(parse({"--norm-sums", "off"}).norm_sums);
   EXPECT_FALSE(parse({"--fuse-glu", "off"}).fuse_swiglu_q8);
+  // --quantize TYPE [--quick-quant]: the scheme's search; --quick-quant alone is bad usage.
+  EXPECT_EQ(llm::cli::quantize_scheme("q4_k_m", true).search, llm::QuantSearch::kQuick);
+  EXPECT_TRUE(llm::cli::quantize_scheme("q4_k_m", true).q4_k_m);
+  EXPECT_EQ(llm::cli::quantize_scheme("q6_k", false).search, llm::QuantSearch::kReference);
+  EXPECT_EQ(usage_message([] { llm::cli::quantize_scheme("", true); }), "--quick-quant applies to --quantize only");
   EXPECT_TRUE(d.fuse_rope);
   EXPECT_FALSE(parse({"--fuse-rope", "off"}).fuse_rope);
   // The batch-k GEMV's pass limit (0 = always dequantize, at most kQuantBatchPassMax) and the captured verify.
