@@ -17,7 +17,8 @@
 #   scripts/h200-peers.sh paths GGUF...     llama-ab on each file, graph and persistent for the default mapping, 128
 #                                           steps, 3 repeats (no llama.cpp): the decode-path A/B alone
 #   scripts/h200-peers.sh peer GGUF...      scripts/peer-bench.sh run on the files, each with its default mapping on both
-#                                           decode paths (and GGML_CUDA_GRAPH_OPT=1 for llama.cpp, its best setting)
+#                                           decode paths (PEER_PERSISTENT=0: the graph path only) and
+#                                           GGML_CUDA_GRAPH_OPT=1 for llama.cpp (its best setting)
 #   scripts/h200-peers.sh spec [ARGS]       the SmolLM2 file joined from its parts, then scripts/spec-bench.sh --device
 #                                           cuda on it beside llama-lookup (ARGS: more spec-bench options)
 #   scripts/h200-peers.sh draft             synthetic 8B BF16 with its Q4_0 copy drafting (--spec draft), beside plain
@@ -90,7 +91,7 @@ case "$cmd" in
         python3 -c '
 import json, sys
 for r in json.load(open(sys.argv[1])):
-    print(f"| {sys.argv[2]} | llama.cpp | {r[\"n_prompt\"]} | {r[\"avg_ts\"]:.0f} | {r[\"avg_ns\"] / 1e6:.2f} |")
+    print("| %s | llama.cpp | %d | %.0f | %.2f |" % (sys.argv[2], r["n_prompt"], r["avg_ts"], r["avg_ns"] / 1e6))
 ' "$OUT/pp-llama-$name.json" "$name" >> "$OUT/pp-table-rows.md" || true
       fi
     done
@@ -107,8 +108,11 @@ for r in json.load(open(sys.argv[1])):
     list=()
     for f in "$@"; do
       m=$(default_mapping "$f")
+      maps="$m,$m@persistent"
+      [ "${PEER_PERSISTENT:-1}" = 0 ] && maps=$m  # PEER_PERSISTENT=0: the graph path only (a 70B Q4_K_M's Q5_K v
+                                                  # has no persistent form)
       PEER_WORK=$P/llamacpp GGML_CUDA_GRAPH_OPT=1 scripts/peer-bench.sh run --out "$OUT/peer-$(basename "$f" .gguf)" \
-        --mappings "$m,$m@persistent" "$f" || echo "h200-peers: peer-bench failed on $f"
+        --mappings "$maps" "$f" || echo "h200-peers: peer-bench failed on $f"
       list+=("$OUT/peer-$(basename "$f" .gguf)/$(basename "$f" .gguf)")
     done
     python3 tools/peer_table.py table "${list[@]}" | tee "$OUT/peer-table.md" ;;
