@@ -70,6 +70,7 @@ case "$cmd" in
     ls -la "$f" ;;
   prefill)
     LB=$P/llamacpp/build/bin/llama-bench
+    rm -f "$OUT/pp-table-rows.md"
     echo "| file | engine | pp | tokens/s | ms |" > "$OUT/prefill-table.md"
     echo "| --- | --- | ---: | ---: | ---: |" >> "$OUT/prefill-table.md"
     for f in "$@"; do
