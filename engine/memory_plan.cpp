@@ -69,6 +69,7 @@ MemoryPlanner::MemoryPlanner(const Model& model, bool tied, bool keep_quant, KvD
       const bool quant = kept_quantized(*t, !keep_quant);
       const GgmlQuantType q = GgmlQuantType(t->quant);
       if (!quant && align > 0 && t->cols % align == 0) continue;  // read in place from the BF16 copy
+      if (quant) stored_by_type_[ggml_quant_name(q)] += double(ggml_quant_row_bytes(q, t->cols)) * double(t->rows);
       by_type[quant ? ggml_quant_name(q) : "BF16"] +=
           !quant                     ? 2.0 * double(t->numel())
           : sizes_.quant_matrix_bytes ? sizes_.quant_matrix_bytes(q, t->rows, t->cols)
@@ -109,6 +110,7 @@ MemoryPlan MemoryPlanner::plan(int ctx, int chunk) const {
   MemoryPlan p;
   p.weights = bf16_weights_;
   p.prepacked_by_type = prepacked_by_type_;
+  p.stored_by_type = stored_by_type_;
   for (const auto& t : prepacked_by_type_) p.prepacked += t.second;
   p.norms = 4.0 * ((2.0 * c.n_layers + 1) * dim + c.head_dim / 2);
   p.kv = sizes_.kv_bytes ? sizes_.kv_bytes(ctx) : 0.0;
@@ -152,8 +154,14 @@ std::string MemoryPlanner::breakdown(const MemoryPlan& p, const std::string& gem
     << (p.host_embedding > 0 ? "; the embedding's " + gib_str(p.host_embedding) + " GiB in pinned host memory" : "")
     << ") + prepacked '" << gemv_name << "' "
     << gib_str(p.prepacked) << " GiB (";
-  for (size_t i = 0; i < p.prepacked_by_type.size(); ++i)
-    o << (i ? ", " : "") << p.prepacked_by_type[i].first << ' ' << gib_str(p.prepacked_by_type[i].second);
+  for (size_t i = 0; i < p.prepacked_by_type.size(); ++i) {
+    const auto& [type, bytes] = p.prepacked_by_type[i];
+    o << (i ? ", " : "") << type << ' ' << gib_str(bytes);
+    // Where the decode form holds a type in other bytes than the file (Q6_K's int8 codes, allocation rounding).
+    const auto stored = p.stored_by_type.find(type);
+    if (stored != p.stored_by_type.end() && gib_str(stored->second) != gib_str(bytes))
+      o << " (stored " << gib_str(stored->second) << ")";
+  }
   if (p.prepacked_by_type.empty()) o << "none: it reads the BF16 copy in place";
   o << ") + KV cache " << gib_str(p.kv) << " GiB (" << ctx << " positions, " << kv_dtype_name(kv_)
     << ") + activations " << gib_str(p.activations) << " + scratch " << gib_str(p.scratch + p.norms);

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,6 +79,7 @@ struct MemoryPlan {
   double prefill_dequant = 0;  // part of scratch: prefill's BF16 copy of one matrix kept quantized
   double host_embedding = 0;   // not in total(): the embedding in pinned host memory (embedding_on_host)
   std::vector<std::pair<std::string, double>> prepacked_by_type;
+  std::map<std::string, double> stored_by_type;  // quantized types: the same matrices' stored (file) bytes
   double total() const { return weights + prepacked + norms + kv + activations + scratch + double(kReserveBytes); }
 };
 
@@ -110,6 +112,7 @@ class MemoryPlanner {
   double prefill_dequant_ = 0;  // bytes of prefill's scratch for the largest matrix kept quantized (0: none)
   double host_embedding_ = 0;   // the embedding's bytes when it is in pinned host memory (embedding_on_host)
   std::vector<std::pair<std::string, double>> prepacked_by_type_;
+  std::map<std::string, double> stored_by_type_;
 };
 
 }  // namespace llm

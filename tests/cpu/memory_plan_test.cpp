@@ -155,6 +155,7 @@ TEST(MemoryPlan, QuantizedWeightsArePrepackedAtTheirStoredSizeByType) {
   EXPECT_DOUBLE_EQ(p.prefill_dequant, 2.0 * 2.0 * double(c.hidden_dim) * double(c.dim));
   EXPECT_GE(p.scratch, p.prefill_dequant);
   const std::string line = kept.describe(p, "warp", 256, size_t(1) << 40);
+  EXPECT_EQ(line.find("(stored "), std::string::npos) << line;  // counted at the stored size: nothing to add
   EXPECT_NE(line.find("(BF16 row-major copy of what is not kept quantized"), std::string::npos) << line;
   EXPECT_NE(line.find("(prefill's dequantized matrix " + llm::gib_str(p.prefill_dequant) + ")"), std::string::npos)
       << line;
@@ -188,7 +189,7 @@ TEST(MemoryPlan, QuantizedMatricesCountedByTheFormsLayout) {
   int calls = 0;
   sizes.quant_matrix_bytes = [&calls](llm::GgmlQuantType t, int64_t n, int64_t k) {
     ++calls;
-    return (3.0 + 0.01 * double(int(t))) * double(n * k);  // a count of its own per type
+    return 1e5 * (3.0 + 0.01 * double(int(t))) * double(n * k);  // a count of its own per type, GiB-sized
   };
   const MemoryPlan p = MemoryPlanner(m, false, true, llm::KvDtype::BF16, sizes).plan(256, 256);
   std::map<std::string, double> want;
@@ -204,9 +205,15 @@ TEST(MemoryPlan, QuantizedMatricesCountedByTheFormsLayout) {
     }
     ++quantized;
     const auto q = llm::GgmlQuantType(t->quant);
-    want[llm::ggml_quant_name(q)] += (3.0 + 0.01 * double(int(q))) * double(t->rows * t->cols);
+    want[llm::ggml_quant_name(q)] += 1e5 * (3.0 + 0.01 * double(int(q))) * double(t->rows * t->cols);
   }
   EXPECT_EQ(calls, quantized);
+  // The line gives each quantized type's stored bytes beside the form's where they differ.
+  const std::string line = MemoryPlanner(m, false, true, llm::KvDtype::BF16, sizes).describe(p, "warp", 256, size_t(1) << 40);
+  for (const auto& [type, stored] : p.stored_by_type)
+    EXPECT_NE(line.find(type + " " + llm::gib_str(want[type]) + " (stored " + llm::gib_str(stored) + ")"),
+              std::string::npos)
+        << line;
   ASSERT_EQ(p.prepacked_by_type.size(), want.size());
   for (const auto& [type, bytes] : p.prepacked_by_type) EXPECT_DOUBLE_EQ(bytes, want[type]) << type;
   EXPECT_GE(want.size(), 2u);  // the mix (with its fallbacks at these widths) keeps two quantized types or more
