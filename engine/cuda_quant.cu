@@ -85,9 +85,7 @@ QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts,
 }
 
 double quant_matrix_device_bytes(GgmlQuantType t, int64_t n, int64_t k, QuantGemvKind kind) {
-  auto plane = [](int64_t b) {
-    return b > 0 ? (b + int64_t(kQuantPlaneAlign) - 1) / int64_t(kQuantPlaneAlign) * int64_t(kQuantPlaneAlign) : 0;
-  };
+  auto plane = [](int64_t b) { return int64_t(quant_plane_span(size_t(b))); };
   int64_t total = 0;
   if (kind == QuantGemvKind::AsStored) {
     total = plane(n * int64_t(ggml_quant_row_bytes(t, k)));

@@ -13,8 +13,6 @@
 
 namespace llm {
 
-
-
 // The host description of a prepacked matrix: pointers into p's vectors, p's strides, and GGUF's `blocks` as stored
 // when given (for "as-stored"). What quant_gemv_upload copies (and checks: quant_gemv_check_layout).
 QuantGemvWeight quant_host_view(const PackedQuant& p, const uint8_t* blocks = nullptr);

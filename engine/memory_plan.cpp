@@ -69,11 +69,13 @@ MemoryPlanner::MemoryPlanner(const Model& model, bool tied, bool keep_quant, KvD
       const bool quant = kept_quantized(*t, !keep_quant);
       const GgmlQuantType q = GgmlQuantType(t->quant);
       if (!quant && align > 0 && t->cols % align == 0) continue;  // read in place from the BF16 copy
-      if (quant) stored_by_type_[ggml_quant_name(q)] += double(ggml_quant_row_bytes(q, t->cols)) * double(t->rows);
-      by_type[quant ? ggml_quant_name(q) : "BF16"] +=
-          !quant                     ? 2.0 * double(t->numel())
-          : sizes_.quant_matrix_bytes ? sizes_.quant_matrix_bytes(q, t->rows, t->cols)
-                                      : double(ggml_quant_row_bytes(q, t->cols)) * double(t->rows);
+      if (!quant) {
+        by_type["BF16"] += 2.0 * double(t->numel());
+        continue;
+      }
+      const double stored = double(ggml_quant_row_bytes(q, t->cols)) * double(t->rows);
+      stored_by_type_[ggml_quant_name(q)] += stored;
+      by_type[ggml_quant_name(q)] += sizes_.quant_matrix_bytes ? sizes_.quant_matrix_bytes(q, t->rows, t->cols) : stored;
     }
     // The BF16 copy: the embedding, and each decode matrix with a member not kept quantized (needs_bf16_copy).
     const bool dequantize = !keep_quant;

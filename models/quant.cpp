@@ -601,23 +601,27 @@ PackedQuant packed_layout(GgmlQuantType t, int64_t n, int64_t k) {
   return p;
 }
 
+// The bytes of each plane of layout p (absent planes 0).
+PackedQuantBytes plane_bytes(const PackedQuant& p) {
+  PackedQuantBytes b;
+  b.codes = p.n * p.ld_codes;
+  if (p.two_level && p.has_min) {  // Q4_K, Q5_K: the heads as stored
+    b.k_heads = p.n * p.ld_heads;
+  } else if (p.two_level) {  // Q6_K
+    b.sub_scales = p.n * p.ld_sub;
+    b.super_d = p.n * p.ld_super * 2;
+  } else {
+    b.scales = p.n * p.ld_groups * 2;
+    if (p.has_min) b.mins = b.scales;
+  }
+  return b;
+}
+
 }  // namespace
 
 PackedQuantBytes packed_quant_bytes(GgmlQuantType t, int64_t n, int64_t k) {
   check_quant_row_length(t, k, "packed_quant_bytes");
-  const PackedQuant p = packed_layout(t, n, k);
-  PackedQuantBytes b;
-  b.codes = n * p.ld_codes;
-  if (p.two_level && p.has_min) {
-    b.k_heads = n * p.ld_heads;
-  } else if (p.two_level) {
-    b.sub_scales = n * p.ld_sub;
-    b.super_d = n * p.ld_super * 2;
-  } else {
-    b.scales = n * p.ld_groups * 2;
-    if (p.has_min) b.mins = b.scales;
-  }
-  return b;
+  return plane_bytes(packed_layout(t, n, k));
 }
 
 PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantType t, int64_t k,
@@ -630,18 +634,16 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
     n += part.rows;
   }
   PackedQuant p = packed_layout(t, n, k);
-  // The planes are sized here and zeroed row by row by the threads that pack the rows (pack_rows): a large matrix's
-  // pages are first touched in parallel, not zero-filled by one thread (PackedPlane leaves them uninitialised).
-  p.codes.resize(size_t(n * p.ld_codes));
-  if (p.two_level && p.has_min) {
-    p.k_heads.resize(size_t(n * p.ld_heads));
-  } else if (p.two_level) {
-    p.sub_scales.resize(size_t(n * p.ld_sub));
-    p.super_d.resize(size_t(n * p.ld_super));
-  } else {
-    p.scales.resize(size_t(n * p.ld_groups));
-    if (p.has_min) p.mins.resize(size_t(n * p.ld_groups));
-  }
+  // The planes are sized here (plane_bytes: what the memory plan counts) and zeroed row by row by the threads that
+  // pack the rows (pack_rows): a large matrix's pages are first touched in parallel, not zero-filled by one thread
+  // (PackedPlane leaves them uninitialised).
+  const PackedQuantBytes b = plane_bytes(p);
+  p.codes.resize(size_t(b.codes));
+  p.k_heads.resize(size_t(b.k_heads));
+  p.sub_scales.resize(size_t(b.sub_scales));
+  p.super_d.resize(size_t(b.super_d) / sizeof(uint16_t));
+  p.scales.resize(size_t(b.scales) / sizeof(uint16_t));
+  p.mins.resize(size_t(b.mins) / sizeof(uint16_t));
   // Row r of every plane zeroed (its padding stays zero; the packing below writes the rest).
   auto zero_row = [&p](int64_t r) {
     auto zero = [r](auto& v, int64_t ld) {

@@ -376,12 +376,7 @@ void attention_decode_rope(const float* q, const float* k, const float* v, const
     fail("attention_decode_rope: needs head_dim 64 or 128 (found ", head_dim, "), a group of 1 to 8 heads (found ",
          n_heads / n_kv_heads, "), q/out 8-byte and caches 16-byte aligned; run rope_kv_store and attention_decode");
   if (k == nullptr || v == nullptr || inv_freq == nullptr) fail("attention_decode_rope: null k, v or inv_freq");
-  DecodeRope rope;
-  rope.k_new = k;
-  rope.v_new = v;
-  rope.inv_freq = inv_freq;
-  rope.k_cache = k_cache;
-  rope.v_cache = v_cache;
+  const DecodeRope rope{k, v, inv_freq, k_cache, v_cache};
   decode_split_merge("attention_decode_rope", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s,
                      [&](int sms, float* part_o, float2* part_ml) {
     attention_decode_tc(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads, head_dim, max_ctx, sms, query_scale(head_dim),

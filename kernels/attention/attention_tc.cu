@@ -485,7 +485,7 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
       float2 v = make_float2(0.0f, 0.0f);
       if (r < g) {
         v = *reinterpret_cast<const float2*>(q + int64_t(h0 + r) * HD + 16 * kk + c + 8 * j);
-        if (rope_in) v = rotate_pair(v.x, v.y, len - 1, rope.inv_freq[(16 * kk + c + 8 * j) / 2]);  // a rotary pair
+        if (rope_in) v = rotate_pair(v.x, v.y, pos, rope.inv_freq[(16 * kk + c + 8 * j) / 2]);  // a rotary pair
       }
       split<kFp8>(v.x * qscale, v.y * qscale, qh[kk][2 * j], ql[kk][2 * j]);
     }

@@ -9,12 +9,6 @@
 
 namespace llm {
 
-namespace {
-
-size_t align_up(size_t v) { return (v + kQuantPlaneAlign - 1) / kQuantPlaneAlign * kQuantPlaneAlign; }
-
-}  // namespace
-
 QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stream) {
   quant_gemv_check_layout(host, "quant_gemv_upload");
   const QuantGemvPlaneBytes sizes = quant_gemv_plane_bytes(host);
@@ -23,7 +17,7 @@ QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stre
   out.allocated_bytes = 0;
   size_t total = 0;
   auto reserve = [&](const void* src, size_t bytes) {
-    if (src && bytes > 0) total += align_up(bytes);
+    if (src && bytes > 0) total += quant_plane_span(bytes);
   };
   reserve(host.codes, sizes.codes);
   reserve(host.scales, sizes.scales);
@@ -46,7 +40,7 @@ QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stre
     if (!src || bytes == 0) return nullptr;
     CUDA_CHECK(cudaMemcpyAsync(base + at, src, bytes, cudaMemcpyHostToDevice, stream));
     auto dst = reinterpret_cast<decltype(src)>(base + at);
-    at += align_up(bytes);
+    at += quant_plane_span(bytes);
     return dst;
   };
   out.codes = put(host.codes, sizes.codes);

@@ -26,8 +26,10 @@
 
 namespace llm {
 
-// Each plane's start in the one device allocation quant_gemv_upload makes is aligned to this many bytes.
+// Each plane's start in the one device allocation quant_gemv_upload makes is aligned to this many bytes: a plane of
+// `bytes` takes quant_plane_span(bytes) of the allocation (0 for an absent plane).
 constexpr size_t kQuantPlaneAlign = 256;
+constexpr size_t quant_plane_span(size_t bytes) { return (bytes + kQuantPlaneAlign - 1) / kQuantPlaneAlign * kQuantPlaneAlign; }
 
 // Copies the planes of `host` (a QuantGemvWeight whose pointers are HOST arrays laid out as its fields say; null
 // planes are skipped) into ONE device allocation, each plane kQuantPlaneAlign-byte aligned, and returns the same description with
