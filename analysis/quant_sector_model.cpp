@@ -108,7 +108,7 @@ namespace {
 
 // Address spaces: every plane is its own allocation starting at 0 (the device planes start 256-byte aligned,
 // kernels/quant/gemv_quant.cu, so sector and line counts are the same).
-enum Plane : int { kCodes, kScales, kMins, kSubScales, kSuperD, kKHeads, kBlocks, kX, kPlaneCount };
+enum Plane : int { kCodes, kScales, kMins, kSubScales, kSuperD, kKHeads, kBlocks, kX, kCodeHi, kPlaneCount };
 
 // Counts requests per class and the distinct bytes every plane has had read (one bit per byte, 32 per sector).
 class Recorder {
@@ -239,8 +239,9 @@ struct PackedLoads {
   const QuantGemvWeight& w;
   Recorder& rec;
   int group_shift, super_shift;
-  int codes = -1, scales = -1, mins = -1, sub_scales = -1, super_d = -1, k_heads = -1, x = -1, x_stage = -1,
-      x_quant = -1;
+  int codes = -1, code_hi = -1, scales = -1, mins = -1, sub_scales = -1, super_d = -1, k_heads = -1, x = -1,
+      x_stage = -1, x_quant = -1;
+  int hi_bits = 0;  // Q5_K, Q6_K: 8 bytes of nibbles and 2 or 4 of high bits per chunk (QuantCodeSlot)
 
   // x_from_global: the dots read x from global memory; stage: "warp" copies x to shared memory first; dp4a: x loaded
   // to be quantized.
@@ -249,7 +250,9 @@ struct PackedLoads {
     // As quant_packed_args: chunk c's group is c >> 1 for Int8 codes with groups of 32 (Q8_0, Q5_0, Q5_1).
     group_shift = (w.family == QuantCodeFamily::Int8 && w.group == 32) ? 1 : 0;
     super_shift = !w.two_level ? 0 : w.groups_per_super == 8 ? 3 : 4;
-    codes = rec.add_class("codes", kCodes, 16);
+    hi_bits = quant_gemv_hi_bits(w);
+    codes = rec.add_class("codes", kCodes, hi_bits > 0 ? 8 : 16);
+    if (hi_bits > 0) code_hi = rec.add_class("code_hi", kCodeHi, 2 * hi_bits);
     if (!w.two_level) {
       scales = rec.add_class("scales", kScales, 2);
       if (w.has_min) mins = rec.add_class("mins", kMins, 2);
@@ -264,7 +267,7 @@ struct PackedLoads {
     if (dp4a) x_quant = rec.add_class("x_quant", kX, 16);
   }
 
-  // The code load and the scale loads of one slot (quant_load_codes, quant_load_scale_raw).
+  // The code loads and the scale loads of one slot (QuantCodeSlot::load, quant_load_scale_raw).
   void weights(const LaneChunks& lanes) {
     WarpRequest req;
     auto one = [&](int cls, auto addr_of, int bytes) {
@@ -272,7 +275,12 @@ struct PackedLoads {
         req[size_t(l)] = lanes[size_t(l)].on ? LaneLoad{addr_of(lanes[size_t(l)]), bytes} : LaneLoad{};
       rec.issue(cls, req);
     };
-    one(codes, [&](const LaneChunk& a) { return a.row * w.ld_codes + 16 * a.c; }, 16);
+    if (hi_bits > 0) {  // QuantSplitCodeSlot::load: the nibbles, then the high bits
+      one(codes, [&](const LaneChunk& a) { return a.row * w.ld_codes + 8 * a.c; }, 8);
+      one(code_hi, [&](const LaneChunk& a) { return a.row * w.ld_hi + 2 * hi_bits * a.c; }, 2 * hi_bits);
+    } else {
+      one(codes, [&](const LaneChunk& a) { return a.row * w.ld_codes + 16 * a.c; }, 16);
+    }
     if (!w.two_level) {
       auto at = [&](const LaneChunk& a) { return 2 * (a.row * w.ld_groups + (a.c >> group_shift)); };
       one(scales, at, 2);
@@ -563,6 +571,7 @@ QuantSectorPrediction predict_quant(QuantGemvKind kind, int64_t N, int64_t K, in
   const bool stored = p.kind == QuantGemvKind::AsStored;
   int64_t planes[kPlaneCount] = {};
   planes[kCodes] = stored ? 0 : int64_t(pb.codes);
+  planes[kCodeHi] = stored ? 0 : int64_t(pb.code_hi);
   planes[kScales] = stored ? 0 : int64_t(pb.scales);
   planes[kMins] = stored ? 0 : int64_t(pb.mins);
   planes[kSubScales] = stored ? 0 : int64_t(pb.sub_scales);

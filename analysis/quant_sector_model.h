@@ -42,7 +42,7 @@ QuantGemvKind parse_quant_sector_mapping(const std::string& name);
 // One class of load instructions: every request issued by one load of the kernel's source (or a group of loads of
 // the same field, e.g. as-stored Q4_0's eight 2-byte code loads per block).
 struct QuantLoadClass {
-  std::string name;           // codes, scales, mins, sub_scales, super_d, k_heads; x (each chunk's x
+  std::string name;           // codes, code_hi (Q5_K, Q6_K), scales, mins, sub_scales, super_d, k_heads; x (each chunk's x
                               // from global memory), x_stage ("warp": each block copies x to shared memory), x_quant
                               // ("warp-dp4a": each block loads x to quantize it); as-stored: the block's fields (d, dm,
                               // qh, qs, ql, scales), x

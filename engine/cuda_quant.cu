@@ -11,18 +11,7 @@ namespace llm {
 
 QuantGemvWeight quant_host_view(const PackedQuant& p, const uint8_t* blocks) {
   QuantGemvWeight w = quant_gemv_describe(int(p.type), p.n, p.k);
-  auto ptr = [](const auto& v) { return v.empty() ? nullptr : v.data(); };
-  w.ld_codes = p.ld_codes;
-  w.codes = ptr(p.codes);
-  w.ld_groups = p.ld_groups;
-  w.scales = ptr(p.scales);
-  w.mins = ptr(p.mins);
-  w.ld_sub = p.ld_sub;
-  w.ld_super = p.ld_super;
-  w.ld_heads = p.ld_heads;
-  w.sub_scales = ptr(p.sub_scales);
-  w.super_d = ptr(p.super_d);
-  w.k_heads = ptr(p.k_heads);
+  w.planes() = p.planes();  // the one description of the planes (core/quant_planes.h)
   w.blocks = blocks;
   return w;
 }
@@ -91,7 +80,7 @@ double quant_matrix_device_bytes(GgmlQuantType t, int64_t n, int64_t k, QuantGem
     total = plane(n * int64_t(ggml_quant_row_bytes(t, k)));
   } else {
     const PackedQuantBytes b = packed_quant_bytes(t, n, k);
-    total = plane(b.codes) + plane(b.scales) + plane(b.mins) + plane(b.k_heads) + plane(b.sub_scales) +
+    total = plane(b.codes) + plane(b.code_hi) + plane(b.scales) + plane(b.mins) + plane(b.k_heads) + plane(b.sub_scales) +
             plane(b.super_d);
   }
   const int64_t g = int64_t(kCudaAllocGranularity);

@@ -563,6 +563,8 @@ QuantPlanes PackedQuant::planes() const {
   q.ld_sub = ld_sub;
   q.ld_super = ld_super;
   q.ld_heads = ld_heads;
+  q.code_hi = ptr(code_hi);
+  q.ld_hi = ld_hi;
   return q;
 }
 
@@ -586,7 +588,9 @@ PackedQuant packed_layout(GgmlQuantType t, int64_t n, int64_t k) {
               t == GgmlQuantType::Q5_K;
   p.two_level = t == GgmlQuantType::Q4_K || t == GgmlQuantType::Q5_K || t == GgmlQuantType::Q6_K;
   p.n_groups = k / p.group;
-  p.ld_codes = int4 ? round_up(k / 2, 16) : round_up(k, 16);
+  p.hi_bits = t == GgmlQuantType::Q6_K ? 2 : t == GgmlQuantType::Q5_K ? 1 : 0;
+  p.ld_codes = int4 || p.hi_bits > 0 ? round_up(k / 2, 16) : round_up(k, 16);
+  p.ld_hi = p.hi_bits > 0 ? round_up(k * p.hi_bits / 8, 16) : 0;
   if (p.two_level) {
     p.groups_per_super = kQuantSuperBlock / p.group;
     if (p.has_min) {  // Q4_K, Q5_K: the heads as stored
@@ -605,6 +609,7 @@ PackedQuant packed_layout(GgmlQuantType t, int64_t n, int64_t k) {
 PackedQuantBytes plane_bytes(const PackedQuant& p) {
   PackedQuantBytes b;
   b.codes = p.n * p.ld_codes;
+  b.code_hi = p.n * p.ld_hi;
   if (p.two_level && p.has_min) {  // Q4_K, Q5_K: the heads as stored
     b.k_heads = p.n * p.ld_heads;
   } else if (p.two_level) {  // Q6_K
@@ -639,6 +644,7 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
   // (PackedPlane leaves them uninitialised).
   const PackedQuantBytes b = plane_bytes(p);
   p.codes.resize(size_t(b.codes));
+  p.code_hi.resize(size_t(b.code_hi));
   p.k_heads.resize(size_t(b.k_heads));
   p.sub_scales.resize(size_t(b.sub_scales));
   p.super_d.resize(size_t(b.super_d) / sizeof(uint16_t));
@@ -650,6 +656,7 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
       if (!v.empty()) std::memset(v.data() + r * ld, 0, size_t(ld) * sizeof(v[0]));
     };
     zero(p.codes, p.ld_codes);
+    zero(p.code_hi, p.ld_hi);
     zero(p.k_heads, p.ld_heads);
     zero(p.sub_scales, p.ld_sub);
     zero(p.super_d, p.ld_super);
@@ -665,6 +672,20 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
       r -= part.rows;
     }
     return static_cast<const uint8_t*>(nullptr);  // not reached: r < n
+  };
+  // Split codes (Q5_K, Q6_K): the int8 code v of weight j of row r into the nibble and high-bit planes
+  // (core/quant_planes.h QuantPlanes::codes; the rows were zeroed first, so bits are ORed in).
+  auto put_split = [&p](int64_t r, int64_t j, int v) {
+    const uint32_t u = uint32_t(v) & (p.hi_bits == 2 ? 63u : 31u);
+    const int64_t c = j / 16;
+    const int i = int(j % 16);
+    uint8_t* lo = p.codes.data() + r * p.ld_codes + 8 * c;
+    lo[(i / 8) * 4 + (i % 4)] |= uint8_t((u & 0xFu) << (((i / 4) & 1) * 4));
+    uint8_t* hi = p.code_hi.data() + r * p.ld_hi;
+    if (p.hi_bits == 2)
+      hi[4 * c + (i % 4)] |= uint8_t((u >> 4) << (2 * (i / 4)));
+    else
+      hi[2 * c + i / 8] |= uint8_t((u >> 4) << (i % 8));
   };
   auto pack_rows = [&](int64_t r_begin, int64_t r_end) {
   for (int64_t r = r_begin; r < r_end; ++r) {
@@ -697,7 +718,7 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
         }
         break;
       }
-      case GgmlQuantType::Q5_K: {  // codes 0..31 as int8, one byte per weight
+      case GgmlQuantType::Q5_K: {  // codes 0..31, split: 4 + 1 bits per weight
         for (int64_t sb = 0; sb < k / kQuantSuperBlock; ++sb) {
           const uint8_t* b = src + sb * bb;
           std::memcpy(p.k_heads.data() + r * p.ld_heads + 16 * sb, b, 16);  // d, dmin, scales[12]
@@ -706,8 +727,7 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
             const int64_t g = sb * 8 + s;
             const uint8_t* q = b + 48 + 32 * (s / 2);
             const int shift = (s & 1) ? 4 : 0;
-            for (int l = 0; l < 32; ++l)
-              codes[32 * g + l] = uint8_t(((q[l] >> shift) & 0xF) | (((qh[l] >> s) & 1) << 4));
+            for (int l = 0; l < 32; ++l) put_split(r, 32 * g + l, ((q[l] >> shift) & 0xF) | (((qh[l] >> s) & 1) << 4));
           }
         }
         break;
@@ -745,12 +765,12 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
           for (int h = 0; h < 2; ++h) {
             const uint8_t* ql = b + 64 * h;
             const uint8_t* qh = b + 128 + 32 * h;
-            uint8_t* out = codes + sb * kQuantSuperBlock + 128 * h;
+            const int64_t j0 = sb * kQuantSuperBlock + 128 * h;
             for (int l = 0; l < 32; ++l) {
-              out[l] = uint8_t(int8_t(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32));
-              out[l + 32] = uint8_t(int8_t(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32));
-              out[l + 64] = uint8_t(int8_t(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32));
-              out[l + 96] = uint8_t(int8_t(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32));
+              put_split(r, j0 + l, ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+              put_split(r, j0 + l + 32, ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+              put_split(r, j0 + l + 64, ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+              put_split(r, j0 + l + 96, ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
             }
           }
         }
@@ -779,6 +799,17 @@ int packed_code(const PackedQuant& p, int64_t r, int64_t j) {
     const int64_t g = j / 32, i = j % 32;
     const uint8_t byte = row[16 * g + (i % 16)];
     return i < 16 ? (byte & 0xF) : (byte >> 4);
+  }
+  if (p.hi_bits > 0) {  // split: nibble and high bits where put_split wrote them
+    const int64_t c = j / 16;
+    const int i = int(j % 16);
+    const int nib = (row[8 * c + (i / 8) * 4 + (i % 4)] >> (((i / 4) & 1) * 4)) & 0xF;
+    const uint8_t* hi = p.code_hi.data() + r * p.ld_hi;
+    if (p.hi_bits == 2) {
+      const int u = nib | (((hi[4 * c + (i % 4)] >> (2 * (i / 4))) & 3) << 4);
+      return u >= 32 ? u - 64 : u;  // the 6-bit pattern of q - 32
+    }
+    return nib | (((hi[2 * c + i / 8] >> (i % 8)) & 1) << 4);
   }
   return int(int8_t(row[j]));
 }
@@ -832,7 +863,7 @@ std::vector<float> unpack_quant(const PackedQuant& p) {
 }
 
 int64_t packed_bytes_read(const PackedQuant& p) {
-  const int64_t codes = p.family == QuantFamily::Int4 ? p.k / 2 : p.k;
+  const int64_t codes = p.family == QuantFamily::Int4 ? p.k / 2 : p.hi_bits > 0 ? p.k / 2 + p.k * p.hi_bits / 8 : p.k;
   int64_t per_row = codes;
   if (p.two_level) {
     const int64_t supers = p.k / kQuantSuperBlock;
@@ -844,7 +875,7 @@ int64_t packed_bytes_read(const PackedQuant& p) {
 }
 
 int64_t packed_bytes_allocated(const PackedQuant& p) {
-  return int64_t(p.codes.size() + 2 * (p.scales.size() + p.mins.size() + p.super_d.size()) + p.sub_scales.size() +
+  return int64_t(p.codes.size() + p.code_hi.size() + 2 * (p.scales.size() + p.mins.size() + p.super_d.size()) + p.sub_scales.size() +
                  p.k_heads.size());
 }
 

@@ -5,7 +5,8 @@
 // Prepacked layout in one paragraph (details beside PackedQuant's fields):
 //   * every weight becomes a code: 4-bit (INT4 family: Q4_0, Q4_1, Q4_K) or 8-bit (INT8 family: Q8_0, Q5_0, Q5_1,
 //     Q5_K, Q6_K), a row's codes contiguous, each row starting 16-byte aligned, so ONE lane's 16-byte load carries the 32
-//     codes of one 32-weight group (INT4) or 16 codes (INT8);
+//     codes of one 32-weight group (INT4) or 16 codes (INT8); Q5_K and Q6_K are INT8 to the kernels but kept at their
+//     own widths, a nibble plane and a high-bit plane (5.5 and 6.56 bits per weight, as stored; core/quant_planes.h);
 //   * per group of `group` consecutive weights of a row (32, or 16 for Q6_K) a scale s and, for the types with a min,
 //     an additive min m, in their own planes: w = float(code + code_offset) * s (+ m);
 //   * for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 the scales and mins are GGUF's own fp16 values (exact); for the K-quants the scale
@@ -112,9 +113,15 @@ struct PackedQuant {
   //         32g .. 32g+31) is bytes 16g .. 16g+15 of the row: byte i holds weight 32g+i in its low nibble and weight
   //         32g+i+16 in its high nibble (GGML's Q4_0 order). Codes are unsigned 0..15.
   //   Int8: int8 [n, ld_codes] stored as bytes, ld_codes = round_up(k, 16) (= k): code of weight j at byte j.
-  //         Q8_0: q (-127..127); Q5_0: q - 16 (-16..15); Q5_1, Q5_K: q unsigned (0..31); Q6_K: q - 32 (-32..31).
+  //         Q8_0: q (-127..127); Q5_0: q - 16 (-16..15); Q5_1: q unsigned (0..31).
+  //   Split (Q5_K: q unsigned 0..31; Q6_K: q - 32, -32..31): the low nibbles, ld_codes = round_up(k / 2, 16), and the
+  //         high bits in code_hi, hi_bits (1 or 2) per weight, ld_hi = round_up(k * hi_bits / 8, 16); the order within
+  //         each 16-weight chunk is core/quant_planes.h's (QuantPlanes::codes).
   int64_t ld_codes = 0;
   PackedPlane<uint8_t> codes;
+  int hi_bits = 0;       // 1 (Q5_K), 2 (Q6_K), else 0 (no code_hi)
+  int64_t ld_hi = 0;
+  PackedPlane<uint8_t> code_hi;
 
   int group = 32;         // weights per scale: 32, or 16 for Q6_K
   int code_offset = 0;    // added to the code before scaling: -8 for Q4_0 (its min is implied), 0 otherwise
@@ -156,10 +163,10 @@ struct PackedQuant {
 
 // The prepacked form's bytes per plane for an [n, k] tensor of type t, without packing anything: the pitches and
 // plane sizes pack_quant gives (codes, one-level scales and mins, Q4_K/Q5_K heads, Q6_K sub-scales and super d), so
-// the memory plan counts what the GPU will hold (Q6_K's int8 codes: 8.56 bits per weight against its stored 6.56).
+// the memory plan counts what the GPU will hold.
 struct PackedQuantBytes {
-  int64_t codes = 0, scales = 0, mins = 0, k_heads = 0, sub_scales = 0, super_d = 0;
-  int64_t total() const { return codes + scales + mins + k_heads + sub_scales + super_d; }
+  int64_t codes = 0, code_hi = 0, scales = 0, mins = 0, k_heads = 0, sub_scales = 0, super_d = 0;
+  int64_t total() const { return codes + code_hi + scales + mins + k_heads + sub_scales + super_d; }
 };
 PackedQuantBytes packed_quant_bytes(GgmlQuantType t, int64_t n, int64_t k);
 
@@ -187,7 +194,7 @@ float packed_weight(const PackedQuant& p, int64_t r, int64_t j);
 // The whole matrix to FP32 [n, k].
 std::vector<float> unpack_quant(const PackedQuant& p);
 
-// Bytes a GEMV kernel reads for the whole matrix: codes (n * k / 2 or n * k), scales and mins of every group (2 bytes
+// Bytes a GEMV kernel reads for the whole matrix: codes (n * k / 2 or n * k; split: n * k / 2 + the high bits), scales and mins of every group (2 bytes
 // each for one-level; 1 byte per sub-scale/sub-min plus 2 per super-block d/dmin for two-level); row padding excluded.
 int64_t packed_bytes_read(const PackedQuant& p);
 inline double packed_bytes_per_weight(const PackedQuant& p) {

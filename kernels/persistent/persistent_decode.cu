@@ -375,6 +375,8 @@ PersistentMatrix persistent_matrix(const QuantGemvWeight& w) {
   m.sub_scales = q.sub_scales;
   m.super_d = q.super_d;
   m.k_heads = q.k_heads;
+  m.code_hi = q.code_hi;
+  m.ld_hi = q.ld_hi;
   m.ld_groups = q.ld_groups;
   m.ld_sub = q.ld_sub;
   m.ld_super = q.ld_super;

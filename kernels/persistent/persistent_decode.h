@@ -76,7 +76,8 @@ struct PersistentMatrix {
   const int8_t* sub_scales = nullptr;
   const uint16_t* super_d = nullptr;
   const uint8_t* k_heads = nullptr;
-  int64_t ld_groups = 0, ld_sub = 0, ld_super = 0, ld_heads = 0;
+  const uint8_t* code_hi = nullptr;  // Q6_K's high code bits (core/quant_planes.h), ld_hi bytes per row
+  int64_t ld_groups = 0, ld_sub = 0, ld_super = 0, ld_heads = 0, ld_hi = 0;
   int group_shift = 0, super_shift = 0;
   float bias = 0.0f;
   int code_offset = 0;  // -8 for Q4_0, else 0 (the dp4a lane code)

@@ -197,9 +197,13 @@ __device__ __forceinline__ void bf16_ring(const GemvDesc& d, const float* xs, fl
   }
 }
 
-// The fields of m that quant_load_scale_raw reads.
+// The fields of m that quant_load_scale_raw and the code slots (QuantCodeSlot) read.
 __device__ __forceinline__ QuantPackedArgs scale_args(const PersistentMatrix& m) {
   QuantPackedArgs q;
+  q.codes = static_cast<const uint8_t*>(m.data);
+  q.ld_codes = m.ld;
+  q.code_hi = m.code_hi;
+  q.ld_hi = m.ld_hi;
   q.scales = m.scales;
   q.mins = m.mins;
   q.sub_scales = m.sub_scales;
@@ -228,31 +232,32 @@ template <bool kInt4, bool kTwoLevel, bool kHasMin>
 __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
                                            int chunks, int cb, int ce, int lane, float& sa, float& sb) {
   const QuantPackedArgs q = scale_args(m);
-  const uint8_t* codes = static_cast<const uint8_t*>(m.data);
-  const uint4* wa = reinterpret_cast<const uint4*>(codes + int64_t(ra) * m.ld);
-  const uint4* wb = reinterpret_cast<const uint4*>(codes + int64_t(has_b ? rb : ra) * m.ld);
   const QuantXShared xq{reinterpret_cast<const float4*>(xs), chunks};
   float acc[2] = {0.0f, 0.0f};
   for (int c = cb + lane; c < ce; c += 32 * kQU) {
-    uint4 w[kQU][2];
+    QuantCodes<kInt4, kTwoLevel, kHasMin> w[kQU][2];
     uint2 raw[kQU][2];
 #pragma unroll
     for (int i = 0; i < kQU; ++i) {
       const int ci = c + 32 * i;
-      w[i][0] = w[i][1] = make_uint4(0u, 0u, 0u, 0u);
+      w[i][0].zero();
+      w[i][1].zero();
       raw[i][0] = raw[i][1] = make_uint2(0u, 0u);
       if (ci < ce) {
-        w[i][0] = load_weights_streaming(wa + ci);
+        w[i][0].load(q, ra, ci);
         raw[i][0] = quant_load_scale_raw<kTwoLevel, kHasMin>(q, ra, ci);
         if (has_b) {
-          w[i][1] = load_weights_streaming(wb + ci);
+          w[i][1].load(q, rb, ci);
           raw[i][1] = quant_load_scale_raw<kTwoLevel, kHasMin>(q, rb, ci);
         }
       }
     }
 #pragma unroll
     for (int i = 0; i < kQU; ++i)
-      if (c + 32 * i < ce) quant_chunk_fma<kInt4, kTwoLevel, kHasMin, 2>(w[i], raw[i], xq, c + 32 * i, m.bias, acc);
+      if (c + 32 * i < ce) {
+        const uint4 wi[2] = {w[i][0].codes(), w[i][1].codes()};
+        quant_chunk_fma<kInt4, kTwoLevel, kHasMin, 2>(wi, raw[i], xq, c + 32 * i, m.bias, acc);
+      }
   }
   sa = acc[0];
   sb = acc[1];
@@ -309,17 +314,17 @@ __device__ __forceinline__ void quant_tasks_batch(const GemvDesc& d, const float
 // (2026-12-02): 8B Q4_0 batch form 413.6-414.2 t/s, 2 slots 443.1-448.2, 3 slots 438.2 (12 bytes of spills);
 // SmolLM2 shape Q4_0 1,229 / 1,263 / 1,251. (The FP32 lane code keeps the batch form: its ring spilled.)
 constexpr int kQuantRingSlots = 2;
-template <bool kTwoLevel, bool kHasMin>
+template <bool kInt4, bool kTwoLevel, bool kHasMin>
 __device__ __forceinline__ void quant_ring_fill(const GemvDesc& d, const QuantPackedArgs& q, const RingTask& r,
-                                                uint4 (&w)[2], uint2 (&raw)[2]) {
-  w[0] = w[1] = make_uint4(0u, 0u, 0u, 0u);
+                                                QuantCodes<kInt4, kTwoLevel, kHasMin> (&w)[2], uint2 (&raw)[2]) {
+  w[0].zero();
+  w[1].zero();
   raw[0] = raw[1] = make_uint2(0u, 0u);
   if (r.c < r.ce) {
-    const uint8_t* codes = static_cast<const uint8_t*>(d.m->data);
-    w[0] = load_weights_streaming(reinterpret_cast<const uint4*>(codes + int64_t(r.ra) * d.m->ld) + r.c);
+    w[0].load(q, r.ra, r.c);
     raw[0] = quant_load_scale_raw<kTwoLevel, kHasMin>(q, r.ra, r.c);
     if (r.rb < d.N) {
-      w[1] = load_weights_streaming(reinterpret_cast<const uint4*>(codes + int64_t(r.rb) * d.m->ld) + r.c);
+      w[1].load(q, r.rb, r.c);
       raw[1] = quant_load_scale_raw<kTwoLevel, kHasMin>(q, r.rb, r.c);
     }
   }
@@ -329,14 +334,15 @@ __device__ __forceinline__ void quant_ring(const GemvDesc& d, const QuantXq8& x8
   const PersistentMatrix& m = *d.m;
   const QuantPackedArgs q = scale_args(m);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  uint4 w[kQuantRingSlots][2];
+  QuantCodes<kInt4, kTwoLevel, kHasMin> w[kQuantRingSlots][2];
   uint2 raw[kQuantRingSlots][2];
   RingPos fp;  // the next item to load
 #pragma unroll
   for (int u = 0; u < kQuantRingSlots; ++u) {
-    w[u][0] = w[u][1] = make_uint4(0u, 0u, 0u, 0u);
+    w[u][0].zero();
+    w[u][1].zero();
     raw[u][0] = raw[u][1] = make_uint2(0u, 0u);
-    if (fp.i < sh.mine) quant_ring_fill<kTwoLevel, kHasMin>(d, q, sh.at(d, fp, warp, lane), w[u], raw[u]);
+    if (fp.i < sh.mine) quant_ring_fill<kInt4, kTwoLevel, kHasMin>(d, q, sh.at(d, fp, warp, lane), w[u], raw[u]);
     fp.next(sh.iters);
   }
   RingPos cp;  // the next item to use
@@ -346,10 +352,14 @@ __device__ __forceinline__ void quant_ring(const GemvDesc& d, const QuantXq8& x8
     for (int u = 0; u < kQuantRingSlots; ++u) {
       if (cp.i >= sh.mine) break;
       const RingTask r = sh.at(d, cp, warp, lane);
-      if (r.c < r.ce) quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, 2>(w[u], raw[u], x8, r.c, m.code_offset, acc);
-      w[u][0] = w[u][1] = make_uint4(0u, 0u, 0u, 0u);
+      if (r.c < r.ce) {
+        const uint4 wu[2] = {w[u][0].codes(), w[u][1].codes()};
+        quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, 2>(wu, raw[u], x8, r.c, m.code_offset, acc);
+      }
+      w[u][0].zero();
+      w[u][1].zero();
       raw[u][0] = raw[u][1] = make_uint2(0u, 0u);
-      if (fp.i < sh.mine) quant_ring_fill<kTwoLevel, kHasMin>(d, q, sh.at(d, fp, warp, lane), w[u], raw[u]);
+      if (fp.i < sh.mine) quant_ring_fill<kInt4, kTwoLevel, kHasMin>(d, q, sh.at(d, fp, warp, lane), w[u], raw[u]);
       fp.next(sh.iters);
       if (cp.it == sh.iters - 1) {  // the task's last item: its sums
         const float sa = warp_sum(acc[0]), sb = warp_sum(acc[1]);

@@ -20,6 +20,7 @@ QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stre
     if (src && bytes > 0) total += quant_plane_span(bytes);
   };
   reserve(host.codes, sizes.codes);
+  reserve(host.code_hi, sizes.code_hi);
   reserve(host.scales, sizes.scales);
   reserve(host.mins, sizes.mins);
   reserve(host.sub_scales, sizes.sub_scales);
@@ -44,6 +45,7 @@ QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stre
     return dst;
   };
   out.codes = put(host.codes, sizes.codes);
+  out.code_hi = put(host.code_hi, sizes.code_hi);
   out.scales = put(host.scales, sizes.scales);
   out.mins = put(host.mins, sizes.mins);
   out.sub_scales = put(host.sub_scales, sizes.sub_scales);
@@ -66,7 +68,7 @@ void quant_gemv_free(QuantGemvWeight* w) {
 
 bool quant_gemv_has_planes(QuantGemvKind kind, const QuantGemvWeight& w) {
   if (kind == QuantGemvKind::AsStored) return w.blocks != nullptr;
-  if (!w.codes) return false;
+  if (!w.codes || (quant_gemv_hi_bits(w) > 0 && !w.code_hi)) return false;
   if (w.two_level) return w.has_min ? w.k_heads != nullptr : (w.sub_scales && w.super_d);
   return w.scales && (!w.has_min || w.mins);
 }

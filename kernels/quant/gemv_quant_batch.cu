@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
     for (int i = 0; i < R; ++i) acc[b][i] = 0.0f;
 
   for (int c0 = tid; c0 < chunks; c0 += kThreads * U) {
-    uint4 wv[U][R];
+    QuantCodes<kInt4, kTwoLevel, kHasMin> wv[U][R];
     uint2 raw[U][R];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -239,10 +239,10 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
       for (int i = 0; i < R; ++i) {
         const int64_t row = a.row0 + local0 + i;
         if (c < chunks && local0 + i < a.rows) {
-          wv[u][i] = quant_load_codes(reinterpret_cast<const uint4*>(a.p.codes + row * a.p.ld_codes) + c);
+          wv[u][i].load(a.p, row, c);
           raw[u][i] = quant_load_scale_raw<kTwoLevel, kHasMin>(a.p, row, c);
         } else {
-          wv[u][i] = make_uint4(0u, 0u, 0u, 0u);
+          wv[u][i].zero();
           raw[u][i] = make_uint2(0u, 0u);
         }
       }
@@ -252,7 +252,10 @@ __global__ void __launch_bounds__(kThreads) quant_batch_gemv_kernel(QuantBatchAr
     for (int u = 0; u < U; ++u) {
       const int c = c0 + kThreads * u;
       if (c >= chunks) break;
-      batch_chunk<kInt4, kTwoLevel, kHasMin, R, B, kFma>(wv[u], raw[u], a, c, acc);
+      uint4 w[R];
+#pragma unroll
+      for (int i = 0; i < R; ++i) w[i] = wv[u][i].codes();
+      batch_chunk<kInt4, kTwoLevel, kHasMin, R, B, kFma>(w, raw[u], a, c, acc);
     }
   }
   pdl_wait();  // a thread without chunks still writes y below

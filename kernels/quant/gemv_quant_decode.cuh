@@ -56,6 +56,80 @@ QHD uint4 quant_load_codes(const uint4* p) {
 #endif
 }
 
+// 8, 4 and 2 code bytes (the split planes of Q5_K and Q6_K): the same streaming loads, narrower.
+QHD uint2 quant_load_codes8(const uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+#else
+  uint2 v;
+  std::memcpy(&v, p, 8);
+  return v;
+#endif
+}
+QHD uint32_t quant_load_codes4(const uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+#else
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+#endif
+}
+QHD uint32_t quant_load_codes2(const uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  unsigned short v;
+  asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+#else
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+#endif
+}
+
+// One 16-byte code chunk (chunk c of row `row`) as a ring slot holds it: loaded with load(), turned into the 16 codes
+// the dots take (a uint4: 32 nibbles, or 16 int8) only where used, so a refill issues its loads and moves on.
+// kHiBits 0: the 16 bytes as stored. 1, 2 (Q5_K, Q6_K, core/quant_planes.h): 8 bytes of nibbles and 2 or 4 bytes of
+// high bits, widened to the int8 codes by quant_split_word.
+template <int kHiBits>
+struct QuantCodeSlot {
+  uint4 v;
+  QHD void load(const QuantPlanes& p, int64_t row, int c) {
+    v = quant_load_codes(reinterpret_cast<const uint4*>(p.codes + row * p.ld_codes) + c);
+  }
+  QHD void zero() { v = make_uint4(0u, 0u, 0u, 0u); }
+  QHD uint4 codes() const { return v; }
+};
+template <int kHiBits>
+struct QuantSplitCodeSlot {
+  uint2 lo;
+  uint32_t hi;
+  QHD void load(const QuantPlanes& p, int64_t row, int c) {
+    lo = quant_load_codes8(p.codes + row * p.ld_codes + 8 * int64_t(c));
+    const uint8_t* h = p.code_hi + row * p.ld_hi + kHiBits * 2 * int64_t(c);
+    hi = kHiBits == 2 ? quant_load_codes4(h) : quant_load_codes2(h);
+  }
+  QHD void zero() {
+    lo = make_uint2(0u, 0u);
+    hi = 0u;
+  }
+  QHD uint4 codes() const {
+    return make_uint4(quant_split_word<kHiBits>(lo.x, lo.y, hi, 0), quant_split_word<kHiBits>(lo.x, lo.y, hi, 1),
+                      quant_split_word<kHiBits>(lo.x, lo.y, hi, 2), quant_split_word<kHiBits>(lo.x, lo.y, hi, 3));
+  }
+};
+template <>
+struct QuantCodeSlot<1> : QuantSplitCodeSlot<1> {};
+template <>
+struct QuantCodeSlot<2> : QuantSplitCodeSlot<2> {};
+// The slot of a kernel form (kInt4, kTwoLevel, kHasMin): split for Q5_K and Q6_K.
+template <bool kInt4, bool kTwoLevel, bool kHasMin>
+using QuantCodes = QuantCodeSlot<quant_split_hi_bits(kInt4, kTwoLevel, kHasMin)>;
+
 // c + sum of the four signed byte products of a and b.
 QHD int quant_dp4a(uint32_t a, uint32_t b, int c) {
 #if defined(__CUDA_ARCH__)

@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
   const int64_t g_end = j < a.lanes ? (j + 1) * a.groups / a.lanes : 0;
   pdl_launch_dependents();
 
-  uint4 wv[U][R];
+  QuantCodes<kInt4, kTwoLevel, kHasMin> wv[U][R];  // the code chunks as loaded (QuantCodeSlot)
   // The scale words of each slot as loaded (QuantScaleSlot: Q4_K/Q5_K keep the 16-byte head and decode it when the
   // chunk is used, so no load is waited on while the ring refills).
   QuantScaleSlot<kTwoLevel && kHasMin> raw[U][R];
@@ -49,10 +49,10 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     for (int i = 0; i < R; ++i) {
       const int64_t row = g * R + i;
       if (g < g_end && c < c_end && row < a.n) {
-        wv[u][i] = quant_load_codes(reinterpret_cast<const uint4*>(a.codes + row * a.ld_codes) + c);
+        wv[u][i].load(a, row, c);
         raw[u][i].template load<kTwoLevel, kHasMin>(a, row, c);
       } else {
-        wv[u][i] = make_uint4(0u, 0u, 0u, 0u);
+        wv[u][i].zero();
         raw[u][i].zero();
       }
     }
@@ -116,15 +116,19 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
       const int c = c_begin + b * 32 * U + 32 * u + lane;
       if (c < c_end) {
         uint2 r[R];
+        uint4 w[R];
 #pragma unroll
-        for (int i = 0; i < R; ++i) r[i] = raw[u][i].words((c >> a.group_shift) & 7);
+        for (int i = 0; i < R; ++i) {
+          r[i] = raw[u][i].words((c >> a.group_shift) & 7);
+          w[i] = wv[u][i].codes();
+        }
         if constexpr (kDp4a)
-          quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv[u], r, xq, c, a.code_offset, acc);
+          quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(w, r, xq, c, a.code_offset, acc);
         else
           if constexpr (kSmemX)
-            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(wv[u], r, xsh, c, a.bias, acc);
+            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(w, r, xsh, c, a.bias, acc);
           else
-            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(wv[u], r, QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x}, c,
+            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(w, r, QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x}, c,
                                                           a.bias, acc);
       }
       fill(next_g, next_b, u);

@@ -35,17 +35,15 @@ QHD QuantWarpCoords quant_warp_coords(int block, int warp, int splits, int slice
 template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX, int R, int U, bool kDp4a = false>
 QHD void quant_warp_lane(const QuantPackedArgs& a, int64_t row0, int c_begin, int c_end, int lane, float (&acc)[R]) {
   bool row_ok[R];
-  const uint4* rowp[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     row_ok[i] = row0 + i < a.n;
-    rowp[i] = reinterpret_cast<const uint4*>(a.codes + (row_ok[i] ? row0 + i : 0) * a.ld_codes);
     acc[i] = 0.0f;
   }
   const int batches = (c_end - c_begin + 32 * U - 1) / (32 * U);  // warp-uniform
   bool waited = false;
   for (int b = 0; b < batches; ++b) {
-    uint4 wv[U][R];
+    QuantCodes<kInt4, kTwoLevel, kHasMin> slot[U][R];
     uint2 raw[U][R];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -53,10 +51,10 @@ QHD void quant_warp_lane(const QuantPackedArgs& a, int64_t row0, int c_begin, in
 #pragma unroll
       for (int i = 0; i < R; ++i) {
         if (c < c_end && row_ok[i]) {
-          wv[u][i] = quant_load_codes(rowp[i] + c);
+          slot[u][i].load(a, row0 + i, c);
           raw[u][i] = quant_load_scale_raw<kTwoLevel, kHasMin>(a, row0 + i, c);
         } else {
-          wv[u][i] = make_uint4(0u, 0u, 0u, 0u);
+          slot[u][i].zero();
           raw[u][i] = make_uint2(0u, 0u);
         }
       }
@@ -69,11 +67,14 @@ QHD void quant_warp_lane(const QuantPackedArgs& a, int64_t row0, int c_begin, in
     for (int u = 0; u < U; ++u) {
       const int c = c_begin + b * 32 * U + 32 * u + lane;
       if (c < c_end) {
+        uint4 wv[R];
+#pragma unroll
+        for (int i = 0; i < R; ++i) wv[i] = slot[u][i].codes();
         if constexpr (kDp4a)
-          quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], QuantXq8{a.xq, a.xd, a.xs16}, c,
-                                                         a.code_offset, acc);
+          quant_chunk_dp4a<kInt4, kTwoLevel, kHasMin, R>(wv, raw[u], QuantXq8{a.xq, a.xd, a.xs16}, c, a.code_offset,
+                                                         acc);
         else
-          quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(wv[u], raw[u], QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x}, c,
+          quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(wv, raw[u], QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x}, c,
                                                         a.bias, acc);
       }
     }
@@ -85,27 +86,28 @@ QHD void quant_warp_lane(const QuantPackedArgs& a, int64_t row0, int c_begin, in
 template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX>
 QHD float quant_thread_row(const QuantPackedArgs& a, int64_t row) {
   constexpr int U = kQuantThreadUnroll;
-  const uint4* rowp = reinterpret_cast<const uint4*>(a.codes + row * a.ld_codes);
   float acc[1] = {0.0f};
   for (int c0 = 0; c0 < a.chunks; c0 += U) {
-    uint4 wv[U][1];
+    QuantCodes<kInt4, kTwoLevel, kHasMin> slot[U];
     uint2 raw[U][1];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + u;
       if (c < a.chunks) {
-        wv[u][0] = quant_load_codes(rowp + c);
+        slot[u].load(a, row, c);
         raw[u][0] = quant_load_scale_raw<kTwoLevel, kHasMin>(a, row, c);
       } else {
-        wv[u][0] = make_uint4(0u, 0u, 0u, 0u);
+        slot[u].zero();
         raw[u][0] = make_uint2(0u, 0u);
       }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      if (c0 + u < a.chunks)
-        quant_chunk_fma<kInt4, kTwoLevel, kHasMin, 1>(wv[u], raw[u], QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x},
-                                                      c0 + u, a.bias, acc);
+      if (c0 + u < a.chunks) {
+        const uint4 wv[1] = {slot[u].codes()};
+        quant_chunk_fma<kInt4, kTwoLevel, kHasMin, 1>(wv, raw[u], QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x}, c0 + u,
+                                                      a.bias, acc);
+      }
   }
   return acc[0];
 }

@@ -6,12 +6,13 @@
 //
 // A block is 16 rows (one MMA tile of M) and 8 warps, each warp over one K slice of those rows (split-K, reduced
 // through shared memory in a fixed order: deterministic). A warp walks its slice 4 code chunks (64 bytes of a row) at
-// a time: lane (g = lane / 4, t = lane % 4) loads chunk c0 + t of rows g and g + 8 with one 16-byte load each, and a
+// a time: lane (g = lane / 4, t = lane % 4) loads chunk c0 + t of rows g and g + 8 with one 16-byte load each (Q5_K,
+// Q6_K: their nibbles and high bits, widened to int8 codes, QuantCodeSlot), and a
 // 4 x 4 transpose among the 4 lanes of a quad (4 shuffles per row) leaves each lane word t of chunks c0 .. c0 + 3:
 // exactly the A fragments of mma.m16n8k32 (a0 = row g, k 4t..4t+3; a1 = row g + 8; a2 / a3 = k 16 + 4t..), as
 //   Int4 (Q4_0, Q4_1, Q4_K): chunk c = group c; word t's low nibbles are weights 4t..4t+3, its high nibbles weights
 //     16 + 4t..: a0 = low nibbles, a2 = high nibbles; codes 0..15 as u8 against the vectors' s8 (u8.s8 MMA);
-//   Int8 with groups of 32 (Q8_0, Q5_0, Q5_1): chunks 2G and 2G + 1 are group G: a0 = word t of 2G, a2 of 2G + 1;
+//   Int8 with groups of 32 (Q8_0, Q5_0, Q5_1, Q5_K): chunks 2G and 2G + 1 are group G: a0 = word t of 2G, a2 of 2G + 1;
 //   Q6_K (groups of 16): one mma.m16n8k16 per chunk (a0 / a1 = word t of rows g / g + 8).
 // B (the vectors, k x 8): b0 = vector g's int8 x at k 4t..4t+3, b1 at 16 + 4t..; C: rows g, g + 8 x vectors 2t, 2t + 1.
 // Per group, row and vector: acc += (s * d_x) * float(dot + code_offset * sum q) (+ (m * d_x) * float(sum q)), the
@@ -84,8 +85,6 @@ __global__ void __launch_bounds__(kWarps * 32) quant_batch_mma_kernel(QuantBatch
   const int64_t local0 = int64_t(blockIdx.x) * kTileRows;
   const bool ok0 = local0 + g < a.rows, ok1 = local0 + g + 8 < a.rows;
   const int64_t rg0 = a.row0 + local0 + g, rg1 = rg0 + 8;
-  const uint4* codes0 = reinterpret_cast<const uint4*>(a.p.codes + (ok0 ? rg0 : a.row0) * a.p.ld_codes);
-  const uint4* codes1 = reinterpret_cast<const uint4*>(a.p.codes + (ok1 ? rg1 : a.row0) * a.p.ld_codes);
   const int cbeg = warp * a.slice, cend = min(a.p.chunks, cbeg + a.slice);
 
   float acc[NT][4];
@@ -136,14 +135,20 @@ __global__ void __launch_bounds__(kWarps * 32) quant_batch_mma_kernel(QuantBatch
   constexpr int U = 2;  // steps of 4 chunks whose loads are in flight together
   for (int s0 = cbeg; s0 < cend; s0 += 4 * U) {
     uint32_t w0[U][4], w1[U][4];
+    QuantCodes<kKind == 0, kTwoLevel, kHasMin> q0[U], q1[U];  // the loads of all U steps first (QuantCodeSlot)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = s0 + 4 * u + t;
-      uint4 v0 = make_uint4(0u, 0u, 0u, 0u), v1 = v0;
+      q0[u].zero();
+      q1[u].zero();
       if (c < cend) {
-        if (ok0) v0 = quant_load_codes(codes0 + c);
-        if (ok1) v1 = quant_load_codes(codes1 + c);
+        if (ok0) q0[u].load(a.p, rg0, c);
+        if (ok1) q1[u].load(a.p, rg1, c);
       }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint4 v0 = q0[u].codes(), v1 = q1[u].codes();
       w0[u][0] = v0.x; w0[u][1] = v0.y; w0[u][2] = v0.z; w0[u][3] = v0.w;
       w1[u][0] = v1.x; w1[u][1] = v1.y; w1[u][2] = v1.z; w1[u][3] = v1.w;
     }

@@ -73,7 +73,7 @@ struct QuantGemvWeight : QuantPlanes {
   QuantGemvWeight() : QuantPlanes{} {}  // planes null, pitches 0 (QuantPlanes has no initializers of its own)
 
   int type_id = 0;                                  // GGML type id (quant_type_id::k*)
-  QuantCodeFamily family = QuantCodeFamily::Int8;   // Int4: Q4_0, Q4_1, Q4_K; Int8: Q8_0, Q5_0, Q5_1, Q6_K
+  QuantCodeFamily family = QuantCodeFamily::Int8;   // Int4: Q4_0, Q4_1, Q4_K; Int8: Q8_0, Q5_0, Q5_1, Q5_K, Q6_K
   int64_t n = 0;                                    // rows (output features), < 2^31
   int64_t k = 0;                                    // weights per row; multiple of 32 (of 256 for the K-quants)
 
@@ -133,7 +133,9 @@ inline QuantGemvWeight quant_gemv_describe(int type_id, int64_t n, int64_t k) {
   w.family = t.family;
   w.n = n;
   w.k = k;
-  w.ld_codes = t.family == QuantCodeFamily::Int4 ? round_up(k / 2, 16) : round_up(k, 16);
+  const int hi_bits = quant_split_hi_bits(t.family == QuantCodeFamily::Int4, t.two_level, t.has_min);
+  w.ld_codes = t.family == QuantCodeFamily::Int4 || hi_bits > 0 ? round_up(k / 2, 16) : round_up(k, 16);
+  w.ld_hi = hi_bits > 0 ? round_up(k * hi_bits / 8, 16) : 0;
   w.group = t.group;
   w.code_offset = t.code_offset;
   w.has_min = t.has_min;
@@ -156,6 +158,11 @@ inline QuantGemvWeight quant_gemv_describe(int type_id, int64_t n, int64_t k) {
   return w;
 }
 
+// High bits per weight of w's split code plane (core/quant_planes.h): 1 (Q5_K), 2 (Q6_K), else 0.
+inline int quant_gemv_hi_bits(const QuantGemvWeight& w) {
+  return quant_split_hi_bits(w.family == QuantCodeFamily::Int4, w.two_level, w.has_min);
+}
+
 // Checks that w's fields agree with its type and with each other (not the pointers); fails naming `what`.
 inline void quant_gemv_check_layout(const QuantGemvWeight& w, const char* what = "quantized gemv") {
   const QuantTypeTraits t = quant_type_traits(w.type_id);
@@ -170,8 +177,10 @@ inline void quant_gemv_check_layout(const QuantGemvWeight& w, const char* what =
   if (w.has_min != t.has_min) bad("has_min", w.has_min);
   if (w.two_level != t.two_level) bad("two_level", w.two_level);
   if (w.n_groups != w.k / t.group) bad("n_groups", w.n_groups);
-  const int64_t code_bytes = t.family == QuantCodeFamily::Int4 ? w.k / 2 : w.k;
+  const int hi_bits = quant_gemv_hi_bits(w);
+  const int64_t code_bytes = t.family == QuantCodeFamily::Int4 || hi_bits > 0 ? w.k / 2 : w.k;
   if (w.ld_codes < code_bytes || w.ld_codes % 16 != 0) bad("ld_codes", w.ld_codes);
+  if (hi_bits > 0 && (w.ld_hi < w.k * hi_bits / 8 || w.ld_hi % 16 != 0)) bad("ld_hi", w.ld_hi);
   if (t.two_level) {
     if (w.groups_per_super != t.groups_per_super) bad("groups_per_super", w.groups_per_super);
     if (t.has_min) {
@@ -190,12 +199,13 @@ inline void quant_gemv_check_layout(const QuantGemvWeight& w, const char* what =
 
 // Bytes of each plane (padding included, as allocated); 0 for the planes the type does not have.
 struct QuantGemvPlaneBytes {
-  size_t codes = 0, scales = 0, mins = 0, sub_scales = 0, super_d = 0, k_heads = 0, blocks = 0;
+  size_t codes = 0, code_hi = 0, scales = 0, mins = 0, sub_scales = 0, super_d = 0, k_heads = 0, blocks = 0;
 };
 inline QuantGemvPlaneBytes quant_gemv_plane_bytes(const QuantGemvWeight& w) {
   QuantGemvPlaneBytes b;
   const size_t n = size_t(w.n);
   b.codes = n * size_t(w.ld_codes);
+  b.code_hi = n * size_t(w.ld_hi);
   if (w.two_level && w.has_min) {
     b.k_heads = n * size_t(w.ld_heads);
   } else if (w.two_level) {
@@ -209,13 +219,15 @@ inline QuantGemvPlaneBytes quant_gemv_plane_bytes(const QuantGemvWeight& w) {
   return b;
 }
 
-// Weight bytes one call of mapping `kind` reads (row padding excluded, x and y not counted): codes + scales + mins
+// Weight bytes one call of mapping `kind` reads (row padding excluded, x and y not counted): codes (with Q5_K's and
+// Q6_K's high bits) + scales + mins
 // (2 bytes each, one-level), the 16-byte heads (Q4_K, Q5_K) or sub-scales (1 byte) + super d (2 bytes) (Q6_K) for the
 // prepacked mappings, equal to models/quant.h's packed_bytes_read; the blocks (n * row_bytes) for "as-stored". "warp-dp4a" also
 // reads and writes its k-byte int8 copy of x (not counted, like x itself).
 inline int64_t quant_gemv_bytes_read(QuantGemvKind kind, const QuantGemvWeight& w) {
   if (kind == QuantGemvKind::AsStored) return w.n * w.row_bytes;
-  int64_t per_row = w.family == QuantCodeFamily::Int4 ? w.k / 2 : w.k;
+  const int hi_bits = quant_gemv_hi_bits(w);
+  int64_t per_row = w.family == QuantCodeFamily::Int4 ? w.k / 2 : hi_bits > 0 ? w.k / 2 + w.k * hi_bits / 8 : w.k;
   const int planes = w.has_min ? 2 : 1;
   if (w.two_level)
     per_row += w.has_min ? (w.k / 256) * 16 : w.n_groups + (w.k / 256) * 2;
@@ -250,7 +262,8 @@ struct QuantGemvPlan {
   int64_t row_groups = 0;        // ceil(n / rows_per_warp) (thread: n)
   int64_t lanes = 0;             // warp, warp-dp4a: warp lanes (splits warps each); lane j owns row groups
                                  // [j * row_groups / lanes, (j + 1) * row_groups / lanes); as-stored: row_groups
-  int bytes_per_load = 0;        // bytes of one weight-load instruction per lane: 16, or 2/4 as-stored
+  int bytes_per_load = 0;        // bytes of one code-load instruction per lane: 16 (8 for Q5_K/Q6_K's nibbles, each with a
+                                 // 2- or 4-byte load of their high bits), or 2/4 as-stored
   int loads_in_flight = 0;       // weight-load instructions per lane issued before the first use
 };
 
@@ -275,7 +288,7 @@ inline QuantGemvPlan quant_gemv_plan(QuantGemvKind kind, const QuantGemvWeight& 
     p.row_groups = w.n;
     p.lanes = w.n;
     p.grid = int(std::max<int64_t>(1, (w.n + kQuantGemvThreads - 1) / kQuantGemvThreads));
-    p.bytes_per_load = 16;
+    p.bytes_per_load = quant_gemv_hi_bits(w) > 0 ? 8 : 16;
     p.loads_in_flight = std::min(kQuantThreadUnroll, p.units);
     return p;
   }
@@ -293,7 +306,7 @@ inline QuantGemvPlan quant_gemv_plan(QuantGemvKind kind, const QuantGemvWeight& 
   p.lanes = warp && p.splits == 1 ? std::max<int64_t>(1, std::min(p.row_groups, resident)) : p.row_groups;
   p.grid = int(std::max<int64_t>(1, (p.lanes + groups_per_block - 1) / groups_per_block));
   if (warp) {
-    p.bytes_per_load = 16;
+    p.bytes_per_load = quant_gemv_hi_bits(w) > 0 ? 8 : 16;
     const int per_lane = (p.slice_units + 31) / 32;
     p.loads_in_flight = std::min(kQuantWarpUnroll, std::max(1, per_lane)) * p.rows_per_warp;
   } else {

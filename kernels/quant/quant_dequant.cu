@@ -1,4 +1,4 @@
-// quant_dequantize_bf16 (kernels/quant/gemv_quant.h): one thread per 16-byte chunk of codes.
+// quant_dequantize_bf16 (kernels/quant/gemv_quant.h): one thread per chunk of codes (16 bytes; Q5_K/Q6_K 8 + 2 or 4).
 #include "core/error.h"
 #include "kernels/cuda_check.h"
 #include "kernels/quant/gemv_quant.h"
@@ -16,8 +16,8 @@ __global__ void quant_dequantize_bf16_kernel(QuantGemvWeight w, uint16_t* __rest
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= w.n * chunks) return;
   const int64_t r = t / chunks, c = t % chunks;
-  const uint4 v = __ldg(reinterpret_cast<const uint4*>(w.codes + r * w.ld_codes) + c);
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  uint32_t words[4];
+  quant_plane_chunk_words(w, r, c, words);
   float f[32];
   quant_plane_chunk<kInt4>(w, r, c, words, f);
   uint4* dst = reinterpret_cast<uint4*>(out + r * ld_out + c * per);

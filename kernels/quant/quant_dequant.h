@@ -44,7 +44,7 @@ LLM_HD int quant_chunk_weights(const QuantGemvWeight& w) { return w.family == Qu
 // The weights of 16-byte chunk c of row r (bytes 16c .. 16c+15 of its codes, given as four little-endian words):
 // out[0 .. 32) (kInt4, w's family Int4) or out[0 .. 16). A chunk never straddles a group (groups of 16 or 32 weights
 // start on a chunk). Int4: byte i holds weight 32c+i (low nibble) and weight 32c+16+i (high nibble). Int8: byte i is
-// weight 16c+i.
+// weight 16c+i (Q5_K, Q6_K: the words quant_plane_chunk_words widens).
 template <bool kInt4>
 LLM_HD void quant_plane_chunk(const QuantGemvWeight& w, int64_t r, int64_t c, const uint32_t words[4], float* out) {
   constexpr int kPer = kInt4 ? 32 : 16;
@@ -60,6 +60,35 @@ LLM_HD void quant_plane_chunk(const QuantGemvWeight& w, int64_t r, int64_t c, co
   }
 }
 
+// The four code words of chunk c of row r as the dots take them (quant_plane_chunk's words): the 16 bytes as stored,
+// or for Q5_K/Q6_K their nibbles and high bits widened to int8 codes (core/quant_planes.h quant_split_word). Plain
+// reads of the caller's planes (read-only loads on the device).
+LLM_HD void quant_plane_chunk_words(const QuantGemvWeight& w, int64_t r, int64_t c, uint32_t words[4]) {
+  const int hb = quant_split_hi_bits(w.family == QuantCodeFamily::Int4, w.two_level, w.has_min);
+  const uint8_t* lo = w.codes + r * w.ld_codes;
+  if (hb == 0) {
+#if defined(__CUDA_ARCH__)
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(lo) + c);
+    words[0] = v.x, words[1] = v.y, words[2] = v.z, words[3] = v.w;
+#else
+    memcpy(words, lo + 16 * c, 16);
+#endif
+    return;
+  }
+  const uint8_t* hp = w.code_hi + r * w.ld_hi + 2 * hb * c;
+  uint32_t l[2], hi = 0;
+#if defined(__CUDA_ARCH__)
+  const uint2 v = __ldg(reinterpret_cast<const uint2*>(lo + 8 * c));
+  l[0] = v.x, l[1] = v.y;
+  hi = hb == 2 ? __ldg(reinterpret_cast<const unsigned*>(hp)) : __ldg(reinterpret_cast<const unsigned short*>(hp));
+#else
+  memcpy(l, lo + 8 * c, 8);
+  memcpy(&hi, hp, size_t(2 * hb));
+#endif
+  for (int q = 0; q < 4; ++q)
+    words[q] = hb == 2 ? quant_split_word<2>(l[0], l[1], hi, q) : quant_split_word<1>(l[0], l[1], hi, q);
+}
+
 // Weights j0 .. j0 + 7 of row r (j0 % 8 == 0), from the prepacked planes (pointers readable by the caller: host
 // arrays on the host, device arrays on the device): byte reads, the same arithmetic as quant_plane_chunk.
 LLM_HD void quant_plane_weights8(const QuantGemvWeight& w, int64_t r, int64_t j0, float out[8]) {
@@ -72,6 +101,10 @@ LLM_HD void quant_plane_weights8(const QuantGemvWeight& w, int64_t r, int64_t j0
       const int64_t i = j % 32;
       const uint8_t byte = row[16 * (j / 32) + (i % 16)];
       code = i < 16 ? (byte & 0xF) : (byte >> 4);
+    } else if (quant_split_hi_bits(false, w.two_level, w.has_min) > 0) {  // Q5_K, Q6_K: from the widened chunk
+      uint32_t words[4];
+      quant_plane_chunk_words(w, r, j / 16, words);
+      code = int(int8_t(uint8_t(words[(j % 16) / 4] >> (8 * (j % 4)))));
     } else {
       code = int(int8_t(row[j]));
     }

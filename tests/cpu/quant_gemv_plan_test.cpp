@@ -47,18 +47,22 @@ TEST(QuantGemvPlan, TraitsAndStridesAgreeWithPackQuant) {
       EXPECT_EQ(w.ld_sub, p.ld_sub);
       EXPECT_EQ(w.ld_super, p.ld_super);
       EXPECT_EQ(w.ld_heads, p.ld_heads);
+      EXPECT_EQ(w.ld_hi, p.ld_hi);
+      EXPECT_EQ(quant_gemv_hi_bits(w), p.hi_bits);
       EXPECT_EQ(w.row_bytes, int64_t(ggml_quant_row_bytes(t, k)));
       EXPECT_NO_THROW(quant_gemv_check_layout(w));
 
       const QuantGemvPlaneBytes b = quant_gemv_plane_bytes(w);
       EXPECT_EQ(b.codes, p.codes.size());
+      EXPECT_EQ(b.code_hi, p.code_hi.size());
       EXPECT_EQ(b.scales, p.scales.size() * 2);
       EXPECT_EQ(b.mins, p.mins.size() * 2);
       EXPECT_EQ(b.sub_scales, p.sub_scales.size());
       EXPECT_EQ(b.super_d, p.super_d.size() * 2);
       EXPECT_EQ(b.k_heads, p.k_heads.size());
       EXPECT_EQ(b.blocks, blocks.size());
-      EXPECT_EQ(int64_t(b.codes + b.scales + b.mins + b.sub_scales + b.super_d + b.k_heads), packed_bytes_allocated(p));
+      EXPECT_EQ(int64_t(b.codes + b.code_hi + b.scales + b.mins + b.sub_scales + b.super_d + b.k_heads),
+                packed_bytes_allocated(p));
 
       EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, w), packed_bytes_read(p));
       EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Thread, w), packed_bytes_read(p));
@@ -70,14 +74,17 @@ TEST(QuantGemvPlan, TraitsAndStridesAgreeWithPackQuant) {
 
 TEST(QuantGemvPlan, BytesPerWeightOfTheLlama8bShape) {
   // 4096 x 4096: Q4_0 prepacked reads 4.5 bits per weight, as stored 4.5 too (18 bytes per 32); Q4_K 4.5 both ways
-  // (codes + the 16-byte heads as stored; Q6_K's sub-scales and d: 6.5625 as stored, 8.5625 prepacked as int8).
+  // (codes + the 16-byte heads as stored); Q6_K 6.5625 both ways (nibbles + 2 high bits + sub-scales + d).
   const QuantGemvWeight q40 = quant_gemv_describe(quant_type_id::kQ4_0, 4096, 4096);
   EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q40), 4096ll * 4096 * 9 / 16);
   EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::AsStored, q40), 4096ll * 4096 * 9 / 16);
   const QuantGemvWeight q4k = quant_gemv_describe(quant_type_id::kQ4_K, 4096, 4096);
   EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q4k), 4096ll * (2048 + 16 * 16));
   const QuantGemvWeight q6k = quant_gemv_describe(quant_type_id::kQ6_K, 4096, 4096);
-  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q6k), 4096ll * (4096 + 256 + 16 * 2));
+  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q6k), 4096ll * (2048 + 1024 + 256 + 16 * 2));
+  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q6k), quant_gemv_bytes_read(QuantGemvKind::AsStored, q6k));
+  const QuantGemvWeight q5k = quant_gemv_describe(quant_type_id::kQ5_K, 4096, 4096);
+  EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::Warp, q5k), quant_gemv_bytes_read(QuantGemvKind::AsStored, q5k));
   EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::AsStored, q6k), 4096ll * 16 * 210);
   EXPECT_EQ(quant_gemv_bytes_read(QuantGemvKind::AsStored, q4k), 4096ll * 16 * 144);
 }
@@ -188,7 +195,9 @@ TEST(QuantGemvPlan, OneDescriptionOfThePlanes) {
     EXPECT_EQ(view.ld_sub, w.ld_sub);
     EXPECT_EQ(view.ld_super, w.ld_super);
     EXPECT_EQ(view.ld_heads, w.ld_heads);
+    EXPECT_EQ(view.ld_hi, w.ld_hi);
     EXPECT_EQ(view.codes, p.codes.data());
+    EXPECT_EQ(view.code_hi, p.code_hi.empty() ? nullptr : p.code_hi.data());
     EXPECT_EQ(view.scales, p.scales.empty() ? nullptr : p.scales.data());
     EXPECT_EQ(view.k_heads, p.k_heads.empty() ? nullptr : p.k_heads.data());
     w.planes() = view;
@@ -245,7 +254,7 @@ TEST(QuantDequant, PlaneWeightsEqualPackedWeightBitForBit) {
       for (int64_t r = 0; r < n; ++r) {
         for (int64_t c = 0; c < k / per; ++c) {
           uint32_t words[4];
-          std::memcpy(words, w.codes + r * w.ld_codes + 16 * c, 16);
+          quant_plane_chunk_words(w, r, c, words);
           float got[32];
           if (per == 32)
             quant_plane_chunk<true>(w, r, c, words, got);
@@ -273,7 +282,7 @@ namespace {
 // pack_quant packs a large matrix on several threads (rows split among them): every plane byte equals what packing
 // each row alone (one thread) gives. Random blocks (the planes only move bytes; their values do not matter here).
 TEST(QuantPack, ThreadedPackingEqualsRowByRow) {
-  for (Q t : {Q::Q4_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q6_K}) {
+  for (Q t : {Q::Q4_0, Q::Q5_1, Q::Q8_0, Q::Q4_K, Q::Q5_K, Q::Q6_K}) {
     SCOPED_TRACE(ggml_quant_name(t));
     const int64_t n = 1031, k = 4096;  // n * k over the threaded threshold (2^22 weights); n odd
     const size_t row_bytes = ggml_quant_row_bytes(t, k);
@@ -287,6 +296,7 @@ TEST(QuantPack, ThreadedPackingEqualsRowByRow) {
         return ld == 0 || std::equal(row.begin(), row.begin() + ld, whole.begin() + r * ld);
       };
       const bool ok = same(all.codes, one.codes, all.ld_codes) &&
+                      (all.code_hi.empty() || same(all.code_hi, one.code_hi, all.ld_hi)) &&
                       (all.scales.empty() || same(all.scales, one.scales, all.ld_groups)) &&
                       (all.mins.empty() || same(all.mins, one.mins, all.ld_groups)) &&
                       (all.sub_scales.empty() || same(all.sub_scales, one.sub_scales, all.ld_sub)) &&

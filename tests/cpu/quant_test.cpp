@@ -170,9 +170,27 @@ TEST(Quant, HandComputedQ6KBlock) {
   EXPECT_EQ(y[1], 0.5f * 2 * -32);
   const PackedQuant p = pack_quant(b, Q::Q6_K, 1, 256);
   EXPECT_EQ(p.group, 16);
-  EXPECT_EQ(int8_t(p.codes[0]), 5);
-  EXPECT_EQ(int8_t(p.codes[80]), -17);
+  EXPECT_EQ(packed_code(p, 0, 0), 5);
+  EXPECT_EQ(packed_code(p, 0, 80), -17);
+  EXPECT_EQ(packed_code(p, 0, 1), -32);
   EXPECT_EQ(group_scale(p, 0, 5), -1.5f);
+  // The split planes by hand (core/quant_planes.h): weight 0 (chunk 0, i = 0) holds the 6-bit pattern of 5, 0b000101:
+  // nibble 5 in byte 0's low half, high bits 0 in code_hi byte 0 bits 0-1; weight 80 (chunk 5, i = 0) holds -17 =
+  // 0b101111: nibble 15 in byte 40's low half, high bits 0b10 in code_hi byte 20 bits 0-1; weight 1 holds -32 =
+  // 0b100000: nibble 0, high bits 0b10 in code_hi byte 0 bits 0-1 of byte 1.
+  ASSERT_EQ(p.hi_bits, 2);
+  ASSERT_EQ(p.ld_codes, 128);
+  ASSERT_EQ(p.ld_hi, 64);
+  EXPECT_EQ(p.codes[0] & 0xF, 5);
+  EXPECT_EQ(p.code_hi[0] & 3, 0);
+  EXPECT_EQ(p.codes[40] & 0xF, 15);
+  EXPECT_EQ(p.code_hi[20] & 3, 2);
+  EXPECT_EQ(p.code_hi[1] & 3, 2);
+  // and the kernels' decode of that chunk gives the same int8 codes
+  uint32_t lo[2], hi;
+  std::memcpy(lo, p.codes.data() + 40, 8);
+  std::memcpy(&hi, p.code_hi.data() + 20, 4);
+  EXPECT_EQ(int8_t(quant_split_word<2>(lo[0], lo[1], hi, 0) & 0xFF), -17);
 }
 
 // ---- against the gguf Python package ---------------------------------------------------------------------------------
@@ -233,7 +251,9 @@ TEST(Quant, PackRoundTripEveryTypeAndShape) {
         // shapes and alignment
         EXPECT_EQ(p.ld_codes % 16, 0);
         EXPECT_EQ(p.codes.size(), size_t(n * p.ld_codes));
-        EXPECT_EQ(p.ld_codes, p.family == QuantFamily::Int4 ? k / 2 : k);
+        EXPECT_EQ(p.ld_codes, p.family == QuantFamily::Int4 || p.hi_bits > 0 ? k / 2 : k);
+        EXPECT_EQ(p.ld_hi, k * p.hi_bits / 8);
+        EXPECT_EQ(p.code_hi.size(), size_t(n * p.ld_hi));
         EXPECT_EQ(p.n_groups * p.group, k);
         if (p.two_level) {
           EXPECT_EQ(p.ld_sub % 16, 0);
@@ -267,6 +287,7 @@ TEST(Quant, PackedBytesArePackQuantsPlanes) {
         const PackedQuant p = pack_quant(blocks.data(), t, n, k);
         const PackedQuantBytes b = packed_quant_bytes(t, n, k);
         EXPECT_EQ(b.codes, int64_t(p.codes.size()));
+        EXPECT_EQ(b.code_hi, int64_t(p.code_hi.size()));
         EXPECT_EQ(b.scales, int64_t(p.scales.size() * 2));
         EXPECT_EQ(b.mins, int64_t(p.mins.size() * 2));
         EXPECT_EQ(b.k_heads, int64_t(p.k_heads.size()));
@@ -275,7 +296,10 @@ TEST(Quant, PackedBytesArePackQuantsPlanes) {
       }
   }
   const int64_t n = 4096, k = 4096, stored6 = n * int64_t(ggml_quant_row_bytes(Q::Q6_K, k));
-  EXPECT_NEAR(double(packed_quant_bytes(Q::Q6_K, n, k).total()) / double(stored6), 8.5625 / 6.5625, 1e-9);
+  // Q5_K and Q6_K at their own widths: what the GPU holds is what the file stores
+  EXPECT_EQ(packed_quant_bytes(Q::Q6_K, n, k).total(), stored6);
+  EXPECT_EQ(packed_quant_bytes(Q::Q5_K, n, k).total(), n * int64_t(ggml_quant_row_bytes(Q::Q5_K, k)));
+  EXPECT_EQ(packed_quant_bytes(Q::Q4_K, n, k).total(), n * int64_t(ggml_quant_row_bytes(Q::Q4_K, k)));
   EXPECT_EQ(packed_quant_bytes(Q::Q4_0, n, k).total(), n * int64_t(ggml_quant_row_bytes(Q::Q4_0, k)));
   EXPECT_THROW(packed_quant_bytes(Q::Q4_K, 1, 100), llm::Error);  // a row the type cannot hold
 }
@@ -332,6 +356,7 @@ TEST(Quant, PackPartsEqualsPackOfTheConcatenation) {
     const PackedQuant split = pack_quant_parts(parts, c.t, c.k);
     EXPECT_EQ(split.n, n);
     EXPECT_TRUE(std::equal(one.codes.begin(), one.codes.end(), split.codes.begin(), split.codes.end()));
+    EXPECT_TRUE(std::equal(one.code_hi.begin(), one.code_hi.end(), split.code_hi.begin(), split.code_hi.end()));
     EXPECT_TRUE(std::equal(one.scales.begin(), one.scales.end(), split.scales.begin(), split.scales.end()));
     EXPECT_TRUE(std::equal(one.mins.begin(), one.mins.end(), split.mins.begin(), split.mins.end()));
     EXPECT_TRUE(std::equal(one.k_heads.begin(), one.k_heads.end(), split.k_heads.begin(), split.k_heads.end()));
@@ -365,8 +390,8 @@ TEST(Quant, FlagsAndBytesPerWeight) {
       {Q::Q8_0, QuantFamily::Int8, 32, 0, false, false, 34.0 / 32},
       {Q::Q5_0, QuantFamily::Int8, 32, 0, false, false, 34.0 / 32},
       {Q::Q5_1, QuantFamily::Int8, 32, 0, true, false, 36.0 / 32},
-      {Q::Q5_K, QuantFamily::Int8, 32, 0, true, true, 1.0 + 16.0 / 256},
-      {Q::Q6_K, QuantFamily::Int8, 16, 0, false, true, 1.0 + 1.0 / 16 + 2.0 / 256},
+      {Q::Q5_K, QuantFamily::Int8, 32, 0, true, true, 0.5 + 1.0 / 8 + 16.0 / 256},  // split: nibbles + 1 high bit
+      {Q::Q6_K, QuantFamily::Int8, 16, 0, false, true, 0.5 + 2.0 / 8 + 1.0 / 16 + 2.0 / 256},  // + 2 high bits
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(ggml_quant_name(w.t));
