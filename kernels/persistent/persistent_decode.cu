@@ -291,8 +291,9 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
 }
 
 // The quantized kernels: one per common set of forms (Q4_K_M and Q6_K files mix Q4_K and Q6_K), and one with all.
+// Q5_K (llama.cpp's Q4_K_M keeps a 70B's attn_v in it) only in the one with all.
 constexpr unsigned kAllForms = (1u << kPFQ4_0) | (1u << kPFQ4_1) | (1u << kPFQ4_K) | (1u << kPFInt8) |
-                               (1u << kPFInt8Min) | (1u << kPFQ6_K);
+                               (1u << kPFInt8Min) | (1u << kPFQ6_K) | (1u << kPFQ5_K);
 using KernelFn = void (*)(PersistentDecodeArgs);
 struct KernelPair {
   KernelFn timed, prof;  // without and with the cycle accounting (args.prof)
@@ -361,6 +362,7 @@ PersistentMatrix persistent_matrix(const QuantGemvWeight& w) {
     case kQ5_0: m.form = kPFInt8; break;
     case kQ5_1: m.form = kPFInt8Min; break;
     case kQ6_K: m.form = kPFQ6_K; break;
+    case kQ5_K: m.form = kPFQ5_K; break;
     default: fail("persistent decode: no form for ", quant_type_traits(w.type_id).name, " (GGML type id ", w.type_id,
                   "); --decode graph runs it");
   }

@@ -63,7 +63,8 @@ enum PersistentForm : int {
   kPFQ4_K,    // Int4, two-level scales and mins
   kPFInt8,    // Int8 codes, one scale per 32 (Q8_0, Q5_0)
   kPFInt8Min, // Int8 codes, scale and min per 32 (Q5_1)
-  kPFQ6_K,    // Int8 codes, two-level scales
+  kPFQ6_K,    // Int8 codes (split: nibbles + 2 high bits), two-level scales
+  kPFQ5_K,    // Int8 codes (split: nibbles + 1 high bit), two-level scales and mins
 };
 struct PersistentMatrix {
   int form = kPFBf16;

@@ -282,6 +282,8 @@ __device__ __forceinline__ void with_quant_form(int f, Fn&& fn) {
     fn(Flag<false>{}, Flag<false>{}, Flag<true>{});
   else if ((kForms & (1u << kPFQ6_K)) && f == kPFQ6_K)
     fn(Flag<false>{}, Flag<true>{}, Flag<false>{});
+  else if ((kForms & (1u << kPFQ5_K)) && f == kPFQ5_K)
+    fn(Flag<false>{}, Flag<true>{}, Flag<true>{});
   // else not reached: the host picks a kernel with every form the model has
 }
 

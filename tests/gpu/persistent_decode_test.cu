@@ -300,7 +300,8 @@ TEST(PersistentDecode, MatchesGraphPathOnQuantizedWeights) {
   std::vector<Case> cases;
   const std::pair<const char*, uint32_t> types[] = {
       {"Q4_0", llm_test::kTqQ4_0}, {"Q4_1", llm_test::kTqQ4_1}, {"Q4_K", llm_test::kTqQ4_K}, {"Q8_0", llm_test::kTqQ8_0},
-      {"Q5_0", llm_test::kTqQ5_0}, {"Q5_1", llm_test::kTqQ5_1}, {"Q6_K", llm_test::kTqQ6_K}};
+      {"Q5_0", llm_test::kTqQ5_0}, {"Q5_1", llm_test::kTqQ5_1}, {"Q6_K", llm_test::kTqQ6_K},
+      {"Q5_K", llm_test::kTqQ5_K}};
   for (size_t i = 0; i < std::size(types); ++i) cases.push_back({std::string("all ") + types[i].first,
                                                                   spec(types[i].second, uint32_t(20 + i))});
   {
@@ -323,6 +324,12 @@ TEST(PersistentDecode, MatchesGraphPathOnQuantizedWeights) {
     TinyQuantSpec s = spec(llm_test::kTqQ4_K, 34);  // Q4_K_M's layers: q|k|v in two types, three parts
     s.wv = s.down = s.head = llm_test::kTqQ6_K;
     cases.push_back({"Q4_K_M: q|k Q4_K, v Q6_K, gate|up Q4_K, down Q6_K, head Q6_K", s});
+  }
+  {
+    TinyQuantSpec s = spec(llm_test::kTqQ4_K, 36);  // a 70B's Q4_K_M layers: v in Q5_K (the all-forms kernel)
+    s.wv = llm_test::kTqQ5_K;
+    s.down = s.head = llm_test::kTqQ6_K;
+    cases.push_back({"70B Q4_K_M: q|k Q4_K, v Q5_K, gate|up Q4_K, down Q6_K, head Q6_K", s});
   }
   {
     TinyQuantSpec s = spec(llm_test::kTqQ8_0, 35);  // q|k|v in three parts, one of them BF16
