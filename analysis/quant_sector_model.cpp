@@ -344,7 +344,8 @@ struct PackedLoads {
 
 void replay_warp(const QuantGemvWeight& w, const QuantGemvPlan& plan, bool dp4a, bool stage, Recorder& rec) {
   PackedLoads loads(w, rec, !dp4a && !stage, stage, dp4a);
-  constexpr int R = kQuantWarpRows, U = kQuantWarpUnroll;
+  constexpr int R = kQuantWarpRows;
+  const int U = quant_warp_unroll(quant_gemv_hi_bits(w));  // the kernel's ring slots per row
   const int64_t chunks = quant_gemv_chunks(w);
   const int splits = plan.splits;
   for (int64_t block = 0; block < plan.grid; ++block) {

@@ -25,7 +25,7 @@ namespace llm {
 // slices in order through shared memory (deterministic, no atomics).
 template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX, bool kDp4a, bool kSmemX = false>
 __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_gemv_warp_kernel(QuantPackedArgs a) {
-  constexpr int R = kQuantWarpRows, U = kQuantWarpUnroll;
+  constexpr int R = kQuantWarpRows, U = quant_warp_unroll(quant_split_hi_bits(kInt4, kTwoLevel, kHasMin));
   __shared__ float slice_sums[kQuantWarpsPerBlock][R];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int splits = a.splits;

@@ -246,6 +246,11 @@ constexpr int kQuantWarpsPerBlock = kQuantGemvThreads / 32;
 // lane stay in flight across batches and row groups, as in BF16 warp-r2.
 constexpr int kQuantWarpRows = 4;
 constexpr int kQuantWarpUnroll = 2;
+// Ring slots per row of a form with hi_bits high code bits (core/quant_planes.h quant_split_hi_bits): 3 for Q6_K,
+// whose chunk is 8 + 4 bytes instead of 16, so a lane keeps about as many bytes in flight (H100, 8B Q4_K_M: with 2
+// slots its Q6_K matrices read 12 bytes where they had read 16, in the same time); 4 spilled registers. Q5_K keeps 2
+// (its slot holds the 16-byte head: 3 spilled).
+constexpr int quant_warp_unroll(int hi_bits) { return hi_bits == 2 ? kQuantWarpUnroll + 1 : kQuantWarpUnroll; }
 // Blocks per SM the "warp" kernel is compiled for (__launch_bounds__ minimum), used to count resident warps.
 constexpr int kQuantWarpMinBlocks = 2;
 constexpr int kQuantAsStoredMinBlocks = 2;
@@ -262,8 +267,8 @@ struct QuantGemvPlan {
   int64_t row_groups = 0;        // ceil(n / rows_per_warp) (thread: n)
   int64_t lanes = 0;             // warp, warp-dp4a: warp lanes (splits warps each); lane j owns row groups
                                  // [j * row_groups / lanes, (j + 1) * row_groups / lanes); as-stored: row_groups
-  int bytes_per_load = 0;        // bytes of one code-load instruction per lane: 16 (8 for Q5_K/Q6_K's nibbles, each with a
-                                 // 2- or 4-byte load of their high bits), or 2/4 as-stored
+  int bytes_per_load = 0;        // code bytes one lane loads per chunk: 16 (Q5_K, Q6_K: 10 and 12, an 8-byte load of
+                                 // nibbles and a 2- or 4-byte load of high bits), or 2/4 as-stored
   int loads_in_flight = 0;       // weight-load instructions per lane issued before the first use
 };
 
@@ -288,7 +293,7 @@ inline QuantGemvPlan quant_gemv_plan(QuantGemvKind kind, const QuantGemvWeight& 
     p.row_groups = w.n;
     p.lanes = w.n;
     p.grid = int(std::max<int64_t>(1, (w.n + kQuantGemvThreads - 1) / kQuantGemvThreads));
-    p.bytes_per_load = quant_gemv_hi_bits(w) > 0 ? 8 : 16;
+    p.bytes_per_load = 16 - (quant_gemv_hi_bits(w) > 0 ? 8 - 2 * quant_gemv_hi_bits(w) : 0);
     p.loads_in_flight = std::min(kQuantThreadUnroll, p.units);
     return p;
   }
@@ -306,9 +311,9 @@ inline QuantGemvPlan quant_gemv_plan(QuantGemvKind kind, const QuantGemvWeight& 
   p.lanes = warp && p.splits == 1 ? std::max<int64_t>(1, std::min(p.row_groups, resident)) : p.row_groups;
   p.grid = int(std::max<int64_t>(1, (p.lanes + groups_per_block - 1) / groups_per_block));
   if (warp) {
-    p.bytes_per_load = quant_gemv_hi_bits(w) > 0 ? 8 : 16;
+    p.bytes_per_load = 16 - (quant_gemv_hi_bits(w) > 0 ? 8 - 2 * quant_gemv_hi_bits(w) : 0);
     const int per_lane = (p.slice_units + 31) / 32;
-    p.loads_in_flight = std::min(kQuantWarpUnroll, std::max(1, per_lane)) * p.rows_per_warp;
+    p.loads_in_flight = std::min(quant_warp_unroll(quant_gemv_hi_bits(w)), std::max(1, per_lane)) * p.rows_per_warp;
   } else {
     p.bytes_per_load = w.block_bytes % 4 == 0 ? 4 : 2;
     p.loads_in_flight = 1;  // one block's loads, issued together (their count: block_bytes / bytes_per_load)
