@@ -583,7 +583,7 @@ PackedQuant packed_layout(GgmlQuantType t, int64_t n, int64_t k) {
   const bool int4 = t == GgmlQuantType::Q4_0 || t == GgmlQuantType::Q4_1 || t == GgmlQuantType::Q4_K;
   p.family = int4 ? QuantFamily::Int4 : QuantFamily::Int8;
   p.group = t == GgmlQuantType::Q6_K ? 16 : 32;
-  p.code_offset = t == GgmlQuantType::Q4_0 ? -8 : 0;
+  p.code_offset = t == GgmlQuantType::Q4_0 ? -8 : t == GgmlQuantType::Q6_K ? -32 : 0;
   p.has_min = t == GgmlQuantType::Q4_1 || t == GgmlQuantType::Q5_1 || t == GgmlQuantType::Q4_K ||
               t == GgmlQuantType::Q5_K;
   p.two_level = t == GgmlQuantType::Q4_K || t == GgmlQuantType::Q5_K || t == GgmlQuantType::Q6_K;
@@ -676,7 +676,7 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
   // Split codes (Q5_K, Q6_K): the int8 code v of weight j of row r into the nibble and high-bit planes
   // (core/quant_planes.h QuantPlanes::codes; the rows were zeroed first, so bits are ORed in).
   auto put_split = [&p](int64_t r, int64_t j, int v) {
-    const uint32_t u = uint32_t(v) & (p.hi_bits == 2 ? 63u : 31u);
+    const uint32_t u = uint32_t(v);  // Q5_K 0..31, Q6_K 0..63
     const int64_t c = j / 16;
     const int i = int(j % 16);
     uint8_t* lo = p.codes.data() + r * p.ld_codes + 8 * c;
@@ -767,10 +767,10 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
             const uint8_t* qh = b + 128 + 32 * h;
             const int64_t j0 = sb * kQuantSuperBlock + 128 * h;
             for (int l = 0; l < 32; ++l) {
-              put_split(r, j0 + l, ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-              put_split(r, j0 + l + 32, ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-              put_split(r, j0 + l + 64, ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-              put_split(r, j0 + l + 96, ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+              put_split(r, j0 + l, ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)));
+              put_split(r, j0 + l + 32, ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)));
+              put_split(r, j0 + l + 64, ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)));
+              put_split(r, j0 + l + 96, ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)));
             }
           }
         }
@@ -805,10 +805,7 @@ int packed_code(const PackedQuant& p, int64_t r, int64_t j) {
     const int i = int(j % 16);
     const int nib = (row[8 * c + (i / 8) * 4 + (i % 4)] >> (((i / 4) & 1) * 4)) & 0xF;
     const uint8_t* hi = p.code_hi.data() + r * p.ld_hi;
-    if (p.hi_bits == 2) {
-      const int u = nib | (((hi[4 * c + (i % 4)] >> (2 * (i / 4))) & 3) << 4);
-      return u >= 32 ? u - 64 : u;  // the 6-bit pattern of q - 32
-    }
+    if (p.hi_bits == 2) return nib | (((hi[4 * c + (i % 4)] >> (2 * (i / 4))) & 3) << 4);  // q, 0..63
     return nib | (((hi[2 * c + i / 8] >> (i % 8)) & 1) << 4);
   }
   return int(int8_t(row[j]));
