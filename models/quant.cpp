@@ -673,19 +673,24 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
     }
     return static_cast<const uint8_t*>(nullptr);  // not reached: r < n
   };
-  // Split codes (Q5_K, Q6_K): the int8 code v of weight j of row r into the nibble and high-bit planes
-  // (core/quant_planes.h QuantPlanes::codes; the rows were zeroed first, so bits are ORed in).
-  auto put_split = [&p](int64_t r, int64_t j, int v) {
-    const uint32_t u = uint32_t(v);  // Q5_K 0..31, Q6_K 0..63
-    const int64_t c = j / 16;
-    const int i = int(j % 16);
+  // Split codes (Q5_K, Q6_K): the codes v[0..15] (Q5_K 0..31, Q6_K 0..63) of chunk c of row r into the nibble and
+  // high-bit planes, in core/quant_planes.h's order (QuantPlanes::codes).
+  auto put_split = [&p](int64_t r, int64_t c, const uint8_t* v) {
     uint8_t* lo = p.codes.data() + r * p.ld_codes + 8 * c;
-    lo[(i / 8) * 4 + (i % 4)] |= uint8_t((u & 0xFu) << (((i / 4) & 1) * 4));
+    for (int b = 0; b < 4; ++b) {
+      lo[b] = uint8_t((v[b] & 0xF) | (v[b + 4] & 0xF) << 4);
+      lo[4 + b] = uint8_t((v[8 + b] & 0xF) | (v[12 + b] & 0xF) << 4);
+    }
     uint8_t* hi = p.code_hi.data() + r * p.ld_hi;
-    if (p.hi_bits == 2)
-      hi[4 * c + (i % 4)] |= uint8_t((u >> 4) << (2 * (i / 4)));
-    else
-      hi[2 * c + i / 8] |= uint8_t((u >> 4) << (i % 8));
+    if (p.hi_bits == 2) {
+      for (int b = 0; b < 4; ++b)
+        hi[4 * c + b] = uint8_t((v[b] >> 4) | (v[b + 4] >> 4) << 2 | (v[b + 8] >> 4) << 4 | (v[b + 12] >> 4) << 6);
+    } else {
+      unsigned bits = 0;
+      for (int i = 0; i < 16; ++i) bits |= unsigned(v[i] >> 4) << i;
+      hi[2 * c] = uint8_t(bits & 0xFF);
+      hi[2 * c + 1] = uint8_t(bits >> 8);
+    }
   };
   auto pack_rows = [&](int64_t r_begin, int64_t r_end) {
   for (int64_t r = r_begin; r < r_end; ++r) {
@@ -727,7 +732,10 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
             const int64_t g = sb * 8 + s;
             const uint8_t* q = b + 48 + 32 * (s / 2);
             const int shift = (s & 1) ? 4 : 0;
-            for (int l = 0; l < 32; ++l) put_split(r, 32 * g + l, ((q[l] >> shift) & 0xF) | (((qh[l] >> s) & 1) << 4));
+            uint8_t v[32];
+            for (int l = 0; l < 32; ++l) v[l] = uint8_t(((q[l] >> shift) & 0xF) | (((qh[l] >> s) & 1) << 4));
+            put_split(r, 2 * g, v);
+            put_split(r, 2 * g + 1, v + 16);
           }
         }
         break;
@@ -762,17 +770,19 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
           for (int s = 0; s < 16; ++s) p.sub_scales[r * p.ld_sub + sb * 16 + s] = int8_t(b[192 + s]);
           // The 6-bit code (0..63) of weight 128 h + 32 m + l: nibble of ql[l] (m = 0, 2) or ql[l + 32] (m = 1, 3),
           // low (m < 2) or high, and bits 2m, 2m + 1 of qh[l]; four weights per l, in dequantize_row_q6_K's order.
+          uint8_t v[kQuantSuperBlock];
           for (int h = 0; h < 2; ++h) {
             const uint8_t* ql = b + 64 * h;
             const uint8_t* qh = b + 128 + 32 * h;
-            const int64_t j0 = sb * kQuantSuperBlock + 128 * h;
+            uint8_t* out = v + 128 * h;
             for (int l = 0; l < 32; ++l) {
-              put_split(r, j0 + l, ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)));
-              put_split(r, j0 + l + 32, ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)));
-              put_split(r, j0 + l + 64, ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)));
-              put_split(r, j0 + l + 96, ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)));
+              out[l] = uint8_t((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+              out[l + 32] = uint8_t((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+              out[l + 64] = uint8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+              out[l + 96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
             }
           }
+          for (int c = 0; c < kQuantSuperBlock / 16; ++c) put_split(r, sb * (kQuantSuperBlock / 16) + c, v + 16 * c);
         }
         break;
       }
