@@ -676,20 +676,20 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
   // Split codes (Q5_K, Q6_K): the 5- or 6-bit patterns v[0..15] (Q5_K q, 0..31; Q6_K (q - 32) & 63) of chunk c of row r
   // into the nibble and high-bit planes, in core/quant_planes.h's order (QuantPlanes::codes).
   auto put_split = [&p](int64_t r, int64_t c, const uint8_t* v) {
-    uint8_t* lo = p.codes.data() + r * p.ld_codes + 8 * c;
-    for (int b = 0; b < 4; ++b) {
-      lo[b] = uint8_t((v[b] & 0xF) | (v[b + 4] & 0xF) << 4);
-      lo[4 + b] = uint8_t((v[8 + b] & 0xF) | (v[12 + b] & 0xF) << 4);
-    }
+    uint32_t w[4];  // weights 4q .. 4q+3 in word q, byte j = weight 4q+j
+    std::memcpy(w, v, 16);
+    const uint32_t lo[2] = {(w[0] & 0x0F0F0F0Fu) | (w[1] & 0x0F0F0F0Fu) << 4, (w[2] & 0x0F0F0F0Fu) | (w[3] & 0x0F0F0F0Fu) << 4};
+    std::memcpy(p.codes.data() + r * p.ld_codes + 8 * c, lo, 8);
     uint8_t* hi = p.code_hi.data() + r * p.ld_hi;
-    if (p.hi_bits == 2) {
-      for (int b = 0; b < 4; ++b)
-        hi[4 * c + b] = uint8_t((v[b] >> 4) | (v[b + 4] >> 4) << 2 | (v[b + 8] >> 4) << 4 | (v[b + 12] >> 4) << 6);
-    } else {
-      unsigned bits = 0;
-      for (int i = 0; i < 16; ++i) bits |= unsigned(v[i] >> 4) << i;
-      hi[2 * c] = uint8_t(bits & 0xFF);
-      hi[2 * c + 1] = uint8_t(bits >> 8);
+    if (p.hi_bits == 2) {  // byte j: field q (bits 2q, 2q+1) = weight 4q+j's bits 4-5
+      uint32_t h = 0;
+      for (int q = 0; q < 4; ++q) h |= ((w[q] >> 4) & 0x03030303u) << (2 * q);
+      std::memcpy(hi + 4 * c, &h, 4);
+    } else {  // bit 4q+j = weight 4q+j's bit 4: the four bytes' bits gathered by one multiply (no carries)
+      uint32_t h = 0;
+      for (int q = 0; q < 4; ++q) h |= ((((w[q] >> 4) & 0x01010101u) * 0x01020408u) >> 24 & 0xFu) << (4 * q);
+      const uint8_t h2[2] = {uint8_t(h & 0xFF), uint8_t(h >> 8)};
+      std::memcpy(hi + 2 * c, h2, 2);
     }
   };
   auto pack_rows = [&](int64_t r_begin, int64_t r_end) {
