@@ -56,39 +56,22 @@ QHD uint4 quant_load_codes(const uint4* p) {
 #endif
 }
 
-// 8, 4 and 2 code bytes (the split planes of Q5_K and Q6_K): the same streaming loads, narrower.
-QHD uint2 quant_load_codes8(const uint8_t* p) {
+// 8, 4 or 2 code bytes (T = uint2, uint32_t, unsigned short: the split planes of Q5_K and Q6_K): the same streaming
+// loads, narrower.
+template <typename T>
+QHD T quant_load_narrow(const uint8_t* p) {
+  T v;
 #if defined(__CUDA_ARCH__)
-  uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-  return v;
+  if constexpr (sizeof(T) == 8)
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  else if constexpr (sizeof(T) == 4)
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  else
+    asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
 #else
-  uint2 v;
-  std::memcpy(&v, p, 8);
-  return v;
+  std::memcpy(&v, p, sizeof(T));
 #endif
-}
-QHD uint32_t quant_load_codes4(const uint8_t* p) {
-#if defined(__CUDA_ARCH__)
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
   return v;
-#else
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-#endif
-}
-QHD uint32_t quant_load_codes2(const uint8_t* p) {
-#if defined(__CUDA_ARCH__)
-  unsigned short v;
-  asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
-  return v;
-#else
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-#endif
 }
 
 // One 16-byte code chunk (chunk c of row `row`) as a ring slot holds it: loaded with load(), turned into the 16 codes
@@ -109,9 +92,12 @@ struct QuantSplitCodeSlot {
   uint2 lo;
   uint32_t hi;
   QHD void load(const QuantPlanes& p, int64_t row, int c) {
-    lo = quant_load_codes8(p.codes + row * p.ld_codes + 8 * int64_t(c));
+    lo = quant_load_narrow<uint2>(p.codes + row * p.ld_codes + 8 * int64_t(c));
     const uint8_t* h = p.code_hi + row * p.ld_hi + kHiBits * 2 * int64_t(c);
-    hi = kHiBits == 2 ? quant_load_codes4(h) : quant_load_codes2(h);
+    if constexpr (kHiBits == 2)
+      hi = quant_load_narrow<uint32_t>(h);
+    else
+      hi = quant_load_narrow<unsigned short>(h);
   }
   QHD void zero() {
     lo = make_uint2(0u, 0u);
