@@ -275,7 +275,7 @@ struct PackedLoads {
         req[size_t(l)] = lanes[size_t(l)].on ? LaneLoad{addr_of(lanes[size_t(l)]), bytes} : LaneLoad{};
       rec.issue(cls, req);
     };
-    if (hi_bits > 0) {  // QuantSplitCodeSlot::load: the nibbles, then the high bits
+    if (hi_bits > 0) {  // QuantCodeSlot<1 or 2>::load: the nibbles, then the high bits
       one(codes, [&](const LaneChunk& a) { return a.row * w.ld_codes + 8 * a.c; }, 8);
       one(code_hi, [&](const LaneChunk& a) { return a.row * w.ld_hi + 2 * hi_bits * a.c; }, 2 * hi_bits);
     } else {

@@ -159,7 +159,7 @@ std::string MemoryPlanner::breakdown(const MemoryPlan& p, const std::string& gem
   for (size_t i = 0; i < p.prepacked_by_type.size(); ++i) {
     const auto& [type, bytes] = p.prepacked_by_type[i];
     o << (i ? ", " : "") << type << ' ' << gib_str(bytes);
-    // Where the decode form holds a type in other bytes than the file (Q6_K's int8 codes, allocation rounding).
+    // Where the decode form holds a type in other bytes than the file (plane alignment, allocation rounding).
     const auto stored = p.stored_by_type.find(type);
     if (stored != p.stored_by_type.end() && gib_str(stored->second) != gib_str(bytes))
       o << " (stored " << gib_str(stored->second) << ")";

@@ -67,7 +67,7 @@ struct DeviceSizes {
   int bf16_rowmajor_align = 0;
   int quant_batch_rows = 64;  // EngineTuning::quant_batch_rows: the int8 rows of the batch-k GEMV's passes
   // Device bytes of one [n, k] matrix of type t kept quantized, in the decode form's layout (the CUDA engine:
-  // quant_matrix_device_bytes: Q6_K's int8 codes, plane alignment, allocation granularity); null: its stored size.
+  // quant_matrix_device_bytes: plane alignment, allocation granularity); null: its stored size.
   std::function<double(GgmlQuantType t, int64_t n, int64_t k)> quant_matrix_bytes;
 };
 

@@ -77,7 +77,7 @@ struct PersistentMatrix {
   const int8_t* sub_scales = nullptr;
   const uint16_t* super_d = nullptr;
   const uint8_t* k_heads = nullptr;
-  const uint8_t* code_hi = nullptr;  // Q6_K's high code bits (core/quant_planes.h), ld_hi bytes per row
+  const uint8_t* code_hi = nullptr;  // Q5_K's and Q6_K's high code bits (core/quant_planes.h), ld_hi bytes per row
   int64_t ld_groups = 0, ld_sub = 0, ld_super = 0, ld_heads = 0, ld_hi = 0;
   int group_shift = 0, super_shift = 0;
   float bias = 0.0f;

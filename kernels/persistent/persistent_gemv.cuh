@@ -198,7 +198,7 @@ __device__ __forceinline__ void bf16_ring(const GemvDesc& d, const float* xs, fl
 }
 
 // The fields of m that quant_load_scale_raw and the code slots (QuantCodeSlot) read.
-__device__ __forceinline__ QuantPackedArgs scale_args(const PersistentMatrix& m) {
+__device__ __forceinline__ QuantPackedArgs plane_args(const PersistentMatrix& m) {
   QuantPackedArgs q;
   q.codes = static_cast<const uint8_t*>(m.data);
   q.ld_codes = m.ld;
@@ -231,7 +231,7 @@ constexpr int kQU = 2;  // chunks per row in flight per lane
 template <bool kInt4, bool kTwoLevel, bool kHasMin>
 __device__ __forceinline__ void quant_pair(const PersistentMatrix& m, int ra, int rb, bool has_b, const float* xs,
                                            int chunks, int cb, int ce, int lane, float& sa, float& sb) {
-  const QuantPackedArgs q = scale_args(m);
+  const QuantPackedArgs q = plane_args(m);
   const QuantXShared xq{reinterpret_cast<const float4*>(xs), chunks};
   float acc[2] = {0.0f, 0.0f};
   for (int c = cb + lane; c < ce; c += 32 * kQU) {
@@ -334,7 +334,7 @@ __device__ __forceinline__ void quant_ring_fill(const GemvDesc& d, const QuantPa
 template <bool kInt4, bool kTwoLevel, bool kHasMin>
 __device__ __forceinline__ void quant_ring(const GemvDesc& d, const QuantXq8& x8, float2* part, const RingShape& sh) {
   const PersistentMatrix& m = *d.m;
-  const QuantPackedArgs q = scale_args(m);
+  const QuantPackedArgs q = plane_args(m);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   QuantCodes<kInt4, kTwoLevel, kHasMin> w[kQuantRingSlots][2];
   uint2 raw[kQuantRingSlots][2];

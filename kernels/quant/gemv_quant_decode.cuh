@@ -80,15 +80,6 @@ QHD T quant_load_narrow(const uint8_t* p) {
 // high bits, widened to the int8 codes by quant_split_word.
 template <int kHiBits>
 struct QuantCodeSlot {
-  uint4 v;
-  QHD void load(const QuantPlanes& p, int64_t row, int c) {
-    v = quant_load_codes(reinterpret_cast<const uint4*>(p.codes + row * p.ld_codes) + c);
-  }
-  QHD void zero() { v = make_uint4(0u, 0u, 0u, 0u); }
-  QHD uint4 codes() const { return v; }
-};
-template <int kHiBits>
-struct QuantSplitCodeSlot {
   uint2 lo;
   uint32_t hi;
   QHD void load(const QuantPlanes& p, int64_t row, int c) {
@@ -109,9 +100,14 @@ struct QuantSplitCodeSlot {
   }
 };
 template <>
-struct QuantCodeSlot<1> : QuantSplitCodeSlot<1> {};
-template <>
-struct QuantCodeSlot<2> : QuantSplitCodeSlot<2> {};
+struct QuantCodeSlot<0> {
+  uint4 v;
+  QHD void load(const QuantPlanes& p, int64_t row, int c) {
+    v = quant_load_codes(reinterpret_cast<const uint4*>(p.codes + row * p.ld_codes) + c);
+  }
+  QHD void zero() { v = make_uint4(0u, 0u, 0u, 0u); }
+  QHD uint4 codes() const { return v; }
+};
 // The slot of a kernel form (kInt4, kTwoLevel, kHasMin): split for Q5_K and Q6_K.
 template <bool kInt4, bool kTwoLevel, bool kHasMin>
 using QuantCodes = QuantCodeSlot<quant_split_hi_bits(kInt4, kTwoLevel, kHasMin)>;

@@ -163,6 +163,12 @@ inline int quant_gemv_hi_bits(const QuantGemvWeight& w) {
   return quant_split_hi_bits(w.family == QuantCodeFamily::Int4, w.two_level, w.has_min);
 }
 
+// Code bytes of one chunk of w's prepacked planes: 16, or 8 of nibbles + 2 or 4 of high bits (Q5_K, Q6_K).
+inline int quant_chunk_code_bytes(const QuantGemvWeight& w) {
+  const int hi_bits = quant_gemv_hi_bits(w);
+  return hi_bits > 0 ? 8 + 2 * hi_bits : 16;
+}
+
 // Checks that w's fields agree with its type and with each other (not the pointers); fails naming `what`.
 inline void quant_gemv_check_layout(const QuantGemvWeight& w, const char* what = "quantized gemv") {
   const QuantTypeTraits t = quant_type_traits(w.type_id);
@@ -293,7 +299,7 @@ inline QuantGemvPlan quant_gemv_plan(QuantGemvKind kind, const QuantGemvWeight& 
     p.row_groups = w.n;
     p.lanes = w.n;
     p.grid = int(std::max<int64_t>(1, (w.n + kQuantGemvThreads - 1) / kQuantGemvThreads));
-    p.bytes_per_load = 16 - (quant_gemv_hi_bits(w) > 0 ? 8 - 2 * quant_gemv_hi_bits(w) : 0);
+    p.bytes_per_load = quant_chunk_code_bytes(w);
     p.loads_in_flight = std::min(kQuantThreadUnroll, p.units);
     return p;
   }
@@ -311,7 +317,7 @@ inline QuantGemvPlan quant_gemv_plan(QuantGemvKind kind, const QuantGemvWeight& 
   p.lanes = warp && p.splits == 1 ? std::max<int64_t>(1, std::min(p.row_groups, resident)) : p.row_groups;
   p.grid = int(std::max<int64_t>(1, (p.lanes + groups_per_block - 1) / groups_per_block));
   if (warp) {
-    p.bytes_per_load = 16 - (quant_gemv_hi_bits(w) > 0 ? 8 - 2 * quant_gemv_hi_bits(w) : 0);
+    p.bytes_per_load = quant_chunk_code_bytes(w);
     const int per_lane = (p.slice_units + 31) / 32;
     p.loads_in_flight = std::min(quant_warp_unroll(quant_gemv_hi_bits(w)), std::max(1, per_lane)) * p.rows_per_warp;
   } else {
