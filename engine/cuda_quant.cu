@@ -17,7 +17,7 @@ QuantGemvWeight quant_host_view(const PackedQuant& p, const uint8_t* blocks) {
 }
 
 QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts, QuantGemvKind kind,
-                                    cudaStream_t stream, QuantUploadTimes* times) {
+                                    cudaStream_t stream, QuantUploadTimes* times, QuantRegion* into) {
   QuantUploadTimes local;
   if (!times) times = &local;
   auto t = std::chrono::steady_clock::now();
@@ -42,6 +42,14 @@ QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts,
   // of q, k and v gives the fused matrix in the same type). The packing reads each part where it is (pack_quant_parts);
   // only the as-stored form, which uploads the blocks themselves, gathers a fused matrix into one copy.
   const GgmlQuantType qt = GgmlQuantType(type);
+  auto upload = [stream, into](const QuantGemvWeight& host) {
+    if (!into) return quant_gemv_upload(host, stream);
+    const size_t span = quant_gemv_device_span(host);
+    const size_t left = into->capacity >= into->used ? into->capacity - into->used : 0;
+    QuantGemvWeight dev = quant_gemv_upload_into(host, into->base + into->used, left, stream);
+    into->used += span;
+    return dev;
+  };
   if (kind == QuantGemvKind::AsStored) {
     std::vector<uint8_t> gathered;
     const uint8_t* blocks = static_cast<const uint8_t*>(first.data);
@@ -57,7 +65,7 @@ QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts,
     lap(&times->gather);
     QuantGemvWeight host = quant_gemv_describe(int(type), rows, cols);
     host.blocks = blocks;
-    QuantGemvWeight dev = quant_gemv_upload(host, stream);
+    QuantGemvWeight dev = upload(host);
     lap(&times->upload);
     return dev;
   }
@@ -68,7 +76,7 @@ QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts,
   const PackedQuant p = pack_quant_parts(rows_of, qt, cols, first.name);
   lap(&times->pack);
   const QuantGemvWeight host = quant_host_view(p);
-  QuantGemvWeight dev = quant_gemv_upload(host, stream);
+  QuantGemvWeight dev = upload(host);
   lap(&times->upload);
   return dev;
 }
@@ -83,8 +91,7 @@ double quant_matrix_device_bytes(GgmlQuantType t, int64_t n, int64_t k, QuantGem
     total = plane(b.codes) + plane(b.code_hi) + plane(b.scales) + plane(b.mins) + plane(b.k_heads) + plane(b.sub_scales) +
             plane(b.super_d);
   }
-  const int64_t g = int64_t(kCudaAllocGranularity);
-  return double((total + g - 1) / g * g);
+  return double(total);
 }
 
 }  // namespace llm

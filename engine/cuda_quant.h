@@ -27,13 +27,20 @@ struct QuantUploadTimes {
   double pack = 0;    // pack_quant_parts (models/quant.h), reading the mapped file's pages
   double upload = 0;  // quant_gemv_upload: allocation, zero fill, the copy to the GPU and its wait
 };
+// into (optional): the device region to upload into, at into->used, which advances by the matrix's bytes (one
+// allocation for every matrix of a mapping: GemvMappings::prepare); without it the matrix gets its own cudaMalloc.
+struct QuantRegion {
+  uint8_t* base = nullptr;  // kQuantPlaneAlign-aligned
+  size_t capacity = 0;
+  size_t used = 0;
+};
 QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts, QuantGemvKind kind,
-                                    cudaStream_t stream, QuantUploadTimes* times = nullptr);
+                                    cudaStream_t stream, QuantUploadTimes* times = nullptr, QuantRegion* into = nullptr);
 
-// The device bytes upload_quant_matrix allocates for an [n, k] matrix of type t in form `kind`: the prepacked planes
-// (models/quant.h packed_quant_bytes; as-stored: the blocks), each kQuantPlaneAlign-aligned, the allocation rounded
-// up to cudaMalloc's 2 MiB granularity (kCudaAllocGranularity). The memory plan counts this, not the stored size.
-constexpr size_t kCudaAllocGranularity = size_t(2) << 20;
+// The device bytes upload_quant_matrix takes for an [n, k] matrix of type t in form `kind`: the prepacked planes
+// (models/quant.h packed_quant_bytes; as-stored: the blocks), each kQuantPlaneAlign-aligned. A mapping's matrices
+// share one allocation (QuantRegion), so there is no per-matrix rounding to cudaMalloc's granularity. The memory plan
+// counts this, not the stored size.
 double quant_matrix_device_bytes(GgmlQuantType t, int64_t n, int64_t k, QuantGemvKind kind);
 
 }  // namespace llm

@@ -27,6 +27,7 @@ MappingState::~MappingState() {
       } catch (...) {
       }
     }
+  if (quant_region) cudaFree(quant_region);
 }
 
 // A fused group whose members are all BF16 (or all quantized in one type) is one piece; otherwise each member is a
@@ -98,7 +99,7 @@ GemvMappings::GemvMappings(const Model& model, const DeviceModel& dm, bool tied,
 }
 
 PieceWeight GemvMappings::prepack(const MappingState& st, const SlotPiece& src, size_t* bytes_read,
-                                  QuantUploadTimes* times) {
+                                  QuantUploadTimes* times, QuantRegion* region) {
   const std::string& name = st.plan.name;
   PieceWeight pw;
   pw.row0 = src.row0;
@@ -109,7 +110,7 @@ PieceWeight GemvMappings::prepack(const MappingState& st, const SlotPiece& src, 
     std::vector<const HostTensor*> parts;
     for (const HostTensor& t : src.quant) parts.push_back(&t);
     pw.quant = true;
-    pw.q = upload_quant_matrix(parts, st.plan.quant, stream_, times);
+    pw.q = upload_quant_matrix(parts, st.plan.quant, stream_, times, region);
     *bytes_read += size_t(quant_gemv_bytes_read(st.plan.quant, pw.q));
   } else {
     if (!st.mapping) fail("GEMV mapping '", name, "' exists only for quantized weights; this model has BF16 ones");
@@ -142,15 +143,30 @@ MappingState& GemvMappings::prepare(const GemvPlan& plan, size_t bytes_per_token
   st->mapping = plan.bf16 == GemvBf16Form::None ? nullptr : &gemv_mapping(plan.bf16);
   st->weights.reserve(slots_.size());
   uint64_t quant_bytes = 0;  // the GGUF blocks packed on the host and uploaded: the slow part of a large load
+  size_t region_bytes = 0;   // every quantized piece's planes, one allocation (no 2 MiB rounding per matrix)
   for (const Slot& slot : slots_)
-    for (const SlotPiece& src : slot)
-      for (const HostTensor& t : src.quant) quant_bytes += uint64_t(t.nbytes());
+    for (const SlotPiece& src : slot) {
+      if (src.quant.empty() || !plan.has_quant) continue;
+      int64_t rows = 0;
+      for (const HostTensor& t : src.quant) {
+        quant_bytes += uint64_t(t.nbytes());
+        rows += t.rows;
+      }
+      const HostTensor& t0 = src.quant[0];
+      region_bytes += size_t(quant_matrix_device_bytes(GgmlQuantType(t0.quant), rows, t0.cols, plan.quant));
+    }
+  QuantRegion region;
+  if (region_bytes > 0) {
+    CUDA_CHECK(cudaMalloc(&st->quant_region, region_bytes));
+    st->quant_region_bytes = region_bytes;
+    region = QuantRegion{static_cast<uint8_t*>(st->quant_region), region_bytes, 0};
+  }
   LoadProgress progress("prepacking '" + name + "'", quant_bytes);
   QuantUploadTimes times;
   for (const Slot& slot : slots_) {
     DecodeWeight dw;
     for (const SlotPiece& src : slot) {
-      dw.push_back(prepack(*st, src, &st->bytes_read, &times));
+      dw.push_back(prepack(*st, src, &st->bytes_read, &times, &region));
       for (const HostTensor& t : src.quant) progress.add(uint64_t(t.nbytes()));
     }
     st->weights.push_back(std::move(dw));
@@ -192,6 +208,7 @@ size_t GemvMappings::device_bytes() const {
   for (const auto& kv : mappings_)
     for (const auto& dw : kv.second->weights)
       for (const auto& piece : dw) b += piece.quant ? piece.q.allocated_bytes : piece.bf16.bytes;
+  for (const auto& kv : mappings_) b += kv.second->quant_region_bytes;
   return b;
 }
 

@@ -53,6 +53,10 @@ struct MappingState {
   // Every piece's form runs the RMSNorm fold (kernels/gemv/gemv_epilogue.h; not cuBLAS) and the residual matrices
   // (o, down) are one piece each: the graph path may fold the norms into the GEMVs.
   bool fuses_norm = false;
+  // One device allocation for every quantized piece's planes (QuantRegion, engine/cuda_quant.h): the pieces do not own
+  // their memory. Freed after them.
+  void* quant_region = nullptr;
+  size_t quant_region_bytes = 0;
   std::unique_ptr<PathCache> graph_cache;       // engine/cuda/graph_path.h
   std::unique_ptr<PathCache> persistent_cache;  // engine/cuda/persistent_path.h
 
@@ -99,7 +103,8 @@ class GemvMappings {
   using Slot = std::vector<SlotPiece>;
   Slot make_slot(const std::vector<const HostTensor*>& members, const DevMatrix& whole,
                  const std::vector<DevMatrix>& parts);
-  PieceWeight prepack(const MappingState& st, const SlotPiece& src, size_t* bytes_read, QuantUploadTimes* times);
+  PieceWeight prepack(const MappingState& st, const SlotPiece& src, size_t* bytes_read, QuantUploadTimes* times,
+                      QuantRegion* region);
 
   bool dequantize_ = false;
   bool any_quant_ = false;

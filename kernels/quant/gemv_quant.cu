@@ -2,6 +2,9 @@
 // (kernels/gemv_quant_{warp,thread,as_stored}.cu), launch shapes.
 #include "kernels/quant/gemv_quant.h"
 
+#include <cstdint>
+#include <type_traits>
+
 
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_internal.h"  // gemv_sm_count
@@ -9,50 +12,74 @@
 
 namespace llm {
 
-QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stream) {
+namespace {
+
+// The planes of a description in upload order (one list for the span and the copy), with their bytes.
+template <typename W, typename F>
+void for_each_plane(W& w, const QuantGemvPlaneBytes& sizes, F&& f) {
+  f(w.codes, sizes.codes);
+  f(w.code_hi, sizes.code_hi);
+  f(w.scales, sizes.scales);
+  f(w.mins, sizes.mins);
+  f(w.sub_scales, sizes.sub_scales);
+  f(w.super_d, sizes.super_d);
+  f(w.k_heads, sizes.k_heads);
+  f(w.blocks, sizes.blocks);
+}
+
+}  // namespace
+
+size_t quant_gemv_device_span(const QuantGemvWeight& host) {
   quant_gemv_check_layout(host, "quant_gemv_upload");
-  const QuantGemvPlaneBytes sizes = quant_gemv_plane_bytes(host);
+  size_t total = 0;
+  for_each_plane(host, quant_gemv_plane_bytes(host), [&](const void* src, size_t bytes) {
+    if (src && bytes > 0) total += quant_plane_span(bytes);
+  });
+  return total;
+}
+
+QuantGemvWeight quant_gemv_upload_into(const QuantGemvWeight& host, void* dst, size_t capacity, cudaStream_t stream) {
+  const size_t total = quant_gemv_device_span(host);
   QuantGemvWeight out = host;
   out.allocation = nullptr;
   out.allocated_bytes = 0;
-  size_t total = 0;
-  auto reserve = [&](const void* src, size_t bytes) {
-    if (src && bytes > 0) total += quant_plane_span(bytes);
-  };
-  reserve(host.codes, sizes.codes);
-  reserve(host.code_hi, sizes.code_hi);
-  reserve(host.scales, sizes.scales);
-  reserve(host.mins, sizes.mins);
-  reserve(host.sub_scales, sizes.sub_scales);
-  reserve(host.super_d, sizes.super_d);
-  reserve(host.k_heads, sizes.k_heads);
-  reserve(host.blocks, sizes.blocks);
   if (total == 0) {  // n == 0, or nothing given: a description without planes (a launch then does nothing / refuses)
     out.clear_pointers();
     out.blocks = nullptr;
     return out;
   }
-  uint8_t* base = nullptr;
-  CUDA_CHECK(cudaMalloc(&base, total));
-  CUDA_CHECK(cudaMemsetAsync(base, 0, total, stream));
+  if (!dst || total > capacity || reinterpret_cast<uintptr_t>(dst) % kQuantPlaneAlign != 0)
+    fail("quant_gemv_upload: ", quant_type_traits(host.type_id).name, " [", host.n, ", ", host.k, "] needs ", total,
+         " aligned device bytes, given ", dst ? capacity : 0);
+  uint8_t* base = static_cast<uint8_t*>(dst);
+  CUDA_CHECK(cudaMemsetAsync(base, 0, total, stream));  // the planes' padding reads as zero codes
   size_t at = 0;
-  // The device copy of one host plane (null when absent), each plane starting kQuantPlaneAlign-aligned.
-  auto put = [&](auto src, size_t bytes) -> decltype(src) {
-    if (!src || bytes == 0) return nullptr;
-    CUDA_CHECK(cudaMemcpyAsync(base + at, src, bytes, cudaMemcpyHostToDevice, stream));
-    auto dst = reinterpret_cast<decltype(src)>(base + at);
+  // The device copy of each host plane (null when absent), each starting kQuantPlaneAlign-aligned.
+  for_each_plane(out, quant_gemv_plane_bytes(host), [&](auto& ptr, size_t bytes) {
+    if (!ptr || bytes == 0) {
+      ptr = nullptr;
+      return;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(base + at, ptr, bytes, cudaMemcpyHostToDevice, stream));
+    ptr = reinterpret_cast<std::remove_reference_t<decltype(ptr)>>(base + at);
     at += quant_plane_span(bytes);
-    return dst;
-  };
-  out.codes = put(host.codes, sizes.codes);
-  out.code_hi = put(host.code_hi, sizes.code_hi);
-  out.scales = put(host.scales, sizes.scales);
-  out.mins = put(host.mins, sizes.mins);
-  out.sub_scales = put(host.sub_scales, sizes.sub_scales);
-  out.super_d = put(host.super_d, sizes.super_d);
-  out.k_heads = put(host.k_heads, sizes.k_heads);
-  out.blocks = put(host.blocks, sizes.blocks);
+  });
   CUDA_CHECK(cudaStreamSynchronize(stream));
+  return out;
+}
+
+QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stream) {
+  const size_t total = quant_gemv_device_span(host);
+  if (total == 0) return quant_gemv_upload_into(host, nullptr, 0, stream);
+  void* base = nullptr;
+  CUDA_CHECK(cudaMalloc(&base, total));
+  QuantGemvWeight out;
+  try {
+    out = quant_gemv_upload_into(host, base, total, stream);
+  } catch (...) {
+    cudaFree(base);
+    throw;
+  }
   out.allocation = base;
   out.allocated_bytes = total;
   return out;

@@ -37,6 +37,12 @@ constexpr size_t quant_plane_span(size_t bytes) { return (bytes + kQuantPlaneAli
 // present: codes + scales (+ mins) or codes + k_heads (Q4_K, Q5_K) or sub_scales + super_d (Q6_K) for warp/thread, blocks
 // for as-stored. Synchronises `stream` before returning (load time only), so the host arrays may be freed at once.
 QuantGemvWeight quant_gemv_upload(const QuantGemvWeight& host, cudaStream_t stream);
+// The device bytes the planes of `host` take in an upload: the sum of their quant_plane_span (0 without planes).
+size_t quant_gemv_device_span(const QuantGemvWeight& host);
+// As quant_gemv_upload, into [dst, dst + capacity) of an allocation the caller owns (one arena for every matrix of a
+// model: no per-matrix rounding to cudaMalloc's granularity); dst kQuantPlaneAlign-aligned. The result does not own
+// the memory (quant_gemv_free only clears its pointers). Fails when the planes need more than capacity.
+QuantGemvWeight quant_gemv_upload_into(const QuantGemvWeight& host, void* dst, size_t capacity, cudaStream_t stream);
 // Frees what quant_gemv_upload allocated and clears the pointers. No-op on an empty or non-owning description.
 void quant_gemv_free(QuantGemvWeight* w);
 

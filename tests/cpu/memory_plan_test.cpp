@@ -180,7 +180,7 @@ TEST(MemoryPlan, QuantizedWeightsArePrepackedAtTheirStoredSizeByType) {
 }
 
 // With the decode form's count of a quantized matrix (DeviceSizes::quant_matrix_bytes: the CUDA engine's
-// quant_matrix_device_bytes, Q6_K's int8 codes and the allocation granularity), the plan counts that per matrix and
+// quant_matrix_device_bytes: the planes as the form lays them out), the plan counts that per matrix and
 // type instead of the stored size.
 TEST(MemoryPlan, QuantizedMatricesCountedByTheFormsLayout) {
   Model m = llm::load_synthetic("tiny-gqa");
