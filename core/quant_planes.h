@@ -28,8 +28,8 @@ struct QuantPlanes {
   // Codes: uint8 [n, ld_codes], rows 16-byte aligned, padding zero. Int4: group g of a row is bytes 16g .. 16g+15,
   // byte i = weight 32g+i (low nibble, 0..15) | weight 32g+16+i (high nibble) << 4. Int8: int8 code of weight j at
   // byte j (Q8_0 q; Q5_0 q-16; Q5_1 q (0..31)).
-  // Split (Q5_K, Q6_K; quant_split_hi_bits): the int8 code the kernels use is v = Q5_K q (0..31), or Q6_K q - 32 held
-  // as its 6-bit pattern u = (q - 32) & 63 and sign-extended. Per 16-weight chunk c (weights 16c + i, i = 0..15):
+  // Split (Q5_K, Q6_K; quant_split_hi_bits): the int8 code the kernels use is v = q, Q5_K 0..31, Q6_K 0..63 (its
+  // code_offset -32 applied as for Q4_0's -8). Per 16-weight chunk c (weights 16c + i, i = 0..15):
   //   codes, bytes 8c .. 8c+7: byte b (0..3) = nib(v_b) | nib(v_{b+4}) << 4, byte 4+b = nib(v_{8+b}) | nib(v_{12+b}) << 4
   //   code_hi, Q6_K, bytes 4c .. 4c+3: byte b = hi(v_b) | hi(v_{b+4}) << 2 | hi(v_{b+8}) << 4 | hi(v_{b+12}) << 6
   //   code_hi, Q5_K, bytes 2c .. 2c+1: bit i (little-endian) = hi(v_i)
@@ -67,18 +67,16 @@ struct QuantPlanes {
 
 // Word q (0..3) of a split chunk's int8 codes (weights 4q .. 4q+3, byte j = weight 4q+j; layout on QuantPlanes::codes)
 // from its nibble words lo0 (bytes 0..3) and lo1 (bytes 4..7) and its high bits hi (Q6_K: the 4 bytes; Q5_K: the 2
-// bytes in the low half). Q6_K: the 6-bit pattern sign-extended (bit 5 times 6 = bits 6 and 7); Q5_K: the 4 high bits
-// spread to bit 4 of each byte by one multiply (t * 0x02040810 puts bit j of t at 8j + 4, no carries). The one
+// bytes in the low half). Q6_K: the 2 high bits shifted into bits 4-5 (codes 0..63, code_offset -32 applied by the dots
+// as code_offset * sum x, not per weight); Q5_K: the 4 high bits spread to bit 4 of each byte by one multiply
+// (t * 0x02040810 puts bit j of t at 8j + 4, no carries). The one
 // decode of the split planes, for every kernel and the prefill dequantizer; models/quant.cpp's packed_code decodes
 // them bit by bit on its own, as their judge.
 template <int kHiBits>
 LLM_HD uint32_t quant_split_word(uint32_t lo0, uint32_t lo1, uint32_t hi, int q) {
   const uint32_t lo = q < 2 ? lo0 : lo1;
   const uint32_t nib = ((q & 1) ? lo >> 4 : lo) & 0x0F0F0F0Fu;
-  if (kHiBits == 2) {
-    const uint32_t u = nib | (((hi >> (2 * q)) & 0x03030303u) << 4);
-    return u | ((u & 0x20202020u) * 6u);
-  }
+  if (kHiBits == 2) return nib | (((hi >> (2 * q)) & 0x03030303u) << 4);
   return nib | ((((hi >> (4 * q)) & 0xFu) * 0x02040810u) & 0x10101010u);
 }
 

@@ -583,7 +583,7 @@ PackedQuant packed_layout(GgmlQuantType t, int64_t n, int64_t k) {
   const bool int4 = t == GgmlQuantType::Q4_0 || t == GgmlQuantType::Q4_1 || t == GgmlQuantType::Q4_K;
   p.family = int4 ? QuantFamily::Int4 : QuantFamily::Int8;
   p.group = t == GgmlQuantType::Q6_K ? 16 : 32;
-  p.code_offset = t == GgmlQuantType::Q4_0 ? -8 : 0;
+  p.code_offset = t == GgmlQuantType::Q4_0 ? -8 : t == GgmlQuantType::Q6_K ? -32 : 0;
   p.has_min = t == GgmlQuantType::Q4_1 || t == GgmlQuantType::Q5_1 || t == GgmlQuantType::Q4_K ||
               t == GgmlQuantType::Q5_K;
   p.two_level = t == GgmlQuantType::Q4_K || t == GgmlQuantType::Q5_K || t == GgmlQuantType::Q6_K;
@@ -673,8 +673,8 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
     }
     return static_cast<const uint8_t*>(nullptr);  // not reached: r < n
   };
-  // Split codes (Q5_K, Q6_K): the 5- or 6-bit patterns v[0..15] (Q5_K q, 0..31; Q6_K (q - 32) & 63) of chunk c of row r
-  // into the nibble and high-bit planes, in core/quant_planes.h's order (QuantPlanes::codes).
+  // Split codes (Q5_K, Q6_K): the codes v[0..15] (Q5_K 0..31, Q6_K 0..63) of chunk c of row r into the nibble and
+  // high-bit planes, in core/quant_planes.h's order (QuantPlanes::codes).
   auto put_split = [&p](int64_t r, int64_t c, const uint8_t* v) {
     uint32_t w[4];  // weights 4q .. 4q+3 in word q, byte j = weight 4q+j
     std::memcpy(w, v, 16);
@@ -768,7 +768,7 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
           const uint8_t* b = src + sb * bb;
           p.super_d[r * p.ld_super + sb] = read_u16_le(b + 208);
           for (int s = 0; s < 16; ++s) p.sub_scales[r * p.ld_sub + sb * 16 + s] = int8_t(b[192 + s]);
-          // The 6-bit code q (0..63) of weight 128 h + 32 m + l: nibble of ql[l] (m = 0, 2) or ql[l + 32] (m = 1, 3),
+          // The 6-bit code (0..63) of weight 128 h + 32 m + l: nibble of ql[l] (m = 0, 2) or ql[l + 32] (m = 1, 3),
           // low (m < 2) or high, and bits 2m, 2m + 1 of qh[l]; four weights per l, in dequantize_row_q6_K's order.
           uint8_t v[kQuantSuperBlock];
           for (int h = 0; h < 2; ++h) {
@@ -776,10 +776,10 @@ PackedQuant pack_quant_parts(const std::vector<QuantRowsPart>& parts, GgmlQuantT
             const uint8_t* qh = b + 128 + 32 * h;
             uint8_t* out = v + 128 * h;
             for (int l = 0; l < 32; ++l) {
-              out[l] = uint8_t(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) ^ 32);  // (q - 32) & 63
-              out[l + 32] = uint8_t(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) ^ 32);
-              out[l + 64] = uint8_t(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) ^ 32);
-              out[l + 96] = uint8_t(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) ^ 32);
+              out[l] = uint8_t((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+              out[l + 32] = uint8_t((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+              out[l + 64] = uint8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+              out[l + 96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
             }
           }
           for (int c = 0; c < kQuantSuperBlock / 16; ++c) put_split(r, sb * (kQuantSuperBlock / 16) + c, v + 16 * c);
@@ -815,10 +815,7 @@ int packed_code(const PackedQuant& p, int64_t r, int64_t j) {
     const int i = int(j % 16);
     const int nib = (row[8 * c + (i / 8) * 4 + (i % 4)] >> (((i / 4) & 1) * 4)) & 0xF;
     const uint8_t* hi = p.code_hi.data() + r * p.ld_hi;
-    if (p.hi_bits == 2) {
-      const int u = nib | (((hi[4 * c + (i % 4)] >> (2 * (i / 4))) & 3) << 4);
-      return u >= 32 ? u - 64 : u;  // the 6-bit pattern of q - 32
-    }
+    if (p.hi_bits == 2) return nib | (((hi[4 * c + (i % 4)] >> (2 * (i / 4))) & 3) << 4);  // q, 0..63
     return nib | (((hi[2 * c + i / 8] >> (i % 8)) & 1) << 4);
   }
   return int(int8_t(row[j]));

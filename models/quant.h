@@ -114,7 +114,7 @@ struct PackedQuant {
   //         32g+i+16 in its high nibble (GGML's Q4_0 order). Codes are unsigned 0..15.
   //   Int8: int8 [n, ld_codes] stored as bytes, ld_codes = round_up(k, 16) (= k): code of weight j at byte j.
   //         Q8_0: q (-127..127); Q5_0: q - 16 (-16..15); Q5_1: q unsigned (0..31).
-  //   Split (Q5_K: q unsigned 0..31; Q6_K: q - 32, -32..31): the low nibbles, ld_codes = round_up(k / 2, 16), and the
+  //   Split (Q5_K: q 0..31; Q6_K: q 0..63, code_offset -32): the low nibbles, ld_codes = round_up(k / 2, 16), and the
   //         high bits in code_hi, hi_bits (1 or 2) per weight, ld_hi = round_up(k * hi_bits / 8, 16); the order within
   //         each 16-weight chunk is core/quant_planes.h's (QuantPlanes::codes).
   int64_t ld_codes = 0;
@@ -124,7 +124,7 @@ struct PackedQuant {
   PackedPlane<uint8_t> code_hi;
 
   int group = 32;         // weights per scale: 32, or 16 for Q6_K
-  int code_offset = 0;    // added to the code before scaling: -8 for Q4_0 (its min is implied), 0 otherwise
+  int code_offset = 0;    // added to the code before scaling: -8 for Q4_0, -32 for Q6_K (their min is implied), else 0
   bool has_min = false;   // Q4_1, Q5_1, Q4_K, Q5_K: w = float(code) * s + m; otherwise w = float(code + code_offset) * s
   bool two_level = false; // Q4_K, Q5_K, Q6_K: scales per super-block and group (below); otherwise from `scales`
   int64_t n_groups = 0;   // k / group, groups per row

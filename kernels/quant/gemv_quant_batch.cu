@@ -177,12 +177,13 @@ __device__ __forceinline__ void batch_chunk_int8(const uint4 (&w)[R], const uint
         if (kHasMin) acc[b][i] = fmaf(m[i] * dx, float(qsum), acc[b][i]);
       }
     } else {
+      constexpr bool kOffset = quant_split_hi_bits(kInt4, kTwoLevel, kHasMin) == 2;  // Q6_K: code_offset -32
       const uint4 xv = xq16[c];
       const float dx = xd[c >> 1];
-      const int qsum = kHasMin ? xs[c] : 0;
+      const int qsum = kHasMin || kOffset ? xs[c] : 0;
 #pragma unroll
       for (int i = 0; i < R; ++i) {
-        const int dot = quant_dot_int8(w[i], xv);
+        const int dot = quant_dot_int8(w[i], xv) + (kOffset ? a.p.code_offset * qsum : 0);
         acc[b][i] = fmaf(s[i] * dx, float(dot), acc[b][i]);
         if (kHasMin) acc[b][i] = fmaf(m[i] * dx, float(qsum), acc[b][i]);
       }

@@ -477,12 +477,15 @@ QHD void quant_chunk_dp4a(const uint4 (&w)[R], const uint2 (&raw)[R], const Quan
       if (kHasMin) acc[i] = fmaf(quant_min<kTwoLevel>(raw[i]) * dx, float(qsum), acc[i]);
     }
   } else {
+    // Q6_K's codes are 0..63 with code_offset -32 (core/quant_planes.h), added as code_offset * sum q: the same integer
+    // as the dot of the signed codes.
+    constexpr bool kOffset = quant_split_hi_bits(kInt4, kTwoLevel, kHasMin) == 2;
     const uint4 xv = xq16[c];
     const float dx = xq.d[c >> 1];
-    const int qsum = kHasMin ? xq.s16[c] : 0;
+    const int qsum = kHasMin || kOffset ? xq.s16[c] : 0;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      const int dot = quant_dot_int8(w[i], xv);
+      const int dot = quant_dot_int8(w[i], xv) + (kOffset ? code_offset * qsum : 0);
       acc[i] = fmaf(quant_scale<kTwoLevel>(raw[i]) * dx, float(dot), acc[i]);
       if (kHasMin) acc[i] = fmaf(quant_min<kTwoLevel>(raw[i]) * dx, float(qsum), acc[i]);
     }

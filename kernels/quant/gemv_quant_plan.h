@@ -29,7 +29,7 @@ struct QuantTypeTraits {
   const char* name = "?";
   QuantCodeFamily family = QuantCodeFamily::Int8;
   int group = 32;              // weights per scale (16 for Q6_K)
-  int code_offset = 0;         // -8 for Q4_0
+  int code_offset = 0;         // -8 for Q4_0, -32 for Q6_K
   bool has_min = false;        // Q4_1, Q5_1, Q4_K, Q5_K
   bool two_level = false;      // Q4_K, Q5_K, Q6_K
   int groups_per_super = 0;    // 8 (Q4_K, Q5_K), 16 (Q6_K), 0 otherwise
@@ -57,7 +57,7 @@ inline QuantTypeTraits quant_type_traits(int type_id) {
       t.block_bytes = 176;
       break;
     case kQ6_K:
-      t.name = "Q6_K"; t.group = 16; t.two_level = true; t.groups_per_super = 16; t.block_weights = 256;
+      t.name = "Q6_K"; t.group = 16; t.code_offset = -32; t.two_level = true; t.groups_per_super = 16; t.block_weights = 256;
       t.block_bytes = 210;
       break;
     default: fail("quantized gemv: GGML type id ", type_id, " has no quantized kernel");
@@ -78,7 +78,7 @@ struct QuantGemvWeight : QuantPlanes {
   int64_t k = 0;                                    // weights per row; multiple of 32 (of 256 for the K-quants)
 
   int group = 32;          // weights per scale: 32, or 16 for Q6_K
-  int code_offset = 0;     // -8 for Q4_0, else 0: w = float(code + code_offset) * s (+ m)
+  int code_offset = 0;     // -8 for Q4_0, -32 for Q6_K, else 0: w = float(code + code_offset) * s (+ m)
   bool has_min = false;    // Q4_1, Q5_1, Q4_K
   bool two_level = false;  // Q4_K, Q6_K
   int64_t n_groups = 0;    // k / group

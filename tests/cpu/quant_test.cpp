@@ -170,27 +170,29 @@ TEST(Quant, HandComputedQ6KBlock) {
   EXPECT_EQ(y[1], 0.5f * 2 * -32);
   const PackedQuant p = pack_quant(b, Q::Q6_K, 1, 256);
   EXPECT_EQ(p.group, 16);
-  EXPECT_EQ(packed_code(p, 0, 0), 5);
-  EXPECT_EQ(packed_code(p, 0, 80), -17);
-  EXPECT_EQ(packed_code(p, 0, 1), -32);
+  EXPECT_EQ(packed_code(p, 0, 0), 37);  // q, with code_offset -32
+  EXPECT_EQ(packed_code(p, 0, 80), 15);
+  EXPECT_EQ(packed_code(p, 0, 1), 0);
+  EXPECT_EQ(p.code_offset, -32);
   EXPECT_EQ(group_scale(p, 0, 5), -1.5f);
-  // The split planes by hand (core/quant_planes.h): weight 0 (chunk 0, i = 0) holds the 6-bit pattern of 5, 0b000101:
-  // nibble 5 in byte 0's low half, high bits 0 in code_hi byte 0 bits 0-1; weight 80 (chunk 5, i = 0) holds -17 =
-  // 0b101111: nibble 15 in byte 40's low half, high bits 0b10 in code_hi byte 20 bits 0-1; weight 1 holds -32 =
-  // 0b100000: nibble 0, high bits 0b10 in code_hi byte 0 bits 0-1 of byte 1.
+  EXPECT_EQ(packed_weight(p, 0, 0), y[0]);
+  EXPECT_EQ(packed_weight(p, 0, 80), y[80]);
+  // The split planes by hand (core/quant_planes.h): weight 0 (chunk 0, i = 0), q = 37 = 0b100101: nibble 5 in byte 0's
+  // low half, high bits 0b10 in code_hi byte 0 bits 0-1; weight 80 (chunk 5, i = 0), q = 15: nibble 15 in byte 40's low
+  // half, high bits 0 in code_hi byte 20; weight 4 (chunk 0, i = 4), q = 0: byte 0's high half and code_hi byte 0 bits
+  // 2-3 zero.
   ASSERT_EQ(p.hi_bits, 2);
   ASSERT_EQ(p.ld_codes, 128);
   ASSERT_EQ(p.ld_hi, 64);
-  EXPECT_EQ(p.codes[0] & 0xF, 5);
-  EXPECT_EQ(p.code_hi[0] & 3, 0);
+  EXPECT_EQ(p.codes[0], 5);
+  EXPECT_EQ(p.code_hi[0], 2);
   EXPECT_EQ(p.codes[40] & 0xF, 15);
-  EXPECT_EQ(p.code_hi[20] & 3, 2);
-  EXPECT_EQ(p.code_hi[1] & 3, 2);
-  // and the kernels' decode of that chunk gives the same int8 codes
+  EXPECT_EQ(p.code_hi[20] & 3, 0);
+  // and the kernels' decode of chunk 5 gives the same codes
   uint32_t lo[2], hi;
   std::memcpy(lo, p.codes.data() + 40, 8);
   std::memcpy(&hi, p.code_hi.data() + 20, 4);
-  EXPECT_EQ(int8_t(quant_split_word<2>(lo[0], lo[1], hi, 0) & 0xFF), -17);
+  EXPECT_EQ(quant_split_word<2>(lo[0], lo[1], hi, 0) & 0xFF, 15u);
 }
 
 // ---- against the gguf Python package ---------------------------------------------------------------------------------
@@ -391,7 +393,7 @@ TEST(Quant, FlagsAndBytesPerWeight) {
       {Q::Q5_0, QuantFamily::Int8, 32, 0, false, false, 34.0 / 32},
       {Q::Q5_1, QuantFamily::Int8, 32, 0, true, false, 36.0 / 32},
       {Q::Q5_K, QuantFamily::Int8, 32, 0, true, true, 0.5 + 1.0 / 8 + 16.0 / 256},  // split: nibbles + 1 high bit
-      {Q::Q6_K, QuantFamily::Int8, 16, 0, false, true, 0.5 + 2.0 / 8 + 1.0 / 16 + 2.0 / 256},  // + 2 high bits
+      {Q::Q6_K, QuantFamily::Int8, 16, -32, false, true, 0.5 + 2.0 / 8 + 1.0 / 16 + 2.0 / 256},  // + 2 high bits
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(ggml_quant_name(w.t));
