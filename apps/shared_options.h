@@ -143,6 +143,10 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
            "graph path, BF16 KV cache, head_dim 64 or 128: RoPE and the KV store inside the decode attention's "
            "launch; off: a RoPE + store kernel before it (what the fold is worth)")
       .default_is("on");
+  o.choice("--fork-mix", "on|off", &t->fork_pieces, {"on", "off"}, [](const std::string& v) { return v == "on"; },
+           "graph path, a fused group in two weight types (Q4_K_M's q|k beside a Q6_K v): the second piece on a side "
+           "stream, concurrent with the first; off: one launch after the other")
+      .default_is("off");
   o.choice("--norm-sums", "on|off", &t->norm_sums, {"on", "off"}, [](const std::string& v) { return v == "on"; },
            "graph path, the fold on, every norm read by a quantized warp form: each warp of the reading GEMV adds the "
            "writing GEMV's block sums itself (no last block on the writer's tail); off: the writer's last block "

@@ -48,6 +48,10 @@ struct EngineTuning {
                                    // of its warps adds the producer's block sums itself, so the producer (o, down) has
                                    // no last block (GemvEpilogue::scale_sums). H100, 8B Q4_0 warp-dp4a: 446.3 -> 460.4
                                    // t/s; off: the producer's last block folds the sums (for comparison)
+  bool fork_pieces = false;        // graph path: a fused group kept in two types (Q4_K_M's q|k beside a Q6_K or Q5_K v)
+                                   // runs its second piece on a side stream, concurrently with the first (a fork and
+                                   // a join in the captured graph), so the small launch's latency hides under the large
+                                   // one; off: one launch after the other. Kernel-timeline profiles overlap its parts
   int quant_batch_rows = 64;       // CUDA prefill / verify passes of at most this many tokens read matrices kept
                                    // quantized through the batch-k GEMV (kernels/quant/gemv_quant_batch.h: the weights
                                    // once per 16 tokens with dp4a, per 64 on tensor cores); longer passes dequantize

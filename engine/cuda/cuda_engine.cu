@@ -249,6 +249,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
 
   model_.upload(model, cfg_, tied_, dequantize_, arena_, s);
   mappings_ = std::make_unique<GemvMappings>(model, model_, tied_, dequantize_, &gctx_.c, s);
+  mappings_->set_fork_pieces(tuning_.fork_pieces);
   kv_ = DeviceKvCache::make(cfg_, kv, ctx_);
   kv_->allocate(arena_, s);
   act_.allocate(cfg_, ctx_, max_chunk_, tuning_.quant_batch_rows, arena_, s);
@@ -484,6 +485,7 @@ void CudaEngine::set_tuning(const EngineTuning& t) {
   if (t.fuse_norm != tuning_.fuse_norm || t.fuse_swiglu_q8 != tuning_.fuse_swiglu_q8 ||
       t.norm_sums != tuning_.norm_sums || t.fuse_rope != tuning_.fuse_rope)
     mappings_->drop_graphs();  // the forward pass launches other kernels
+  mappings_->set_fork_pieces(t.fork_pieces);
   tuning_ = t;
   persistent_path_->set_tuning(t);
 }

@@ -217,12 +217,46 @@ void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const f
   if (ep.any() && !ms.fuses_norm) fail("GEMV mapping '", ms.plan.name, "': the RMSNorm fold on a plan that cannot run it");
   if (ep.producer() && w.size() != 1) fail("GEMV mapping '", ms.plan.name, "': an RMSNorm-fold producer in ", w.size(),
                                            " pieces");
-  for (const PieceWeight& p : w) {
+  // Fork: the quantized pieces after the first on the side stream (they write other rows of y and read x and the
+  // epilogue's inputs only), the first on the engine's stream, then the join.
+  bool fork = fork_pieces_ && w.size() > 1;
+  for (size_t i = 1; i < w.size(); ++i) fork = fork && w[i].quant;
+  if (fork) {
+    CUDA_CHECK(cudaEventRecord(fork_, stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+    for (size_t i = 1; i < w.size(); ++i) quant_gemv_launch(ms.plan.quant, w[i].q, x, y + w[i].row0, acc, side_, ep);
+  }
+  for (size_t i = 0; i < (fork ? 1 : w.size()); ++i) {
+    const PieceWeight& p = w[i];
     if (p.quant)
       quant_gemv_launch(ms.plan.quant, p.q, x, y + p.row0, acc, stream_, ep);
     else
       ms.mapping->launch(p.bf16, x, y + p.row0, acc, ep, ctx_);
   }
+  if (fork) {
+    CUDA_CHECK(cudaEventRecord(join_, side_));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, join_, 0));
+  }
+}
+
+void GemvMappings::set_fork_pieces(bool on) {
+  if (on && !side_) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  }
+  if (on != fork_pieces_) drop_graphs();  // the captured steps launch otherwise
+  fork_pieces_ = on;
+}
+
+GemvMappings::~GemvMappings() {
+  mappings_.clear();  // their graphs and weights first
+  if (side_) {
+    cudaStreamSynchronize(side_);
+    cudaStreamDestroy(side_);
+  }
+  if (fork_) cudaEventDestroy(fork_);
+  if (join_) cudaEventDestroy(join_);
 }
 
 bool GemvMappings::takes_x_q8(const MappingState& ms, const DecodeWeight& w) const {

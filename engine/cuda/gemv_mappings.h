@@ -70,6 +70,9 @@ class GemvMappings {
   // The sources of every decode matrix, once (no prepack yet). dequantize: GGUF quantized weights run as BF16.
   GemvMappings(const Model& model, const DeviceModel& dm, bool tied, bool dequantize, GemvContext* ctx,
                cudaStream_t s);
+  ~GemvMappings();
+  GemvMappings(const GemvMappings&) = delete;
+  GemvMappings& operator=(const GemvMappings&) = delete;
 
   // The state of `plan` (kept by plan.name), prepacked on first use (synchronous). Fails for a weight type it has no
   // form for, or when its copy (about bytes_per_token) would not fit in free GPU memory.
@@ -91,6 +94,9 @@ class GemvMappings {
   bool reads_norm_sums(const MappingState& ms) const;
   // Drops every mapping's captured graphs (a change of what the forward pass launches: EngineTuning::fuse_norm).
   void drop_graphs();
+  // EngineTuning::fork_pieces: launch() runs a decode matrix's quantized pieces after the first on a side stream,
+  // forked from and joined back into the engine's stream (captured graphs then hold the two branches).
+  void set_fork_pieces(bool on);
 
  private:
   // Where one piece of a decode matrix comes from: the BF16 row-major matrix on the device, or (weights kept
@@ -110,6 +116,9 @@ class GemvMappings {
   bool any_quant_ = false;
   GemvContext* ctx_ = nullptr;    // the engine's (its cuBLAS handle, split-K partials)
   cudaStream_t stream_ = nullptr;
+  bool fork_pieces_ = false;
+  cudaStream_t side_ = nullptr;            // set_fork_pieces(true): created once, destroyed with the mappings
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
   std::vector<Slot> slots_;       // per layer (qkv, o, gate_up, down), then the head
   std::map<std::string, std::unique_ptr<MappingState>> mappings_;  // by plan.name
 };

@@ -162,6 +162,8 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_EQ(usage_message([] { llm::cli::quantize_scheme("", true); }), "--quick-quant applies to --quantize only");
   EXPECT_TRUE(d.fuse_rope);
   EXPECT_FALSE(parse({"--fuse-rope", "off"}).fuse_rope);
+  EXPECT_FALSE(d.fork_pieces);
+  EXPECT_TRUE(parse({"--fork-mix", "on"}).fork_pieces);
   // The batch-k GEMV's pass limit (0 = always dequantize, at most kQuantBatchPassMax) and the captured verify.
   EXPECT_EQ(d.quant_batch_rows, 64);
   EXPECT_TRUE(d.verify_graph);

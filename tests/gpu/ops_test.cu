@@ -405,12 +405,25 @@ TEST(OpsSample, HandmadeDistributionKeptSetAndFrequencies) {
 
 TEST(OpsSample, LargeVocabDrawsStayInKeptSet) {
   SKIP_WITHOUT_CUDA();
-  const std::vector<float> logits = random_normal(128256, 2.0f, 13);
+  // Random logits, and flat ones (every probability in one radix bin: the kernel's per-warp sums before its shared
+  // atomics carry whole warps; the kept set is then the lowest indices).
+  struct Case {
+    const char* name;
+    std::vector<float> logits;
+    std::vector<SampleCase> cases;
+  };
+  const Case all[] = {
+      {"random", random_normal(128256, 2.0f, 13),
+       {SampleCase{0.8f, 40, 0.95f}, SampleCase{1.0f, 0, 0.9f}, SampleCase{1.5f, 0, 1.0f}, SampleCase{0.6f, 1000, 0.8f}}},
+      {"flat", std::vector<float>(128256, 0.25f),
+       {SampleCase{1.0f, 40, 1.0f}, SampleCase{0.8f, 1000, 0.95f}, SampleCase{1.0f, 0, 1.0f}}}};
+  for (const Case& cs : all) {
+  SCOPED_TRACE(cs.name);
+  const std::vector<float>& logits = cs.logits;
   DeviceSampler sampler(logits);
   std::mt19937 rng(14);
   std::uniform_real_distribution<float> uni(0.0f, 1.0f);
-  for (const SampleCase& c : {SampleCase{0.8f, 40, 0.95f}, SampleCase{1.0f, 0, 0.9f}, SampleCase{1.5f, 0, 1.0f},
-                              SampleCase{0.6f, 1000, 0.8f}}) {
+  for (const SampleCase& c : cs.cases) {
     SCOPED_TRACE("T " + std::to_string(c.temperature) + " top_k " + std::to_string(c.top_k) + " top_p " +
                  std::to_string(c.top_p));
     const KeptSet ks = cpu_kept_set(logits, c.temperature, c.top_k, c.top_p);
@@ -423,6 +436,9 @@ TEST(OpsSample, LargeVocabDrawsStayInKeptSet) {
       const int want = index_order_pick(ks, u, 1e-6);
       if (want >= 0) EXPECT_EQ(sampler(c.temperature, c.top_k, c.top_p, u), want) << "u " << u;
     }
+    if (std::string(cs.name) == "flat" && c.top_k > 0)  // ties kept by lowest index: exactly 0 .. top_k - 1
+      EXPECT_EQ(kept.size(), size_t(c.top_k));
+  }
   }
 }
 

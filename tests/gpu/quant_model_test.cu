@@ -273,6 +273,40 @@ TEST(CudaQuantModel, NormSumsMatchTheLastBlockFold) {
                       [](EngineTuning& t, bool on) { t.norm_sums = on; });
 }
 
+// EngineTuning::fork_pieces (a fused group in two weight types runs its pieces on two streams, a fork and a join in the
+// captured step) against one launch after the other: the pieces write disjoint rows of the same output from the same
+// input, so the logits are the same bits, every quantized form and model (the mixed groups are the cases that fork).
+TEST(CudaQuantModel, ForkedPiecesAreBitForBitTheSequentialOnes) {
+  REQUIRE_GPU();
+  llm_test::TempDir tmp;
+  int file = 0, split = 0;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, "k" + std::to_string(file++) + ".gguf");
+    const std::vector<int> ids = llm_test::tq_tokens(m.config.vocab_size, kTokens);
+    testing::internal::CaptureStderr();
+    auto eng = make_cuda_engine(m, cuda_options("", false));
+    const std::string said = testing::internal::GetCapturedStderr();
+    split += said.find("members differ in type") != std::string::npos;
+    for (const char* form : kForms) {
+      if (!gemv_refusal(gemv_plan(form), m, false).empty()) continue;
+      eng->set_gemv(form);
+      std::vector<float> by_knob[2];
+      for (bool on : {false, true}) {
+        EngineTuning t;
+        t.fork_pieces = on;
+        eng->set_tuning(t);
+        by_knob[on] = teacher_forced_logits(*eng, ids);
+      }
+      ASSERT_EQ(by_knob[0].size(), by_knob[1].size());
+      size_t differ = 0;
+      for (size_t i = 0; i < by_knob[0].size(); ++i) differ += std::memcmp(&by_knob[0][i], &by_knob[1][i], 4) != 0;
+      EXPECT_EQ(differ, 0u) << form << ": " << differ << " of " << by_knob[0].size() << " logits differ";
+    }
+  }
+  EXPECT_GE(split, 2);  // the mixed-type cases really split a group (else nothing forks)
+}
+
 // --dequantize: the BF16 mappings run the same file, matching the CPU on BF16-rounded weights; and reading the weights
 // quantized costs fewer bytes per token than reading them as BF16.
 TEST(CudaQuantModel, DequantizedBf16PathMatchesAndReadsMoreBytes) {
