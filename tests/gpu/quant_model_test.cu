@@ -221,17 +221,19 @@ TEST(CudaQuantModel, EveryFormMatchesCpuReference) {
 namespace {
 
 // Every case and quantized form, teacher-forced, with one engine knob off then on (set(t, on) sets it on a default
-// EngineTuning): the logits held to the fold's tolerances (5e-4, warp-dp4a kTolDp4a); `what` names the comparison.
-void compare_knob_on_off(const char* what, const char* file_prefix, void (*set)(EngineTuning&, bool)) {
+// EngineTuning): the logits held to the fold's tolerances (5e-4, warp-dp4a kTolDp4a), or with `exact` the same bits;
+// `what` names the comparison. Returns how many cases split a fused group by type (said on stderr at load).
+int compare_knob_on_off(const char* what, const char* file_prefix, void (*set)(EngineTuning&, bool),
+                        bool exact = false) {
   llm_test::TempDir tmp;
-  int file = 0;
+  int file = 0, split = 0;
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
     const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, file_prefix + std::to_string(file++) + ".gguf");
     const std::vector<int> ids = llm_test::tq_tokens(m.config.vocab_size, kTokens);
     testing::internal::CaptureStderr();
     auto eng = make_cuda_engine(m, cuda_options("", false));
-    testing::internal::GetCapturedStderr();
+    split += testing::internal::GetCapturedStderr().find("members differ in type") != std::string::npos;
     for (const char* form : kForms) {
       if (!gemv_refusal(gemv_plan(form), m, false).empty()) continue;
       eng->set_gemv(form);
@@ -242,12 +244,21 @@ void compare_knob_on_off(const char* what, const char* file_prefix, void (*set)(
         eng->set_tuning(t);
         by_knob[on] = teacher_forced_logits(*eng, ids);
       }
+      if (exact) {
+        EXPECT_EQ(by_knob[0].size(), by_knob[1].size());
+        if (by_knob[0].size() != by_knob[1].size()) continue;
+        size_t differ = 0;
+        for (size_t i = 0; i < by_knob[0].size(); ++i) differ += std::memcmp(&by_knob[0][i], &by_knob[1][i], 4) != 0;
+        EXPECT_EQ(differ, 0u) << form << " " << what << ": " << differ << " of " << by_knob[0].size() << " differ";
+        continue;
+      }
       const bool dp4a = std::string(form) == "warp-dp4a";
       const Measured r = compare(by_knob[1], by_knob[0], m.config.vocab_size, dp4a ? kTolDp4a : 5e-4, 1.0,
                                  c.name + " gemv=" + form + " " + what);
       std::printf("  %-9s %s: worst rel L2 %.2e\n", form, what, r.worst);
     }
   }
+  return split;
 }
 
 }  // namespace
@@ -278,32 +289,8 @@ TEST(CudaQuantModel, NormSumsMatchTheLastBlockFold) {
 // input, so the logits are the same bits, every quantized form and model (the mixed groups are the cases that fork).
 TEST(CudaQuantModel, ForkedPiecesAreBitForBitTheSequentialOnes) {
   REQUIRE_GPU();
-  llm_test::TempDir tmp;
-  int file = 0, split = 0;
-  for (const Case& c : cases()) {
-    SCOPED_TRACE(c.name);
-    const Model m = load(tmp, llm_test::tiny_quant_gguf(c.spec).quant, "k" + std::to_string(file++) + ".gguf");
-    const std::vector<int> ids = llm_test::tq_tokens(m.config.vocab_size, kTokens);
-    testing::internal::CaptureStderr();
-    auto eng = make_cuda_engine(m, cuda_options("", false));
-    const std::string said = testing::internal::GetCapturedStderr();
-    split += said.find("members differ in type") != std::string::npos;
-    for (const char* form : kForms) {
-      if (!gemv_refusal(gemv_plan(form), m, false).empty()) continue;
-      eng->set_gemv(form);
-      std::vector<float> by_knob[2];
-      for (bool on : {false, true}) {
-        EngineTuning t;
-        t.fork_pieces = on;
-        eng->set_tuning(t);
-        by_knob[on] = teacher_forced_logits(*eng, ids);
-      }
-      ASSERT_EQ(by_knob[0].size(), by_knob[1].size());
-      size_t differ = 0;
-      for (size_t i = 0; i < by_knob[0].size(); ++i) differ += std::memcmp(&by_knob[0][i], &by_knob[1][i], 4) != 0;
-      EXPECT_EQ(differ, 0u) << form << ": " << differ << " of " << by_knob[0].size() << " logits differ";
-    }
-  }
+  const int split = compare_knob_on_off("forked pieces vs sequential", "k",
+                                        [](EngineTuning& t, bool on) { t.fork_pieces = on; }, true);
   EXPECT_GE(split, 2);  // the mixed-type cases really split a group (else nothing forks)
 }
 
