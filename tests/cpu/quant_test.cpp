@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,10 @@
 #include "core/error.h"
 #include "models/dequant.h"
 #include "models/quant.h"
+#if LLM_HAVE_CUDA
+#include "engine/cuda_quant.h"          // quant_matrix_device_bytes, quant_host_view
+#include "kernels/quant/gemv_quant.h"  // quant_gemv_device_span
+#endif
 
 namespace llm {
 namespace {
@@ -665,6 +670,46 @@ TEST(Quant, Q6KQuantizerBeatsQ4KAndDequantizesExactly) {
   const std::vector<float> zeros(256, 0.0f);
   EXPECT_EQ(quantize_matrix(Q::Q6_K, zeros.data(), 1, 256), std::vector<uint8_t>(kQ6_KBytes, 0));
 }
+
+#if LLM_HAVE_CUDA
+// A mapping's quantized matrices share one device region (QuantRegion, engine/cuda_quant.h), sized by
+// quant_matrix_device_bytes before anything is packed; each upload then takes quant_gemv_device_span of the planes it
+// copies. The two agree for every type, awkward shape and form, or a load would fail half way (quant_gemv_upload_into
+// refuses a matrix that does not fit what is left) or hold bytes the plan did not count. No GPU: both are host sums.
+TEST(Quant, RegionSizeIsWhatEachUploadTakes) {
+  for (Q t : kAllTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
+    for (int64_t n : {1, 7, 33, 1031})
+      for (int64_t k : kq ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 576}) {
+        SCOPED_TRACE(std::string(ggml_quant_name(t)) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+        const std::vector<uint8_t> blocks = random_blocks(t, n, k, uint32_t(n * 31 + k));
+        const PackedQuant p = pack_quant(blocks.data(), t, n, k);
+        const size_t packed = quant_gemv_device_span(quant_host_view(p));
+        for (QuantGemvKind kind : {QuantGemvKind::Warp, QuantGemvKind::Thread, QuantGemvKind::WarpDp4a})
+          EXPECT_EQ(size_t(quant_matrix_device_bytes(t, n, k, kind)), packed);
+        QuantGemvWeight stored = quant_gemv_describe(int(t), n, k);
+        stored.blocks = blocks.data();
+        EXPECT_EQ(size_t(quant_matrix_device_bytes(t, n, k, QuantGemvKind::AsStored)), quant_gemv_device_span(stored));
+        EXPECT_EQ(packed % kQuantPlaneAlign, 0u);  // the next matrix in the region starts aligned
+        EXPECT_GE(packed, size_t(packed_quant_bytes(t, n, k).total()));
+      }
+  }
+  // What is left of a region too small, or a misaligned start, is refused by name before any copy (no device touched).
+  const std::vector<uint8_t> blocks = random_blocks(Q::Q6_K, 5, 256, 3);
+  const PackedQuant p = pack_quant(blocks.data(), Q::Q6_K, 5, 256);
+  const QuantGemvWeight host = quant_host_view(p);
+  const size_t need = quant_gemv_device_span(host);
+  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 30);  // aligned, never dereferenced: the checks come first
+  try {
+    quant_gemv_upload_into(host, fake, need - 1, nullptr);
+    ADD_FAILURE() << "a region one byte short was accepted";
+  } catch (const llm::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Q6_K [5, 256] needs " + std::to_string(need)), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(quant_gemv_upload_into(host, static_cast<char*>(fake) + 16, need, nullptr), llm::Error);
+  EXPECT_THROW(quant_gemv_upload_into(host, nullptr, need, nullptr), llm::Error);
+}
+#endif
 
 }  // namespace
 }  // namespace llm
