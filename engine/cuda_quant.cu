@@ -44,10 +44,9 @@ QuantGemvWeight upload_quant_matrix(const std::vector<const HostTensor*>& parts,
   const GgmlQuantType qt = GgmlQuantType(type);
   auto upload = [stream, into](const QuantGemvWeight& host) {
     if (!into) return quant_gemv_upload(host, stream);
-    const size_t span = quant_gemv_device_span(host);
-    const size_t left = into->capacity >= into->used ? into->capacity - into->used : 0;
-    QuantGemvWeight dev = quant_gemv_upload_into(host, into->base + into->used, left, stream);
-    into->used += span;
+    // used never passes capacity: an upload that does not fit what is left fails before it is counted
+    QuantGemvWeight dev = quant_gemv_upload_into(host, into->base + into->used, into->capacity - into->used, stream);
+    into->used += quant_gemv_device_span(host);
     return dev;
   };
   if (kind == QuantGemvKind::AsStored) {

@@ -205,10 +205,11 @@ void GemvMappings::release_others(const MappingState* keep) {
 
 size_t GemvMappings::device_bytes() const {
   size_t b = 0;
-  for (const auto& kv : mappings_)
+  for (const auto& kv : mappings_) {
+    b += kv.second->quant_region_bytes;  // the quantized pieces' planes (they own none: allocated_bytes 0)
     for (const auto& dw : kv.second->weights)
       for (const auto& piece : dw) b += piece.quant ? piece.q.allocated_bytes : piece.bf16.bytes;
-  for (const auto& kv : mappings_) b += kv.second->quant_region_bytes;
+  }
   return b;
 }
 

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <type_traits>
 
-
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_internal.h"  // gemv_sm_count
 #include "kernels/quant/gemv_quant_internal.h"
