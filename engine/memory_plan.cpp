@@ -174,10 +174,14 @@ std::string MemoryPlanner::breakdown(const MemoryPlan& p, const std::string& gem
 
 void MemoryPlanner::require_fit(const MemoryPlan& plan, size_t free_b, const std::string& gemv_name, int ctx,
                                 bool ctx_given) const {
-  if (plan.total() > double(free_b))
-    fail(source_, " needs ", gib_str(plan.total()), " GiB of GPU memory, ", gib_str(double(free_b)),
-         " GiB free (", breakdown(plan, gemv_name, ctx), ")",
-         ctx_given ? "; a smaller --ctx-size needs less" : "");
+  if (plan.total() <= double(free_b)) return;
+  // Where everything but the KV cache is already over, no context helps: say so rather than suggest a smaller one.
+  const double without_kv = plan.total() - plan.kv;
+  std::string hint = ctx_given ? "; a smaller --ctx-size needs less" : "";
+  if (without_kv > double(free_b))
+    hint = "; without any KV cache it still needs " + gib_str(without_kv) + " GiB: no context fits";
+  fail(source_, " needs ", gib_str(plan.total()), " GiB of GPU memory, ", gib_str(double(free_b)), " GiB free (",
+       breakdown(plan, gemv_name, ctx), ")", hint);
 }
 
 std::string MemoryPlanner::describe(const MemoryPlan& plan, const std::string& gemv_name, int ctx,

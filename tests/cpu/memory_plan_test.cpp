@@ -138,7 +138,9 @@ TEST(MemoryPlan, QuantizedWeightsArePrepackedAtTheirStoredSizeByType) {
   ASSERT_EQ(p.prepacked_by_type.size(), by_type.size());
   for (size_t i = 0; i < p.prepacked_by_type.size(); ++i) {
     EXPECT_DOUBLE_EQ(p.prepacked_by_type[i].second, by_type[p.prepacked_by_type[i].first]);
-    if (i) EXPECT_GE(p.prepacked_by_type[i - 1].second, p.prepacked_by_type[i].second) << "largest first";
+    if (i) {
+      EXPECT_GE(p.prepacked_by_type[i - 1].second, p.prepacked_by_type[i].second) << "largest first";
+    }
   }
   // Q4_K_M keeps at least two types (Q4_K or its fallback, and Q6_K or its fallback), all well under BF16's size.
   EXPECT_GE(quant_types, 2);
@@ -262,7 +264,19 @@ TEST(MemoryPlan, ARefusalNamesTheModelTheBytesAndEachItem) {
                {"synthetic:llama3.1-70b needs " + llm::gib_str(p.total()) + " GiB of GPU memory, 139.30 GiB free",
                 "weights " + llm::gib_str(p.weights) + " GiB (BF16 row-major copy)",
                 "prepacked 'warp-r2' " + llm::gib_str(p.prepacked) + " GiB (BF16 " + llm::gib_str(p.prepacked) + ")",
-                "KV cache 8.00 GiB (8192 positions, bf16)", "; a smaller --ctx-size needs less"});
+                "KV cache 8.00 GiB (8192 positions, bf16)",
+                "; without any KV cache it still needs " + llm::gib_str(p.total() - p.kv) + " GiB: no context fits"});
+  // Where the weights fit and the asked context does not, the hint is a smaller context; unasked, no hint at all.
+  const size_t roomy = size_t(p.total() - p.kv + 1.0 * kGiB);
+  expect_error([&] { planner.require_fit(p, roomy, "warp-r2", 8192, true); }, {"; a smaller --ctx-size needs less"});
+  try {
+    planner.require_fit(p, roomy, "warp-r2", 8192, false);
+    ADD_FAILURE() << "a plan over the free bytes was not refused";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find("--ctx-size"), std::string::npos) << what;
+    EXPECT_EQ(what.find("no context fits"), std::string::npos) << what;
+  }
   // What fits is not refused, and the load line adds up.
   const Model small = llm::load_synthetic("tiny-gqa");
   const MemoryPlanner ok(small, false, true, llm::KvDtype::FP8, fake_sizes());
