@@ -40,7 +40,7 @@ void on_sigint(int) {
 
 struct Args {
   llm::cli::EngineOptions engine;          // --model, --ctx-size, --device, --gemv, ... (apps/engine_options.h)
-  std::string dump_logits, perplexity;
+  std::string dump_logits, perplexity, dump_ids;
   llm::cli::PromptOptions prompt;          // --prompt, --file, --prompt-ids: one at most
   bool have_prompt = false;                // one of them, or --perplexity, was given
   int n_predict = 256;
@@ -68,6 +68,8 @@ void general_options(llm::cli::Options& o, Args& a) {
   o.text("--dump-logits", "FILE", &a.dump_logits,
          "teacher-forced: write the logits after each prompt token (float32 [tokens, vocab]) to FILE and exit (see "
          "tools/hf_compare.py)");
+  o.text("--dump-ids", "FILE", &a.dump_ids,
+         "write the prompt's token ids and the generated ones to FILE, a line each (tools: spec-sim's traces)");
   o.text("--perplexity", "FILE", &a.perplexity,
          "score the text of FILE (teacher-forced, decode path) and print its perplexity");
   o.integer("-n, --n-predict", "N", &a.n_predict, 1, 1000000, "number of tokens to generate");
@@ -227,6 +229,16 @@ int dump_logits(const Args& a, llm::Backend& backend, const std::vector<int>& pr
   return 0;
 }
 
+// --dump-ids FILE: the prompt's ids on the first line, the generated ids on the second, space-separated.
+void write_ids(const std::string& path, const std::vector<int>& prompt, const std::vector<int>& generated) {
+  std::ofstream out(path);
+  for (const std::vector<int>* ids : {&prompt, &generated}) {
+    for (size_t i = 0; i < ids->size(); ++i) out << (i ? " " : "") << (*ids)[i];
+    out << '\n';
+  }
+  if (!out.flush()) llm::fail("cannot write ", path, ": ", std::strerror(errno));
+}
+
 int run(const Args& a) {
   using Clock = std::chrono::steady_clock;
   // Before the model loads: the one line every CUDA program prints without a device.
@@ -275,7 +287,9 @@ int run(const Args& a) {
     if (!echoed && tok) std::fputs(prompt_text.c_str(), stdout);
     echoed = true;
   };
+  std::vector<int> generated;  // --dump-ids
   auto emit = [&](int id) {
+    generated.push_back(id);
     echo_prompt();
     if (dec)
       std::fputs(dec->push(id).c_str(), stdout);
@@ -292,6 +306,7 @@ int run(const Args& a) {
   std::fputs("\n", stdout);
   std::fflush(stdout);
 
+  if (!a.dump_ids.empty()) write_ids(a.dump_ids, prompt, generated);
   if (r.stop_reason == "context")
     std::fprintf(stderr, "run-llama: stopped at the end of the context (%d positions)\n", backend->ctx_size());
   std::fputs("\n", stderr);
