@@ -74,7 +74,6 @@ std::vector<int> TraceBackend::verify_argmax(const int*, int n, int pos, int) {
 }
 
 double VerifyCosts::at(int n) const {
-  if (n == 1 && no_draft >= 0) return no_draft;
   if (points.empty()) fail("verify costs: no points");
   if (points.size() == 1 || n <= points.front().first) return points.front().second;
   for (size_t i = 1; i < points.size(); ++i)
@@ -125,7 +124,10 @@ SpecSimResult simulate_spec(const SpecTrace& trace, int vocab, Drafter& drafter,
   r.tokens = int(out.tokens.size());
   r.same = out.tokens == trace.generated;
   r.passes_by_tokens = target.passes_by_tokens();
-  for (size_t n = 1; n < r.passes_by_tokens.size(); ++n) r.cost_steps += double(r.passes_by_tokens[n]) * costs.at(int(n));
+  r.decode_steps = target.decode_steps();
+  r.cost_steps = double(r.decode_steps);
+  for (size_t n = 1; n < r.passes_by_tokens.size(); ++n)
+    r.cost_steps += double(r.passes_by_tokens[n]) * costs.at(int(n));
   return r;
 }
 

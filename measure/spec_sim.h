@@ -30,29 +30,33 @@ class TraceBackend final : public Backend {
   std::string name() const override { return "trace"; }
   int ctx_size() const override { return int(ids_.size()) + 64; }
   void prefill(const int*, int, int) override {}
-  void decode(int, int pos) override { pos_ = pos; }
+  void decode(int, int pos) override {
+    pos_ = pos;
+    ++decode_steps_;
+  }
   int sample(const SamplerParams& p, uint64_t step) override;
   std::vector<float> logits() override;
   bool supports_verify() const override { return true; }
   std::vector<float> verify(const int* tokens, int n, int pos) override;
   std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit) override;
   void rewind(int) override {}
-  // passes_by_tokens()[n]: verify passes of n tokens (the pending one and n - 1 drafts).
+  // passes_by_tokens()[n]: verify passes of n tokens (the pending one and n - 1 drafts); decode_steps(): plain steps
+  // (the loop's steps with no draft).
   const std::vector<long long>& passes_by_tokens() const { return passes_; }
+  long long decode_steps() const { return decode_steps_; }
 
  private:
   int next_after(int pos) const { return pos + 1 < int(ids_.size()) ? ids_[size_t(pos) + 1] : 0; }
   std::vector<int> ids_;  // prompt then generated
   int vocab_ = 0, pos_ = 0;
   std::vector<long long> passes_;
+  long long decode_steps_ = 0;
 };
 
-// A verify pass of n tokens costs cost(n) decode steps: measured points (n, cost) interpolated linearly, extrapolated
-// from the last two; a pass of one token (no draft) costs `no_draft` when given (>= 0: the loop running a plain decode
-// step there instead of a verify pass), else the table's.
+// A verify pass of n tokens costs at(n) decode steps: measured points (n, cost) interpolated linearly, extrapolated
+// from the last two. (A step with no draft is a plain decode step: 1 by definition.)
 struct VerifyCosts {
   std::vector<std::pair<int, double>> points;  // by n ascending
-  double no_draft = -1.0;
   double at(int n) const;
 };
 // "1:1.23,4:1.38,8:1.78" (n:cost pairs, n ascending from 1); fails naming the text otherwise.
@@ -63,7 +67,8 @@ struct SpecSimResult {
   int tokens = 0;
   SpecStats stats;
   std::vector<long long> passes_by_tokens;
-  double cost_steps = 0.0;  // the verify passes' cost in decode steps
+  long long decode_steps = 0;  // plain steps (no draft)
+  double cost_steps = 0.0;     // the verify passes' and plain steps' cost in decode steps
   bool same = true;         // the replay emitted the recorded tokens
   double speedup() const { return cost_steps > 0 ? double(tokens) / cost_steps : 0.0; }
 };
