@@ -2,6 +2,7 @@
 #include "engine/backend.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "core/error.h"
@@ -58,6 +59,8 @@ std::vector<int> Backend::verify_argmax(const int* tokens, int n, int pos, int v
   }
   return ids;
 }
+
+int Backend::exact_rewind_end(int) const { return INT_MAX; }
 
 void Backend::rewind(int pos) {
   fail(name(), " backend: speculative decoding needs rewind() (to position ", pos, "), not supported by this backend");

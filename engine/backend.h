@@ -169,6 +169,11 @@ class Backend {
   // the CUDA engine argmaxes on the device and copies n ids back instead of n rows of the vocabulary.
   virtual std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit);
   virtual void rewind(int pos);
+  // The first position a verify pass starting at pos must not write for a rewind back into [pos, that position) to
+  // give the cache a fresh prefill would (INT_MAX: none). An FP8 cache keeps only its open block's rows as computed
+  // (engine/kv_cache.h): a pass that crosses into the next block closes this one, and a rewind back across the boundary
+  // re-encodes its rows from their FP8 codes, rounding them once more; the speculative loop drafts no further.
+  virtual int exact_rewind_end(int pos) const;
   virtual int sample_vocab() const { return 0; }
 
  private:

@@ -61,6 +61,9 @@ class CpuBackend final : public Backend {
 
   bool supports_verify() const override { return true; }
   int sample_vocab() const override { return sample_vocab_; }
+  int exact_rewind_end(int pos) const override {  // FP8: the end of pos's block (engine/backend.h)
+    return kv_dtype_ == KvDtype::FP8 ? (pos / kKvFp8Block + 1) * kKvFp8Block : Backend::exact_rewind_end(pos);
+  }
 
   // All n tokens through each layer together (matmul_k: each weight row read once for the n vectors); the logits of
   // every position, equal bit for bit to n decode() calls (tests/cpu/speculative_test.cpp).

@@ -20,6 +20,7 @@
 #include "greedy_reference_util.h"  // Greedy, greedy_reference
 #include "default_model_util.h"  // LLM_REQUIRE_SMOLLM2, smollm2_path
 #include "engine/backend.h"
+#include "engine/decode_loop.h"
 #include "engine/generate.h"
 #include "engine/speculative.h"
 #include "engine_test_util.h"   // rel_err
@@ -232,6 +233,63 @@ TEST(SpecGreedy, Stories260KLookupAndDraftModelGiveTheSameTokens) {
   llm::DraftModelDrafter self(*self_backend);
   auto ref2 = cpu(m), target2 = cpu(m);
   expect_greedy_same("stories260K drafting for itself", *ref2, *target2, self, m.config, prompt, 60, 4);
+}
+
+// A drafter that knows the greedy answer but errs at an offset that moves every step, so passes are rejected at every
+// depth and many would cross an FP8 block boundary; it records what it was asked for.
+class ErringDrafter final : public llm::Drafter {
+ public:
+  ErringDrafter(std::vector<int> full, int vocab) : full_(std::move(full)), vocab_(vocab) {}
+  std::string name() const override { return "erring"; }
+  std::vector<int> propose(const std::vector<int>& context, int max, const llm::SamplerParams&, llm::SpecRng&,
+                           std::vector<std::vector<double>>* q) override {
+    if (q) q->clear();
+    asked.emplace_back(int(context.size()) - 1, max);  // (the pending token's position, drafts asked for)
+    std::vector<int> out;
+    for (int i = 0; i < max && context.size() + size_t(i) < full_.size(); ++i) out.push_back(full_[context.size() + i]);
+    const size_t at = size_t(step_ % 9);  // 8: none wrong (so the adaptive length grows again)
+    if (at < out.size()) out[at] = (out[at] + 1) % vocab_;
+    ++step_;
+    return out;
+  }
+  std::vector<std::pair<int, int>> asked;
+
+ private:
+  std::vector<int> full_;
+  int vocab_, step_ = 0;
+};
+
+TEST(SpecGreedy, Fp8DraftsStopAtTheBlockBoundarySoRewindsStayExact) {
+  // An FP8 cache keeps only its open block's rows as computed: a pass that crossed into the next block and was then
+  // rewound back across the boundary would round that block's rows once more (3.7e-2 on the logits, the rewind test
+  // above) and change greedy tokens. Backend::exact_rewind_end stops the drafts at the boundary; an F32 cache has none.
+  const llm::Model& m = model(kStoriesBin);
+  auto tok = llm::load_tokenizer(m, kTok512);
+  const std::vector<int> prompt = tok->encode("Once upon a time, there was a little girl named Lily. Lily", true);
+  for (KvDtype kv : {KvDtype::FP8, KvDtype::F32}) {
+    SCOPED_TRACE(kv_name(kv));
+    llm::DecodeLoopOptions opt;
+    opt.max_new = 150;
+    opt.sampler.temperature = 0.0f;
+    auto ref = cpu(m, kv);
+    const llm::DecodeLoopResult want = llm::decode_loop(*ref, prompt, opt);
+    std::vector<int> full = prompt;
+    full.insert(full.end(), want.tokens.begin(), want.tokens.end());
+    ErringDrafter drafter(full, m.config.vocab_size);
+    auto target = cpu(m, kv);
+    llm::SpecStats st;
+    const llm::DecodeLoopResult got = llm::speculative_loop(*target, drafter, prompt, opt, llm::SpecOptions{}, &st);
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_GT(st.accepted, 0);
+    EXPECT_LT(st.accepted, st.drafted);
+    int crossing = 0;
+    for (const auto& [pos, max] : drafter.asked) crossing += (pos + max) / llm::kKvFp8Block != pos / llm::kKvFp8Block;
+    if (kv == KvDtype::FP8) {
+      EXPECT_EQ(crossing, 0) << "a pass asked to cross an FP8 block boundary";
+    } else {
+      EXPECT_GT(crossing, 0) << "an F32 cache has no boundary to stop at";
+    }
+  }
 }
 
 TEST(SpecGreedy, SyntheticShapeGivesTheSameTokens) {
