@@ -108,6 +108,8 @@ Args parse_args(int argc, char** argv) {
                 "--prompt-ids, --perplexity or --dump-logits");
   if ((!a.chat_template.empty() || !a.system.empty()) && !a.chat)
     usage_error("--chat-template and --system need --chat");
+  if (!a.dump_ids.empty() && (a.chat || !a.perplexity.empty() || !a.dump_logits.empty()))
+    usage_error("--dump-ids writes one generation's ids: it takes no --chat, --perplexity or --dump-logits");
   if (!a.have_prompt && !a.chat) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
   llm::cli::resolve_device_and_check(a.engine);
   llm::cli::check_spec_args(a.spec, a.engine.device.device, a.engine.kv_dtype);
@@ -229,9 +231,10 @@ int dump_logits(const Args& a, llm::Backend& backend, const std::vector<int>& pr
   return 0;
 }
 
-// --dump-ids FILE: the prompt's ids on the first line, the generated ids on the second, space-separated.
-void write_ids(const std::string& path, const std::vector<int>& prompt, const std::vector<int>& generated) {
-  std::ofstream out(path);
+// --dump-ids FILE: the prompt's ids on the first line, the generated ids on the second, space-separated. The file is
+// opened before the model loads (a bad path costs no run) and written at the end.
+void write_ids(std::ofstream& out, const std::string& path, const std::vector<int>& prompt,
+               const std::vector<int>& generated) {
   for (const std::vector<int>* ids : {&prompt, &generated}) {
     for (size_t i = 0; i < ids->size(); ++i) out << (i ? " " : "") << (*ids)[i];
     out << '\n';
@@ -248,6 +251,11 @@ int run(const Args& a) {
   const std::string prompt_text = a.prompt.file.empty() ? a.prompt.text : llm::read_prompt_file(a.prompt.file);
   const llm::PromptIdsArg ids_arg =
       a.prompt.ids.empty() ? llm::PromptIdsArg{} : llm::read_prompt_ids_arg(a.prompt.ids);
+  std::ofstream ids_out;
+  if (!a.dump_ids.empty()) {
+    ids_out.open(a.dump_ids);
+    if (!ids_out) llm::fail("cannot write ", a.dump_ids, ": ", std::strerror(errno));
+  }
   const auto t_load = Clock::now();
   llm::Model model = llm::cli::load_engine_model(a.engine);
   std::unique_ptr<llm::Tokenizer> tok = llm::load_tokenizer(model, a.engine.tokenizer);
@@ -306,7 +314,7 @@ int run(const Args& a) {
   std::fputs("\n", stdout);
   std::fflush(stdout);
 
-  if (!a.dump_ids.empty()) write_ids(a.dump_ids, prompt, generated);
+  if (!a.dump_ids.empty()) write_ids(ids_out, a.dump_ids, prompt, generated);
   if (r.stop_reason == "context")
     std::fprintf(stderr, "run-llama: stopped at the end of the context (%d positions)\n", backend->ctx_size());
   std::fputs("\n", stderr);

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "engine/backend.h"
 #include "engine/cpu_slice.h"
+#include "engine/kv_cache.h"  // kv_exact_rewind_end
 
 namespace llm {
 
@@ -61,9 +62,7 @@ class CpuBackend final : public Backend {
 
   bool supports_verify() const override { return true; }
   int sample_vocab() const override { return sample_vocab_; }
-  int exact_rewind_end(int pos) const override {  // FP8: the end of pos's block (engine/backend.h)
-    return kv_dtype_ == KvDtype::FP8 ? (pos / kKvFp8Block + 1) * kKvFp8Block : Backend::exact_rewind_end(pos);
-  }
+  int exact_rewind_end(int pos) const override { return kv_exact_rewind_end(kv_dtype_, pos); }
 
   // All n tokens through each layer together (matmul_k: each weight row read once for the n vectors); the logits of
   // every position, equal bit for bit to n decode() calls (tests/cpu/speculative_test.cpp).

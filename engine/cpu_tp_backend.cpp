@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "engine/backend.h"
 #include "engine/cpu_slice.h"
+#include "engine/kv_cache.h"  // kv_exact_rewind_end
 #include "engine/tp_plan.h"
 
 namespace llm {
@@ -79,9 +80,7 @@ class CpuTpBackend final : public Backend {
   // [n, vocab] (each row gathered from the ranks), the last row also the current logits.
   bool supports_verify() const override { return true; }
   int sample_vocab() const override { return sample_vocab_; }
-  int exact_rewind_end(int pos) const override {  // FP8: the end of pos's block (engine/backend.h)
-    return kv_dtype_ == KvDtype::FP8 ? (pos / kKvFp8Block + 1) * kKvFp8Block : Backend::exact_rewind_end(pos);
-  }
+  int exact_rewind_end(int pos) const override { return kv_exact_rewind_end(kv_dtype_, pos); }
   std::vector<float> verify(const int* tokens, int n, int pos) override {
     check(tokens, n, pos);
     forward(tokens, n, pos);

@@ -21,12 +21,19 @@
 // core/fp8.h), and the bytes are then not those a fresh prefill of the same tokens would give. Positions from the
 // block's start, and rewinds within the open block, are exact.
 #pragma once
+#include <climits>
 #include <cstdint>
 #include <vector>
 
 #include "core/kv_dtype.h"
 
 namespace llm {
+
+// Backend::exact_rewind_end for a CpuKvCache of `dtype`: FP8, the end of pos's block (rows past it close the block, and
+// a rewind back across that boundary rounds them once more); else INT_MAX (rows are overwritten as they come).
+inline int kv_exact_rewind_end(KvDtype dtype, int pos) {
+  return dtype == KvDtype::FP8 ? (pos / kKvFp8Block + 1) * kKvFp8Block : INT_MAX;
+}
 
 class CpuKvCache {
  public:

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -153,6 +155,33 @@ TEST_F(PromptFiles, TwoPromptOptionsAreBadUsage) {
   const Outcome r = run("run-llama", stories({"--prompt", "nothing", "--prompt", "Once upon a time"}), tmp_);
   ASSERT_TRUE(r.exited && r.code == 0) << r.err;
   EXPECT_EQ(r.out.rfind("Once upon a time", 0), 0u) << r.out;
+}
+
+TEST_F(PromptFiles, DumpIdsWritesThePromptAndTheGenerationOrIsRefused) {
+  const std::string out = tmp_.str("run.ids");
+  const Outcome r = run("run-llama", stories({"--prompt-ids", "1,403,407", "-n", "5", "--temp", "0", "--ignore-eos",
+                                              "--dump-ids", out}),
+                        tmp_);
+  ASSERT_TRUE(r.exited && r.code == 0) << r.err;
+  std::ifstream in(out);
+  std::string prompt_line, gen_line, extra;
+  ASSERT_TRUE(std::getline(in, prompt_line) && std::getline(in, gen_line)) << out;
+  EXPECT_FALSE(std::getline(in, extra));
+  EXPECT_EQ(prompt_line, "1 403 407");
+  std::istringstream ids(gen_line);
+  int id = 0, count = 0;
+  while (ids >> id) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 512);
+    ++count;
+  }
+  EXPECT_EQ(count, 5) << gen_line;
+  const std::string p = file("text.txt", "Once upon a time\n");
+  refused(stories({"--perplexity", p, "--dump-ids", out}), 2, {"--dump-ids writes one generation's ids"});
+  refused(stories({"--prompt", "hi", "--dump-logits", tmp_.str("l.f32"), "--dump-ids", out}), 2,
+          {"--dump-ids", "takes no --chat, --perplexity or --dump-logits"});
+  refused(stories({"--prompt", "hi", "-n", "2", "--dump-ids", tmp_.str("no/such/dir/x.ids")}), 1,
+          {"cannot write", "/no/such/dir/x.ids"});
 }
 
 // ---- large files: read whole, then refused by the context as any long prompt ----
