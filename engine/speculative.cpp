@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cmath>
 
 #include "core/counter_rng.h"
@@ -248,9 +247,8 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
     if (pos >= ctx) { r.stop = StopReason::kContext; break; }
     const int remaining = opt.max_new - int(r.tokens.size());
     // Drafts stop where a rewind would no longer be exact (an FP8 cache's block boundary: Backend::exact_rewind_end).
-    const int exact = target.exact_rewind_end(pos);
     const int k = std::max(0, std::min({len.next(), ctx - pos - 1, remaining - 1,
-                                        exact == INT_MAX ? INT_MAX : exact - pos - 1}));
+                                        target.exact_rewind_end(pos) - pos - 1}));  // INT_MAX - pos - 1: no bound
     std::vector<std::vector<double>> q;
     std::vector<int> in{pending};
     if (k > 0) {

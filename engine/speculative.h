@@ -52,9 +52,7 @@ class Drafter {
 // in it (the most recent such occurrence) proposes the up to `max` tokens that followed that occurrence. No model.
 std::vector<int> lookup_proposal(const std::vector<int>& context, int max, int ngram_max = 3, int ngram_min = 1);
 
-// The drafter's n-gram range by default. spec-sim (apps/spec-sim.cpp) on 22 recorded SmolLM2 runs predicts 2..6 with
-// plain steps where nothing is drafted at 1.54x against 1.36x for this range under an H100's loop costs: that change
-// is on branch spec-plain-steps until it runs on a GPU.
+// The drafter's n-gram range by default (apps/spec-sim.cpp compares ranges on recorded runs).
 inline constexpr int kLookupNgramMin = 1, kLookupNgramMax = 3;
 
 class LookupDrafter final : public Drafter {

@@ -2,28 +2,12 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "engine/decode_loop.h"
+#include "engine/prompt_input.h"  // parse_token_ids, check_token_ids
 
 namespace llm {
-
-namespace {
-
-std::vector<int> parse_id_line(const std::string& line, const std::string& path, int line_no) {
-  std::vector<int> ids;
-  std::istringstream in(line);
-  std::string word;
-  while (in >> word) {
-    if (word.empty() || word.size() > 9 || word.find_first_not_of("0123456789") != std::string::npos)
-      fail(path, ": line ", line_no, ": '", word, "' is not a token id");
-    ids.push_back(std::stoi(word));
-  }
-  return ids;
-}
-
-}  // namespace
 
 SpecTrace read_spec_trace(const std::string& path) {
   std::ifstream in(path);
@@ -34,8 +18,8 @@ SpecTrace read_spec_trace(const std::string& path) {
   SpecTrace t;
   t.name = path.substr(path.find_last_of('/') + 1);
   if (const size_t dot = t.name.rfind('.'); dot != std::string::npos && dot > 0) t.name.resize(dot);
-  t.prompt = parse_id_line(a, path, 1);
-  t.generated = parse_id_line(b, path, 2);
+  t.prompt = parse_token_ids(a, path + ": line 1", 0);  // the vocabulary is checked by the replay's backend
+  t.generated = parse_token_ids(b, path + ": line 2", 0);
   if (t.prompt.empty()) fail(path, ": the prompt has no ids");
   if (t.generated.empty()) fail(path, ": no generated ids");
   return t;
@@ -44,8 +28,7 @@ SpecTrace read_spec_trace(const std::string& path) {
 TraceBackend::TraceBackend(const SpecTrace& trace, int vocab) : vocab_(vocab) {
   ids_ = trace.prompt;
   ids_.insert(ids_.end(), trace.generated.begin(), trace.generated.end());
-  for (int id : ids_)
-    if (id < 0 || id >= vocab) fail("trace ", trace.name, ": id ", id, " outside a vocabulary of ", vocab);
+  check_token_ids(ids_, "trace " + trace.name, vocab);
 }
 
 int TraceBackend::sample(const SamplerParams& p, uint64_t) {

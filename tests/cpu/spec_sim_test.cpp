@@ -77,7 +77,7 @@ TEST(SpecSim, DraftsTheRecordDoesNotHoldAreRejected) {
   EXPECT_GT(r.stats.accepted, 0);              // 3 1 2 3 1 2 follow the repeated pattern
   EXPECT_LT(r.stats.accepted, r.stats.drafted);  // 9 9 9 9 do not
   // Ids outside the vocabulary are refused by name.
-  llm_test::expect_error([&] { llm::TraceBackend b(t, 5); }, {"trace t: id 9 outside a vocabulary of 5"});
+  llm_test::expect_error([&] { llm::TraceBackend b(t, 5); }, {"trace t: '9' (item 12) is not a token id in [0, 5)"});
 }
 
 TEST(SpecSim, VerifyCostsInterpolateAndRefuseBadTables) {
@@ -101,7 +101,7 @@ TEST(SpecSim, TraceFilesAreReadOrRefusedByName) {
   EXPECT_EQ(t.name, "run");
   EXPECT_EQ(t.prompt, (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(t.generated, (std::vector<int>{4, 5}));
-  llm_test::expect_error([&] { llm::read_spec_trace(bad); }, {bad, "line 1", "'x3' is not a token id"});
+  llm_test::expect_error([&] { llm::read_spec_trace(bad); }, {bad + ": line 1", "'x3'", "is not a token id"});
   llm_test::expect_error([&] { llm::read_spec_trace(short_file); }, {short_file, "two lines"});
   llm_test::expect_error([&] { llm::read_spec_trace(dir.str("none.ids")); }, {"cannot open trace", "none.ids"});
 }
