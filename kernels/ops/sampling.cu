@@ -6,7 +6,9 @@
 // top-k and top-p thresholds are exact radix selects over the FP32 bit patterns of e (positive floats order like
 // their bits): four passes of 8-bit digits, counting elements (top-k) or their mass (top-p). Ties at a threshold
 // are kept by lowest index, exactly as the CPU's stable sort does, so the kept set is the CPU's (up to FP32 vs FP64
-// rounding of probabilities that sit exactly on the top-p boundary).
+// rounding of probabilities that sit exactly on the top-p boundary). With top-k at most 1024 (and no more ties at the
+// k-th value than that), the top-k set is gathered into shared memory after its select and top-p and the draw run over
+// it (draw_candidates: the same integer sums, so the same token for the same u); otherwise over the whole vocabulary.
 // Logits holding NaN or Inf anywhere in [0, vocab) give no token: *d_out = kSampleNonFinite (kernels/ops/ops.h), in the
 // same 4-byte value the host copies back anyway, so detecting them costs no extra transfer.
 // The draw walks the kept tokens in INDEX order, not in descending probability as engine/sampler.cpp does: each
@@ -221,12 +223,76 @@ __device__ int draw(const float* e, int n, Pred kept, float u, SampleShared& sh)
   return sh.index;
 }
 
+// The top-k set gathered into shared memory (any order) when it is small: top-p and the draw then run over at most
+// kCand candidates instead of over the vocabulary (four radix passes, two index walks and a draw pass saved).
+constexpr int kCand = kThreads;  // one candidate per thread
+struct Candidates {
+  float v[kCand];
+  int idx[kCand];
+  unsigned char keep[kCand];
+  int count;
+};
+
+// Candidate t of c (thread t owns it; t < n) -> the token drawn, exactly as the full-vocabulary path draws: the kept
+// set is the top-k (bits > kbits, and the first ties_kept of bits == kbits by index), then the top-p prefix in
+// (value desc, index asc) order whose mass first reaches p_target (0: no top-p), then the draw in index order. Every
+// figure is an integer sum over candidates, so the candidates' order in c does not change the result; -1 if nothing
+// kept has mass.
+__device__ int draw_candidates(Candidates& c, int n, uint32_t kbits, u64 ties_kept, u64 p_target, float u,
+                               SampleShared& sh) {
+  const int t = threadIdx.x;
+  const bool mine = t < n;
+  const float v = mine ? c.v[t] : 0.0f;
+  const int idx = mine ? c.idx[t] : INT_MAX;
+  const uint32_t b = bits_of(v);
+  const u64 m = mass_of(v);
+  bool in = mine && b > kbits;
+  if (mine && b == kbits) {
+    u64 rank = 0;  // ties at the k-th value kept by lowest index
+    for (int j = 0; j < n; ++j) rank += (bits_of(c.v[j]) == kbits && c.idx[j] < idx) ? 1 : 0;
+    in = rank < ties_kept;
+  }
+  if (mine) c.keep[t] = in;
+  __syncthreads();
+  if (p_target > 0) {
+    if (in) {
+      u64 before = 0;  // mass ranked before this one: larger, or equal with a lower index
+      for (int j = 0; j < n; ++j)
+        if (c.keep[j] && better(c.v[j], c.idx[j], v, idx)) before += mass_of(c.v[j]);
+      in = before < p_target;
+    }
+    __syncthreads();  // every reader of keep is done
+    if (mine) c.keep[t] = in;
+    __syncthreads();
+  }
+  if (t == 0) sh.index = -1;
+  __syncthreads();
+  if (in) {
+    u64 pre = 0, total = 0;  // kept mass before this one in index order, and all of it
+    for (int j = 0; j < n; ++j) {
+      if (!c.keep[j]) continue;
+      const u64 mj = mass_of(c.v[j]);
+      total += mj;
+      if (c.idx[j] < idx) pre += mj;
+    }
+    if (total > 0) {
+      const double uu = u > 0.0f ? double(u) : 0.0;  // NaN and negatives -> 0
+      u64 target = u64(uu * double(total));
+      if (target >= total) target = total - 1;
+      if (pre <= target && target < pre + m) sh.index = idx;
+    }
+  }
+  __syncthreads();
+  return sh.index;
+}
+
 // logits [vocab]; e [vocab] scratch for the unnormalised probabilities.
 __global__ __launch_bounds__(kThreads) void sample_kernel(const float* __restrict__ logits, int vocab,
                                                           float temperature, int top_k, float top_p, float u,
                                                           int* __restrict__ d_out, float* __restrict__ e,
                                                           int* __restrict__ d_step, int next_pos) {
   __shared__ SampleShared sh;
+  __shared__ Candidates cand;
   // The id for the host (*d_out) and, with d_step, the next decode step's {pos, token} (a non-finite draw leaves
   // token 0 there: the step that may already be queued behind this one reads a valid row, and the host stops the run).
   auto emit = [&](int id) {
@@ -259,12 +325,35 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* __restric
   u64 z;
   block_exclusive_scan(z_part, sh.scan, &z);  // its barriers also publish e[] to the whole block
 
+  // top-p's target: the mass of the full softmax the most likely prefix must reach (at least the most likely token).
+  const double pt = double(top_p) * double(z);
+  const u64 p_target = pt > 1.0 ? u64(ceil(pt)) : 1ull;
+
   // top-k: the k-th largest value, ties at it kept by lowest index so exactly k survive.
   uint32_t kbits = 0;  // 0 with kcut = vocab - 1 keeps everything
   int kcut = vocab - 1;
   if (top_k > 0 && top_k < vocab) {
     u64 above;
     kbits = radix_select<false>(e, vocab, [](int, uint32_t) { return true; }, u64(top_k), &above, sh);
+    if (top_k <= kCand) {  // gather every value at or above the k-th; few enough (ties) and the rest runs on them
+      if (threadIdx.x == 0) cand.count = 0;
+      __syncthreads();
+      for (int i = threadIdx.x; i < vocab; i += kThreads) {
+        const float v = e[i];
+        if (bits_of(v) >= kbits) {
+          const int slot = atomicAdd(&cand.count, 1);
+          if (slot < kCand) cand.v[slot] = v, cand.idx[slot] = i;
+        }
+      }
+      __syncthreads();
+      const int n = cand.count;
+      if (n <= kCand) {
+        const int tok = draw_candidates(cand, n, kbits, u64(top_k) - above, top_p < 1.0f ? p_target : 0, u, sh);
+        emit(tok >= 0 ? tok : im);
+        return;
+      }
+      // more ties at the k-th value than candidates hold: the whole-vocabulary path below
+    }
     const uint32_t kb = kbits;
     kcut = nth_index(e, vocab, [kb](int, uint32_t b) { return b == kb; }, u64(top_k) - above, sh);
   }
@@ -274,8 +363,7 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* __restric
   uint32_t pbits = 0;
   int pcut = vocab - 1;
   if (top_p < 1.0f) {
-    const double t = double(top_p) * double(z);
-    const u64 target = t > 1.0 ? u64(ceil(t)) : 1ull;  // at least the most likely token
+    const u64 target = p_target;
     u64 part = 0;
     for (int i = threadIdx.x; i < vocab; i += kThreads) {
       const float v = e[i];

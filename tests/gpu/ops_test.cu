@@ -442,6 +442,37 @@ TEST(OpsSample, LargeVocabDrawsStayInKeptSet) {
   }
 }
 
+TEST(OpsSample, GatheredTopKDrawsWhatTheWholeVocabularyPathDraws) {
+  SKIP_WITHOUT_CUDA();
+  // top-k <= 1024 runs top-p and the draw over the gathered top-k set; top-k 0 or above 1024 over the vocabulary.
+  // Where every value outside the top 40 has no mass (e = exp(-40 - ...) < 2^-39, the kernel's fixed-point unit),
+  // top-k 40, top-k 0 and top-k 2000 keep the same mass and must draw the same token for every u; the low values are
+  // distinct (no ties at the 40th), the high ones hold duplicates (ties inside the set, broken by index).
+  for (int vocab : {128256, 1000, 77}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    std::vector<float> logits(static_cast<size_t>(vocab), 0.0f);
+    for (int i = 0; i < vocab; ++i) logits[size_t(i)] = -40.0f - 0.001f * float(i % 997);
+    const std::vector<float> high = random_normal(40, 1.5f, 21);
+    std::mt19937 pick(22);
+    for (int j = 0; j < 40 && j < vocab; ++j) {
+      const int at = int(pick() % uint32_t(vocab));
+      logits[size_t(at)] = j % 7 == 3 ? 1.0f : high[size_t(j)];  // some exact ties at 1.0
+    }
+    DeviceSampler sampler(logits);
+    std::mt19937 rng(23);
+    std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+    for (float top_p : {1.0f, 0.9f, 0.5f, 0.0f}) {
+      for (int j = 0; j < 60; ++j) {
+        const float u = j == 0 ? 0.0f : j == 1 ? std::nextafter(1.0f, 0.0f) : uni(rng);
+        const int whole = sampler(1.0f, 0, top_p, u);
+        ASSERT_GE(whole, 0);
+        EXPECT_EQ(sampler(1.0f, 40, top_p, u), whole) << "top_p " << top_p << " u " << u;
+        if (vocab > 2000) EXPECT_EQ(sampler(1.0f, 2000, top_p, u), whole) << "top_p " << top_p << " u " << u;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Synthetic weights
 
