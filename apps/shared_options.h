@@ -96,7 +96,7 @@ inline void add_spec_options(Options& o, SpecArgs* s) {
   o.section("speculative decoding");
   o.choice("--spec", "MODE", &s->mode, {"none", "lookup", "draft"},
            [](const std::string& v) { return parse_spec_mode("--spec", v); },
-           "none; lookup: the longest recent n-gram (3 to 1 tokens) of the context seen before proposes what followed "
+           "none; lookup: the longest recent n-gram (6 to 2 tokens) of the context seen before proposes what followed "
            "it; draft: a second model (--model-draft) with the same vocabulary proposes; the target verifies every "
            "draft in one pass and keeps what it agrees with (greedy output unchanged, sampling exact)")
       .default_is("none");

@@ -19,8 +19,8 @@ const char* kUsage =
     "Replays each recorded greedy run in DIR (*.ids: run-llama --temp 0 --ignore-eos --dump-ids FILE) through the\n"
     "speculative loop with prompt lookup, and prints per run: verify passes, drafted and accepted tokens, the mean\n"
     "tokens per pass, and the speed-up over plain decoding that the verify costs give (tokens / the passes' cost in\n"
-    "decode steps; a plain decode step, where the loop runs one, costs 1). Greedy speculation emits the recorded\n"
-    "tokens (the 'same' column checks it).\n";
+    "decode steps; a step with no draft is a plain decode step). Greedy speculation emits the recorded tokens (the\n"
+    "'same' column checks it).\n";
 
 struct Args {
   std::string traces, costs = "1:1.23,4:1.38,8:1.78";
@@ -82,7 +82,7 @@ int run(const Args& a) {
                   r.same ? "yes" : "NO");
   }
   std::printf("%s%zu runs, %d tokens: %lld passes, %.1f%% of %lld drafts accepted, %.2f tokens/pass, speed-up "
-              "%.2fx (draft max %d min %d, n-grams %d..%d, verify costs %s)\n",
+              "%.2fx (draft max %d min %d, n-grams %d..%d, verify costs %s; a step with no draft: a plain step, 1)\n",
               a.summary ? "" : "\n", files.size(), tokens, (long long)all.steps, 100.0 * all.accept_rate(),
               (long long)all.drafted, double(tokens) / double(all.steps), double(tokens) / cost, a.draft_max,
               a.draft_min, a.ngram_min, a.ngram_max, a.costs.c_str());

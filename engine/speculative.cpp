@@ -132,14 +132,34 @@ std::string draft_vocab_mismatch(const ModelConfig& target, const Tokenizer* tar
 
 // ----- adaptive length -----
 
-DraftLength::DraftLength(int min, int max) : min_(min), max_(max), n_(max) {
+DraftLength::DraftLength(int min, int max, DraftCosts costs) : min_(min), max_(max), costs_(costs) {
   if (max < 1 || min < 0 || min > max) fail("draft length: need 0 <= --draft-min <= --draft-max and --draft-max >= 1, "
                                             "found min ", min, ", max ", max);
+  if (!(costs.pass > 0) || !(costs.per_token >= 0))
+    fail("draft length: a verify pass must cost more than 0 decode steps and a draft token at least 0, found ",
+         costs.pass, " and ", costs.per_token);
+  n_ = best_length();
+}
+
+int DraftLength::best_length() const {
+  const double a = acceptance();
+  int best = std::max(min_, 1);
+  double best_rate = -1.0;
+  double yield = 1.0, run = 1.0;  // tokens a k-token draft yields: 1 + a + ... + a^k
+  for (int k = 1; k <= max_; ++k) {
+    run *= a;
+    yield += run;
+    const double rate = yield / (costs_.pass + costs_.per_token * double(k));
+    if (k >= std::max(min_, 1) && rate > best_rate) best_rate = rate, best = k;
+  }
+  return best;
 }
 
 void DraftLength::update(int drafted, int accepted) {
   if (drafted <= 0) return;
-  n_ = accepted >= drafted ? std::min(max_, n_ + 1) : std::max(min_, std::min(max_, accepted + 1));
+  s_ = 0.9 * s_ + double(accepted);
+  f_ = 0.9 * f_ + (accepted < drafted ? 1.0 : 0.0);
+  n_ = best_length();
 }
 
 // ----- the loop -----
@@ -211,7 +231,7 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
   check_decode_loop_args(target, prompt, opt);
   if (!target.supports_verify())
     fail("speculative decoding: the ", target.name(), " backend has no verify() pass yet (use --device cpu)");
-  DraftLength len(spec.draft_min, spec.draft_max);
+  DraftLength len(spec.draft_min, spec.draft_max, spec.costs);
   const int n_prompt = int(prompt.size()), ctx = target.ctx_size();
   auto interrupted = [&] { return opt.interrupt && *opt.interrupt; };
   auto is_stop = [&](int id) {
@@ -258,7 +278,19 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
     }
     const std::vector<int> drafts(in.begin() + 1, in.end());
     Verdict v;
-    if (is_greedy(opt.sampler)) {  // n ids from the target, not n rows of the vocabulary
+    if (drafts.empty()) {
+      // Nothing to verify: a plain decode step, which costs less than a verify pass of one token (on the CUDA engine
+      // its captured step against a pass that also copies rows and judges them: ~1.0 against ~1.2-1.5 steps).
+      target.decode(pending, pos);
+      if (is_greedy(opt.sampler)) {
+        v.emit.push_back(target.sample(opt.sampler, rng.counter));
+      } else {
+        const std::vector<float> L = target.logits();
+        const int V = int(L.size());
+        const int nv = target.sample_vocab() > 0 ? std::min(target.sample_vocab(), V) : V;
+        v = judge(L, V, nv, drafts, q, opt.sampler, spec.rule, rng);
+      }
+    } else if (is_greedy(opt.sampler)) {  // n ids from the target, not n rows of the vocabulary
       v = judge_ids(target.verify_argmax(in.data(), int(in.size()), pos, target.sample_vocab()), drafts, rng.counter);
     } else {
       const std::vector<float> L = target.verify(in.data(), int(in.size()), pos);

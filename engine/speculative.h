@@ -52,8 +52,12 @@ class Drafter {
 // in it (the most recent such occurrence) proposes the up to `max` tokens that followed that occurrence. No model.
 std::vector<int> lookup_proposal(const std::vector<int>& context, int max, int ngram_max = 3, int ngram_min = 1);
 
-// The drafter's n-gram range by default (apps/spec-sim.cpp compares ranges on recorded runs).
-inline constexpr int kLookupNgramMin = 1, kLookupNgramMax = 3;
+// The drafter's n-gram range by default: a match of two tokens at least, up to six. Chosen by replaying 22 recorded
+// input-grounded runs of SmolLM2 (apps/spec-sim.cpp) under the speculative loop's costs measured on an H100 (a verify
+// pass ~1.46 decode steps plus ~0.24 per draft token): 2..6 gave 1.54x where 1..3 gave 1.40x (single-token matches
+// draft often and miss often: 70% accepted against 78%), and it stays the better of the two where a pass costs little
+// beside a decode step (an 8B model's verify: 2.54x against 2.43x at 1.1 + 0.03 per token).
+inline constexpr int kLookupNgramMin = 2, kLookupNgramMax = 6;
 
 class LookupDrafter final : public Drafter {
  public:
@@ -91,17 +95,33 @@ class DraftModelDrafter final : public Drafter {
 std::string draft_vocab_mismatch(const ModelConfig& target, const Tokenizer* target_tok, const ModelConfig& draft,
                                  const Tokenizer* draft_tok);
 
-// The draft length adapts to the acceptance seen: it starts at max; a step whose drafts were all accepted adds one
-// (up to max), otherwise the next step drafts one more than were accepted (at least min). Steps with no draft (lookup
-// found nothing) leave it.
+// What a verify pass costs, in decode steps: `pass` for the pass and `per_token` more for each draft it verifies. The
+// default sits between a small latency-bound model's loop on an H100 (SmolLM2: 1.46 + 0.24, fitted by spec-sim to a
+// spec-bench run) and a large model's (verify reads each weight once: ~1.1 + 0.03); chosen by replaying recorded runs
+// under both (docs/results/session-2026-12-07a.md), where it did better than either extreme assumed in the other.
+struct DraftCosts {
+  double pass = 1.25;
+  double per_token = 0.1;
+};
+
+// The draft length adapts to the acceptance seen, by cost: each draft token is taken as accepted with probability a
+// given the ones before it (a geometric run), a = s / (s + f) over counts decayed by 0.9 per step (s: tokens accepted,
+// f: steps that rejected one; prior s = 3, f = 1), so k drafts yield (1 - a^(k+1)) / (1 - a) tokens for
+// costs.pass + costs.per_token * k decode steps; the next length is the k in [max(min, 1), max] with the most tokens
+// per step of cost (the shortest on ties). Steps with no draft (lookup found nothing) leave it.
 class DraftLength {
  public:
-  DraftLength(int min, int max);
+  DraftLength(int min, int max, DraftCosts costs = {});
   int next() const { return n_; }
   void update(int drafted, int accepted);
+  double acceptance() const { return s_ / (s_ + f_); }
 
  private:
-  int min_, max_, n_;
+  int best_length() const;
+  int min_, max_;
+  DraftCosts costs_;
+  double s_ = 3.0, f_ = 1.0;
+  int n_;
 };
 
 // How drafts are judged. kAcceptAll keeps every draft token without looking at p: the negative control of the
@@ -111,6 +131,7 @@ enum class AcceptRule { kExact, kAcceptAll };
 struct SpecOptions {
   int draft_max = 8;   // tokens drafted per step at most (>= 1)
   int draft_min = 1;   // the adaptive length's floor (0 .. draft_max)
+  DraftCosts costs;    // what the adaptive length weighs a pass by
   AcceptRule rule = AcceptRule::kExact;
   const std::vector<int>* history = nullptr;  // the ids already in the cache, positions [0, start_pos) (the chat's
                                               // earlier turns): the drafters see them as context
@@ -119,7 +140,7 @@ struct SpecOptions {
 struct SpecStats {
   int64_t drafted = 0;   // draft tokens verified
   int64_t accepted = 0;  // of those, accepted
-  int64_t steps = 0;     // verify passes
+  int64_t steps = 0;     // verify passes, and plain decode steps where there was no draft
   double accept_rate() const { return drafted > 0 ? double(accepted) / double(drafted) : 0.0; }
   void add(const SpecStats& o) {
     drafted += o.drafted;

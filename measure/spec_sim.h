@@ -40,8 +40,8 @@ class TraceBackend final : public Backend {
   std::vector<float> verify(const int* tokens, int n, int pos) override;
   std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit) override;
   void rewind(int) override {}
-  // passes_by_tokens()[n]: verify passes of n tokens (the pending one and n - 1 drafts); decode_steps(): plain decode
-  // steps the loop ran (a loop that verifies every step runs none).
+  // passes_by_tokens()[n]: verify passes of n tokens (the pending one and n - 1 drafts); decode_steps(): plain steps
+  // (the loop's steps with no draft).
   const std::vector<long long>& passes_by_tokens() const { return passes_; }
   long long decode_steps() const { return decode_steps_; }
 
@@ -54,7 +54,7 @@ class TraceBackend final : public Backend {
 };
 
 // A verify pass of n tokens costs at(n) decode steps: measured points (n, cost) interpolated linearly, extrapolated
-// from the last two. (A plain decode step costs 1 by definition.)
+// from the last two. (A step with no draft is a plain decode step: 1 by definition.)
 struct VerifyCosts {
   std::vector<std::pair<int, double>> points;  // by n ascending
   double at(int n) const;
@@ -67,7 +67,7 @@ struct SpecSimResult {
   int tokens = 0;
   SpecStats stats;
   std::vector<long long> passes_by_tokens;
-  long long decode_steps = 0;  // plain decode steps
+  long long decode_steps = 0;  // plain steps (no draft)
   double cost_steps = 0.0;     // the verify passes' and plain steps' cost in decode steps
   bool same = true;         // the replay emitted the recorded tokens
   double speedup() const { return cost_steps > 0 ? double(tokens) / cost_steps : 0.0; }

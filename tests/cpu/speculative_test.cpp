@@ -371,21 +371,43 @@ TEST(SpecLookup, LongestRecentNgramProposesWhatFollowedIt) {
   EXPECT_TRUE(lookup_proposal({1, 1}, 0).empty());
 }
 
-TEST(SpecDraftLength, AdaptsToTheAcceptanceSeen) {
-  llm::DraftLength d(2, 8);
+TEST(SpecDraftLength, AdaptsToTheAcceptanceSeenByCost) {
+  // The prior (a = 3/4) under the default costs (1.25 + 0.1 per draft): k = 5 yields 3.29 tokens for 1.75 steps.
+  llm::DraftLength d(1, 8);
+  EXPECT_DOUBLE_EQ(d.acceptance(), 0.75);
+  EXPECT_EQ(d.next(), 5);
+  for (int i = 0; i < 30; ++i) d.update(d.next(), d.next());  // everything accepted: the longest draft
+  EXPECT_GT(d.acceptance(), 0.95);
   EXPECT_EQ(d.next(), 8);
-  d.update(8, 8);
-  EXPECT_EQ(d.next(), 8);  // capped at max
-  d.update(8, 3);
-  EXPECT_EQ(d.next(), 4);  // one more than were accepted
-  d.update(4, 4);
-  EXPECT_EQ(d.next(), 5);  // all accepted: one more
-  d.update(5, 0);
-  EXPECT_EQ(d.next(), 2);  // floor
-  d.update(0, 0);
-  EXPECT_EQ(d.next(), 2);  // no draft: unchanged
+  for (int i = 0; i < 60; ++i) d.update(d.next(), 0);  // nothing accepted: the shortest the floor allows
+  EXPECT_LT(d.acceptance(), 0.05);
+  EXPECT_EQ(d.next(), 1);
+  const int before = d.next();
+  const double a = d.acceptance();
+  d.update(0, 0);  // no draft: unchanged
+  EXPECT_EQ(d.next(), before);
+  EXPECT_DOUBLE_EQ(d.acceptance(), a);
+  // The floor holds however little is accepted; min 0 still drafts one (a step with none would learn nothing).
+  llm::DraftLength floor3(3, 8), floor0(0, 8);
+  for (int i = 0; i < 30; ++i) floor3.update(floor3.next(), 0), floor0.update(floor0.next(), 0);
+  EXPECT_EQ(floor3.next(), 3);
+  EXPECT_EQ(floor0.next(), 1);
+  // The same history, cheaper draft tokens: a longer draft (the per-token cost is what makes length expensive).
+  llm::DraftLength cheap(1, 16, llm::DraftCosts{1.1, 0.01}), dear(1, 16, llm::DraftCosts{1.1, 0.5});
+  for (int i = 0; i < 10; ++i) cheap.update(4, 3), dear.update(4, 3);
+  EXPECT_DOUBLE_EQ(cheap.acceptance(), dear.acceptance());
+  EXPECT_GT(cheap.next(), dear.next());
+  // The rate it maximises, checked against a direct evaluation at the acceptance reached.
+  const double acc = cheap.acceptance();
+  auto rate = [acc](int k, double pass, double tok) {
+    return (1 - std::pow(acc, k + 1)) / (1 - acc) / (pass + tok * k);
+  };
+  for (int k = 1; k <= 16; ++k) EXPECT_GE(rate(cheap.next(), 1.1, 0.01), rate(k, 1.1, 0.01)) << "k " << k;
+  for (int k = 1; k <= 16; ++k) EXPECT_GE(rate(dear.next(), 1.1, 0.5), rate(k, 1.1, 0.5)) << "k " << k;
   EXPECT_THROW(llm::DraftLength(5, 4), llm::Error);
   EXPECT_THROW(llm::DraftLength(0, 0), llm::Error);
+  EXPECT_THROW(llm::DraftLength(1, 4, llm::DraftCosts{0.0, 0.1}), llm::Error);
+  EXPECT_THROW(llm::DraftLength(1, 4, llm::DraftCosts{1.0, -0.1}), llm::Error);
 }
 
 // A tokenizer that is another one but for the spelling of one piece.
