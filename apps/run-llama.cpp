@@ -112,7 +112,7 @@ Args parse_args(int argc, char** argv) {
     usage_error("--dump-ids writes one generation's ids: it takes no --chat, --perplexity or --dump-logits");
   if (!a.have_prompt && !a.chat) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
   llm::cli::resolve_device_and_check(a.engine);
-  llm::cli::check_spec_args(a.spec, a.engine.device.device, a.engine.kv_dtype);
+  llm::cli::check_spec_args(a.spec);
   return a;
 }
 

@@ -106,15 +106,12 @@ inline void add_spec_options(Options& o, SpecArgs* s) {
 }
 
 // The option pairs --spec needs, as bad usage: --spec draft needs --model-draft and only it takes one, --draft-min <=
-// --draft-max, and the CUDA engine verifies over a BF16 KV cache only.
-inline void check_spec_args(const SpecArgs& s, const std::string& device, KvDtype kv) {
+// --draft-max.
+inline void check_spec_args(const SpecArgs& s) {
   if (s.mode == SpecMode::kDraft && s.model_draft.empty()) usage_error("--spec draft needs --model-draft PATH");
   if (s.mode != SpecMode::kDraft && !s.model_draft.empty()) usage_error("--model-draft needs --spec draft");
   if (s.draft_min > s.draft_max)
     usage_error("--draft-min " + std::to_string(s.draft_min) + " is above --draft-max " + std::to_string(s.draft_max));
-  if (s.mode != SpecMode::kNone && device == "cuda" && kv == KvDtype::FP8)
-    usage_error(std::string("--spec ") + spec_mode_name(s.mode) +
-                " on cuda needs --kv-dtype bf16: the FP8 cache's verify and rewind are not built yet");
 }
 
 // The CUDA engine's tuning and comparison knobs (EngineTuning), set from the command line only: nothing in engine/

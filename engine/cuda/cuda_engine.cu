@@ -57,7 +57,10 @@ class CudaEngine final : public CudaBackend {
   // Speculative decoding's verify pass (engine/backend.h): a prefill pass over the n tokens, then every row through
   // the final norm and the decode head GEMV. BF16 KV only (the FP8 cache's open block would need re-encoding on
   // rewind); rewind is then nothing to undo (attention reads positions up to its own; the next write overwrites).
-  bool supports_verify() const override { return !kv_->fp8(); }
+  bool supports_verify() const override { return true; }
+  int exact_rewind_end(int pos) const override {  // FP8: the end of pos's block, as the CPU reference's cache
+    return kv_->fp8() ? (pos / kKvFp8Block + 1) * kKvFp8Block : Backend::exact_rewind_end(pos);
+  }
   int sample_vocab() const override { return sample_vocab_; }
   std::vector<float> verify(const int* tokens, int n, int pos) override;
   std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit) override;
@@ -810,7 +813,6 @@ void CudaEngine::drop_verify_graphs() {
 // Queues a verify of n tokens at pos on the stream (verify and verify_argmax): logits of every row into
 // verify_logits_, the last row into act_.logits.
 void CudaEngine::verify_queue(const int* tokens, int n, int pos) {
-  if (kv_->fp8()) fail("cuda backend: verify() with an FP8 KV cache is not built (use --kv-dtype bf16)");
   check_tokens("verify", tokens, n, pos);
   if (n > chunk_) fail("cuda backend: verify of ", n, " tokens exceeds one prefill pass of ", chunk_);
   drop_sampled();
@@ -822,7 +824,8 @@ void CudaEngine::verify_queue(const int* tokens, int n, int pos) {
     drop_verify_graphs();  // they write the old buffer
   }
   upload_tokens(tokens, n, pos);
-  if (!tuning_.verify_graph) {
+  // The FP8 cache's prefill attention reads pos0 on the host (no captured pass over it): its verify runs eagerly.
+  if (!tuning_.verify_graph || kv_->fp8()) {
     verify_pass(n, pos, false);
   } else {
     // One graph per n, captured at the second verify of that n (the first runs eagerly: whatever is made lazily, a
@@ -878,7 +881,8 @@ std::vector<int> CudaEngine::verify_argmax(const int* tokens, int n, int pos, in
 void CudaEngine::rewind(int pos) {
   if (pos < 0 || pos > ctx_)
     fail("cuda backend: rewind to position ", pos, " outside the context of ", ctx_, " positions");
-  if (kv_->fp8()) fail("cuda backend: rewind with an FP8 KV cache is not built (use --kv-dtype bf16)");
+  // Nothing to undo, as on the CPU reference: the next write at pos re-encodes its block (the FP8 store's rule); the
+  // loop keeps every rewind inside the open block (exact_rewind_end).
   drop_sampled();
 }
 

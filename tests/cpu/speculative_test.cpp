@@ -524,8 +524,6 @@ TEST(SpecCli, RunLlamaRefusesBadCombinationsByName) {
   llm_test::expect_run_llama_refused(exe, with({"--device", "cpu", "--spec", "sometimes"}), 2, {"sometimes"}, tmp);
   llm_test::expect_run_llama_refused(exe, with({"--device", "cpu", "--spec", "lookup", "--draft-min", "9"}), 2,
                                      {"--draft-min 9 is above --draft-max 8"}, tmp);
-  llm_test::expect_run_llama_refused(exe, with({"--device", "cuda", "--spec", "lookup", "--kv-dtype", "fp8"}), 2,
-                                     {"--spec lookup on cuda needs --kv-dtype bf16", "verify and rewind"}, tmp);
   llm_test::expect_run_llama_refused(
       exe, with({"--device", "cpu", "--spec", "draft", "--model-draft", "synthetic:tiny-gqa"}), 1,
       {"--model-draft synthetic:tiny-gqa cannot draft for", "its vocabulary has 256 tokens, the target's 512"}, tmp);
