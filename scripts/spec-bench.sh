@@ -8,8 +8,10 @@
 #                         [--engine "ARGS"] [--llama-lookup PATH]
 #
 # Defaults: -n 256, --draft-max 8, the default model (SmolLM2-135M-Instruct Q4_1), --device cpu (--device cuda: the
-# CUDA engine's prefill-pass verify), bench/spec_prompts, build/. --limit K runs the first K prompts only. Exit status 1 when an
-# output differs or a run fails. --engine "ARGS": more run-llama options for both runs (e.g. "--exact-vfy on").
+# CUDA engine's prefill-pass verify), bench/spec_prompts, build/. --limit K runs the first K prompts only. Exit status
+# 1 when an output differs or a run fails; each output that differs gets a line (tools/spec_margin.py): the first
+# generated token that differs and the target's top-2 margin there, teacher-forced (a near tie: under 1e-3).
+# --engine "ARGS": more run-llama options for both runs (e.g. "--exact-vfy on").
 # --llama-lookup PATH: llama.cpp's llama-lookup (built by scripts/peer-bench.sh build) on the same file and prompts, all
 # layers on the GPU, greedy, the same -n: once with --spec-draft-n-max 0 (no drafts: its plain decode) and once with
 # the same draft maximum; its decode t/s, speed-up and acceptance go in four more columns (the model must be a GGUF).
@@ -28,7 +30,7 @@ while [ $# -gt 0 ]; do
     --limit) limit="$2"; shift 2 ;;
     --engine) engine="$2"; shift 2 ;;
     --llama-lookup) peer="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "spec-bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -41,9 +43,10 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-args=(-n "$n" --temp 0 --ignore-eos --device "$device")
-[ -n "$model" ] && args+=(--model "$model")
-if [ -n "$engine" ]; then read -r -a extra <<<"$engine"; args+=("${extra[@]}"); fi
+margs=(--device "$device")  # what a run needs beside its prompt and length (tools/spec_margin.py reruns with them)
+[ -n "$model" ] && margs+=(--model "$model")
+if [ -n "$engine" ]; then read -r -a extra <<<"$engine"; margs+=("${extra[@]}"); fi
+args=(-n "$n" --temp 0 --ignore-eos "${margs[@]}")
 
 # eval ms and tokens from llama_perf's "eval time = X ms / N runs" line; drafted and accepted from the draft line.
 eval_ms() { awk '/^llama_perf_context_print: +eval time =/ {print $5}' "$1"; }
@@ -67,13 +70,20 @@ for f in "$prompts"/*.txt; do
   [ "$limit" -gt 0 ] && [ "$count" -ge "$limit" ] && break
   count=$((count + 1))
   name=$(basename "$f" .txt)
-  "$bin/run-llama" -f "$f" "${args[@]}" --spec none >"$tmp/o0" 2>"$tmp/e0" || { cat "$tmp/e0" >&2; exit 1; }
-  "$bin/run-llama" -f "$f" "${args[@]}" --spec lookup --draft-max "$draft_max" >"$tmp/o1" 2>"$tmp/e1" ||
-    { cat "$tmp/e1" >&2; exit 1; }
+  "$bin/run-llama" -f "$f" "${args[@]}" --spec none --dump-ids "$tmp/i0" >"$tmp/o0" 2>"$tmp/e0" ||
+    { cat "$tmp/e0" >&2; exit 1; }
+  "$bin/run-llama" -f "$f" "${args[@]}" --spec lookup --draft-max "$draft_max" --dump-ids "$tmp/i1" >"$tmp/o1" \
+    2>"$tmp/e1" || { cat "$tmp/e1" >&2; exit 1; }
   ms0=$(eval_ms "$tmp/e0") ms1=$(eval_ms "$tmp/e1") tok0=$(eval_tokens "$tmp/e0") tok1=$(eval_tokens "$tmp/e1")
   read -r d a <<<"$(drafted "$tmp/e1")"
   same=yes
-  cmp -s "$tmp/o0" "$tmp/o1" || { same=NO; differ=1; }
+  if ! cmp -s "$tmp/o0" "$tmp/o1"; then
+    same=NO differ=$((differ + 1))
+    # Where the outputs part and the target's top-2 margin there (teacher-forced): a near tie or not.
+    m=$(python3 tools/spec_margin.py --run-llama "$bin/run-llama" --plain "$tmp/i0" --spec "$tmp/i1" -- "${margs[@]}" \
+        2>&1) || true
+    echo "$name: $m" >>"$tmp/margins"
+  fi
   awk -v n="$name" -v m0="$ms0" -v m1="$ms1" -v t0="$tok0" -v t1="$tok1" -v d="$d" -v a="$a" -v s="$same" 'BEGIN {
     r0 = 1000 * t0 / m0; r1 = 1000 * t1 / m1
     printf "%-34s %10.2f %10.2f %7.2fx %7.1f%% %5s", n, r0, r1, r1 / r0, (d > 0 ? 100 * a / d : 0), s }'
@@ -109,4 +119,10 @@ if [ -n "$peer" ]; then
     printf "llama.cpp (llama-lookup, same file and prompts): plain %.2f t/s, lookup %.2f t/s, %.2fx, accepted %.1f%% (%d of %d drafted)\n",
            r0, r1, r1 / r0, (d > 0 ? 100 * a / d : 0), a, d }'
 fi
-[ "$differ" = 0 ] || { echo "spec-bench: greedy outputs differ with --spec lookup (the 'same' column)" >&2; exit 1; }
+if [ "$differ" != 0 ]; then
+  cat "$tmp/margins"
+  ties=$(grep -c "near tie (< 0.001): yes" "$tmp/margins" || true)
+  echo "spec-bench: $differ greedy outputs differ with --spec lookup (the 'same' column); $ties of them at a near tie" \
+    "(teacher-forced top-2 margin under 1e-3)" >&2
+  exit 1
+fi
