@@ -21,6 +21,11 @@
 #                                           GGML_CUDA_GRAPH_OPT=1 for llama.cpp (its best setting)
 #   scripts/h200-peers.sh spec [ARGS]       the SmolLM2 file joined from its parts, then scripts/spec-bench.sh --device
 #                                           cuda on it beside llama-lookup (ARGS: more spec-bench options)
+#   scripts/h200-peers.sh all               one call, ~450 s on an H100: the GPU suite (scripts/h200-verify.sh) while
+#                                           llama.cpp builds and the 8B (Q4_0, Q8_0, Q4_K_M) and 70B Q4_K_M files are
+#                                           written, then decode beside llama.cpp on all four, 70B at 32K of context
+#                                           (memory, load, t/s), and prefill (8B pp512/pp8192, 70B pp512): the suite and
+#                                           issue 35's table on one tree in one call. Needs ~60 GB of disk.
 #   scripts/h200-peers.sh draft             synthetic 8B BF16 with its Q4_0 copy drafting (--spec draft), beside plain
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -124,6 +129,32 @@ for r in json.load(open(sys.argv[1])):
     sha256sum "$SMOL"
     scripts/spec-bench.sh --device cuda --model "$SMOL" --bin "$B" --llama-lookup "$P/llamacpp/build/bin/llama-lookup" \
       "$@" 2>&1 | tee "$OUT/spec-bench.txt" ;;
+  all)
+    t0=$SECONDS
+    el() { echo $((SECONDS - t0)); }
+    (nice -n 15 "$0" build > "$OUT/llamacpp-build.log" 2>&1; echo "build rc=$? at $(el) s" >> "$OUT/llamacpp-build.log") &
+    bp=$!
+    (for t in q4_0 q8_0 q4_k_m; do nice -n 5 "$0" synth llama3.1-8b $t 2>&1 | tail -1; done
+     nice -n 5 "$0" synth llama3.1-70b q4_k_m 2>&1 | tail -1; echo "files written at $(el) s") > "$OUT/synth.log" 2>&1 &
+    sp=$!
+    SUITES=1 VERIFY=0 bash scripts/h200-verify.sh > "$OUT/suite-summary.txt" 2>&1
+    echo "suite done at $(el) s"
+    wait $sp; cat "$OUT/synth.log"; wait $bp; tail -1 "$OUT/llamacpp-build.log"
+    "$0" peer $P/llama3.1-8b-q4_0.gguf $P/llama3.1-8b-q8_0.gguf $P/llama3.1-8b-q4_k_m.gguf > "$OUT/peer8b.log" 2>&1
+    cp "$OUT/peer-table.md" "$OUT/peer-table-8b.md"
+    PEER_PERSISTENT=0 "$0" peer $P/llama3.1-70b-q4_k_m.gguf > "$OUT/peer70b.log" 2>&1
+    cp "$OUT/peer-table.md" "$OUT/peer-table-70b.md"
+    timeout 90 "$B/llama-ab" --model $P/llama3.1-70b-q4_k_m.gguf --ab warp-dp4a --ctx-size 32768 -n 64 --repeats 2 \
+      2> "$OUT/ab-70b-ctx32k.err" > /dev/null
+    "$0" prefill $P/llama3.1-8b-q4_0.gguf $P/llama3.1-8b-q4_k_m.gguf > "$OUT/prefill8b.log" 2>&1
+    cp "$OUT/prefill-table.md" "$OUT/prefill-table-8b.md"
+    PP_LENGTHS=512 "$0" prefill $P/llama3.1-70b-q4_k_m.gguf > "$OUT/prefill70b.log" 2>&1
+    cp "$OUT/prefill-table.md" "$OUT/prefill-table-70b.md"
+    echo "== suite"; grep -v "rc=0" "$OUT/suite.txt"; echo "suites passed: $(grep -c 'rc=0' "$OUT/suite.txt")"
+    echo "== decode"; cat "$OUT/peer-table-8b.md" "$OUT/peer-table-70b.md" | grep "^| llama3"
+    echo "== 70B at 32K"; grep -E "memory in use|repeat 2/2 warp|packed" "$OUT/ab-70b-ctx32k.err" | cut -c1-200
+    echo "== prefill"; cat "$OUT/prefill-table-8b.md" "$OUT/prefill-table-70b.md" | grep "^| llama3"
+    echo "all done at $(el) s" ;;
   draft)
     bf16=$P/llama3.1-8b-bf16.gguf q4=$P/llama3.1-8b-q4_0.gguf
     [ -s "$bf16" ] && [ -s "$q4" ] || die "write bf16 and q4_0 first"
@@ -136,5 +167,5 @@ for r in json.load(open(sys.argv[1])):
         2>&1 >"$OUT/draft-$spec.out" | grep -E "eval time|draft|error" | tee "$OUT/draft-$spec.txt"
     done
     cmp -s "$OUT/draft-none.out" "$OUT/draft-draft.out" && echo "outputs: the same" || echo "outputs: DIFFER" ;;
-  *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
