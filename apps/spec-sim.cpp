@@ -3,6 +3,7 @@
 // measured verify costs give. Drafting policies compared in milliseconds, not in model runs.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ const char* kUsage =
 
 struct Args {
   std::string traces, costs = "1:1.23,4:1.38,8:1.78";
+  llm::DraftCosts draft_costs;  // --draft-costs: what the loop's adaptive length weighs a pass by
   int vocab = 49152, draft_max = 8, draft_min = 1, ngram_min = llm::kLookupNgramMin, ngram_max = llm::kLookupNgramMax;
   bool summary = false;
 };
@@ -36,6 +38,19 @@ Args parse_args(int argc, char** argv) {
   o.text("--costs", "LIST", &a.costs,
          "a verify pass of N tokens costs C decode steps: N:C pairs, N ascending; the default was measured on "
          "SmolLM2's shape in Q4_1 on an H100 by llama-ab --verify-k 1,4,8");
+  o.custom("--draft-costs", "P:T", [&a](const std::string& flag, const std::string& t) {
+    const size_t colon = t.find(':');
+    char* e1 = nullptr;
+    char* e2 = nullptr;
+    const std::string p = t.substr(0, colon), q = colon == std::string::npos ? "" : t.substr(colon + 1);
+    a.draft_costs.pass = std::strtod(p.c_str(), &e1);
+    a.draft_costs.per_token = std::strtod(q.c_str(), &e2);
+    if (colon == std::string::npos || p.empty() || q.empty() || *e1 || *e2 || !(a.draft_costs.pass > 0) ||
+        !(a.draft_costs.per_token >= 0) || a.draft_costs.pass > 100 || a.draft_costs.per_token > 100)
+      llm::cli::usage_error(flag + ": '" + t + "' is not PASS:PER_TOKEN (decode steps, PASS > 0, PER_TOKEN >= 0)");
+  }, "the costs the loop's adaptive draft length weighs a verify pass by: PASS decode steps plus PER_TOKEN per draft "
+     "(engine/speculative.h DraftCosts)")
+      .default_is("the loop's default, 1.25:0.1");
   o.integer("--draft-max", "N", &a.draft_max, 1, 64, "tokens drafted per step at most");
   o.integer("--draft-min", "N", &a.draft_min, 0, 64, "the adaptive draft length's floor");
   o.integer("--ngram-min", "N", &a.ngram_min, 1, 64, "shortest n-gram prompt lookup matches");
@@ -61,6 +76,7 @@ int run(const Args& a) {
   llm::SpecOptions spec;
   spec.draft_max = a.draft_max;
   spec.draft_min = a.draft_min;
+  spec.costs = a.draft_costs;
   int tokens = 0, differ = 0;
   double cost = 0;
   llm::SpecStats all;
@@ -82,10 +98,11 @@ int run(const Args& a) {
                   r.same ? "yes" : "NO");
   }
   std::printf("%s%zu runs, %d tokens: %lld passes, %.1f%% of %lld drafts accepted, %.2f tokens/pass, speed-up "
-              "%.2fx (draft max %d min %d, n-grams %d..%d, verify costs %s; a step with no draft: a plain step, 1)\n",
+              "%.2fx (draft max %d min %d, n-grams %d..%d, draft costs %g:%g, verify costs %s; a step with no draft: a plain "
+              "step, 1)\n",
               a.summary ? "" : "\n", files.size(), tokens, (long long)all.steps, 100.0 * all.accept_rate(),
               (long long)all.drafted, double(tokens) / double(all.steps), double(tokens) / cost, a.draft_max,
-              a.draft_min, a.ngram_min, a.ngram_max, a.costs.c_str());
+              a.draft_min, a.ngram_min, a.ngram_max, a.draft_costs.pass, a.draft_costs.per_token, a.costs.c_str());
   if (differ) llm::fail(differ, " replays did not emit their recorded tokens");
   return 0;
 }

@@ -205,6 +205,10 @@ TEST_F(UserErrors, EveryAppSaysBadUsageTheSameWay) {
       {"llama-ab", {"--ab", "warp,warp@persistent", "--decode", "graph,persistent"},
        "A/B entry 'warp@persistent' is listed twice (a plain mapping runs on every --decode path, MAPPING@PATH on "
        "PATH alone)"},
+      {"spec-sim", {"--draft-costs", "1.5"},
+       "--draft-costs: '1.5' is not PASS:PER_TOKEN (decode steps, PASS > 0, PER_TOKEN >= 0)"},
+      {"spec-sim", {"--draft-costs", "0:0.1"},
+       "--draft-costs: '0:0.1' is not PASS:PER_TOKEN (decode steps, PASS > 0, PER_TOKEN >= 0)"},
       {"gemv-sectors", {"--nope"}, "unknown option '--nope'"},
       {"gemv-sectors", {"--shape"}, "--shape needs a value"},
       {"gemv-sectors", {"--shape", "8x8"}, "--dtype is required: one of bf16, f16, q8_0, q4_0, int4"},
