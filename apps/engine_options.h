@@ -1,7 +1,7 @@
 // The engine's options, declared once for every program that runs a model (run-llama, serve-llama): the model and
 // its context (section "model") and where and how it runs (section "device": --device, --gemv, --decode,
 // --dequantize, --quantize, --dtype, --kv-dtype, --tp and the CUDA tuning knobs); then the checks that need the device
-// and the one way a backend is made from them. Header-only: each app is one translation unit.
+// and the one way a backend is made from them, and --spec's drafter (run-llama and serve-llama). Header-only: each app is one translation unit.
 #pragma once
 #include <cstdio>
 #include <memory>
@@ -12,10 +12,13 @@
 #include "core/gemv_table.h"       // gemv_mapping_lines
 #include "engine/backend.h"
 #include "engine/gemv_choice.h"    // gemv_plan, gemv_refusal, decode_path_refusal, quant_summary
+#include "engine/speculative.h"    // --spec: LookupDrafter, DraftModelDrafter, draft_vocab_mismatch
 #include "engine/tp_plan.h"        // --tp: tp_refusal
 #include "models/default_model.h"
 #include "models/model.h"
 #include "models/quantize_model.h"
+#include "tokenizer/load.h"
+#include "tokenizer/tokenizer.h"
 
 namespace llm::cli {
 
@@ -158,6 +161,52 @@ inline void print_engine_line(const char* prog, const Model& model, const Backen
   std::fprintf(stderr, "%s: %s (%s, dim %d, %d layers, %d heads / %d kv, vocab %d) on %s, context %d\n", prog,
                model.source.c_str(), model.format.c_str(), c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
                backend.name().c_str(), backend.ctx_size());
+}
+
+// The loop's options from --draft-max and --draft-min.
+inline SpecOptions spec_options(const SpecArgs& a) {
+  SpecOptions so;
+  so.draft_max = a.draft_max;
+  so.draft_min = a.draft_min;
+  return so;
+}
+
+// The drafter --spec asks for (null for none). A draft model loads like --model, must share the target's vocabulary
+// (refused by name otherwise) and runs on a backend of its own (the target's engine options) with the target's context.
+struct Speculation {
+  Model draft_model;
+  std::unique_ptr<Tokenizer> draft_tok;
+  std::unique_ptr<Backend> draft_backend;
+  std::unique_ptr<Drafter> drafter;
+};
+
+inline std::unique_ptr<Speculation> make_speculation(const SpecArgs& spec, const EngineOptions& engine,
+                                                     const Model& model, const Tokenizer* tok, int ctx,
+                                                     const char* prog) {
+  if (spec.mode == SpecMode::kNone) return nullptr;
+  auto s = std::make_unique<Speculation>();
+  if (spec.mode == SpecMode::kLookup) {
+    s->drafter = std::make_unique<LookupDrafter>();
+    return s;
+  }
+  s->draft_model = load_model(spec.model_draft);
+  const auto refuse = [&](const std::string& why) {
+    if (!why.empty()) fail("--model-draft ", spec.model_draft, " cannot draft for ", model.source, ": ", why);
+  };
+  refuse(draft_vocab_mismatch(model.config, nullptr, s->draft_model.config, nullptr));  // the sizes first
+  // Its own vocabulary (a GGUF's, a directory's tokenizer), else the one --tokenizer names (a llama2.c file has none).
+  s->draft_tok = load_tokenizer(s->draft_model, "");
+  if (!s->draft_tok && !engine.tokenizer.empty()) s->draft_tok = load_tokenizer(s->draft_model, engine.tokenizer);
+  refuse(draft_vocab_mismatch(model.config, tok, s->draft_model.config, s->draft_tok.get()));
+  EngineOptions draft = engine;  // the target's engine, at the target's context, its own KV default
+  draft.ctx_size = ctx;
+  draft.kv_dtype = KvDtype::Default;
+  draft.tp = 1;  // the draft model runs whole (--tp splits the target)
+  s->draft_backend = make_engine_backend(draft, s->draft_model, tok ? tok->vocab_size() : 0, prog);
+  s->drafter = std::make_unique<DraftModelDrafter>(*s->draft_backend);
+  std::fprintf(stderr, "%s: draft model %s (%d layers, dim %d)\n", prog, s->draft_model.source.c_str(),
+               s->draft_model.config.n_layers, s->draft_model.config.dim);
+  return s;
 }
 
 }  // namespace llm::cli

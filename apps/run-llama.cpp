@@ -151,51 +151,6 @@ int run_perplexity(const Args& a, llm::Backend& backend, const llm::Tokenizer* t
   return 0;
 }
 
-llm::SpecOptions spec_options(const Args& a) {
-  llm::SpecOptions so;
-  so.draft_max = a.spec.draft_max;
-  so.draft_min = a.spec.draft_min;
-  return so;
-}
-
-// The drafter --spec asks for (null for none). A draft model loads like --model, must share the target's vocabulary
-// (refused by name otherwise) and runs on its own CPU backend with the target's context.
-struct Speculation {
-  llm::Model draft_model;
-  std::unique_ptr<llm::Tokenizer> draft_tok;
-  std::unique_ptr<llm::Backend> draft_backend;
-  std::unique_ptr<llm::Drafter> drafter;
-};
-
-std::unique_ptr<Speculation> make_speculation(const Args& a, const llm::Model& model, const llm::Tokenizer* tok,
-                                              int ctx) {
-  if (a.spec.mode == llm::SpecMode::kNone) return nullptr;
-  auto s = std::make_unique<Speculation>();
-  if (a.spec.mode == llm::SpecMode::kLookup) {
-    s->drafter = std::make_unique<llm::LookupDrafter>();
-    return s;
-  }
-  s->draft_model = llm::load_model(a.spec.model_draft);
-  const auto refuse = [&](const std::string& why) {
-    if (!why.empty()) llm::fail("--model-draft ", a.spec.model_draft, " cannot draft for ", model.source, ": ", why);
-  };
-  refuse(llm::draft_vocab_mismatch(model.config, nullptr, s->draft_model.config, nullptr));  // the sizes first
-  // Its own vocabulary (a GGUF's, a directory's tokenizer), else the one --tokenizer names (a llama2.c file has none).
-  s->draft_tok = llm::load_tokenizer(s->draft_model, "");
-  if (!s->draft_tok && !a.engine.tokenizer.empty())
-    s->draft_tok = llm::load_tokenizer(s->draft_model, a.engine.tokenizer);
-  refuse(llm::draft_vocab_mismatch(model.config, tok, s->draft_model.config, s->draft_tok.get()));
-  llm::cli::EngineOptions draft = a.engine;  // the target's engine, at the target's context, its own KV default
-  draft.ctx_size = ctx;
-  draft.kv_dtype = llm::KvDtype::Default;
-  draft.tp = 1;  // the draft model runs whole (--tp splits the target)
-  s->draft_backend = llm::cli::make_engine_backend(draft, s->draft_model, tok ? tok->vocab_size() : 0, "run-llama");
-  s->drafter = std::make_unique<llm::DraftModelDrafter>(*s->draft_backend);
-  std::fprintf(stderr, "run-llama: draft model %s (%d layers, dim %d)\n", s->draft_model.source.c_str(),
-               s->draft_model.config.n_layers, s->draft_model.config.dim);
-  return s;
-}
-
 // --chat: the template (override, detected, or the fallback named on stderr), then the REPL.
 int run_chat_mode(const Args& a, const llm::Model& model, llm::Backend& backend, const llm::Tokenizer* tok,
                   llm::Drafter* drafter) {
@@ -210,7 +165,7 @@ int run_chat_mode(const Args& a, const llm::Model& model, llm::Backend& backend,
   co.ignore_eos = a.ignore_eos;
   co.terminal = isatty(0) && isatty(1);
   co.drafter = drafter;
-  co.spec = spec_options(a);
+  co.spec = llm::cli::spec_options(a.spec);
   return llm::run_chat(backend, *tok, model.config, tmpl, co);
 }
 
@@ -267,7 +222,7 @@ int run(const Args& a) {
   llm::cli::print_engine_line("run-llama", model, *backend);
   const llm::ModelConfig& c = model.config;
 
-  const auto spec = make_speculation(a, model, tok.get(), backend->ctx_size());
+  const auto spec = llm::cli::make_speculation(a.spec, a.engine, model, tok.get(), backend->ctx_size(), "run-llama");
   llm::Drafter* drafter = spec ? spec->drafter.get() : nullptr;
   if (a.chat) return run_chat_mode(a, model, *backend, tok.get(), drafter);
   if (!a.perplexity.empty()) return run_perplexity(a, *backend, tok.get());
@@ -285,7 +240,7 @@ int run(const Args& a) {
   go.ignore_eos = a.ignore_eos;
   go.interrupt = &g_interrupted;
   go.drafter = drafter;
-  go.spec = spec_options(a);
+  go.spec = llm::cli::spec_options(a.spec);
 
   std::unique_ptr<llm::StreamDecoder> dec;
   if (tok) dec = std::make_unique<llm::StreamDecoder>(*tok, /*strip_leading_space=*/prompt_text.empty());

@@ -24,6 +24,7 @@ namespace {
 
 struct Args {
   llm::cli::EngineOptions engine;
+  llm::cli::SpecArgs spec;  // --spec, --draft-max, --draft-min, --model-draft
   llm::server::HttpOptions http;
   int queue = 8;
   int max_body_kib = 1024;
@@ -35,7 +36,8 @@ const char* kUsage =
     "\n"
     "An OpenAI-compatible HTTP server: POST /v1/chat/completions and /v1/completions (stream: true as server-sent\n"
     "events), GET /v1/models, /health and /metrics (Prometheus). One generation at a time; the KV cache is reused for\n"
-    "the longest common prefix with the previous request.\n";
+    "the longest common prefix with the previous request. --spec lookup|draft runs every generation speculatively\n"
+    "(greedy text unchanged, on a GPU up to near ties; /metrics counts the drafts).\n";
 
 using llm::cli::usage_error;
 
@@ -62,8 +64,10 @@ Args parse_args(int argc, char** argv) {
   server_options(o, a);
   llm::cli::add_model_options(o, a.engine);
   llm::cli::add_device_options(o, a.engine);
+  llm::cli::add_spec_options(o, &a.spec);
   llm::cli::add_gemv_epilogue(o);
   o.parse(argc, argv);
+  llm::cli::check_spec_args(a.spec);
   if (!llm::server::is_loopback_host(a.http.host) && a.http.api_key.empty())
     usage_error("--host ", a.http.host, " is not a loopback address: serving it needs --api-key KEY");
   a.http.max_body = size_t(a.max_body_kib) << 10;
@@ -115,8 +119,12 @@ int run(const Args& a) {
                       : llm::kv_dtype_name(a.engine.kv_dtype);
   info.ctx_size = backend->ctx_size();
 
+  const auto spec = llm::cli::make_speculation(a.spec, a.engine, model, tok.get(), backend->ctx_size(), "serve-llama");
+
   llm::server::Metrics metrics;
   llm::server::GeneratorOptions go;
+  go.drafter = spec ? spec->drafter.get() : nullptr;
+  go.spec = llm::cli::spec_options(a.spec);
   go.queue_limit = a.queue;
   go.reuse_align = a.engine.kv_dtype == llm::KvDtype::FP8 ? llm::kKvFp8Block : 1;
   go.seed_base = std::random_device{}();

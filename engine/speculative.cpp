@@ -247,7 +247,7 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
   auto t0 = Clock::now();
   const int piece = std::max(1, target.prefill_piece());
   for (int p0 = 0; p0 < n_prompt - 1; p0 += piece) {
-    if (interrupted()) {
+    if (interrupted() || (p0 > 0 && opt.cancelled && opt.cancelled())) {  // as decode_loop: between pieces
       r.prompt_ms = ms_since(t0);
       r.stop = StopReason::kInterrupted;
       r.next_step = rng.counter;

@@ -190,7 +190,7 @@ void Generator::generate(Job& job, const std::vector<int>& prompt) {
       job.cv.notify_all();
     }
   };
-  const DecodeLoopResult d = decode_loop(backend_, suffix, lo, [&](int id) {
+  const auto on_token = [&](int id) {
     emit(stop.push(dec.push(id)));
     if (stop.stopped()) return false;
     if (job.cancel || (job.client_alive && !job.client_alive())) {
@@ -198,7 +198,21 @@ void Generator::generate(Job& job, const std::vector<int>& prompt) {
       return false;
     }
     return true;
-  });
+  };
+  SpecStats spec_stats;
+  DecodeLoopResult d;
+  if (opt_.drafter) {
+    std::vector<int> history;  // what the cache holds before the suffix: the drafter's context too
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      history = cached_;
+    }
+    SpecOptions so = opt_.spec;
+    so.history = &history;
+    d = speculative_loop(backend_, *opt_.drafter, suffix, lo, so, &spec_stats, on_token);
+  } else {
+    d = decode_loop(backend_, suffix, lo, on_token);
+  }
   if (d.stop == StopReason::kInterrupted) cancelled = true;  // during the prefill (lo.cancelled)
   emit(stop.push(dec.flush()));
   emit(stop.flush());
@@ -216,6 +230,7 @@ void Generator::generate(Job& job, const std::vector<int>& prompt) {
   }
   const bool by_stop = d.stop == StopReason::kEos || d.stop == StopReason::kBos || stop.stopped();
   metrics_.generation(int(prompt.size()), int(lcp), int(d.tokens.size()), d.eval_tokens, d.eval_ms, d.prompt_ms);
+  if (opt_.drafter) metrics_.speculation(spec_stats.drafted, spec_stats.accepted, spec_stats.steps);
   std::lock_guard<std::mutex> lock(job.m);
   job.usage = {int(prompt.size()), int(d.tokens.size()), int(lcp)};
   job.cancelled = cancelled;

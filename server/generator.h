@@ -11,6 +11,9 @@
 // the produced tokens those the loop decoded (all but the last, unless generation stopped at a stop id). With an FP8
 // KV cache the reuse point is rounded down to a block of 32 positions, where a rewind is exact (engine/kv_cache.h).
 //
+// Speculation (GeneratorOptions::drafter): the same, through the speculative loop; the cache then holds at least what
+// the ids kept say (an accepted last draft is in it too), so the reuse rule stands.
+//
 // Cancellation: Job::cancel (set by the HTTP side when a write fails) or Job::client_alive() returning false stops
 // the generation after the token being produced; both are checked after every token.
 #pragma once
@@ -28,6 +31,7 @@
 
 #include "chat/template.h"
 #include "engine/backend.h"
+#include "engine/speculative.h"  // Drafter, SpecOptions: --spec
 #include "server/api.h"
 #include "server/metrics.h"
 #include "tokenizer/tokenizer.h"
@@ -66,6 +70,10 @@ struct GeneratorOptions {
   int queue_limit = 8;        // jobs that may wait (the one running not counted); more: submit() refuses
   int reuse_align = 1;        // the KV reuse point is a multiple of this (kKvFp8Block with an FP8 KV cache)
   uint64_t seed_base = 0;     // requests without a seed get seed_base + a counter
+  // --spec: every generation runs the speculative loop with this drafter (owned by the caller, used by the worker
+  // thread alone), the ids the cache already holds shown to it as history; greedy output and sampling unchanged.
+  Drafter* drafter = nullptr;
+  SpecOptions spec;
 };
 
 class Generator {

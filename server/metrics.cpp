@@ -1,6 +1,7 @@
 // Counters and their Prometheus text (see server/metrics.h).
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace llm::server {
@@ -53,6 +54,14 @@ void Metrics::generation(int prompt_tokens, int cached_tokens, int completion_to
   }
 }
 
+void Metrics::speculation(int64_t drafted, int64_t accepted, int64_t steps) {
+  std::lock_guard<std::mutex> lock(m_);
+  speculating_ = true;
+  drafted_ += uint64_t(std::max<int64_t>(drafted, 0));
+  accepted_ += uint64_t(std::max<int64_t>(accepted, 0));
+  spec_steps_ += uint64_t(std::max<int64_t>(steps, 0));
+}
+
 uint64_t Metrics::requests_with_status(int status) const {
   std::lock_guard<std::mutex> lock(m_);
   uint64_t n = 0;
@@ -89,6 +98,14 @@ std::string Metrics::text(const ServerInfo& info, int queue_depth, int queue_lim
   out += "llm_queue_depth " + std::to_string(queue_depth) + "\n";
   metric(out, "llm_queue_limit", "gauge", "Requests that may wait before the server answers 503.");
   out += "llm_queue_limit " + std::to_string(queue_limit) + "\n";
+  if (speculating_) {
+    metric(out, "llm_spec_drafted_tokens_total", "counter", "Draft tokens verified (--spec).");
+    out += "llm_spec_drafted_tokens_total " + std::to_string(drafted_) + "\n";
+    metric(out, "llm_spec_accepted_tokens_total", "counter", "Draft tokens accepted (--spec).");
+    out += "llm_spec_accepted_tokens_total " + std::to_string(accepted_) + "\n";
+    metric(out, "llm_spec_steps_total", "counter", "Verify passes, and plain steps where nothing was drafted (--spec).");
+    out += "llm_spec_steps_total " + std::to_string(spec_steps_) + "\n";
+  }
   metric(out, "llm_info", "gauge", "The model and how it runs.");
   out += "llm_info{model=\"" + label(info.model) + "\",device=\"" + label(info.device) + "\",mapping=\"" +
          label(info.mapping.empty() ? "none" : info.mapping) + "\",decode=\"" +

@@ -13,6 +13,7 @@
 #include "chat/session.h"
 #include "engine/backend.h"
 #include "engine/generate.h"
+#include "engine/speculative.h"
 #include "models/model.h"
 #include "server/api.h"
 #include "server/generator.h"
@@ -228,6 +229,14 @@ TEST(ServerMetrics, PrometheusTextHasEveryFigure) {
         "ctx_size=\"8192\"} 1\n"})
     EXPECT_NE(t.find(line), std::string::npos) << line << "\nin:\n" << t;
   EXPECT_EQ(m.requests_with_status(200), 2u);
+  // The draft counters appear once a speculative generation was counted (--spec), and add up.
+  EXPECT_EQ(t.find("llm_spec_"), std::string::npos) << t;
+  m.speculation(12, 9, 5);
+  m.speculation(8, 1, 4);
+  const std::string ts = m.text(info, 0, 8);
+  for (const char* line : {"llm_spec_drafted_tokens_total 20\n", "llm_spec_accepted_tokens_total 10\n",
+                           "llm_spec_steps_total 9\n", "# TYPE llm_spec_drafted_tokens_total counter\n"})
+    EXPECT_NE(ts.find(line), std::string::npos) << line << "\nin:\n" << ts;
 }
 
 // ---- the worker, on stories260K ----
@@ -244,9 +253,10 @@ struct Engine {
     bo.ctx_size = ctx;
     backend = make_cpu_backend(model, bo);
   }
-  std::unique_ptr<Generator> generator(int queue = 8) {
+  std::unique_ptr<Generator> generator(int queue = 8, Drafter* drafter = nullptr) {
     GeneratorOptions o;
     o.queue_limit = queue;
+    o.drafter = drafter;
     return std::make_unique<Generator>(*backend, *tok, model.config, ChatTemplate(ChatFormat::kZephyr), metrics, o);
   }
 };
@@ -338,6 +348,49 @@ TEST(ServerGenerator, StopStringsAndSeedsAndChat) {
   EXPECT_EQ(c->usage.prompt_tokens,
             int(chat_prompt_ids(*e.tok, ChatTemplate(ChatFormat::kZephyr), chat.messages).size()));
   EXPECT_GT(c->usage.completion_tokens, 0);
+}
+
+// --spec: every generation through the speculative loop with prompt lookup. Greedy text is run-llama's plain text, the
+// KV reuse rule still holds (the ids kept are what the cache holds at least), stop strings cut as before, a seeded
+// sampled request repeats itself, and /metrics counts the drafts.
+TEST(ServerGenerator, SpeculativeGenerationsKeepTheTextAndTheCacheReuse) {
+  Engine e;
+  LookupDrafter lookup;
+  auto g = e.generator(8, &lookup);
+  const std::string p = "Once upon a time, there was a little girl named Lily. She loved to play. Once upon a time,";
+  const auto a = run(*g, completion(p, 48));
+  ASSERT_FALSE(a->error) << a->error->what();
+  EXPECT_EQ(a->text, reference(p, 48));
+  EXPECT_EQ(a->usage.completion_tokens, 48);
+  const std::vector<int> prompt_a = encode_prompt(*e.tok, p);
+  EXPECT_GE(g->cached_ids().size(), prompt_a.size() + 47 - 8) << "the cache keeps the prompt and the reply";
+  const std::string p2 = p + " there was a dog";
+  const auto b = run(*g, completion(p2, 32));
+  EXPECT_GT(b->usage.cached_tokens, 10);
+  EXPECT_EQ(b->text, reference(p2, 32));
+  const auto c = run(*g, completion(p2, 32));
+  EXPECT_EQ(c->usage.cached_tokens, int(encode_prompt(*e.tok, p2).size()) - 1);
+  EXPECT_EQ(c->text, b->text);
+
+  const std::string whole = a->text;
+  const std::string word = whole.substr(whole.find(' ', 3) + 1, 4);
+  GenerationRequest r = completion(p, 48);
+  r.stop = {word};
+  const auto s = run(*g, r);
+  EXPECT_EQ(s->text, whole.substr(0, whole.find(word)));
+  EXPECT_EQ(s->finish_reason, "stop");
+
+  GenerationRequest sampled = completion(p, 30);
+  sampled.temperature = 0.9f;
+  sampled.seed = 5;
+  const std::string first = run(*g, sampled)->text;
+  EXPECT_EQ(run(*g, sampled)->text, first);
+
+  const std::string t = e.metrics.text(ServerInfo{}, 0, 8);
+  const std::string key = "\nllm_spec_accepted_tokens_total ";
+  const size_t at = t.find(key);
+  ASSERT_NE(at, std::string::npos) << t;
+  EXPECT_GT(std::stoll(t.substr(at + key.size())), 0) << t;
 }
 
 TEST(ServerGenerator, AClientThatLeavesStopsTheGenerationWithinOneToken) {

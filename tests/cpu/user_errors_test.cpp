@@ -205,6 +205,7 @@ TEST_F(UserErrors, EveryAppSaysBadUsageTheSameWay) {
       {"llama-ab", {"--ab", "warp,warp@persistent", "--decode", "graph,persistent"},
        "A/B entry 'warp@persistent' is listed twice (a plain mapping runs on every --decode path, MAPPING@PATH on "
        "PATH alone)"},
+      {"serve-llama", {"--spec", "draft"}, "--spec draft needs --model-draft PATH"},
       {"spec-sim", {"--draft-costs", "1.5"},
        "--draft-costs: '1.5' is not PASS:PER_TOKEN (decode steps, PASS > 0, PER_TOKEN >= 0)"},
       {"spec-sim", {"--draft-costs", "0:0.1"},
