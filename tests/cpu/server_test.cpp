@@ -412,26 +412,32 @@ TEST(ServerGenerator, AClientThatLeavesStopsTheGenerationWithinOneToken) {
 }
 
 // A client that leaves while a long prompt prefills stops the prefill within one piece: what was prefilled stays
-// cached (and is reused), nothing is generated, and the next answer is a fresh run's.
+// cached (and is reused), nothing is generated, and the next answer is a fresh run's. Both loops: the plain one and
+// the speculative one (--spec), whose prefill honours the same check.
 TEST(ServerGenerator, AClientThatLeavesDuringThePrefillStopsItWithinOnePiece) {
-  Engine e;
-  auto g = e.generator();
-  std::string prompt = "Once upon a time";
-  for (int i = 0; i < 12; ++i) prompt += " there was a little girl named Lily who liked to play in the park.";
-  const std::vector<int> ids = encode_prompt(*e.tok, prompt);
-  const int piece = e.backend->prefill_piece();
-  ASSERT_GT(int(ids.size()), 4 * piece) << "the prompt must span several prefill pieces";
-  int calls = 0;
-  // Call 1: before the job starts; calls 2 and 3: before the second and third pieces; the third sees the client gone.
-  const auto j = run(*g, completion(prompt, 50), [&] { return ++calls < 3; });
-  EXPECT_TRUE(j->cancelled);
-  EXPECT_EQ(calls, 3);
-  EXPECT_EQ(j->usage.completion_tokens, 0);
-  EXPECT_EQ(g->cached_ids().size(), size_t(2 * piece));  // two pieces prefilled, kept
-  // The same prompt again reuses them, and its answer is a fresh run's.
-  const auto again = run(*g, completion(prompt, 20));
-  EXPECT_EQ(again->usage.cached_tokens, 2 * piece);
-  EXPECT_EQ(again->text, reference(prompt, 20));
+  for (bool speculative : {false, true}) {
+    SCOPED_TRACE(speculative ? "speculative loop" : "decode loop");
+    Engine e;
+    LookupDrafter lookup;
+    auto g = e.generator(8, speculative ? &lookup : nullptr);
+    std::string prompt = "Once upon a time";
+    for (int i = 0; i < 12; ++i) prompt += " there was a little girl named Lily who liked to play in the park.";
+    const std::vector<int> ids = encode_prompt(*e.tok, prompt);
+    const int piece = e.backend->prefill_piece();
+    ASSERT_GT(int(ids.size()), 4 * piece) << "the prompt must span several prefill pieces";
+    int calls = 0;
+    // Call 1: before the job starts; calls 2 and 3: before the second and third pieces; the third sees the client
+    // gone.
+    const auto j = run(*g, completion(prompt, 50), [&] { return ++calls < 3; });
+    EXPECT_TRUE(j->cancelled);
+    EXPECT_EQ(calls, 3);
+    EXPECT_EQ(j->usage.completion_tokens, 0);
+    EXPECT_EQ(g->cached_ids().size(), size_t(2 * piece));  // two pieces prefilled, kept
+    // The same prompt again reuses them, and its answer is a fresh run's.
+    const auto again = run(*g, completion(prompt, 20));
+    EXPECT_EQ(again->usage.cached_tokens, 2 * piece);
+    EXPECT_EQ(again->text, reference(prompt, 20));
+  }
 }
 
 TEST(ServerGenerator, TheQueueIsBoundedAndTheContextChecked) {
