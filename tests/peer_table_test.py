@@ -10,19 +10,12 @@ import subprocess
 import sys
 import tempfile
 
-SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOL = os.path.join(SRC, "tools", "peer_table.py")
+from tool_checks import SRC, check, failures, tool_path
+
+TOOL = tool_path("peer_table")
 DATA = os.path.join(SRC, "tests", "data", "peer_table")
 FIXTURES = [os.path.join(DATA, d) for d in ("llama3.1-8b-f16", "llama3.1-8b-q4_0")]
 F32, F16, Q4_0, Q8_0, Q4_K, Q6_K = 0, 1, 2, 8, 12, 14
-
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def tool(*args):

@@ -2,27 +2,16 @@
 """CPU test of tools/spec_chart.py (speculative decoding's speed-up from llama-ab --verify-k costs): the expected
 tokens per verify step, the speed-up and break-even rate on known numbers, the table from the committed H100 costs,
 and the one-line refusal of a file without verify lines. Exits 1 on the first failure. Run by ctest."""
-import importlib.util
 import os
 import subprocess
 import sys
 import tempfile
 
-SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOL = os.path.join(SRC, "tools", "spec_chart.py")
+from tool_checks import SRC, check, failures, load_tool, tool_path
+
+TOOL = tool_path("spec_chart")
 COSTS = os.path.join(SRC, "docs", "results", "verify-costs-h100-q4_0.txt")
-spec = importlib.util.spec_from_file_location("spec_chart", TOOL)
-sc = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sc)
-
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
+sc = load_tool("spec_chart")
 
 # E = 1 + a + ... + a^(k-1)
 check(abs(sc.tokens_per_verify(1, 0.7) - 1.0) < 1e-12, "k = 1 yields the pending token only")

@@ -4,28 +4,17 @@ target's top-2 margin there): its helpers on known values; then, with run-llama 
 run's --dump-ids against a copy with one generated token changed reports that position, the plain token as the
 teacher-forced best, and a logit difference at least the margin; identical files say so; a malformed file is one line
 on stderr and exit 1. Usage: spec_margin_test.py RUN_LLAMA. Exits 1 on the first failure. Run by ctest."""
-import importlib.util
 import os
 import re
 import subprocess
 import sys
 import tempfile
 
-SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOL = os.path.join(SRC, "tools", "spec_margin.py")
+from tool_checks import SRC, check, failures, load_tool, tool_path
+
+TOOL = tool_path("spec_margin")
 STORIES = os.path.join(SRC, "tests", "data", "models", "stories260K")
-spec = importlib.util.spec_from_file_location("spec_margin", TOOL)
-sm = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sm)
-
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
+sm = load_tool("spec_margin")
 
 check(sm.first_difference([1, 2, 3], [1, 2, 3]) is None, "equal lists have no difference")
 check(sm.first_difference([1, 2, 3], [1, 5, 3]) == 1, "the first differing index")
