@@ -218,11 +218,14 @@ int run(const Args& a) {
     llm::fail("no tokenizer found beside ", model.source, "; pass --tokenizer PATH/tokenizer.model");
 
   auto backend = llm::cli::make_engine_backend(a.engine, model, tok ? tok->vocab_size() : 0, "run-llama");
-  const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_load).count();
   llm::cli::print_engine_line("run-llama", model, *backend);
   const llm::ModelConfig& c = model.config;
 
+  // The draft model and the verify passes the loop will run (each length's first use) are load time, as the decode
+  // step's graph is: the first prompt's clock starts on a ready engine.
   const auto spec = llm::cli::make_speculation(a.spec, a.engine, model, tok.get(), backend->ctx_size(), "run-llama");
+  if (spec) backend->prepare_verify(a.spec.draft_max + 1);
+  const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_load).count();
   llm::Drafter* drafter = spec ? spec->drafter.get() : nullptr;
   if (a.chat) return run_chat_mode(a, model, *backend, tok.get(), drafter);
   if (!a.perplexity.empty()) return run_perplexity(a, *backend, tok.get());

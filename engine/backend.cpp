@@ -62,6 +62,8 @@ std::vector<int> Backend::verify_argmax(const int* tokens, int n, int pos, int v
 
 int Backend::exact_rewind_end(int) const { return INT_MAX; }
 
+void Backend::prepare_verify(int) {}
+
 void Backend::rewind(int pos) {
   fail(name(), " backend: speculative decoding needs rewind() (to position ", pos, "), not supported by this backend");
 }

@@ -174,6 +174,11 @@ class Backend {
   // (engine/kv_cache.h): a pass that crosses into the next block closes this one, and a rewind back across the boundary
   // re-encodes its rows from their FP8 codes, rounding them once more; the speculative loop drafts no further.
   virtual int exact_rewind_end(int pos) const;
+  // Readies verify passes of 2 .. max_tokens tokens (a loop drafting up to k tokens verifies 1 + k) before the first
+  // is timed: what a pass makes at its first use (kernel loads, buffers, the CUDA engine's graph of each length) is
+  // made now, at load, as the decode step's is. It writes the KV cache at positions [0, max_tokens): call it before the
+  // first prompt, whose prefill rewrites them. The default does nothing (the CPU reference makes nothing lazily).
+  virtual void prepare_verify(int max_tokens);
   virtual int sample_vocab() const { return 0; }
 
  private:

@@ -40,6 +40,9 @@ class CudaBackend : public Backend {
   // Kernels one decode step of the current mapping and path launches: its kernel boundaries per token (the graph's
   // kernel nodes; 1 on the persistent path); 0 before the first step with them.
   virtual int kernels_per_step() const = 0;
+  // How many verify lengths have a captured graph now (EngineTuning::verify_graph; 0 over an FP8 cache, whose verify
+  // passes run eagerly): what prepare_verify left, for its test.
+  virtual int captured_verify_lengths() const = 0;
 
   // The knobs of BackendOptions::tuning, changed after construction (tests: a fault on, then off). The persistent
   // grid cap applies only before the persistent path's first use (its scratch is sized for the grid).

@@ -65,6 +65,8 @@ class CudaEngine final : public CudaBackend {
   std::vector<float> verify(const int* tokens, int n, int pos) override;
   std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit) override;
   void rewind(int pos) override;
+  void prepare_verify(int max_tokens) override;
+  int captured_verify_lengths() const override { return int(verify_graphs_.size()); }
   void decode(int token, int pos) override;
   int sample(const SamplerParams& p, uint64_t step) override;
   std::vector<float> logits() override;
@@ -876,6 +878,19 @@ std::vector<int> CudaEngine::verify_argmax(const int* tokens, int n, int pos, in
   for (int& id : ids)
     if (id == kSampleNonFinite) id = -1;
   return ids;
+}
+
+// Each length's first verify runs eagerly (lazy loads) and its second is captured (verify_queue): two rounds over
+// 2 .. max_tokens at position 0 (the graphs read the position from the device), greedy as the loop's are; over an FP8
+// cache one round (its passes stay eager). Bounded by the pass size and the context.
+void CudaEngine::prepare_verify(int max_tokens) {
+  const int top = std::min({max_tokens, chunk_, ctx_});
+  if (top < 2) return;
+  const int tok = cfg_.bos_id >= 0 && cfg_.bos_id < cfg_.vocab_size ? cfg_.bos_id : 0;
+  const std::vector<int> toks(size_t(top), tok);
+  const int rounds = tuning_.verify_graph && !kv_->fp8() ? 2 : 1;
+  for (int r = 0; r < rounds; ++r)
+    for (int n = 2; n <= top; ++n) verify_argmax(toks.data(), n, 0, sample_vocab_);
 }
 
 void CudaEngine::rewind(int pos) {

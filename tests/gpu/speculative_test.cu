@@ -525,3 +525,55 @@ TEST(CudaSpeculative, SpecBenchPromptsDepartOnlyAtNearTies) {
   std::printf("spec prompts: %d of %zu outputs depart from the decode steps, %d of them at a top-2 margin of 1e-3 or "
               "more\n", departed, files.size(), over_exact);
 }
+
+// prepare_verify (run-llama calls it at load under --spec): every verify length 2 .. max is captured before the first
+// is timed (two rounds: eager, then the capture), and nothing after it changes: a prepared engine's verify rows are a
+// fresh engine's (within the captured-vs-eager bound above) and replay the prepared graph, and greedy output with
+// lookup is still the output without it. Over an FP8 cache its passes stay eager: nothing is captured.
+TEST(CudaSpeculative, PreparedVerifyIsCapturedAtLoadAndChangesNothing) {
+  REQUIRE_GPU();
+  const llm::Model m = llm::load_model(kStories + "/stories260K.bin");
+  const int vocab = m.config.vocab_size;
+  auto prepared = cuda(m, llm::KvDtype::BF16, 512, true), fresh = cuda(m, llm::KvDtype::BF16, 512, true);
+  llm::CudaBackend& cb = llm::as_cuda_backend(*prepared);
+  EXPECT_EQ(cb.captured_verify_lengths(), 0);
+  prepared->prepare_verify(9);
+  EXPECT_EQ(cb.captured_verify_lengths(), 8) << "lengths 2 .. 9";
+  std::vector<int> ids;
+  for (int i = 0; i < 24; ++i) ids.push_back(1 + (i * 37) % (vocab - 1));
+  prepared->prefill(ids.data(), 20, 0);
+  fresh->prefill(ids.data(), 20, 0);
+  const std::vector<float> got = prepared->verify(ids.data() + 20, 4, 20);
+  const std::vector<float> want = fresh->verify(ids.data() + 20, 4, 20);
+  ASSERT_EQ(got.size(), want.size());
+  for (int r = 0; r < 4; ++r) {
+    const float* a = got.data() + size_t(r) * vocab;
+    const float* b = want.data() + size_t(r) * vocab;
+    EXPECT_LE(rel_l2(a, b, size_t(vocab)), 1e-4) << "row " << r;
+    EXPECT_EQ(std::max_element(a, a + vocab) - a, std::max_element(b, b + vocab) - b) << "row " << r;
+  }
+  EXPECT_EQ(cb.captured_verify_lengths(), 8) << "the pass of 4 replayed its prepared graph";
+
+  auto fp8 = cuda(m, llm::KvDtype::FP8, 512, true);
+  fp8->prepare_verify(9);
+  EXPECT_EQ(llm::as_cuda_backend(*fp8).captured_verify_lengths(), 0);
+
+  auto tok = llm::load_tokenizer(m, kStories + "/tok512.model");
+  const std::vector<int> prompt = tok->encode("Once upon a time, there was a little girl named Lily. Lily", true);
+  auto ref = cuda(m, llm::KvDtype::BF16, 512, true), target = cuda(m, llm::KvDtype::BF16, 512, true);
+  target->prepare_verify(9);
+  const llm_test::Greedy plain = llm_test::greedy_reference(*ref, prompt, 96, m.config.eos_ids);
+  llm::LookupDrafter lookup;
+  llm::GenerateOptions go;
+  go.n_predict = 96;
+  go.sampler.temperature = 0.0f;
+  go.drafter = &lookup;
+  const llm::GenerateResult spec = llm::generate(*target, m.config, prompt, go, nullptr);
+  size_t same = 0;
+  while (same < plain.tokens.size() && same < spec.tokens.size() && plain.tokens[same] == spec.tokens[same]) ++same;
+  if (same < plain.tokens.size() && same < spec.tokens.size())
+    EXPECT_LT(plain.margin[same], kNearTie) << "greedy outputs differ at token " << same;
+  else
+    EXPECT_EQ(spec.tokens, plain.tokens);
+  EXPECT_GT(spec.spec.accepted, 0);
+}
