@@ -881,8 +881,9 @@ std::vector<int> CudaEngine::verify_argmax(const int* tokens, int n, int pos, in
 }
 
 // Each length's first verify runs eagerly (lazy loads) and its second is captured (verify_queue): two rounds over
-// 2 .. max_tokens at position 0 (the graphs read the position from the device), greedy as the loop's are; over an FP8
-// cache one round (its passes stay eager). Bounded by the pass size and the context.
+// max_tokens .. 2 at position 0 (the graphs read the position from the device), greedy as the loop's are; the longest
+// first, so the rows buffer is sized once (growing it drops every graph and eager mark). Over an FP8 cache one round
+// (its passes stay eager). Bounded by the pass size and the context.
 void CudaEngine::prepare_verify(int max_tokens) {
   const int top = std::min({max_tokens, chunk_, ctx_});
   if (top < 2) return;
@@ -890,7 +891,7 @@ void CudaEngine::prepare_verify(int max_tokens) {
   const std::vector<int> toks(size_t(top), tok);
   const int rounds = tuning_.verify_graph && !kv_->fp8() ? 2 : 1;
   for (int r = 0; r < rounds; ++r)
-    for (int n = 2; n <= top; ++n) verify_argmax(toks.data(), n, 0, sample_vocab_);
+    for (int n = top; n >= 2; --n) verify_argmax(toks.data(), n, 0, sample_vocab_);
 }
 
 void CudaEngine::rewind(int pos) {

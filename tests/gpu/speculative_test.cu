@@ -539,6 +539,11 @@ TEST(CudaSpeculative, PreparedVerifyIsCapturedAtLoadAndChangesNothing) {
   EXPECT_EQ(cb.captured_verify_lengths(), 0);
   prepared->prepare_verify(9);
   EXPECT_EQ(cb.captured_verify_lengths(), 8) << "lengths 2 .. 9";
+  {  // past the rows buffer's first size (17): still every length, the buffer sized once
+    auto wide = cuda(m, llm::KvDtype::BF16, 512, true);
+    wide->prepare_verify(25);
+    EXPECT_EQ(llm::as_cuda_backend(*wide).captured_verify_lengths(), 24) << "lengths 2 .. 25";
+  }
   std::vector<int> ids;
   for (int i = 0; i < 24; ++i) ids.push_back(1 + (i * 37) % (vocab - 1));
   prepared->prefill(ids.data(), 20, 0);
