@@ -120,6 +120,7 @@ int run(const Args& a) {
   info.ctx_size = backend->ctx_size();
 
   const auto spec = llm::cli::make_speculation(a.spec, a.engine, model, tok.get(), backend->ctx_size(), "serve-llama");
+  if (spec) backend->prepare_verify(a.spec.draft_max + 1);  // before the first request, as run-llama at load
 
   llm::server::Metrics metrics;
   llm::server::GeneratorOptions go;
