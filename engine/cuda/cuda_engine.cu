@@ -29,6 +29,7 @@
 #include "engine/cuda/gemv_mappings.h"
 #include "engine/cuda/graph_path.h"
 #include "engine/cuda/kv_cache.h"
+#include "engine/kv_cache.h"  // kv_exact_rewind_end: the FP8 block rule the CPU caches follow
 #include "engine/cuda/persistent_path.h"
 #include "engine/cuda/resources.h"
 #include "engine/cuda/sample_ring.h"
@@ -59,7 +60,7 @@ class CudaEngine final : public CudaBackend {
   // rewind); rewind is then nothing to undo (attention reads positions up to its own; the next write overwrites).
   bool supports_verify() const override { return true; }
   int exact_rewind_end(int pos) const override {  // FP8: the end of pos's block, as the CPU reference's cache
-    return kv_->fp8() ? (pos / kKvFp8Block + 1) * kKvFp8Block : Backend::exact_rewind_end(pos);
+    return kv_exact_rewind_end(kv_->fp8() ? KvDtype::FP8 : KvDtype::BF16, pos);
   }
   int sample_vocab() const override { return sample_vocab_; }
   std::vector<float> verify(const int* tokens, int n, int pos) override;

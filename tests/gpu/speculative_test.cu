@@ -122,17 +122,18 @@ void print_knob_distances(const llm::Model& m, const std::vector<int>& ids, int 
   for (const auto& [what, t] : knobs) expect_verify_rows_match_decode(m, ids, p, 5e-2, t, what);
 }
 
-void expect_greedy_same(const std::string& what, const llm::Model& m, const std::vector<int>& prompt, int n,
-                        const llm::EngineTuning& tuning = {}, float near_tie = kNearTie) {
-  SCOPED_TRACE(what);
-  auto ref = cuda(m, llm::KvDtype::BF16, 512, false, tuning), target = cuda(m, llm::KvDtype::BF16, 512, false, tuning);
-  const llm_test::Greedy want = llm_test::greedy_reference(*ref, prompt, n, m.config.eos_ids);
+// Greedy generation with prompt lookup on `target` against `ref` without it: the same tokens up to the first position
+// whose top-2 margin is under near_tie (such positions counted and printed). Returns the speculative run.
+llm::GenerateResult expect_lookup_matches_plain(const std::string& what, llm::Backend& ref, llm::Backend& target,
+                                                const llm::Model& m, const std::vector<int>& prompt, int n,
+                                                float near_tie) {
+  const llm_test::Greedy want = llm_test::greedy_reference(ref, prompt, n, m.config.eos_ids);
   llm::LookupDrafter lookup;
   llm::GenerateOptions go;
   go.n_predict = n;
   go.sampler.temperature = 0.0f;
   go.drafter = &lookup;
-  const llm::GenerateResult got = llm::generate(*target, m.config, prompt, go, nullptr);
+  const llm::GenerateResult got = llm::generate(target, m.config, prompt, go, nullptr);
   int near_ties = 0;
   for (float mgn : want.margin) near_ties += mgn < near_tie;
   size_t same = 0;
@@ -146,6 +147,14 @@ void expect_greedy_same(const std::string& what, const llm::Model& m, const std:
                                            << want.margin[same];
   else
     EXPECT_EQ(got.tokens, want.tokens);
+  return got;
+}
+
+void expect_greedy_same(const std::string& what, const llm::Model& m, const std::vector<int>& prompt, int n,
+                        const llm::EngineTuning& tuning = {}, float near_tie = kNearTie) {
+  SCOPED_TRACE(what);
+  auto ref = cuda(m, llm::KvDtype::BF16, 512, false, tuning), target = cuda(m, llm::KvDtype::BF16, 512, false, tuning);
+  const llm::GenerateResult got = expect_lookup_matches_plain(what, *ref, *target, m, prompt, n, near_tie);
   EXPECT_GT(got.spec.accepted, 0) << "lookup on a repetitive story should have some drafts accepted";
   if (got.stop_reason == "length") EXPECT_EQ(got.spec.steps + got.spec.accepted, int64_t(got.tokens.size()));
 }
@@ -284,23 +293,8 @@ TEST(CudaSpeculative, Fp8CacheVerifiesAndKeepsGreedyOutputUpToNearTies) {
     std::printf("tiny-long FP8: verify of 6 rows vs decode steps: worst rel L2 %.3e\n", worst);
     EXPECT_LT(worst, 5e-2);
   }
-  const int n = 96;
-  const llm_test::Greedy want = llm_test::greedy_reference(*ref, prompt, n, m.config.eos_ids);
-  llm::LookupDrafter lookup;
-  llm::GenerateOptions go;
-  go.n_predict = n;
-  go.sampler.temperature = 0.0f;
-  go.drafter = &lookup;
-  const llm::GenerateResult got = llm::generate(*target, m.config, prompt, go, nullptr);
-  size_t same = 0;
-  while (same < want.tokens.size() && same < got.tokens.size() && want.tokens[same] == got.tokens[same]) ++same;
-  std::printf("tiny-long FP8 lookup: %zu tokens, the first %zu as without speculation; drafted %lld, accepted %lld\n",
-              got.tokens.size(), same, (long long)got.spec.drafted, (long long)got.spec.accepted);
-  if (same < want.tokens.size() && same < got.tokens.size())
-    EXPECT_LT(want.margin[same], kNearTie) << "greedy outputs differ at token " << same << " where the top-2 margin is "
-                                           << want.margin[same];
-  else
-    EXPECT_EQ(got.tokens, want.tokens);
+  const llm::GenerateResult got =
+      expect_lookup_matches_plain("tiny-long FP8 lookup", *ref, *target, m, prompt, 96, kNearTie);
   EXPECT_GT(got.spec.drafted, 0);
 }
 
@@ -567,18 +561,7 @@ TEST(CudaSpeculative, PreparedVerifyIsCapturedAtLoadAndChangesNothing) {
   const std::vector<int> prompt = tok->encode("Once upon a time, there was a little girl named Lily. Lily", true);
   auto ref = cuda(m, llm::KvDtype::BF16, 512, true), target = cuda(m, llm::KvDtype::BF16, 512, true);
   target->prepare_verify(9);
-  const llm_test::Greedy plain = llm_test::greedy_reference(*ref, prompt, 96, m.config.eos_ids);
-  llm::LookupDrafter lookup;
-  llm::GenerateOptions go;
-  go.n_predict = 96;
-  go.sampler.temperature = 0.0f;
-  go.drafter = &lookup;
-  const llm::GenerateResult spec = llm::generate(*target, m.config, prompt, go, nullptr);
-  size_t same = 0;
-  while (same < plain.tokens.size() && same < spec.tokens.size() && plain.tokens[same] == spec.tokens[same]) ++same;
-  if (same < plain.tokens.size() && same < spec.tokens.size())
-    EXPECT_LT(plain.margin[same], kNearTie) << "greedy outputs differ at token " << same;
-  else
-    EXPECT_EQ(spec.tokens, plain.tokens);
+  const llm::GenerateResult spec =
+      expect_lookup_matches_plain("stories260K lookup, prepared", *ref, *target, m, prompt, 96, kNearTie);
   EXPECT_GT(spec.spec.accepted, 0);
 }
