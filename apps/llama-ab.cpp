@@ -15,7 +15,8 @@
 #include "apps/shared_options.h"  // --prompt, --file, --prompt-ids, --quantize, --kv-dtype
 #include "core/error.h"           // llm::fail
 #include "core/gemv_table.h"      // gemv_mapping_lines, gemv_mapping_list
-#include "engine/backend.h"       // require_cuda_device
+#include "engine/backend.h"       // require_cuda_device, make_backend (a draft model's)
+#include "engine/speculative.h"   // LookupDrafter, DraftModelDrafter, draft_vocab_mismatch
 #include "measure/ab_render.h"    // ab_markdown, ab_json, ab_csv, ab_write_file, ab_draw_chart
 #include "engine/gemv_choice.h"  // default_gemv_name (quantized models get the quantized forms), DecodePath
 #include "models/quantize_model.h"  // --quantize
@@ -35,6 +36,7 @@ struct Args {
   bool prompt_given = false;                // --prompt or --file was given (else synthetic models get fixed ids)
   llm::EngineTuning tuning;                // the developer options (--run-ahead, --grid-cap, ...)
   std::vector<int> verify_k;                // --verify-k LIST
+  llm::cli::SpecArgs spec;                  // --spec, --draft-max, --draft-min, --model-draft
   int depth = 0;                            // --depth N: context depth before the timed steps (llama-bench -d)
   std::string ab;  // "" = every mapping that runs the model's weights (the registry, or the quantized forms)
   std::vector<llm::DecodePath> decode{llm::DecodePath::Graph};  // --decode: the paths every plain --ab entry runs on
@@ -58,7 +60,9 @@ const char* kUsage =
     "tokens/s, ms/token, GEMV vs other time (from a separate profiling pass, its overhead stated), GEMV GB/s against\n"
     "the read roofline measured in the same run, per-projection times, launch shapes, the sector model's prediction,\n"
     "each token's time budget (measured vs profiled device time), and whether the change in total time matches the\n"
-    "change in GEMV time.\n"
+    "change in GEMV time. With --spec, speculative passes then alternate with plain ones on the first mapping (graph\n"
+    "path; warm-up, then --repeats each; the same prompt, depth and -n): tokens/s of both, the speed-up, llama.cpp's\n"
+    "draft line, and whether the tokens are the plain pass's.\n"
     "\n";
 
 using llm::cli::usage_error;
@@ -119,6 +123,7 @@ void measure_and_output_options(llm::cli::Options& o, Args& a) {
     }
   }, "after the passes, time speculative decoding's verify step of each k (comma-separated, each <= -n) against one "
      "decode step, on the first mapping");
+  llm::cli::add_spec_options(o, &a.spec);
   llm::cli::add_tuning_options(o, &a.tuning);
 }
 
@@ -132,6 +137,7 @@ Args parse_args(int argc, char** argv) {
   o.parse(argc, argv);
   a.prompt_given = o.given("--prompt") || !a.prompt.file.empty();
   llm::cli::check_one_prompt(o);
+  llm::cli::check_spec_args(a.spec);
   if (a.quick_quant) llm::cli::quantize_scheme(a.quantize, true);  // --quick-quant without --quantize: bad usage
   // With --ctx-size the positions a run at depth needs are known now (the model's maximum is checked by run_ab).
   if (a.depth > 0 && a.ctx_size > 0)
@@ -183,6 +189,40 @@ std::vector<int> build_prompt(const Args& a, const PromptInput& p, const llm::Mo
     llm::fail("no tokenizer found beside ", model.source, "; pass --tokenizer PATH or --prompt-ids LIST");
   }
   return tok->encode(p.text, tok->adds_bos() || p.text.empty());
+}
+
+// --spec's drafter and what it needs (a draft model and its CUDA engine, at the A/B run's context); null for none. The
+// draft model must share the target's vocabulary (refused by name otherwise).
+struct Speculation {
+  llm::Model draft_model;
+  std::unique_ptr<llm::Backend> draft_backend;
+  std::unique_ptr<llm::Drafter> drafter;
+};
+
+std::unique_ptr<Speculation> make_speculation(const Args& a, const llm::Model& model, int ctx) {
+  if (a.spec.mode == llm::SpecMode::kNone) return nullptr;
+  auto s = std::make_unique<Speculation>();
+  if (a.spec.mode == llm::SpecMode::kLookup) {
+    s->drafter = std::make_unique<llm::LookupDrafter>();
+    return s;
+  }
+  s->draft_model = llm::load_model(a.spec.model_draft);
+  const auto refuse = [&](const std::string& why) {
+    if (!why.empty()) llm::fail("--model-draft ", a.spec.model_draft, " cannot draft for ", model.source, ": ", why);
+  };
+  refuse(llm::draft_vocab_mismatch(model.config, nullptr, s->draft_model.config, nullptr));  // the sizes first
+  const std::unique_ptr<llm::Tokenizer> tok = llm::load_tokenizer(model, a.tokenizer);
+  const std::unique_ptr<llm::Tokenizer> draft_tok = llm::load_tokenizer(s->draft_model, "");
+  refuse(llm::draft_vocab_mismatch(model.config, tok.get(), s->draft_model.config, draft_tok.get()));
+  llm::BackendOptions bo;
+  bo.device = "cuda";
+  bo.ctx_size = ctx;
+  bo.tuning = a.tuning;
+  s->draft_backend = llm::make_backend(s->draft_model, bo);
+  s->drafter = std::make_unique<llm::DraftModelDrafter>(*s->draft_backend);
+  std::fprintf(stderr, "llama-ab: draft model %s (%d layers, dim %d)\n", s->draft_model.source.c_str(),
+               s->draft_model.config.n_layers, s->draft_model.config.dim);
+  return s;
 }
 
 // The chart reads the JSON: a temporary file when --json was not asked for.
@@ -237,6 +277,12 @@ int run(const Args& a) {
   opt.warmup = a.warmup;
   opt.seed = a.seed;
   opt.ctx_size = a.ctx_size;
+  const std::unique_ptr<Speculation> spec = make_speculation(a, model, llm::ab_ctx_size(opt));
+  if (spec) {
+    opt.drafter = spec->drafter.get();
+    opt.spec.draft_max = a.spec.draft_max;
+    opt.spec.draft_min = a.spec.draft_min;
+  }
   const llm::AbResult res = llm::run_ab(model, opt);
 
   const llm::AbSummary sum = llm::summarize_ab(res);

@@ -70,6 +70,17 @@ struct AbReportData {
     double ms = 0, step_ms = 0;
   };
   std::vector<VerifyCost> verify;
+  // --spec: medians over the repeats of a speculative pass and of a plain pass beside it (same mapping, graph path),
+  // ms per produced token after the prefill; the counts of the last speculative pass.
+  struct SpecRun {
+    std::string drafter;  // "lookup", "draft"
+    std::string mapping;
+    double ms_per_token = 0, plain_ms_per_token = 0;
+    int64_t drafted = 0, accepted = 0, steps = 0;
+    int tokens = 0;                 // tokens per pass (n_decode + 1)
+    int tokens_matching_plain = 0;  // leading tokens equal to the plain pass's
+  };
+  std::vector<SpecRun> spec;  // empty: no --spec
   double depth_prefill_ms = 0;  // depth > 0: the one prefill of the depth tokens (and its sample), wall clock
   int n_decode = 0;           // decode steps per pass (EOS ignored)
   int repeats = 0;            // timed repeats per mapping

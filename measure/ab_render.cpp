@@ -356,6 +356,20 @@ void tokens_note(std::ostringstream& os, const AbReportData& d, const AbSummary&
      << "'s in the last round (different summation orders may flip a near-tie).\n";
 }
 
+// --spec: the speculative passes beside the plain ones (llama.cpp's draft line, then the speed-up).
+void spec_section(std::ostringstream& os, const AbReportData& d) {
+  for (const auto& sp : d.spec) {
+    os << "\nSpeculative decoding (--spec " << sp.drafter << ", " << sp.mapping << ", graph path; medians of "
+       << d.repeats << "): " << fmt("%.1f", 1e3 / sp.ms_per_token) << " tokens/s against "
+       << fmt("%.1f", 1e3 / sp.plain_ms_per_token) << " plain ("
+       << fmt("%.2f", sp.plain_ms_per_token / sp.ms_per_token) << "x); n_drafted = " << sp.drafted
+       << ", n_accept = " << sp.accepted << ", accept = "
+       << fmt("%.3f", sp.drafted > 0 ? 100.0 * double(sp.accepted) / double(sp.drafted) : 0.0) << "%, " << sp.steps
+       << " steps for " << sp.tokens << " tokens; " << sp.tokens_matching_plain << "/" << sp.tokens
+       << " leading tokens equal to the plain pass's.\n";
+  }
+}
+
 }  // namespace
 
 std::string ab_markdown(const AbReportData& d, const AbSummary& s) {
@@ -370,6 +384,7 @@ std::string ab_markdown(const AbReportData& d, const AbSummary& s) {
   attribution_table(os, s);
   causes_section(os, s);
   tokens_note(os, d, s);
+  spec_section(os, d);
   return os.str();
 }
 
@@ -473,6 +488,14 @@ json data_json(const AbReportData& d) {
     jr["waits_per_token"] = r.waits_per_token;
     j["runs"].push_back(jr);
   }
+  j["verify"] = json::array();
+  for (const auto& v : d.verify) j["verify"].push_back({{"k", v.k}, {"ms", v.ms}, {"step_ms", v.step_ms}});
+  j["spec"] = json::array();
+  for (const auto& sp : d.spec)
+    j["spec"].push_back({{"drafter", sp.drafter}, {"mapping", sp.mapping}, {"ms_per_token", sp.ms_per_token},
+                         {"plain_ms_per_token", sp.plain_ms_per_token}, {"drafted", sp.drafted},
+                         {"accepted", sp.accepted}, {"steps", sp.steps}, {"tokens", sp.tokens},
+                         {"tokens_matching_plain", sp.tokens_matching_plain}});
   return j;
 }
 
@@ -618,6 +641,23 @@ AbReportData ab_data_from_json(const std::string& text) {
       r.waits_per_token = jr.value("waits_per_token", 0);
       d.runs.push_back(std::move(r));
     }
+    if (j.contains("verify"))  // absent before it: no --verify-k
+      for (const auto& v : j.at("verify"))
+        d.verify.push_back({v.at("k").get<int>(), v.at("ms").get<double>(), v.at("step_ms").get<double>()});
+    if (j.contains("spec"))  // absent before it: no --spec
+      for (const auto& sp : j.at("spec")) {
+        AbReportData::SpecRun r;
+        r.drafter = sp.at("drafter").get<std::string>();
+        r.mapping = sp.at("mapping").get<std::string>();
+        r.ms_per_token = sp.at("ms_per_token").get<double>();
+        r.plain_ms_per_token = sp.at("plain_ms_per_token").get<double>();
+        r.drafted = sp.at("drafted").get<int64_t>();
+        r.accepted = sp.at("accepted").get<int64_t>();
+        r.steps = sp.at("steps").get<int64_t>();
+        r.tokens = sp.at("tokens").get<int>();
+        r.tokens_matching_plain = sp.at("tokens_matching_plain").get<int>();
+        d.spec.push_back(std::move(r));
+      }
   } catch (const json::exception& e) {
     fail("A/B JSON: ", printable(e.what(), 300));
   }

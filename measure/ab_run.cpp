@@ -149,16 +149,27 @@ std::vector<std::string> ab_runnable_entries(const std::vector<std::string>& map
 
 // The one decode loop (engine/decode_loop.h) from position 0 (overwriting the previous pass's cache): exactly n greedy
 // decode steps, EOS ignored. eval time runs from after the prefill's sample (a stream sync) to after the last sample.
-AbPass ab_decode_pass(Backend& b, const std::vector<int>& prompt, int n_decode, uint64_t seed, int start_pos) {
-  if (n_decode < 1) fail("A/B run: n_decode must be >= 1, found ", n_decode);
+namespace {
+
+// A pass's loop options: greedy, max_new tokens from start_pos; then waits for whatever the device still runs (one
+// sample), so the prefill clock starts on an idle stream.
+DecodeLoopOptions greedy_pass(Backend& b, int start_pos, int max_new, uint64_t seed) {
   DecodeLoopOptions lo;
   lo.start_pos = start_pos;
   lo.sampler.temperature = 0.0f;
   lo.sampler.top_k = 0;
   lo.sampler.top_p = 1.0f;
   lo.sampler.seed = seed;
-  lo.max_new = n_decode + 1;  // the prefill's token, then one per decode step
-  b.sample(lo.sampler, 0);  // waits for whatever the device still runs, so the prefill clock starts on an idle stream
+  lo.max_new = max_new;
+  b.sample(lo.sampler, 0);
+  return lo;
+}
+
+}  // namespace
+
+AbPass ab_decode_pass(Backend& b, const std::vector<int>& prompt, int n_decode, uint64_t seed, int start_pos) {
+  if (n_decode < 1) fail("A/B run: n_decode must be >= 1, found ", n_decode);
+  const DecodeLoopOptions lo = greedy_pass(b, start_pos, n_decode + 1, seed);  // the prefill's token, then n_decode
   DecodeLoopResult d = decode_loop(b, prompt, lo);
   if (d.eval_tokens != n_decode)
     fail("A/B run: the decode loop ran ", d.eval_tokens, " steps, expected ", n_decode, " (stopped: ",
@@ -168,6 +179,29 @@ AbPass ab_decode_pass(Backend& b, const std::vector<int>& prompt, int n_decode, 
   p.ms_per_token = d.eval_ms / n_decode;
   p.tokens = std::move(d.tokens);
   return p;
+}
+
+AbSpecPass ab_spec_pass(Backend& b, Drafter& drafter, const SpecOptions& spec, const std::vector<int>& prompt,
+                        int n_decode, uint64_t seed, int start_pos, const std::vector<int>* history) {
+  if (n_decode < 1) fail("A/B run: n_decode must be >= 1, found ", n_decode);
+  if (history && int(history->size()) != start_pos)
+    fail("A/B run: the speculative pass's history holds ", history->size(), " ids, its start position is ", start_pos);
+  const DecodeLoopOptions lo = greedy_pass(b, start_pos, n_decode + 1, seed);  // as ab_decode_pass
+  SpecOptions so = spec;
+  so.history = history;
+  AbSpecPass p;
+  DecodeLoopResult d = speculative_loop(b, drafter, prompt, lo, so, &p.stats);
+  if (int(d.tokens.size()) != n_decode + 1)
+    fail("A/B run: the speculative loop produced ", d.tokens.size(), " tokens, expected ", n_decode + 1,
+         " (stopped: ", stop_reason_name(d.stop), ")");
+  p.prefill_ms = d.prompt_ms;
+  p.ms_per_token = d.eval_ms / double(d.tokens.size());
+  p.tokens = std::move(d.tokens);
+  return p;
+}
+
+int ab_ctx_size(const AbOptions& opt) {
+  return opt.ctx_size > 0 ? opt.ctx_size : (opt.depth > 0 ? opt.depth : int(opt.prompt.size())) + opt.n_decode;
 }
 
 std::vector<int> ab_depth_tokens(const std::vector<int>& prompt, int depth) {
@@ -181,13 +215,7 @@ std::vector<int> ab_depth_tokens(const std::vector<int>& prompt, int depth) {
 }
 
 double ab_prefill_context(Backend& b, const std::vector<int>& context, uint64_t seed) {
-  DecodeLoopOptions lo;
-  lo.sampler.temperature = 0.0f;
-  lo.sampler.top_k = 0;
-  lo.sampler.top_p = 1.0f;
-  lo.sampler.seed = seed;
-  lo.max_new = 1;  // prefill, one sample, no decode step
-  b.sample(lo.sampler, 0);  // an idle stream before the clock starts (as ab_decode_pass)
+  const DecodeLoopOptions lo = greedy_pass(b, 0, 1, seed);  // prefill, one sample, no decode step
   return decode_loop(b, context, lo).prompt_ms;
 }
 
@@ -592,6 +620,55 @@ void verify_costs(AbSession& ab, int pos, AbResult& res) {
     progress(ab.opt, "ab: decode step traced: %s\n", t.c_str());
 }
 
+// --spec: speculative passes alternating with plain ones on the first entry's mapping, graph path (the verify pass
+// runs the prefill path; its plain steps the graph), warmup rounds then repeats; medians of ms per token.
+void spec_passes(AbSession& ab, const std::vector<int>& context, AbResult& res) {
+  const AbOptions& opt = ab.opt;
+  if (!opt.drafter) return;
+  ab.select(0);
+  ab.cb.set_persistent(false);
+  const std::vector<int> history(context.begin(), context.begin() + ab.pass_pos);  // depth 0: none
+  std::vector<double> spec_ms, plain_ms;
+  AbSpecPass last;
+  std::vector<int> plain_tokens;
+  for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
+    const AbPass plain = ab_decode_pass(ab.cb, ab.pass_prompt, opt.n_decode, opt.seed, ab.pass_pos);
+    last = ab_spec_pass(ab.cb, *opt.drafter, opt.spec, ab.pass_prompt, opt.n_decode, opt.seed, ab.pass_pos,
+                        ab.deep ? &history : nullptr);
+    progress(opt, "ab: %s %s --spec %s: %.3f ms/token (plain %.3f); drafted %lld, accepted %lld\n",
+             ab.round_name(r).c_str(), ab.entries[0].gemv.c_str(), opt.drafter->name().c_str(), last.ms_per_token,
+             plain.ms_per_token, (long long)last.stats.drafted, (long long)last.stats.accepted);
+    if (r < opt.warmup) continue;
+    spec_ms.push_back(last.ms_per_token);
+    plain_ms.push_back(plain.ms_per_token);
+    plain_tokens = plain.tokens;
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  AbResult::SpecRun s;
+  s.drafter = opt.drafter->name();
+  s.mapping = ab.entries[0].gemv;
+  s.ms_per_token = median(spec_ms);
+  s.plain_ms_per_token = median(plain_ms);
+  s.drafted = last.stats.drafted;
+  s.accepted = last.stats.accepted;
+  s.steps = last.stats.steps;
+  s.tokens = int(last.tokens.size());
+  s.tokens_matching_plain = leading_equal(plain_tokens, last.tokens);
+  res.spec.push_back(s);
+  progress(opt, "ab: --spec %s on %s (graph path): %.1f tokens/s against %.1f plain, %.2fx; drafted %lld, accepted "
+           "%lld (%.1f%%), %lld steps for %d tokens; %s\n", s.drafter.c_str(), s.mapping.c_str(),
+           1e3 / s.ms_per_token, 1e3 / s.plain_ms_per_token, s.plain_ms_per_token / s.ms_per_token,
+           (long long)s.drafted, (long long)s.accepted, last.stats.accept_rate() * 100.0, (long long)s.steps,
+           s.tokens, s.tokens_matching_plain == s.tokens
+               ? "the same tokens as the plain pass"
+               : ("the tokens differ from the plain pass's from token " + std::to_string(s.tokens_matching_plain) +
+                  " (where the target's top two logits nearly tie a verify pass, summing in another order, may pick "
+                  "the other)").c_str());
+}
+
 AbResult run_ab(const Model& model, const AbOptions& opt) {
   check_options(model, opt);
   const ModelConfig& c = model.config;
@@ -622,7 +699,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   const bool deep = opt.depth > 0;
   const std::vector<int> context = deep ? ab_depth_tokens(opt.prompt, opt.depth) : std::vector<int>{};
   const int first_step_pos = deep ? opt.depth : int(opt.prompt.size());  // the first timed decode step's position
-  bo.ctx_size = opt.ctx_size > 0 ? opt.ctx_size : first_step_pos + opt.n_decode;
+  bo.ctx_size = ab_ctx_size(opt);
   bo.gemv = entries[0].gemv;  // on the graph path: the pass loop below sets each entry's path
   bo.dequantize = opt.dequantize;
   bo.kv_dtype = opt.kv_dtype;
@@ -655,6 +732,7 @@ AbResult run_ab(const Model& model, const AbOptions& opt) {
   bool graph_timeline = false;  // some graph entry was profiled (by the kernel timeline)
   profiling_rounds(ab, res, &graph_timeline);
   verify_costs(ab, first_step_pos, res);
+  spec_passes(ab, context, res);
   for (size_t i = 0; i < res.runs.size(); ++i)
     res.runs[i].tokens_matching_first = leading_equal(last_tokens[0], last_tokens[i]);
   res.profiling_method = profiling_method(graph_timeline, any_persistent);

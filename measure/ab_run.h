@@ -13,6 +13,7 @@
 #include "measure/ab_data.h"     // AbReportData: what the run measures
 #include "engine/backend.h"      // Backend
 #include "engine/gemv_choice.h"  // DecodePath, GemvPlan
+#include "engine/speculative.h"  // Drafter, SpecOptions, SpecStats
 #include "models/model.h"        // Model
 
 namespace llm {
@@ -36,6 +37,11 @@ struct AbOptions {
   // Speculative decoding's verify step (Backend::verify) of each k here, timed after the passes on the first entry's
   // mapping against one decode step (decode + greedy sample) in the same loop: AbReportData::verify. Each k <= n_decode.
   std::vector<int> verify_k;
+  // --spec: given, after the passes, speculative passes with this drafter (owned by the caller; a draft model's
+  // backend made at ab_ctx_size) alternate with plain passes on the first entry's mapping (graph path), warmup then
+  // repeats each, same prompt, depth and -n: AbReportData::spec. Greedy, EOS ignored, as every pass.
+  Drafter* drafter = nullptr;
+  SpecOptions spec;
   std::FILE* progress = stderr;  // one line per pass; nullptr = quiet
 };
 
@@ -56,6 +62,24 @@ struct AbPass {
 // start_pos: position of prompt[0], the cache before it already filled (a run at depth: ab_prefill_context first).
 AbPass ab_decode_pass(Backend& backend, const std::vector<int>& prompt, int n_decode, uint64_t seed,
                       int start_pos = 0);
+
+// One pass as ab_decode_pass runs it (prefill `prompt` at start_pos, n_decode + 1 greedy tokens, EOS ignored), through
+// speculative_loop with `drafter`: the prompt's last token goes into the first verify pass, so ms_per_token is the
+// loop's time after the prefill over all n_decode + 1 tokens. `history`: the ids already in the cache before start_pos
+// (a run at depth), shown to the drafter. Greedy output equals ab_decode_pass's but where the target's top two logits
+// nearly tie (a verify pass sums in another order than a decode step).
+struct AbSpecPass {
+  double prefill_ms = 0;
+  double ms_per_token = 0;
+  std::vector<int> tokens;
+  SpecStats stats;
+};
+AbSpecPass ab_spec_pass(Backend& backend, Drafter& drafter, const SpecOptions& spec, const std::vector<int>& prompt,
+                        int n_decode, uint64_t seed, int start_pos = 0, const std::vector<int>* history = nullptr);
+
+// The KV cache positions run_ab gives the engine (and a draft model's backend must have): --ctx-size, else the prompt
+// (or the depth) + n_decode.
+int ab_ctx_size(const AbOptions& opt);
 
 // The tokens a run at `depth` fills its cache with: `prompt` repeated and cut to `depth` tokens (depth 0: the prompt
 // itself). Throws llm::Error for an empty prompt or a negative depth.

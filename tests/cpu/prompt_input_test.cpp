@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "engine/backend.h"
 #include "engine/prompt_input.h"
@@ -17,6 +19,7 @@
 #include "measure/ab_stats.h"
 #include "models/model.h"
 #include "ab_depth_check.h"      // expect_depth_pass_matches_full_prefill
+#include "ab_spec_check.h"       // expect_spec_pass_matches_plain
 #include "models_test_util.h"  // TempDir, write_file, expect_error
 
 namespace {
@@ -267,6 +270,74 @@ TEST(AbDepth, TheReportJsonAndCsvRecordTheDepth) {
     old.erase(at, std::string(key).size());
   }
   EXPECT_EQ(llm::ab_data_from_json(old).depth, 0);
+}
+
+// llama-ab --spec's pass (tests/cpu/ab_spec_check.h; the GPU test runs the same check): lookup drafting gives the plain
+// pass's greedy tokens, at depth 0 and at a depth whose context is the drafter's history.
+TEST(AbSpec, ALookupPassProducesThePlainPassTokens) {
+  ASSERT_TRUE(fs::exists(kStories + "/stories260K.bin")) << "stories260K is missing from the checkout: " << kStories;
+  const llm::Model model = llm::load_model(kStories + "/stories260K.bin");
+  llm::BackendOptions bo;
+  bo.device = "cpu";
+  bo.ctx_size = 160;
+  const std::vector<int> story = {1, 403, 407, 261, 378, 429, 261, 287};
+  std::vector<int> repeated;
+  for (int i = 0; i < 4; ++i) repeated.insert(repeated.end(), story.begin() + (i ? 1 : 0), story.end());
+  {
+    SCOPED_TRACE("depth 0");
+    llm_test::expect_spec_pass_matches_plain(model, bo, repeated, 0, 40, true);
+  }
+  {
+    SCOPED_TRACE("depth 70");
+    llm_test::expect_spec_pass_matches_plain(model, bo, repeated, 70, 40, false);
+  }
+}
+
+// The speculative passes' figures reach the markdown (llama.cpp's draft line beside the speed-up) and survive the JSON;
+// JSON written before --spec reads back without them.
+TEST(AbSpec, TheReportAndJsonCarryTheSpeculativePasses) {
+  llm::AbReportData d = depth_report(0);
+  llm::AbReportData::SpecRun sp;
+  sp.drafter = "lookup";
+  sp.mapping = "warp-r2";
+  sp.ms_per_token = 2.5;
+  sp.plain_ms_per_token = 5.0;
+  sp.drafted = 120;
+  sp.accepted = 90;
+  sp.steps = 50;
+  sp.tokens = 129;
+  sp.tokens_matching_plain = 129;
+  d.spec.push_back(sp);
+  d.verify.push_back({8, 6.0, 5.0});
+  const llm::AbSummary s = llm::summarize_ab(d);
+  const std::string md = llm::ab_markdown(d, s);
+  EXPECT_NE(md.find("Speculative decoding (--spec lookup, warp-r2, graph path; medians of 2): 400.0 tokens/s against "
+                    "200.0 plain (2.00x); n_drafted = 120, n_accept = 90, accept = 75.000%, 50 steps for 129 tokens; "
+                    "129/129 leading tokens equal to the plain pass's."),
+            std::string::npos)
+      << md;
+  const std::string text = llm::ab_json(d, s);
+  const llm::AbReportData back = llm::ab_data_from_json(text);
+  ASSERT_EQ(back.spec.size(), 1u);
+  EXPECT_EQ(back.spec[0].drafter, "lookup");
+  EXPECT_EQ(back.spec[0].mapping, "warp-r2");
+  EXPECT_DOUBLE_EQ(back.spec[0].ms_per_token, 2.5);
+  EXPECT_DOUBLE_EQ(back.spec[0].plain_ms_per_token, 5.0);
+  EXPECT_EQ(back.spec[0].drafted, 120);
+  EXPECT_EQ(back.spec[0].accepted, 90);
+  EXPECT_EQ(back.spec[0].steps, 50);
+  EXPECT_EQ(back.spec[0].tokens, 129);
+  EXPECT_EQ(back.spec[0].tokens_matching_plain, 129);
+  ASSERT_EQ(back.verify.size(), 1u);
+  EXPECT_EQ(back.verify[0].k, 8);
+  EXPECT_DOUBLE_EQ(back.verify[0].ms, 6.0);
+  const llm::AbReportData none = depth_report(0);
+  const std::string md0 = llm::ab_markdown(none, llm::summarize_ab(none));
+  EXPECT_EQ(md0.find("Speculative decoding"), std::string::npos) << md0;
+  nlohmann::json j = nlohmann::json::parse(text);
+  j["data"].erase("spec");
+  j["data"].erase("verify");
+  EXPECT_TRUE(llm::ab_data_from_json(j.dump()).spec.empty());
 }
 
 }  // namespace

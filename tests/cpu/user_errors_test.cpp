@@ -205,6 +205,9 @@ TEST_F(UserErrors, EveryAppSaysBadUsageTheSameWay) {
       {"llama-ab", {"--ab", "warp,warp@persistent", "--decode", "graph,persistent"},
        "A/B entry 'warp@persistent' is listed twice (a plain mapping runs on every --decode path, MAPPING@PATH on "
        "PATH alone)"},
+      {"llama-ab", {"--spec", "draft"}, "--spec draft needs --model-draft PATH"},
+      {"llama-ab", {"--model-draft", "x.gguf"}, "--model-draft needs --spec draft"},
+      {"llama-ab", {"--spec", "lookup", "--draft-min", "9"}, "--draft-min 9 is above --draft-max 8"},
       {"serve-llama", {"--spec", "draft"}, "--spec draft needs --model-draft PATH"},
       {"spec-sim", {"--draft-costs", "1.5"},
        "--draft-costs: '1.5' is not PASS:PER_TOKEN (decode steps, PASS > 0, PER_TOKEN >= 0)"},
