@@ -124,7 +124,7 @@ for r in json.load(open(sys.argv[1])):
     python3 tools/peer_table.py table "${list[@]}" | tee "$OUT/peer-table.md" ;;
   spec)
     if [ ! -s "$SMOL" ]; then
-      cat "$P"/part-a "$P"/part-b "$P"/part-c > "$SMOL" || die "a part of the SmolLM2 file is missing"
+      cat "$P"/part-? > "$SMOL" || die "a part of the SmolLM2 file is missing"
     fi
     sha256sum "$SMOL"
     scripts/spec-bench.sh --device cuda --model "$SMOL" --bin "$B" --llama-lookup "$P/llamacpp/build/bin/llama-lookup" \

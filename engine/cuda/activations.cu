@@ -7,9 +7,14 @@
 #include "kernels/quant/gemv_quant_plan.h"  // quant_batch_x_bytes
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_epilogue.h"  // kGemvEpiloguePartials
-#include "kernels/ops/ops.h"  // attention_decode_scratch_bytes, sample_scratch_bytes
+#include "kernels/ops/ops.h"  // attention_decode_scratch_bytes, attention_prefill_scratch_bytes, sample_scratch_bytes
 
 namespace llm {
+
+size_t attention_scratch_bytes(const ModelConfig& c, int ctx) {
+  return std::max(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx),
+                  attention_prefill_scratch_bytes(c.n_heads, c.n_kv_heads, c.head_dim, ctx));
+}
 
 void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, int batch_rows_cap, DeviceArena& arena,
                            cudaStream_t s) {
@@ -51,7 +56,7 @@ void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, int bat
   pf32 = arena.alloc<float>(size_t(exact_rows) * wide);
   batch_xq = arena.alloc<uint8_t>(size_t(quant_batch_x_bytes(batch_rows, int64_t(wide))));
 
-  attn_scratch = arena.alloc<uint8_t>(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx));
+  attn_scratch = arena.alloc<uint8_t>(attention_scratch_bytes(c, ctx));
   sample_scratch = arena.alloc<uint8_t>(sample_scratch_bytes(c.vocab_size));
   blas_workspace = arena.alloc<uint8_t>(kCublasWorkspaceBytes);
 }

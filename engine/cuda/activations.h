@@ -12,6 +12,10 @@
 
 namespace llm {
 
+// Bytes of attn_scratch: a decode step's split partials, or a short prefill pass's (a verify pass: keys split across
+// blocks), whichever is larger; one buffer serves both (one stream).
+size_t attention_scratch_bytes(const ModelConfig& c, int ctx);
+
 struct Activations {
   int* step = nullptr;         // [2]: pos, token of the decode step (written by a copy or by the sample kernel)
   int* prefill_ids = nullptr;  // [1 + max_chunk]: pos0, then the pass's tokens
@@ -52,7 +56,7 @@ struct Activations {
                                // at most), at least 1
   int exact_rows = 0;          // rows pf32 holds: min(chunk, kExactPassMax)
 
-  void* attn_scratch = nullptr;    // attention_decode_scratch_bytes(n_heads, head_dim, ctx)
+  void* attn_scratch = nullptr;    // attention_scratch_bytes(c, ctx)
   void* sample_scratch = nullptr;  // sample_scratch_bytes(vocab)
   void* blas_workspace = nullptr;  // [kCublasWorkspaceBytes]: the prefill cuBLAS handle's
 

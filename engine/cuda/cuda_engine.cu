@@ -221,7 +221,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   DeviceSizes sizes;
   sizes.kv_bytes = [this, kv](int ctx) { return DeviceKvCache::bytes(cfg_, kv, ctx); };
   sizes.attention_scratch = [this](int ctx) {
-    return double(attention_decode_scratch_bytes(cfg_.n_heads, cfg_.head_dim, ctx));
+    return double(attention_scratch_bytes(cfg_, ctx));
   };
   sizes.sample_scratch = double(sample_scratch_bytes(cfg_.vocab_size));
   sizes.gemv_context = double(kCublasWorkspaceBytes) + 4.0 * double(kGemvPartialFloats);
@@ -704,7 +704,7 @@ void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos, PassRows rows) 
     norm_input(fqkv, a.px, L.attn_norm, c);
     prefill_matmul(l, kFQkv, L.qkv, c, fqkv, a.pf32, {{0, qd, a.pq}, {qd, kvd, a.pk}, {qd + kvd, kvd, a.pv}}, 0.0f);
     kv_->store(int(l), a.pq, a.pk, a.pv, model_.inv_freq, d_pos0, c, s);
-    kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, s, device_pos ? d_pos0 : nullptr);
+    kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, a.attn_scratch, s, device_pos ? d_pos0 : nullptr);
     pass_input(fo, a.patt, c, qd);
     prefill_matmul(l, kFO, L.w[kWo], c, fo, a.patt, {{0, m.dim, a.px}}, 1.0f);  // residual through beta = 1
     norm_input(fgu, a.px, L.ffn_norm, c);

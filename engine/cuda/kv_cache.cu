@@ -52,10 +52,10 @@ class Bf16KvCache final : public DeviceKvCache {
                           scratch, s);
     return true;
   }
-  void attend_prefill(int l, const float* q, int pos0, int n, float* out, cudaStream_t s,
+  void attend_prefill(int l, const float* q, int pos0, int n, float* out, void* scratch, cudaStream_t s,
                       const int* d_pos0) const override {
     attention_prefill(q, k_[size_t(l)], v_[size_t(l)], pos0, n, c_.n_heads, c_.n_kv_heads, c_.head_dim, out, s,
-                      d_pos0);
+                      d_pos0, scratch, ctx_);
   }
   uint16_t* k_bf16(int l) const override { return k_[size_t(l)]; }
   uint16_t* v_bf16(int l) const override { return v_[size_t(l)]; }
@@ -100,11 +100,12 @@ class Fp8KvCache final : public DeviceKvCache {
                            cudaStream_t) const override {
     return false;  // the FP8 store re-encodes the open block: its own launch (rope_kv_store_fp8)
   }
-  void attend_prefill(int l, const float* q, int pos0, int n, float* out, cudaStream_t s,
+  void attend_prefill(int l, const float* q, int pos0, int n, float* out, void* scratch, cudaStream_t s,
                       const int* d_pos0) const override {
     if (d_pos0) fail("cuda backend: a captured prefill pass over the FP8 KV cache is not built");
     const Fp8KvLayer& f = layers_[size_t(l)];
-    attention_prefill_fp8(q, f.k, f.v, f.k_scale, f.v_scale, pos0, n, c_.n_heads, c_.n_kv_heads, c_.head_dim, out, s);
+    attention_prefill_fp8(q, f.k, f.v, f.k_scale, f.v_scale, pos0, n, c_.n_heads, c_.n_kv_heads, c_.head_dim, out, s,
+                          scratch, ctx_);
   }
   uint16_t* k_bf16(int) const override { return nullptr; }
   uint16_t* v_bf16(int) const override { return nullptr; }

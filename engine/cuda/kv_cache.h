@@ -40,7 +40,7 @@ class DeviceKvCache {
   virtual void store(int layer, float* q, float* k, const float* v, const float* inv_freq, const int* d_pos0, int n,
                      cudaStream_t s) const = 0;
   // Decode attention of q [q_dim] over positions 0 .. *d_pos of layer `layer` into out [q_dim]; scratch of
-  // attention_decode_scratch_bytes(n_heads, head_dim, ctx).
+  // attention_scratch_bytes(config, ctx) (engine/cuda/activations.h).
   virtual void attend_decode(int layer, const float* q, const int* d_pos, float* out, void* scratch,
                              cudaStream_t s) const = 0;
   // The decode step's store() and attend_decode() in one launch (attention_decode_rope), where this form and shape
@@ -49,9 +49,10 @@ class DeviceKvCache {
   // not: the caller runs the two.
   virtual bool store_attend_decode(int layer, const float* q, const float* k, const float* v, const float* inv_freq,
                                    const int* d_pos, float* out, void* scratch, cudaStream_t s) const = 0;
-  // Causal prefill attention of q [n, q_dim] at positions pos0 .. pos0 + n - 1 into out [n, q_dim].
+  // Causal prefill attention of q [n, q_dim] at positions pos0 .. pos0 + n - 1 into out [n, q_dim]; scratch as
+  // attend_decode's (a short pass splits its keys across blocks there: attention_prefill).
   // d_pos0 (BF16 cache only; the FP8 one refuses it): the kernels read pos0 on the device (a captured pass).
-  virtual void attend_prefill(int layer, const float* q, int pos0, int n, float* out, cudaStream_t s,
+  virtual void attend_prefill(int layer, const float* q, int pos0, int n, float* out, void* scratch, cudaStream_t s,
                               const int* d_pos0 = nullptr) const = 0;
 
   // The BF16 rows [ctx, kv_dim] of layer `layer`'s K and V, for the persistent kernel (which reads BF16 only); null

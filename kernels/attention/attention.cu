@@ -299,7 +299,24 @@ size_t attention_decode_scratch_bytes(int n_heads, int head_dim, int max_ctx) {
          max_decode_parts(max_ctx, sms) * size_t(n_heads) * size_t(head_dim) * sizeof(float);
 }
 
+size_t attention_prefill_scratch_bytes(int n_heads, int n_kv_heads, int head_dim, int max_ctx) {
+  if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0 || max_ctx <= 0) return 0;
+  return prefill_split_scratch_bytes(n_heads, n_kv_heads, head_dim, max_ctx, gemv_sm_count());
+}
+
 namespace {
+
+// The key-split form of a short prefill pass where it applies (a scratch and a cache length given, a pass that fits
+// one block, the whole pass inside the cache); otherwise no split.
+PrefillScratch prefill_split(const char* op, int pos0, int n_tokens, int n_heads, int n_kv_heads, void* scratch,
+                             int max_ctx, const int* d_pos0) {
+  if (scratch == nullptr || max_ctx <= 0 || !attention_prefill_split_applies(n_tokens, n_heads, n_kv_heads))
+    return PrefillScratch{};
+  if (reinterpret_cast<uintptr_t>(scratch) % 16 != 0) fail(op, ": scratch must be 16-byte aligned");
+  if (d_pos0 == nullptr && int64_t(pos0) + n_tokens > max_ctx)
+    fail(op, ": positions ", pos0, " .. ", int64_t(pos0) + n_tokens - 1, " exceed the cache of ", max_ctx, " rows");
+  return PrefillScratch{scratch, max_ctx, gemv_sm_count()};
+}
 
 // The split pass (split(sms, part_o, part_ml)) and the merge of one decode, with the checks both cache forms share.
 // The merge is launched as a programmatic dependent of the split pass: its launch overlaps the split's run, and it
@@ -402,23 +419,28 @@ void attention_decode_fp8(const float* q, const uint8_t* k_codes, const uint8_t*
 
 void attention_prefill_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
                            const float* v_scale, int pos0, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
-                           float* out, cudaStream_t s) {
+                           float* out, cudaStream_t s, void* scratch, int max_ctx) {
   check_fp8("attention_prefill_fp8", n_heads, n_kv_heads, head_dim, q, k_codes, v_codes, k_scale, v_scale, out);
   if (pos0 < 0 || n_tokens < 0) fail("attention_prefill_fp8: invalid pos0 ", pos0, " or n_tokens ", n_tokens);
   if (n_tokens == 0) return;
   attention_prefill_tc_fp8(q, k_codes, v_codes, k_scale, v_scale, pos0, n_tokens, n_heads, n_kv_heads, head_dim,
-                           query_scale(head_dim), out, s);
+                           query_scale(head_dim), out, s,
+                           prefill_split("attention_prefill_fp8", pos0, n_tokens, n_heads, n_kv_heads, scratch,
+                                         max_ctx, nullptr));
 }
 
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int pos0, int n_tokens,
-                       int n_heads, int n_kv_heads, int head_dim, float* out, cudaStream_t s, const int* d_pos0) {
+                       int n_heads, int n_kv_heads, int head_dim, float* out, cudaStream_t s, const int* d_pos0,
+                       void* scratch, int max_ctx) {
   check_attention_shape("attention_prefill", n_heads, n_kv_heads, head_dim);
   check_cache_alignment("attention_prefill", k_cache, v_cache);
   if (pos0 < 0 || n_tokens < 0) fail("attention_prefill: invalid pos0 ", pos0, " or n_tokens ", n_tokens);
   if (n_tokens == 0) return;
   const float qscale = query_scale(head_dim);
   if (attention_tc_supported(head_dim, n_heads / n_kv_heads, q, k_cache, v_cache, out)) {
-    attention_prefill_tc(q, k_cache, v_cache, pos0, n_tokens, n_heads, n_kv_heads, head_dim, qscale, out, s, d_pos0);
+    attention_prefill_tc(q, k_cache, v_cache, pos0, n_tokens, n_heads, n_kv_heads, head_dim, qscale, out, s, d_pos0,
+                         prefill_split("attention_prefill", pos0, n_tokens, n_heads, n_kv_heads, scratch, max_ctx,
+                                       d_pos0));
     return;
   }
   const dim3 grid{unsigned(n_tokens), unsigned(n_kv_heads)};

@@ -226,15 +226,18 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m)[2],
     float mx = -INFINITY;
 #pragma unroll
     for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
-    // Finite: a warp's first tile is tile 0, and key 0 is attended by every row.
+    // Without key splits a warp's first tile is tile 0, whose key 0 every row attends, so m_new is finite. In a key
+    // split a row may have no key yet (every one past its diagonal): m_new = -inf, and the base 0 keeps alpha and the
+    // weights 0 instead of NaN.
     const float m_new = fmaxf(m[i], quad_max(mx));
-    const float alpha = exp2f(m[i] - m_new);  // first tile: exp2(-inf) = 0
+    const float base = m_new == -INFINITY ? 0.0f : m_new;
+    const float alpha = exp2f(m[i] - base);  // first tile: exp2(-inf) = 0
     m[i] = m_new;
     float sum = 0.0f;
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      s[n][2 * i] = exp2f(s[n][2 * i] - m_new);
-      s[n][2 * i + 1] = exp2f(s[n][2 * i + 1] - m_new);
+      s[n][2 * i] = exp2f(s[n][2 * i] - base);
+      s[n][2 * i + 1] = exp2f(s[n][2 * i + 1] - base);
       sum += s[n][2 * i] + s[n][2 * i + 1];
     }
     l[i] = l[i] * alpha + sum;
@@ -243,21 +246,39 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m)[2],
   }
 }
 
-// Grid (token blocks, n_kv_heads). Block row r (0..63) is token t0 + r / g, head h0 + r % g; rows past the block's
-// tokens (r >= 64 / g * g, or past n_tokens) compute a copy of a real row and are not stored.
+// Key splits of a short pass (attention_prefill with scratch): grid z is the split, keys [z * chunk, (z + 1) * chunk)
+// of the pass's length pos0 + n_tokens, chunk = attention_split_rows of that length (decode's rule, applied on the
+// device, so a captured pass stays right at every position); splits starting past the length exit. Each writes its
+// unnormalised rows and (max, sum) per (token, head): part_o [split, n_tokens * n_heads, HD], part_ml [split, ...];
+// prefill_merge_kernel combines them.
+struct PrefillSplit {
+  float* part_o = nullptr;  // null: no key split, the block writes out
+  float2* part_ml = nullptr;
+  int sms = 0;
+};
+
+// Grid (token blocks, n_kv_heads, key splits). Block row r (0..63) is token t0 + r / g, head h0 + r % g; rows past
+// the block's tokens (r >= 64 / g * g, or past n_tokens) compute a copy of a real row and are not stored.
 template <int HD, bool kFp8>
 __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __restrict__ q, KvSource kv, int pos0,
                                                                  int n_tokens, int n_heads, int n_kv_heads,
                                                                  float qscale, float* __restrict__ out,
-                                                                 const int* __restrict__ d_pos0) {
+                                                                 const int* __restrict__ d_pos0, PrefillSplit sp) {
   if (d_pos0) pos0 = *d_pos0;  // a captured pass (verify's graph) reads its position on the device
+  if (sp.part_o) pdl_launch_dependents();  // the merge may launch now; it waits for this grid before reading
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int S = row_stride<HD>(), NT = kPrefillKeys / 8, KS = HD / 16, DT = HD / 8;
   const int g = n_heads / n_kv_heads, tpb = kPrefillRows / g;
   const int kvh = blockIdx.y, h0 = kvh * g;
   const int t0 = int(gridDim.x - 1 - blockIdx.x) * tpb;  // the longest (latest) token blocks start first
   const int t_last = min(t0 + tpb, n_tokens) - 1;
-  const int kv_end = pos0 + t_last + 1;
+  int kv_end = pos0 + t_last + 1, key_begin = 0;
+  if (sp.part_o) {  // this split's keys; chunk is a multiple of the 64-key tile, so only kv_end cuts a tile
+    const int chunk = attention_split_rows(n_kv_heads, pos0 + n_tokens, sp.sms);
+    key_begin = int(blockIdx.z) * chunk;
+    if (key_begin >= kv_end) return;
+    kv_end = min(kv_end, key_begin + chunk);
+  }
   const int64_t kv_dim = int64_t(n_kv_heads) * HD, q_dim = int64_t(n_heads) * HD;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, c = (lane & 3) * 2;
 
@@ -291,16 +312,16 @@ __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __
   for (int d = 0; d < DT; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-  const int n_tiles = (kv_end + kPrefillKeys - 1) / kPrefillKeys;
+  const int j0 = key_begin / kPrefillKeys, n_tiles = (kv_end + kPrefillKeys - 1) / kPrefillKeys;
   auto stage = [&](int j) { return smem + (j & 1) * stage_bytes<HD, kFp8>(kPrefillKeys); };
   uint16_t* cv = reinterpret_cast<uint16_t*>(smem + 2 * stage_bytes<HD, kFp8>(kPrefillKeys));
   auto load = [&](int j) {
     load_stage<HD, kFp8, kPrefillKeys>(stage(j), kv, j * kPrefillKeys, kv_end, kv_dim, kvh * HD, kvh, n_kv_heads,
                                        threadIdx.x, kThreads);
   };
-  load(0);
+  load(j0);
   cp_async_commit();
-  for (int j = 0; j < n_tiles; ++j) {
+  for (int j = j0; j < n_tiles; ++j) {
     if (j + 1 < n_tiles) load(j + 1);
     cp_async_commit();
     cp_async_wait<1>();
@@ -342,6 +363,20 @@ __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __
     __syncthreads();  // every warp is done with stage(j) (and the converted tile) before they are refilled
   }
 
+  if (sp.part_o) {  // unnormalised rows and (max, sum); a row without keys here: m = -inf, l = 0, o = 0
+    const int64_t rows = int64_t(n_tokens) * n_heads;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float sum = quad_sum(l[i]);
+      if (!store[i]) continue;
+      const int64_t row = int64_t(blockIdx.z) * rows + int64_t(tok[i]) * n_heads + head[i];
+      float* dst = sp.part_o + row * HD + c;
+#pragma unroll
+      for (int d = 0; d < DT; ++d) *reinterpret_cast<float2*>(dst + 8 * d) = make_float2(o[d][2 * i], o[d][2 * i + 1]);
+      if ((lane & 3) == 0) sp.part_ml[row] = make_float2(m[i], sum);
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const float inv = 1.0f / quad_sum(l[i]);
@@ -350,6 +385,31 @@ __global__ __launch_bounds__(kThreads) void flash_prefill_kernel(const float* __
 #pragma unroll
     for (int d = 0; d < DT; ++d)
       *reinterpret_cast<float2*>(dst + 8 * d) = make_float2(o[d][2 * i] * inv, o[d][2 * i + 1] * inv);
+  }
+}
+
+// One block per (token, head) row of a key-split pass: out = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s over the
+// splits of the pass's length (split 0 holds key 0, which every row attends, so M is finite).
+__global__ void prefill_merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml, int pos0,
+                                     const int* __restrict__ d_pos0, int n_tokens, int n_heads, int n_kv_heads,
+                                     int head_dim, int sms, float* __restrict__ out) {
+  pdl_wait();               // launched early (programmatic dependent launch): the split pass's writes are visible now
+  pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
+  if (d_pos0) pos0 = *d_pos0;
+  const int64_t row = blockIdx.x, rows = int64_t(n_tokens) * n_heads;
+  const int len = pos0 + n_tokens;
+  const int chunk = attention_split_rows(n_kv_heads, len, sms), n_active = (len + chunk - 1) / chunk;
+  float mx = -INFINITY;
+  for (int s = 0; s < n_active; ++s) mx = fmaxf(mx, part_ml[s * rows + row].x);
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float l = 0.0f, o = 0.0f;
+    for (int s = 0; s < n_active; ++s) {
+      const float2 ml = part_ml[s * rows + row];
+      const float w = exp2f(ml.x - mx);  // a split past this row's diagonal: exp2(-inf) = 0
+      l = fmaf(w, ml.y, l);
+      o = fmaf(w, part_o[(s * rows + row) * head_dim + d], o);
+    }
+    out[row * head_dim + d] = o / l;
   }
 }
 
@@ -554,17 +614,35 @@ bool allow_smem(Kernel kernel, int bytes) {
   return true;
 }
 
+// split.max_ctx > 0: the key-split form (attention_prefill_split_applies), its partials in split.scratch, then the
+// merge as a programmatic dependent.
 template <int HD, bool kFp8>
 void launch_prefill(const float* q, const KvSource& kv, int pos0, int n_tokens, int n_heads, int n_kv_heads,
-                    float qscale, float* out, cudaStream_t s, const int* d_pos0) {
+                    float qscale, float* out, cudaStream_t s, const int* d_pos0, const PrefillScratch& split) {
   constexpr int smem = prefill_smem_bytes<HD, kFp8>();
   static const bool once = allow_smem(flash_prefill_kernel<HD, kFp8>, smem);
   (void)once;
   const int tpb = kPrefillRows / (n_heads / n_kv_heads);
-  const dim3 grid{unsigned((n_tokens + tpb - 1) / tpb), unsigned(n_kv_heads)};
+  PrefillSplit sp;
+  unsigned splits = 1;
+  if (split.max_ctx > 0) {
+    sp.sms = split.sms;
+    sp.part_ml = static_cast<float2*>(split.scratch);
+    sp.part_o = reinterpret_cast<float*>(static_cast<char*>(split.scratch) +
+                                         prefill_part_ml_bytes(n_heads, n_kv_heads, split.max_ctx, split.sms));
+    splits = unsigned(attention_max_splits(n_kv_heads, split.max_ctx, split.sms));
+  }
+  const dim3 grid{unsigned((n_tokens + tpb - 1) / tpb), unsigned(n_kv_heads), splits};
   flash_prefill_kernel<HD, kFp8><<<grid, kThreads, smem, s>>>(q, kv, pos0, n_tokens, n_heads, n_kv_heads, qscale, out,
-                                                              d_pos0);
+                                                              d_pos0, sp);
   CUDA_CHECK_LAUNCH("flash_prefill_kernel");
+  if (!sp.part_o) return;
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t config = pdl_launch_config(unsigned(n_tokens * n_heads), 64, s, true, &attr);
+  CUDA_CHECK(cudaLaunchKernelEx(&config, prefill_merge_kernel, static_cast<const float*>(sp.part_o),
+                                static_cast<const float2*>(sp.part_ml), pos0, d_pos0, n_tokens, n_heads, n_kv_heads,
+                                HD, split.sms, out));
+  CUDA_CHECK_LAUNCH("prefill_merge_kernel");
 }
 
 template <int HD, bool kFp8>
@@ -583,11 +661,12 @@ bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p)
 
 template <bool kFp8>
 void prefill_for(int head_dim, const float* q, const KvSource& kv, int pos0, int n_tokens, int n_heads,
-                 int n_kv_heads, float qscale, float* out, cudaStream_t s, const int* d_pos0 = nullptr) {
+                 int n_kv_heads, float qscale, float* out, cudaStream_t s, const int* d_pos0,
+                 const PrefillScratch& split) {
   if (head_dim == 64)
-    launch_prefill<64, kFp8>(q, kv, pos0, n_tokens, n_heads, n_kv_heads, qscale, out, s, d_pos0);
+    launch_prefill<64, kFp8>(q, kv, pos0, n_tokens, n_heads, n_kv_heads, qscale, out, s, d_pos0, split);
   else if (head_dim == 128)
-    launch_prefill<128, kFp8>(q, kv, pos0, n_tokens, n_heads, n_kv_heads, qscale, out, s, d_pos0);
+    launch_prefill<128, kFp8>(q, kv, pos0, n_tokens, n_heads, n_kv_heads, qscale, out, s, d_pos0, split);
   else
     fail("attention: head_dim ", head_dim, " has no tensor-core kernel (64 and 128 have)");
 }
@@ -615,9 +694,9 @@ bool attention_tc_supported(int head_dim, int group, const void* q, const void* 
 
 void attention_prefill_tc(const float* q, const uint16_t* kc, const uint16_t* vc, int pos0, int n_tokens,
                           int n_heads, int n_kv_heads, int head_dim, float qscale, float* out, cudaStream_t s,
-                          const int* d_pos0) {
+                          const int* d_pos0, const PrefillScratch& split) {
   prefill_for<false>(head_dim, q, KvSource{kc, vc, nullptr, nullptr}, pos0, n_tokens, n_heads, n_kv_heads, qscale,
-                     out, s, d_pos0);
+                     out, s, d_pos0, split);
 }
 
 void attention_decode_tc(const float* q, const uint16_t* kc, const uint16_t* vc, const int* d_pos, int n_heads,
@@ -629,9 +708,9 @@ void attention_decode_tc(const float* q, const uint16_t* kc, const uint16_t* vc,
 
 void attention_prefill_tc_fp8(const float* q, const uint8_t* kc, const uint8_t* vc, const float* k_scale,
                               const float* v_scale, int pos0, int n_tokens, int n_heads, int n_kv_heads,
-                              int head_dim, float qscale, float* out, cudaStream_t s) {
+                              int head_dim, float qscale, float* out, cudaStream_t s, const PrefillScratch& split) {
   prefill_for<true>(head_dim, q, KvSource{kc, vc, k_scale, v_scale}, pos0, n_tokens, n_heads, n_kv_heads, qscale,
-                    out, s);
+                    out, s, nullptr, split);
 }
 
 void attention_decode_tc_fp8(const float* q, const uint8_t* kc, const uint8_t* vc, const float* k_scale,

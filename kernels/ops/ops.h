@@ -65,10 +65,15 @@ void attention_decode_rope(const float* q, const float* k, const float* v, const
 
 // Causal prefill attention: queries q [n_tokens, n_heads * head_dim] at positions pos0 .. pos0 + n_tokens - 1 over
 // cache rows 0 .. pos0 + n_tokens - 1 (already stored). out [n_tokens, n_heads * head_dim]. d_pos0 (optional): the
-// kernel reads pos0 there instead (a captured pass replayed at other positions; the grid depends on n_tokens only).
+// kernel reads pos0 there instead (a captured pass replayed at other positions; the grid depends on n_tokens and
+// max_ctx only). scratch (optional, attention_prefill_scratch_bytes(n_heads, n_kv_heads, head_dim, max_ctx) bytes,
+// 16-byte aligned, for a cache of max_ctx rows): a short pass (a verify pass of drafted tokens: at most 32 tokens in
+// one 64-row block of (token, head) rows) splits its keys across blocks as decode does and merges them, instead of
+// one block per KV head walking every key.
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int pos0, int n_tokens,
                        int n_heads, int n_kv_heads, int head_dim, float* out, cudaStream_t s,
-                       const int* d_pos0 = nullptr);
+                       const int* d_pos0 = nullptr, void* scratch = nullptr, int max_ctx = 0);
+size_t attention_prefill_scratch_bytes(int n_heads, int n_kv_heads, int head_dim, int max_ctx);
 
 // The same two ops over the FP8 KV cache (--kv-dtype fp8): E4M3 codes [ctx, kv_dim] for K and for V, and one FP32
 // scale per block of kKvFp8Block (core/kv_dtype.h, 32) positions and KV head, scales [n_blocks, n_kv_heads] (the
@@ -80,7 +85,7 @@ void attention_decode_fp8(const float* q, const uint8_t* k_codes, const uint8_t*
                           int max_ctx, float* out, void* scratch, cudaStream_t s);
 void attention_prefill_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
                            const float* v_scale, int pos0, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
-                           float* out, cudaStream_t s);
+                           float* out, cudaStream_t s, void* scratch = nullptr, int max_ctx = 0);
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, size_t n, cudaStream_t s);

@@ -152,16 +152,21 @@ TEST(AttentionFp8, DecodeHeadDim64And128AcrossBlocksAndSplits) {
   check_decode_fp8(128, 4, 8, 8192, {1, 33, 4097, 8191, 8192}, 9500);  // Llama 3.1 8B's shape
 }
 
-void check_prefill_fp8(int hd, int g, int n_kv, int pos0, int n_tokens, uint32_t seed) {
-  SCOPED_TRACE(shape(hd, g, n_kv) + " pos0 " + std::to_string(pos0) + " n_tokens " + std::to_string(n_tokens));
+// split: with a poisoned scratch for the cache's rows, so that a short pass splits its keys across blocks.
+void check_prefill_fp8(int hd, int g, int n_kv, int pos0, int n_tokens, uint32_t seed, bool split = false) {
+  SCOPED_TRACE(shape(hd, g, n_kv) + " pos0 " + std::to_string(pos0) + " n_tokens " + std::to_string(n_tokens) +
+               (split ? " key splits" : ""));
   const int n_heads = n_kv * g, q_dim = n_heads * hd, rows = pos0 + n_tokens;
   Fp8Cache cache(rows + 40, n_kv, hd, seed);
   cache.upload(rows);
   const std::vector<float> q = random_normal(size_t(n_tokens) * q_dim, 0.5f, seed + 2);
   DeviceBuffer<float> dq(q), dout(q.size());
   dout.poison();
+  DeviceBuffer<uint8_t> scratch(split ? attention_prefill_scratch_bytes(n_heads, n_kv, hd, rows + 40) : 1);
+  scratch.poison();
   attention_prefill_fp8(dq.get(), cache.dk.get(), cache.dv.get(), cache.dks.get(), cache.dvs.get(), pos0, n_tokens,
-                        n_heads, n_kv, hd, dout.get(), nullptr);
+                        n_heads, n_kv, hd, dout.get(), nullptr, split ? scratch.get() : nullptr,
+                        split ? rows + 40 : 0);
   sync_and_check();
   const std::vector<float> out = dout.download();
   std::vector<double> exact(static_cast<size_t>(q_dim)), plain(static_cast<size_t>(q_dim));
@@ -190,6 +195,18 @@ TEST(AttentionFp8, PrefillHeadDim64And128CausalAcrossTiles) {
       check_prefill_fp8(hd, g, 2, 45, 64, seed += 10);
       check_prefill_fp8(hd, g, 2, 100, 300, seed += 10);
     }
+}
+
+// A verify pass over the FP8 cache: the keys split across blocks and merged (scratch given).
+TEST(AttentionFp8, ShortPassSplitsKeysAcrossBlocks) {
+  SKIP_WITHOUT_CUDA();
+  uint32_t seed = 9800;
+  for (int hd : {64, 128}) {
+    check_prefill_fp8(hd, 3, 3, 300, 9, seed += 10, true);
+    check_prefill_fp8(hd, 4, 2, 1000, 16, seed += 10, true);
+    check_prefill_fp8(hd, 1, 2, 63, 32, seed += 10, true);
+    check_prefill_fp8(hd, 8, 1, 4000, 8, seed += 10, true);
+  }
 }
 
 TEST(AttentionFp8, OtherHeadDimsFailByName) {

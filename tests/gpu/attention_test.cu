@@ -13,6 +13,7 @@
 //   around the 16- and 64-row tiles; other head_dims, multiples of 16 and not (tensor-core and FP32 kernels); sharp
 //   attention (the online softmax's rescaling across tiles); an 8192-token prompt; a prompt in two calls of 4096 (the
 //   second against the cache the first filled).
+// - AttentionPrefill.ShortPass*: short passes with a scratch (keys split across blocks, merged), eager and captured.
 // - Both: K/V caches only 8-byte aligned at head_dim 64 and 128 (the FP32 kernels' shapes beside the tensor cores').
 // - AttentionSanitizerSmall.*: small shapes (contexts <= 300) for tools/sanitize-attention.sh (compute-sanitizer).
 // References run on every host thread (tests/gpu/random_util.h: parallel_for); the caches and queries are
@@ -412,18 +413,46 @@ std::vector<int> default_checked_tokens(int n_tokens) {
 // Prefill of queries q [n_tokens, n_heads * hd] at positions pos0 .. pos0 + n_tokens - 1 over the cache with rows
 // [0, pos0 + n_tokens) valid (later rows NaN bits), into a poisoned output; token t of `tokens` must match the decode
 // reference over rows [0, pos0 + t]. Rows after it (later tokens) hold real data that only the causal mask keeps out.
+// split_ctx > 0: with a (poisoned) scratch for a cache of split_ctx rows, so that a short pass splits its keys across
+// blocks; graph: the pass captured with its position on the device (as the verify graph), then replayed at pos0.
 void run_prefill_and_check(CacheOnDevice& cache, int hd, int group, int n_kv, int pos0, int n_tokens,
-                           const std::vector<float>& q, const std::vector<int>& tokens, double tol) {
+                           const std::vector<float>& q, const std::vector<int>& tokens, double tol, int split_ctx = 0,
+                           bool graph = false) {
   const int n_heads = n_kv * group, q_dim = n_heads * hd;
   const std::string what = shape_name(hd, group, n_kv) + " pos0 " + std::to_string(pos0) + " n_tokens " +
-                           std::to_string(n_tokens);
+                           std::to_string(n_tokens) +
+                           (split_ctx > 0 ? " key splits of max_ctx " + std::to_string(split_ctx) : "") +
+                           (graph ? " graph" : "");
   SCOPED_TRACE(what);
   ASSERT_EQ(q.size(), size_t(n_tokens) * size_t(q_dim));
   ASSERT_EQ(cache.kv_dim, n_kv * hd);
   cache.upload_rows(pos0 + n_tokens);
   DeviceBuffer<float> dq(q), dout(q.size());
   dout.poison();
-  attention_prefill(dq.get(), cache.kd(), cache.vd(), pos0, n_tokens, n_heads, n_kv, hd, dout.get(), nullptr);
+  DeviceBuffer<uint8_t> scratch(split_ctx > 0 ? attention_prefill_scratch_bytes(n_heads, n_kv, hd, split_ctx) : 1);
+  scratch.poison();
+  void* sp = split_ctx > 0 ? scratch.get() : nullptr;
+  if (graph) {
+    DeviceBuffer<int> dpos(std::vector<int>{0});
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    attention_prefill(dq.get(), cache.kd(), cache.vd(), 0, n_tokens, n_heads, n_kv, hd, dout.get(), st, dpos.get(), sp,
+                      split_ctx);
+    CUDA_CHECK(cudaStreamEndCapture(st, &g));
+    cudaGraphExec_t ge;
+    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    dpos.upload({pos0});  // captured at 0, replayed at pos0: the kernels read it on the device
+    CUDA_CHECK(cudaGraphLaunch(ge, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaGraphExecDestroy(ge));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    CUDA_CHECK(cudaStreamDestroy(st));
+  } else {
+    attention_prefill(dq.get(), cache.kd(), cache.vd(), pos0, n_tokens, n_heads, n_kv, hd, dout.get(), nullptr,
+                      nullptr, sp, split_ctx);
+  }
   sync_and_check();
   const std::vector<float> out = dout.download();
   // Reference of every (checked token, head), in parallel.
@@ -532,6 +561,57 @@ TEST(AttentionPrefill, TwoCallsOf4096) {
   run_prefill_and_check(cache, hd, group, n_kv, 0, half, q1, checked_tokens(half, 97, 1), kPrefillTol);
   if (HasFailure()) return;
   run_prefill_and_check(cache, hd, group, n_kv, half, half, q2, checked_tokens(half, 61, 65), kPrefillTol);
+}
+
+// Short passes with a scratch (a verify pass of drafted tokens): the keys split across blocks by decode's rule and
+// merged. Positions around the 64-row tiles and splits, up to 8200 rows, 1 to 32 tokens (a block of 64 (token, head)
+// rows at most), every group 1..8, head_dim 64 and 128; a row whose diagonal falls inside a split has no key in the
+// later splits (m = -inf there), which the merge must weigh 0. Eager with the position on the host, then captured
+// with it on the device and replayed; an 8-byte aligned cache (no tensor cores) ignores the scratch.
+TEST(AttentionPrefill, ShortPassSplitsKeysAcrossBlocks) {
+  SKIP_WITHOUT_CUDA();
+  const int max_ctx = 8208;
+  const int cases[][5] = {
+      // head_dim, group, n_kv, pos0, n_tokens
+      {64, 3, 3, 0, 1},     {64, 3, 3, 5, 9},      {64, 3, 3, 300, 17},  {64, 3, 3, 55, 9},   {64, 1, 4, 63, 32},
+      {64, 2, 2, 64, 32},   {64, 8, 1, 127, 8},    {64, 4, 2, 1000, 16}, {64, 5, 2, 4090, 12}, {128, 4, 8, 300, 16},
+      {128, 4, 8, 8191, 17}, {128, 8, 1, 129, 8},  {128, 1, 8, 2047, 2}, {128, 7, 1, 511, 9}, {128, 6, 2, 4096, 10},
+      {128, 2, 4, 8000, 32}, {128, 4, 8, 8100, 3},
+  };
+  uint32_t seed = 25000;
+  for (const auto& c : cases) {
+    const int hd = c[0], group = c[1], n_kv = c[2], pos0 = c[3], n = c[4];
+    CacheOnDevice cache(max_ctx, n_kv * hd, seed += 10);
+    const std::vector<float> q = normal_f32(size_t(n) * size_t(n_kv * group * hd), 0.5f, seed, 2);
+    run_prefill_and_check(cache, hd, group, n_kv, pos0, n, q, default_checked_tokens(n), kPrefillTol, max_ctx);
+    if (HasFailure()) return;
+    run_prefill_and_check(cache, hd, group, n_kv, pos0, n, q, default_checked_tokens(n), kPrefillTol, max_ctx, true);
+    if (HasFailure()) return;
+  }
+  // Sharp attention across splits (the merge's rescale) and a cache whose length is exactly the pass's end.
+  CacheOnDevice sharp(4100, 2 * 64, 25900);
+  const std::vector<float> q = normal_f32(size_t(16) * 8 * 64, 3.0f, 25901, 2);
+  run_prefill_and_check(sharp, 64, 4, 2, 4084, 16, q, default_checked_tokens(16), kSharpTol, 4100);
+  if (HasFailure()) return;
+  CacheOnDevice unaligned(600, 2 * 64, 25950, /*offset=*/4);
+  const std::vector<float> q2 = normal_f32(size_t(8) * 6 * 64, 0.5f, 25951, 2);
+  run_prefill_and_check(unaligned, 64, 3, 2, 500, 8, q2, default_checked_tokens(8), kPrefillTol, 600);
+}
+
+// A pass past the cache it names is refused by name, before any launch.
+TEST(AttentionPrefill, ShortPassPastTheCacheIsRefused) {
+  SKIP_WITHOUT_CUDA();
+  DeviceBuffer<uint16_t> kc(64 * 64), vc(64 * 64);
+  DeviceBuffer<float> q(4 * 64), out(4 * 64);
+  DeviceBuffer<uint8_t> scratch(attention_prefill_scratch_bytes(1, 1, 64, 64));
+  try {
+    attention_prefill(q.get(), kc.get(), vc.get(), 62, 4, 1, 1, 64, out.get(), nullptr, nullptr, scratch.get(), 64);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention_prefill: positions 62 .. 65 exceed the cache of 64 rows"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -697,6 +777,19 @@ TEST(AttentionSanitizerSmall, Prefill) {
   check_prefill_tokens(80, 5, 1, 64, 65, 30900, default_checked_tokens(65));
   check_prefill_tokens(64, 1, 1, 17, 1, 31000, default_checked_tokens(1));
   check_prefill_tokens(64, 2, 2, 3, 70, 31100, default_checked_tokens(70), 0.5f, kPrefillTol, /*cache_offset=*/4);
+}
+
+TEST(AttentionSanitizerSmall, PrefillShortPassKeySplits) {
+  SKIP_WITHOUT_CUDA();
+  CacheOnDevice cache(300, 3 * 64, 31200);
+  const std::vector<float> q = normal_f32(size_t(9) * 9 * 64, 0.5f, 31201, 2);
+  run_prefill_and_check(cache, 64, 3, 3, 200, 9, q, default_checked_tokens(9), kPrefillTol, 300);
+  if (HasFailure()) return;
+  run_prefill_and_check(cache, 64, 3, 3, 291, 9, q, default_checked_tokens(9), kPrefillTol, 300, true);
+  if (HasFailure()) return;
+  CacheOnDevice c128(300, 2 * 128, 31300);
+  const std::vector<float> q128 = normal_f32(size_t(16) * 8 * 128, 0.5f, 31301, 2);
+  run_prefill_and_check(c128, 128, 4, 2, 100, 16, q128, default_checked_tokens(16), kPrefillTol, 300, true);
 }
 
 }  // namespace
