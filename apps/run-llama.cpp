@@ -41,6 +41,7 @@ void on_sigint(int) {
 struct Args {
   llm::cli::EngineOptions engine;          // --model, --ctx-size, --device, --gemv, ... (apps/engine_options.h)
   std::string dump_logits, perplexity, dump_ids;
+  int logits_prefill = 0;
   llm::cli::PromptOptions prompt;          // --prompt, --file, --prompt-ids: one at most
   bool have_prompt = false;                // one of them, or --perplexity, was given
   int n_predict = 256;
@@ -68,6 +69,9 @@ void general_options(llm::cli::Options& o, Args& a) {
   o.text("--dump-logits", "FILE", &a.dump_logits,
          "teacher-forced: write the logits after each prompt token (float32 [tokens, vocab]) to FILE and exit (see "
          "tools/hf_compare.py)");
+  o.integer("--logits-prefill", "N", &a.logits_prefill, 1, 16777216,
+            "with --dump-logits: the first N ids through one prefill as a prompt, the rest one decode step each (a "
+            "generation's own arithmetic); rows from the N-th id on (tools/spec_margin.py)");
   o.text("--dump-ids", "FILE", &a.dump_ids,
          "write the prompt's token ids and the generated ones to FILE, a line each (tools: spec-sim's traces)");
   o.text("--perplexity", "FILE", &a.perplexity,
@@ -110,6 +114,8 @@ Args parse_args(int argc, char** argv) {
     usage_error("--chat-template and --system need --chat");
   if (!a.dump_ids.empty() && (a.chat || !a.perplexity.empty() || !a.dump_logits.empty()))
     usage_error("--dump-ids writes one generation's ids: it takes no --chat, --perplexity or --dump-logits");
+  if (o.given("--logits-prefill") && a.dump_logits.empty())
+    usage_error("--logits-prefill needs --dump-logits");
   if (!a.have_prompt && !a.chat) usage_error("--prompt is required (use --prompt \"\" to start from BOS alone)");
   llm::cli::resolve_device_and_check(a.engine);
   llm::cli::check_spec_args(a.spec);
@@ -171,7 +177,10 @@ int run_chat_mode(const Args& a, const llm::Model& model, llm::Backend& backend,
 
 // --dump-logits FILE: the logits after each prompt token (float32 [tokens, vocab]) to FILE, the ids to FILE.ids.
 int dump_logits(const Args& a, llm::Backend& backend, const std::vector<int>& prompt, int vocab_size) {
-  std::vector<float> logits = llm::teacher_forced_logits(backend, prompt);
+  if (a.logits_prefill > int(prompt.size()))
+    llm::fail("--logits-prefill ", a.logits_prefill, " exceeds the prompt's ", prompt.size(), " ids");
+  std::vector<float> logits = llm::teacher_forced_logits(backend, prompt, a.logits_prefill);
+  const size_t rows = prompt.size() - size_t(std::max(a.logits_prefill - 1, 0));
   std::FILE* f = std::fopen(a.dump_logits.c_str(), "wb");
   bool ok = f && std::fwrite(logits.data(), sizeof(float), logits.size(), f) == logits.size();
   if (f) ok = (std::fclose(f) == 0) && ok;
@@ -181,7 +190,7 @@ int dump_logits(const Args& a, llm::Backend& backend, const std::vector<int>& pr
   for (size_t i = 0; i < prompt.size(); ++i) ids_out << (i ? "," : "") << prompt[i];
   ids_out << "\n";
   if (!ids_out) llm::fail("cannot write ", a.dump_logits, ".ids");
-  std::fprintf(stderr, "run-llama: wrote %zu x %d logits to %s (ids in %s.ids)\n", prompt.size(), vocab_size,
+  std::fprintf(stderr, "run-llama: wrote %zu x %d logits to %s (ids in %s.ids)\n", rows, vocab_size,
                a.dump_logits.c_str(), a.dump_logits.c_str());
   return 0;
 }

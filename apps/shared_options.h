@@ -174,6 +174,11 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
             "with --exact-vfy on: verify passes of at most N tokens read BF16 matrices through the batched GEMV "
             "(each weight once per pass); longer ones run cuBLAS; 0 = always cuBLAS")
       .default_is("16");
+  o.choice("--pass-attn", "MODE", &t->split_pass_attention, {"split", "whole"},
+           [](const std::string& v) { return v == "split"; },
+           "attention of prompt and verify passes of at most 32 tokens on cuda: the keys split across blocks and "
+           "merged (split), or one block per KV head walking every key (whole, for comparison); MODE: split or whole")
+      .default_is("split");
   o.choice("--verify-cg", "on|off", &t->verify_graph, {"on", "off"},
            [](const std::string& v) { return v == "on"; },
            "speculative decoding on cuda: capture each draft length's verify pass in a CUDA graph (at its second use) "

@@ -79,6 +79,9 @@ struct EngineTuning {
                                    // models with matrices kept quantized, off for BF16 ones (ExactVerify)
   int bf16_batch_rows = 16;        // with exact_verify: verify passes of at most this many tokens (<= 16) take the
                                    // batched BF16 GEMV; longer ones cuBLAS
+  bool split_pass_attention = true;  // CUDA prompt and verify passes of at most 32 tokens (one 64-row block of
+                                   // (token, head) rows): the keys split across blocks by decode's rule and merged
+                                   // (attention_prefill with scratch); off: one block per KV head walks every key
   bool verify_graph = true;        // CUDA verify: each draft length's pass captured in a CUDA graph (at its second use)
                                    // and replayed, instead of ~16 launches per layer (H100, 8B: verify of 8 tokens
                                    // 1.87x a decode step instead of 2.11x on Q4_0); off: eager passes

@@ -64,11 +64,17 @@ void print_timings(const Timings& t, std::FILE* out) {
                t.prompt_tokens + t.eval_tokens);
 }
 
-std::vector<float> teacher_forced_logits(Backend& backend, const std::vector<int>& ids) {
+std::vector<float> teacher_forced_logits(Backend& backend, const std::vector<int>& ids, int prefill_n) {
   if (int(ids.size()) > backend.ctx_size())
     fail("the prompt has ", ids.size(), " tokens but the context holds ", backend.ctx_size());
+  if (prefill_n < 0 || size_t(prefill_n) > ids.size())
+    fail("teacher-forced logits: a prefill of ", prefill_n, " ids out of ", ids.size());
   std::vector<float> out;
-  for (size_t t = 0; t < ids.size(); ++t) {
+  if (prefill_n > 0) {
+    backend.prefill(ids.data(), prefill_n, 0);
+    out = backend.logits();
+  }
+  for (size_t t = size_t(prefill_n); t < ids.size(); ++t) {
     backend.decode(ids[t], int(t));
     std::vector<float> l = backend.logits();
     out.insert(out.end(), l.begin(), l.end());

@@ -50,7 +50,10 @@ GenerateResult generate(Backend& backend, const ModelConfig& config, const std::
 
 // Teacher-forced logits: feeds ids[t] at position t one token at a time (decode path) and returns the logits after
 // each, [ids.size(), vocab] row-major. For comparisons with independent implementations (tools/hf_compare.py).
-std::vector<float> teacher_forced_logits(Backend& backend, const std::vector<int>& ids);
+// prefill_n > 0: ids[0, prefill_n) go through one prefill as a prompt does, then the rest one decode step each, as a
+// generation computes them; rows from ids[prefill_n - 1] on, [ids.size() - prefill_n + 1, vocab]
+// (tools/spec_margin.py: the plain run's own logits at a token it generated).
+std::vector<float> teacher_forced_logits(Backend& backend, const std::vector<int>& ids, int prefill_n = 0);
 
 // Prints the llama_perf-style timing block.
 void print_timings(const Timings& t, std::FILE* out = stderr);

@@ -58,6 +58,18 @@ with tempfile.TemporaryDirectory() as d:
     r = subprocess.run([sys.executable, TOOL, "--run-llama", run_llama, "--plain", plain, "--spec", plain, "--",
                         *model], capture_output=True, text=True)
     check(r.returncode == 0 and r.stdout.strip() == "the same 16 generated tokens", f"identical runs: {r.stdout}")
+    # --logits-prefill P: the first P ids as one prompt, then decode steps: rows from the P-th id on.
+    ids_file, lf = os.path.join(d, "ids.txt"), os.path.join(d, "l.f32")
+    with open(ids_file, "w") as f:
+        f.write(" ".join(map(str, [1] + gen[:9])) + "\n")
+    r = subprocess.run([run_llama, *model, "--prompt-ids", "@" + ids_file, "--dump-logits", lf,
+                        "--logits-prefill", "4"], capture_output=True, text=True)
+    check(r.returncode == 0 and os.path.getsize(lf) == (10 - 4 + 1) * 512 * 4,
+          f"--logits-prefill 4 of 10 ids writes 7 rows ({r.stderr.strip()[-200:]})")
+    r = subprocess.run([run_llama, *model, "--prompt-ids", "@" + ids_file, "--dump-logits", lf,
+                        "--logits-prefill", "11"], capture_output=True, text=True)
+    check(r.returncode != 0 and "--logits-prefill 11 exceeds the prompt's 10 ids" in r.stderr,
+          f"a prefill past the prompt is refused by name: {r.stderr.strip()[-200:]}")
     bad = os.path.join(d, "bad.ids")
     with open(bad, "w") as f:
         f.write("1 2 x\n3\n")

@@ -6,11 +6,12 @@ were there (issue 36: greedy speculation may change the output only at near ties
 
 PLAIN.ids and SPEC.ids are `run-llama --dump-ids` files of the same prompt (the prompt's ids on the first line, the
 generated ids on the second). At the first generated token that differs, the plain run's prompt and generated ids up
-to it are run teacher-forced (`run-llama --prompt-ids @FILE --dump-logits FILE`, with RUN-LLAMA ARGS: the model,
-device and engine options of the runs), and the last row's two largest logits give the margin. The teacher-forced row
-comes from the prefill path, not the decode step that chose the token: the margin it gives is the model's, to within
-the paths' rounding. Prints one line; exit 0, or 1 with one line on stderr for a missing or malformed file or a
-failed run. Standard library only."""
+to it are run teacher-forced as the plain run computed them: the prompt through one prefill, then each generated id
+one decode step (`run-llama --prompt-ids @FILE --dump-logits FILE --logits-prefill P`, with RUN-LLAMA ARGS: the
+model, device and engine options of the runs), and the last row's two largest logits give the margin: the plain
+run's own, whose top-1 is the plain token (a line says so where the rerun's is not: the runs are not deterministic).
+Prints one line; exit 0, or 1 with one line on stderr for a missing or malformed file or a failed run. Standard
+library only."""
 import argparse
 import array
 import os
@@ -94,21 +95,23 @@ def main():
         ids_file, logits_file = os.path.join(d, "ids.txt"), os.path.join(d, "logits.f32")
         with open(ids_file, "w") as f:
             f.write(" ".join(map(str, ids)) + "\n")
-        cmd = [a.run_llama, *a.rest, "--prompt-ids", "@" + ids_file, "--dump-logits", logits_file]
+        cmd = [a.run_llama, *a.rest, "--prompt-ids", "@" + ids_file, "--dump-logits", logits_file,
+               "--logits-prefill", str(len(p_prompt))]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             msg = (r.stderr.strip().splitlines() or ["(no message)"])[-1]
             fail(f"run-llama --dump-logits failed (exit {r.returncode}): {msg}")
-        row = last_row(logits_file, len(ids))
+        row = last_row(logits_file, len(ids) - len(p_prompt) + 1)
     best, lb, second, ls = top2(row)
     want, got = p_gen[j], s_gen[j]
     if max(want, got) >= len(row):
         fail(f"token {max(want, got)} is outside the {len(row)} logits of a row")
     margin = lb - ls
     near = "yes" if margin < a.tie else "no"
+    same = "" if best == want else f" (the rerun's top-1 is {best}, not the plain run's {want}: not reproduced)"
     print(f"first difference at generated token {j} of {len(p_gen)}: plain {want}, speculative {got}; teacher-forced "
           f"top-2 {best} / {second}, margin {margin:.3g} (plain's logit - speculative's: {row[want] - row[got]:.3g}); "
-          f"near tie (< {a.tie:g}): {near}")
+          f"near tie (< {a.tie:g}): {near}{same}")
 
 
 if __name__ == "__main__":

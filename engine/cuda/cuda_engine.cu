@@ -492,6 +492,7 @@ void CudaEngine::set_tuning(const EngineTuning& t) {
       t.norm_sums != tuning_.norm_sums || t.fuse_rope != tuning_.fuse_rope)
     mappings_->drop_graphs();  // the forward pass launches other kernels
   mappings_->set_fork_pieces(t.fork_pieces);
+  if (t.split_pass_attention != tuning_.split_pass_attention) drop_verify_graphs();  // they launch other kernels
   tuning_ = t;
   persistent_path_->set_tuning(t);
 }
@@ -704,7 +705,8 @@ void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos, PassRows rows) 
     norm_input(fqkv, a.px, L.attn_norm, c);
     prefill_matmul(l, kFQkv, L.qkv, c, fqkv, a.pf32, {{0, qd, a.pq}, {qd, kvd, a.pk}, {qd + kvd, kvd, a.pv}}, 0.0f);
     kv_->store(int(l), a.pq, a.pk, a.pv, model_.inv_freq, d_pos0, c, s);
-    kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, a.attn_scratch, s, device_pos ? d_pos0 : nullptr);
+    kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, tuning_.split_pass_attention ? a.attn_scratch : nullptr, s,
+                        device_pos ? d_pos0 : nullptr);
     pass_input(fo, a.patt, c, qd);
     prefill_matmul(l, kFO, L.w[kWo], c, fo, a.patt, {{0, m.dim, a.px}}, 1.0f);  // residual through beta = 1
     norm_input(fgu, a.px, L.ffn_norm, c);

@@ -172,6 +172,11 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_EQ(parse({"--batch-rows", "2048"}).quant_batch_rows, 2048);  // kQuantBatchPassMax: a whole prefill chunk
   EXPECT_NE(usage_message([&] { parse({"--batch-rows", "2049"}); }).find("--batch-rows"), std::string::npos);
   EXPECT_FALSE(parse({"--verify-cg", "off"}).verify_graph);
+  // Short passes' attention: keys split across blocks by default, one block per KV head for comparison.
+  EXPECT_TRUE(d.split_pass_attention);
+  EXPECT_FALSE(parse({"--pass-attn", "whole"}).split_pass_attention);
+  EXPECT_TRUE(parse({"--pass-attn", "split"}).split_pass_attention);
+  EXPECT_NE(usage_message([&] { parse({"--pass-attn", "both"}); }).find("--pass-attn"), std::string::npos);
   // Where the batch-k GEMV moves to tensor cores (0 = the built-in default, 65 = never).
   EXPECT_EQ(d.batch_mma_from, 0);
   EXPECT_EQ(parse({"--batch-mma", "2"}).batch_mma_from, 2);
