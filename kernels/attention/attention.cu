@@ -315,7 +315,12 @@ PrefillScratch prefill_split(const char* op, int pos0, int n_tokens, int n_heads
   if (reinterpret_cast<uintptr_t>(scratch) % 16 != 0) fail(op, ": scratch must be 16-byte aligned");
   if (d_pos0 == nullptr && int64_t(pos0) + n_tokens > max_ctx)
     fail(op, ": positions ", pos0, " .. ", int64_t(pos0) + n_tokens - 1, " exceed the cache of ", max_ctx, " rows");
-  return PrefillScratch{scratch, max_ctx, gemv_sm_count()};
+  const int sms = gemv_sm_count();
+  // A pass whose position is known here and whose keys make one split anyway (a short prompt at the start): the plain
+  // kernel, without the merge's launch. A captured pass (d_pos0) is replayed at any position: always split.
+  if (d_pos0 == nullptr && attention_split_rows(n_kv_heads, pos0 + n_tokens, sms) >= pos0 + n_tokens)
+    return PrefillScratch{};
+  return PrefillScratch{scratch, max_ctx, sms};
 }
 
 // The split pass (split(sms, part_o, part_ml)) and the merge of one decode, with the checks both cache forms share.

@@ -69,7 +69,8 @@ void attention_decode_rope(const float* q, const float* k, const float* v, const
 // max_ctx only). scratch (optional, attention_prefill_scratch_bytes(n_heads, n_kv_heads, head_dim, max_ctx) bytes,
 // 16-byte aligned, for a cache of max_ctx rows): a short pass (a verify pass of drafted tokens: at most 32 tokens in
 // one 64-row block of (token, head) rows) splits its keys across blocks as decode does and merges them, instead of
-// one block per KV head walking every key.
+// one block per KV head walking every key (where the position is on the host and the keys make one split anyway, the
+// plain kernel runs).
 void attention_prefill(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int pos0, int n_tokens,
                        int n_heads, int n_kv_heads, int head_dim, float* out, cudaStream_t s,
                        const int* d_pos0 = nullptr, void* scratch = nullptr, int max_ctx = 0);

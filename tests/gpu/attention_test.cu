@@ -567,7 +567,8 @@ TEST(AttentionPrefill, TwoCallsOf4096) {
 // merged. Positions around the 64-row tiles and splits, up to 8200 rows, 1 to 32 tokens (a block of 64 (token, head)
 // rows at most), every group 1..8, head_dim 64 and 128; a row whose diagonal falls inside a split has no key in the
 // later splits (m = -inf there), which the merge must weigh 0. Eager with the position on the host, then captured
-// with it on the device and replayed; an 8-byte aligned cache (no tensor cores) ignores the scratch.
+// with it on the device and replayed (eager passes whose keys make one split run the plain kernel); an 8-byte aligned
+// cache (no tensor cores) ignores the scratch.
 TEST(AttentionPrefill, ShortPassSplitsKeysAcrossBlocks) {
   SKIP_WITHOUT_CUDA();
   const int max_ctx = 8208;
