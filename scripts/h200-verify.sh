@@ -2,7 +2,8 @@
 # The speculative verify pass on the H200 (issue 36), in one call: the GPU suite one test suite per process (a crash
 # names its suite; SUITES=0 skips it), then llama-ab --verify-k with each verify's kernels traced (count, time in
 # kernels, time between them, by kernel) on synthetic 8B Q4_0 / BF16 and SmolLM2 shapes, --fuse-pass on and off in the
-# same call (VERIFY=0: the suite only). Expects .stage/h200 unpacked. Writes under $OUT.
+# same call (VERIFY=0: the suite only; PASS_AB=1: the short passes' attention and folded norm A/B, below). Expects
+# .stage/h200 unpacked. Writes under $OUT.
 set -uo pipefail
 S=$PWD/.stage/h200; B=$S/bin; export LD_LIBRARY_PATH=$B:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -24,6 +25,18 @@ run() {
   timeout 150 $B/llama-ab --model "$@" -d 16 -n 16 --repeats 1 --verify-k ${VERIFY_K:-1,4,8} 2>&1 >/dev/null \
     | grep -E "verify of|decode step traced|error" | tee -a "$OUT/verify.txt"
 }
+# PASS_AB=1: instead, the short passes' attention (--pass-attn split|whole) and the folded RMSNorm (--fuse-norm on|off)
+# at depth 300 on SmolLM2's shape (Q4_1, warp: the FP32-x pass) and 8B Q4_0 (warp-dp4a), each setting in its process.
+if [ "${PASS_AB:-0}" = 1 ]; then
+  for m in "synthetic:smollm2-135m --quantize q4_1 --ab warp" "synthetic:llama3.1-8b --quantize q4_0 --ab warp-dp4a"; do
+    for opts in "" "--pass-attn whole" "--fuse-norm off" "--pass-attn whole --fuse-norm off"; do
+      # shellcheck disable=SC2086
+      timeout 150 $B/llama-ab --model $m $opts -d 300 -n 16 --repeats 1 --verify-k ${VERIFY_K:-1,4,8} 2>&1 >/dev/null \
+        | grep -E "verify of [0-9]+ tokens at|error" | sed "s|^|$m ${opts:-(defaults)}: |" | tee -a "$OUT/verify-pass-ab.txt"
+    done
+  done
+  exit 0
+fi
 # LEAN=1: SmolLM2's shape both ways and 8B Q4_0 with the fusion only (a short device budget).
 for fuse in on off; do
   run synthetic:smollm2-135m --quantize q4_1 --ab warp --fuse-pass $fuse
