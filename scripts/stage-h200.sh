@@ -10,6 +10,8 @@ rm -rf "$S"; mkdir -p "$S/bin"
 for exe in ${STAGE_EXES:-run-llama llama-ab bench write-gguf gemv-sectors make-hf-model tests/gpu_tests tests/cpu_tests}; do
   if [ -x "$B/$exe" ]; then cp "$B/$exe" "$S/bin/"; fi
 done
+# The executables without their symbol tables (a call's carry is 64 MiB; run-llama is ~50 MB stripped).
+for f in "$S"/bin/*; do strip --strip-unneeded "$f" 2>/dev/null || true; done
 # BASE_LLAMA_AB=PATH: an earlier build's llama-ab, staged as llama-ab-base for scripts/h200-ab-binaries.sh.
 if [ -n "${BASE_LLAMA_AB:-}" ]; then cp "$BASE_LLAMA_AB" "$S/bin/llama-ab-base"; fi
 mkdir -p "$S/tools" && cp tools/*.py "$S/tools/"
@@ -22,11 +24,12 @@ if [ -n "$cupti" ] && [ -f "$cupti" ]; then
   cp -L "$(dirname "$cupti")/${soname:-libcupti.so.13}" "$S/bin/"
 fi
 # The default model (98 MB) is over one call's 64 MiB carry: parts carried in separate calls and joined there
-# (scripts/h200-check.sh sections smol_keep / smol_join); GGUF_PARTS=2 cuts it in two (49 MB each, with the small
-# working tree under the limit), the default in three.
+# (scripts/h200-check.sh sections smol_keep / smol_join, scripts/h200-peers.sh part / spec); by default four parts of
+# 24.6 MB, so that the first call carries one beside the binary archive (PACK=1, ~31 MB) and the working tree (~8 MB);
+# GGUF_PARTS=N cuts it in N.
 if [ -f models-cache/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
   rm -rf .stage/gguf-*; mkdir -p .stage/gguf-split
-  split -n "${GGUF_PARTS:-3}" -a 1 models-cache/SmolLM2-135M-Instruct.Q4_1.gguf .stage/gguf-split/part-
+  split -n "${GGUF_PARTS:-4}" -a 1 models-cache/SmolLM2-135M-Instruct.Q4_1.gguf .stage/gguf-split/part-
   for p in .stage/gguf-split/part-*; do mkdir -p ".stage/gguf-${p##*-}"; mv "$p" ".stage/gguf-${p##*-}/"; done
   rmdir .stage/gguf-split
 fi
@@ -38,4 +41,6 @@ cp -r .stage/wheels "$S/" 2>/dev/null || true
 du -sh "$S"
 # PACK=1: the stage as one xz archive (.stage/h200.tar.xz, about half the bytes), for a carry near the 64 MiB limit;
 # the call unpacks it first: tar -xJf .stage/h200.tar.xz.
-if [ "${PACK:-0}" = 1 ]; then tar -C . -cf - "$S" | xz -T0 -6 > .stage/h200.tar.xz && du -sh .stage/h200.tar.xz; fi
+if [ "${PACK:-0}" = 1 ]; then
+  tar -C . -cf - "$S" | xz -T0 --lzma2=preset=6,dict=192MiB > .stage/h200.tar.xz && du -sh .stage/h200.tar.xz
+fi
