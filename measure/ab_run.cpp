@@ -13,6 +13,7 @@
 #include "engine/decode_loop.h"  // the one decode loop
 #include "engine/gemv_choice.h"  // gemv_plan, gemv_refusal: which form runs which weight type
 #include "engine/kv_cache.h"     // CpuKvCache::bytes: the KV cache's bytes in each element type
+#include "measure/ab_stats.h"     // median: the A/B report's one definition
 #include "kernels/quant/gemv_quant_plan.h"  // quant_gemv_bytes_read, quant_gemv_describe (CUDA-free)
 
 #ifdef LLM_HAVE_CUDA
@@ -643,10 +644,6 @@ void spec_passes(AbSession& ab, const std::vector<int>& context, AbResult& res) 
     plain_ms.push_back(plain.ms_per_token);
     plain_tokens = plain.tokens;
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   AbResult::SpecRun s;
   s.drafter = opt.drafter->name();
   s.mapping = ab.entries[0].gemv;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/attention/attention_internal.h"
+#include "kernels/attention/split_merge.cuh"
 #include "kernels/ops/block_reduce.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/gemv/gemv_internal.h"
@@ -216,19 +217,7 @@ __global__ void attention_decode_merge_kernel(const float* __restrict__ part_o, 
   const int len = decode_len(d_pos, max_ctx);
   const int chunk = attention_split_rows(n_kv_heads, len, sms);
   const int n_active = len > 0 ? (len + chunk - 1) / chunk : 0;
-  float mx = -INFINITY;
-  for (int s = 0; s < n_active; ++s) mx = fmaxf(mx, part_ml[int64_t(s) * n_heads + h].x);
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float l = 0.0f, o = 0.0f;
-    for (int s = 0; s < n_active; ++s) {
-      const int64_t row = int64_t(s) * n_heads + h;
-      const float2 ml = part_ml[row];
-      const float w = exp2f(ml.x - mx);
-      l = fmaf(w, ml.y, l);
-      o = fmaf(w, part_o[row * head_dim + d], o);
-    }
-    out[int64_t(h) * head_dim + d] = n_active > 0 ? o / l : 0.0f;
-  }
+  merge_split_row(part_o, part_ml, h, n_heads, n_active, head_dim, out + int64_t(h) * head_dim);
 }
 
 // Grid (n_tokens, n_kv_heads): query token t (position pos0 + t) of one group over rows [0, pos0 + t].

@@ -23,6 +23,7 @@
 #include "core/kv_dtype.h"  // kKvFp8Block
 #include "kernels/attention/attention_internal.h"
 #include "kernels/attention/attention_mma.cuh"
+#include "kernels/attention/split_merge.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/ops/pdl.cuh"
 #include "kernels/ops/rope_device.cuh"  // rotate_pair
@@ -396,21 +397,11 @@ __global__ void prefill_merge_kernel(const float* __restrict__ part_o, const flo
   pdl_wait();               // launched early (programmatic dependent launch): the split pass's writes are visible now
   pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
   if (d_pos0) pos0 = *d_pos0;
-  const int64_t row = blockIdx.x, rows = int64_t(n_tokens) * n_heads;
+  const int64_t row = blockIdx.x;
   const int len = pos0 + n_tokens;
   const int chunk = attention_split_rows(n_kv_heads, len, sms), n_active = (len + chunk - 1) / chunk;
-  float mx = -INFINITY;
-  for (int s = 0; s < n_active; ++s) mx = fmaxf(mx, part_ml[s * rows + row].x);
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float l = 0.0f, o = 0.0f;
-    for (int s = 0; s < n_active; ++s) {
-      const float2 ml = part_ml[s * rows + row];
-      const float w = exp2f(ml.x - mx);  // a split past this row's diagonal: exp2(-inf) = 0
-      l = fmaf(w, ml.y, l);
-      o = fmaf(w, part_o[(s * rows + row) * head_dim + d], o);
-    }
-    out[row * head_dim + d] = o / l;
-  }
+  // A split past this row's diagonal weighs 0 (m = -inf there).
+  merge_split_row(part_o, part_ml, row, int64_t(n_tokens) * n_heads, n_active, head_dim, out + row * head_dim);
 }
 
 // ---- decode ------------------------------------------------------------------------------------------------------
