@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device round in three calls on one warm machine (the real SmolLM2 file rides in four parts: a call carries at most
+# 64 MiB). Each call carries what its step names and writes under $OUT:
+#   scripts/h200-round.sh 1   carry .stage/h200.tar.xz .stage/gguf-a: unpack, keep part a, the GPU suite (one process
+#                             per suite, scripts/h200-verify.sh)
+#   scripts/h200-round.sh 2   carry .stage/gguf-b .stage/gguf-c: keep them; ROUND2="..." runs more (default: the short
+#                             passes' A/B, PASS_AB=1 scripts/h200-verify.sh)
+#   scripts/h200-round.sh 3   carry .stage/gguf-d: join the file (sha256 checked), spec-bench on it (speed-up, and the
+#                             plain run's own top-2 margin at each output that differs), then the GPU tests that need
+#                             the file; ROUND3="..." runs more after them
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+P=$PWD/build-peers; mkdir -p "$P"
+SMOL=$P/SmolLM2-135M-Instruct.Q4_1.gguf
+SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+B=$PWD/.stage/h200/bin
+export LD_LIBRARY_PATH=$B:${LD_LIBRARY_PATH:-}
+mkdir -p /work; [ -e /work/main ] || ln -s "$PWD" /work/main
+case "${1:-}" in
+  1)
+    tar -xJf .stage/h200.tar.xz || { echo "round: no archive"; exit 1; }
+    cp .stage/gguf-a/part-a "$P/"
+    SUITES=1 VERIFY=0 bash scripts/h200-verify.sh ;;
+  2)
+    cp .stage/gguf-b/part-b .stage/gguf-c/part-c "$P/" && ls -la "$P"
+    if [ -n "${ROUND2:-}" ]; then eval "$ROUND2"; else PASS_AB=1 SUITES=0 bash scripts/h200-verify.sh; fi ;;
+  3)
+    cp .stage/gguf-d/part-d "$P/"
+    cat "$P"/part-? > "$SMOL"
+    echo "$SHA  $SMOL" | sha256sum -c || exit 1
+    mkdir -p models-cache && cp "$SMOL" models-cache/
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    scripts/spec-bench.sh --device cuda --model "$SMOL" --bin "$B" 2>&1 | tee "$OUT/spec-bench.txt" | tail -40
+    timeout 300 "$B/gpu_tests" --gtest_brief=1 \
+      --gtest_filter='CudaSpeculative.*:CudaAbDepth.*:ChatCuda.*:PersistentDecode.*:CudaLongText.*' \
+      > "$OUT/gpu-tests-smollm2.log" 2>&1
+    echo "smollm2 tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|worst|rel L2|margin" "$OUT/gpu-tests-smollm2.log" | head -40
+    if [ -n "${ROUND3:-}" ]; then eval "$ROUND3"; fi ;;
+  *) echo "usage: scripts/h200-round.sh 1|2|3" >&2; exit 2 ;;
+esac
