@@ -168,6 +168,7 @@ inline SpecOptions spec_options(const SpecArgs& a) {
   SpecOptions so;
   so.draft_max = a.draft_max;
   so.draft_min = a.draft_min;
+  so.guard = float(a.guard);
   return so;
 }
 

@@ -89,6 +89,7 @@ struct SpecArgs {
   SpecMode mode = SpecMode::kNone;
   int draft_max = 8;
   int draft_min = 1;
+  double guard = 0.0;
   std::string model_draft;
 };
 
@@ -102,6 +103,10 @@ inline void add_spec_options(Options& o, SpecArgs* s) {
       .default_is("none");
   o.integer("--draft-max", "N", &s->draft_max, 1, 64, "tokens drafted per step at most (the length adapts below it)");
   o.integer("--draft-min", "N", &s->draft_min, 0, 64, "the adaptive draft length's floor");
+  o.real("--spec-guard", "M", &s->guard, 0.0, 100.0,
+         "greedy: a verify row whose top-2 logit margin is under M does not decide its token; a decode step at its "
+         "position does (a verify that sums in another order than decode then changes no token at such a row)")
+      .default_is("0 (off)");
   o.text("--model-draft", "PATH", &s->model_draft, "the draft model for --spec draft (any format --model takes)");
 }
 
@@ -140,6 +145,15 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
            "graph path, BF16 KV cache, head_dim 64 or 128: RoPE and the KV store inside the decode attention's "
            "launch; off: a RoPE + store kernel before it (what the fold is worth)")
       .default_is("on");
+  o.choice("--stage-glu", "on|off", &t->stage_glu, {"on", "off"}, [](const std::string& v) { return v == "on"; },
+           "graph path, down on the quantized warp form, hidden size up to 4096: SwiGLU computed as the down GEMV "
+           "stages x; off: a SwiGLU kernel before it (what the fold is worth)")
+      .default_is("on");
+  o.choice("--o-merge", "on|off", &t->stage_merge, {"on", "off"},
+           [](const std::string& v) { return v == "on"; },
+           "graph path, o on the quantized warp form: decode attention's key splits merged as the o GEMV stages x; "
+           "off: a merge kernel before it (slower where measured, so off by default)")
+      .default_is("off");
   o.choice("--fork-mix", "on|off", &t->fork_pieces, {"on", "off"}, [](const std::string& v) { return v == "on"; },
            "graph path, a fused group in two weight types (Q4_K_M's q|k beside a Q6_K v): the second piece on a side "
            "stream, concurrent with the first; off: one launch after the other")

@@ -48,14 +48,17 @@ std::vector<float> Backend::verify(const int*, int n, int pos) {
        "), not supported by this backend");
 }
 
-std::vector<int> Backend::verify_argmax(const int* tokens, int n, int pos, int vocab_limit) {
+std::vector<int> Backend::verify_argmax(const int* tokens, int n, int pos, int vocab_limit,
+                                        std::vector<float>* margins) {
   const std::vector<float> rows = verify(tokens, n, pos);
   const size_t V = n > 0 ? rows.size() / size_t(n) : 0;
   const int lim = vocab_limit > 0 ? int(std::min<size_t>(size_t(vocab_limit), V)) : int(V);
   std::vector<int> ids(size_t(n > 0 ? n : 0));
+  if (margins) margins->assign(ids.size(), INFINITY);
   for (size_t i = 0; i < ids.size(); ++i) {
     const float* row = rows.data() + i * V;
     ids[i] = std::all_of(row, row + lim, [](float v) { return std::isfinite(v); }) ? argmax(row, lim) : -1;
+    if (margins && ids[i] >= 0) (*margins)[i] = top2_margin(row, lim, ids[i]);
   }
   return ids;
 }

@@ -27,6 +27,10 @@ enum class ExactVerify { kAuto, kOn, kOff };
 
 // The CUDA engine's tuning and test knobs, set by callers (tests, developer options); nothing in engine/ reads the
 // environment, so a run is described by its options alone.
+// EngineTuning::stage_glu applies up to this hidden size (down's K): SwiGLU staged in every block of the down GEMV
+// pays at SmolLM2's 1,536 (+6.5%) and costs at 8B's 14,336 (H100, 2026-12-07).
+constexpr int kStageGluMaxHidden = 4096;
+
 struct EngineTuning {
   bool run_ahead = true;           // the decode loop queues step t + 1 before it waits for step t's id
                                    // (Backend::runs_ahead); off: one host round trip per token (for comparison)
@@ -44,6 +48,16 @@ struct EngineTuning {
   bool fuse_rope = true;           // graph path, BF16 cache, head_dim 64 / 128: RoPE and the KV store run inside the
                                    // decode attention's split pass (attention_decode_rope), one launch per layer less;
                                    // off: rope_kv_store, then the attention (what the fold is worth)
+  bool stage_glu = true;           // graph path, down on the quantized "warp" form with a hidden size up to
+                                   // kStageGluMaxHidden: the down GEMV computes SwiGLU of the [gate | up] row as it
+                                   // stages x (GemvEpilogue::glu), one launch per layer less (every block computes all
+                                   // of it: at 8B's 14,336 that costs more than the launch); off: the SwiGLU kernel
+                                   // first. Bit for bit either way. H100, SmolLM2's shape Q4_1: 1,505 -> 1,604 t/s
+  bool stage_merge = false;        // graph path, o on the quantized "warp" form: the o GEMV merges decode attention's
+                                   // key splits as it stages x (GemvEpilogue::merge), one launch per layer less. Off by
+                                   // default: slower where measured (H100, SmolLM2's shape Q4_1: 1,604 -> 1,588 t/s
+                                   // with it; the merge kernel overlaps the o GEMV's weight loads under PDL, the
+                                   // staged merge delays them). Bit for bit either way
   bool norm_sums = true;           // graph path, the fold on, every GEMV reading a norm on a quantized warp form: each
                                    // of its warps adds the producer's block sums itself, so the producer (o, down) has
                                    // no last block (GemvEpilogue::scale_sums). H100, 8B Q4_0 warp-dp4a: 446.3 -> 460.4
@@ -170,7 +184,8 @@ class Backend {
   // verify() judged greedily where its rows are: per row, the argmax over ids [0, vocab_limit) (0: the whole row;
   // lowest index on ties, as argmax()), or -1 where that range holds NaN or Inf. The default takes verify()'s rows;
   // the CUDA engine argmaxes on the device and copies n ids back instead of n rows of the vocabulary.
-  virtual std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit);
+  virtual std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit,
+                                         std::vector<float>* margins = nullptr);
   virtual void rewind(int pos);
   // The first position a verify pass starting at pos must not write for a rewind back into [pos, that position) to
   // give the cache a fresh prefill would (INT_MAX: none). An FP8 cache keeps only its open block's rows as computed

@@ -15,6 +15,13 @@ int argmax(const float* x, int n) {
   return best;
 }
 
+float top2_margin(const float* x, int n, int best) {
+  float second = -INFINITY;
+  for (int i = 0; i < n; ++i)
+    if (i != best && x[i] > second) second = x[i];
+  return n < 2 ? INFINITY : x[best] - second;
+}
+
 namespace {
 
 // softmax(logits / T), most likely first (ties by lower index, so the order and the draw are deterministic), cut to

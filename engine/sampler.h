@@ -28,6 +28,8 @@ std::vector<double> sampler_probs(const float* logits, int n, const SamplerParam
 // Draws from probabilities prob[0..n) (summing to `total`, not necessarily 1) with the uniform number u in [0, 1).
 int draw_from(const std::vector<double>& prob, double total, float u);
 int argmax(const float* x, int n);
+// x[best] minus the largest other value of x[0..n) (best: argmax's index); +inf for n < 2.
+float top2_margin(const float* x, int n, int best);
 // Whether p samples greedily (temperature 0 or top_k 1): sample_cpu is then argmax.
 bool is_greedy(const SamplerParams& p);
 

@@ -291,7 +291,23 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
         v = judge(L, V, nv, drafts, q, opt.sampler, spec.rule, rng);
       }
     } else if (is_greedy(opt.sampler)) {  // n ids from the target, not n rows of the vocabulary
-      v = judge_ids(target.verify_argmax(in.data(), int(in.size()), pos, target.sample_vocab()), drafts, rng.counter);
+      std::vector<float> margins;
+      const std::vector<int> ids =
+          target.verify_argmax(in.data(), int(in.size()), pos, target.sample_vocab(), spec.guard > 0 ? &margins : nullptr);
+      v = judge_ids(ids, drafts, rng.counter);
+      // SpecOptions::guard: the first row that decides a token (rows 0 .. accepted) with its top-2 margin under the
+      // guard keeps the rows before it; its token comes from a decode step at its position (the plain loop's
+      // arithmetic), after a rewind past the verify's rows from there on.
+      for (int i = 0; spec.guard > 0 && i <= v.accepted && i < int(margins.size()); ++i) {
+        if (!(margins[size_t(i)] < spec.guard)) continue;
+        v.accepted = i;
+        v.emit.resize(size_t(i));
+        target.rewind(pos + i);
+        target.decode(in[size_t(i)], pos + i);
+        v.emit.push_back(target.sample(opt.sampler, rng.counter));
+        st.guarded++;
+        break;
+      }
     } else {
       const std::vector<float> L = target.verify(in.data(), int(in.size()), pos);
       const int V = int(L.size() / in.size());
@@ -336,8 +352,10 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
 }
 
 void print_spec_stats(const SpecStats& s, std::FILE* out) {
-  std::fprintf(out, "draft: n_drafted = %lld, n_accept = %lld, accept = %.3f%%, verify steps = %lld\n",
+  std::fprintf(out, "draft: n_drafted = %lld, n_accept = %lld, accept = %.3f%%, verify steps = %lld",
                (long long)s.drafted, (long long)s.accepted, 100.0 * s.accept_rate(), (long long)s.steps);
+  if (s.guarded > 0) std::fprintf(out, ", guarded rows = %lld", (long long)s.guarded);
+  std::fprintf(out, "\n");
 }
 
 }  // namespace llm

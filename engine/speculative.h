@@ -133,6 +133,10 @@ struct SpecOptions {
   int draft_min = 1;   // the adaptive length's floor (0 .. draft_max)
   DraftCosts costs;    // what the adaptive length weighs a pass by
   AcceptRule rule = AcceptRule::kExact;
+  // Greedy only: a verify row whose top-2 logit margin is under `guard` does not decide its token; the step keeps the
+  // rows before it and a decode step at that position decides (the plain loop's arithmetic, where a backend's verify
+  // sums in another order: the CUDA engine's, 5e-4 relative L2 from decode on SmolLM2). 0: off.
+  float guard = 0.0f;
   const std::vector<int>* history = nullptr;  // the ids already in the cache, positions [0, start_pos) (the chat's
                                               // earlier turns): the drafters see them as context
 };
@@ -141,11 +145,13 @@ struct SpecStats {
   int64_t drafted = 0;   // draft tokens verified
   int64_t accepted = 0;  // of those, accepted
   int64_t steps = 0;     // verify passes, and plain decode steps where there was no draft
+  int64_t guarded = 0;   // verify rows under SpecOptions::guard whose token a decode step decided
   double accept_rate() const { return drafted > 0 ? double(accepted) / double(drafted) : 0.0; }
   void add(const SpecStats& o) {
     drafted += o.drafted;
     accepted += o.accepted;
     steps += o.steps;
+    guarded += o.guarded;
   }
 };
 

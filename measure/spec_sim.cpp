@@ -1,6 +1,7 @@
 #include "measure/spec_sim.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "core/error.h"
@@ -46,8 +47,9 @@ std::vector<float> TraceBackend::verify(const int*, int, int) {
   fail("trace backend: greedy runs only (verify_argmax)");
 }
 
-std::vector<int> TraceBackend::verify_argmax(const int*, int n, int pos, int) {
+std::vector<int> TraceBackend::verify_argmax(const int*, int n, int pos, int, std::vector<float>* margins) {
   if (n < 1) fail("trace backend: a verify pass of ", n, " tokens");
+  if (margins) margins->assign(size_t(n), INFINITY);  // a recorded run has no logits: no row is near a tie
   if (passes_.size() <= size_t(n)) passes_.resize(size_t(n) + 1, 0);
   passes_[size_t(n)]++;
   std::vector<int> ids(static_cast<size_t>(n));

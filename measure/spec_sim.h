@@ -38,7 +38,8 @@ class TraceBackend final : public Backend {
   std::vector<float> logits() override;
   bool supports_verify() const override { return true; }
   std::vector<float> verify(const int* tokens, int n, int pos) override;
-  std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit) override;
+  std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit,
+                                 std::vector<float>* margins = nullptr) override;
   void rewind(int) override {}
   // passes_by_tokens()[n]: verify passes of n tokens (the pending one and n - 1 drafts); decode_steps(): plain steps
   // (the loop's steps with no draft).

@@ -17,6 +17,19 @@ SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 B=$PWD/.stage/h200/bin
 export LD_LIBRARY_PATH=$B:${LD_LIBRARY_PATH:-}
 mkdir -p /work; [ -e /work/main ] || ln -s "$PWD" /work/main
+# ab MODEL-ARGS OPTS...: llama-ab --ab warp tg128 (3 repeats) of MODEL-ARGS once per OPTS (each its process), one
+# line each: t/s | ms/token and kernels per token; the reports under $OUT.
+ab() {
+  local m=$1 opts f; shift
+  for opts in "$@"; do
+    f=$(mktemp)
+    # shellcheck disable=SC2086
+    timeout 150 "$B/llama-ab" --model $m --ab warp $opts -n 128 --repeats 3 > "$f" 2>"$f.err" || tail -2 "$f.err"
+    { echo "# $m ${opts:-(defaults)}"; cat "$f"; } >> "$OUT/ab-reports.md"  # one file (a call returns few files)
+    echo "$m ${opts:-(defaults)}: $(grep -E '^\| (synthetic|/)' "$f" | head -1 | cut -d'|' -f5,6) kernels/token$(grep -E '^\| warp \| [0-9.]+ \| [0-9.]+ \| [-+0-9.]+ \| [0-9.]+% \|' "$f" | awk -F'|' '{print $(NF-1)}')" \
+      | tee -a "$OUT/ab.txt"
+  done
+}
 case "${1:-}" in
   1)
     tar -xJf .stage/h200.tar.xz || { echo "round: no archive"; exit 1; }
@@ -35,7 +48,8 @@ case "${1:-}" in
     timeout 300 "$B/gpu_tests" --gtest_brief=1 \
       --gtest_filter='CudaSpeculative.*:CudaAbDepth.*:ChatCuda.*:PersistentDecode.*:CudaLongText.*' \
       > "$OUT/gpu-tests-smollm2.log" 2>&1
-    echo "smollm2 tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|worst|rel L2|margin" "$OUT/gpu-tests-smollm2.log" | head -40
+    echo "smollm2 tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]" "$OUT/gpu-tests-smollm2.log" | head
+    grep -E "worst rel L2|near|margin" "$OUT/gpu-tests-smollm2.log" | grep -iv persistent | head -20
     if [ -n "${ROUND3:-}" ]; then eval "$ROUND3"; fi ;;
   stage-x)  # carry .stage/h200.tar.xz: the staged-x folds' GPU tests, then their A/B (tg128, each setting its process)
     tar -xJf .stage/h200.tar.xz || { echo "round: no archive"; exit 1; }
@@ -43,17 +57,7 @@ case "${1:-}" in
     timeout 400 "$B/gpu_tests" --gtest_brief=1 --gtest_filter="${FILTER:-QuantGemvTest.*:CudaModel.*:Attention*:CudaSpeculative.*}" \
       > "$OUT/gpu-tests.log" 2>&1
     echo "gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|staged as x|Failure" "$OUT/gpu-tests.log" | head -40
-    for m in "synthetic:smollm2-135m --quantize q4_1" "synthetic:llama3.1-8b --quantize q4_0"; do
-      sets=("" "--stage-glu off" "--stage-merge off" "--stage-glu off --stage-merge off")
-      [[ "$m" == *8b* ]] && sets=("" "--stage-glu off --stage-merge off")
-      for opts in "${sets[@]}"; do
-        f="$OUT/ab-$(echo "$m $opts" | tr -c 'a-z0-9.-' '_').md"
-        # shellcheck disable=SC2086
-        timeout 150 "$B/llama-ab" --model $m --ab warp $opts -n 128 --repeats 3 > "$f" 2>"$f.err" || tail -2 "$f.err"
-        # the tg row (t/s) and the budget row (kernels per token, its last column)
-        echo "$m ${opts:-(defaults)}: $(grep -E '^\| synthetic' "$f" | head -1 | cut -d'|' -f5,6) kernels/token$(grep -E '^\| warp \| [0-9.]+ \| [0-9.]+ \| [-+0-9.]+ \| [0-9.]+% \|' "$f" | awk -F'|' '{print $(NF-1)}')" \
-          | tee -a "$OUT/stage-x-ab.txt"
-      done
-    done ;;
+    ab "synthetic:smollm2-135m --quantize q4_1" "" "--stage-glu off" "--o-merge off" "--stage-glu off --o-merge off"
+    ab "synthetic:llama3.1-8b --quantize q4_0" "" "--stage-glu off --o-merge off" ;;
   *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x" >&2; exit 2 ;;
 esac

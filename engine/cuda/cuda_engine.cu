@@ -64,7 +64,8 @@ class CudaEngine final : public CudaBackend {
   }
   int sample_vocab() const override { return sample_vocab_; }
   std::vector<float> verify(const int* tokens, int n, int pos) override;
-  std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit) override;
+  std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit,
+                                 std::vector<float>* margins = nullptr) override;
   void rewind(int pos) override;
   void prepare_verify(int max_tokens) override;
   int captured_verify_lengths() const override { return int(verify_graphs_.size()); }
@@ -186,6 +187,7 @@ class CudaEngine final : public CudaBackend {
   MappingState* cur_ = nullptr;
   float* verify_logits_ = nullptr;  // [verify_rows_, vocab]: verify's logits of every row (allocated on first use)
   int* verify_ids_ = nullptr;        // [verify_rows_]: verify_argmax's ids
+  float* verify_margins_ = nullptr;  // [verify_rows_]: their top-2 margins (when asked)
   int verify_rows_ = 0;
   // EngineTuning::verify_graph: one captured verify pass per n, for the mapping and batch threshold they were
   // captured with; verify_eager_: the n that ran once eagerly.
@@ -353,6 +355,7 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     if (marks) marks->mark(part);
   };
   const bool fold = tuning_.fuse_norm && ms.fuses_norm;
+  const bool stage_merge = tuning_.stage_merge;
   // The consumers add the producers' block sums themselves (no last block on the producers' tails) where every GEMV
   // that reads a norm runs a form that can (EngineTuning::norm_sums).
   const bool sums = fold && tuning_.norm_sums && mappings_->reads_norm_sums(ms);
@@ -404,25 +407,33 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     norm(L.attn_norm);
     gemv(ms.layer(l, kFQkv), a.xb, a.qkv, false, DecodeProfile::kQKV, epilogue(kAttnNorm, -1, nullptr));  // q|k|v
     // RoPE on q and k, k and v into the cache, attention: one launch where the cache has it (EngineTuning::fuse_rope)
+    // The split merge inside the o GEMV's x staging where its form can (EngineTuning::stage_merge): the split pass
+    // leaves its partials (merge) and no merge kernel runs.
+    GemvEpilogue o_ep = epilogue(-1, kFfnNorm, L.ffn_norm);
+    AttnSplitParts* merge = stage_merge && mappings_->takes_x_forms(ms, ms.layer(l, kFO)) ? &o_ep.merge : nullptr;
     if (!tuning_.fuse_rope ||
-        !kv_->store_attend_decode(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, a.att, a.attn_scratch, s)) {
+        !kv_->store_attend_decode(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, a.att, a.attn_scratch, s, merge)) {
       kv_->store(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, 1, s);
       mark(DecodeProfile::kOther);
-      kv_->attend_decode(int(l), a.q, d_pos, a.att, a.attn_scratch, s);
+      kv_->attend_decode(int(l), a.q, d_pos, a.att, a.attn_scratch, s, merge);
     }
     mark(DecodeProfile::kAttention);
-    gemv(ms.layer(l, kFO), a.att, a.x, true, DecodeProfile::kO, epilogue(-1, kFfnNorm, L.ffn_norm));  // x += Wo att
+    gemv(ms.layer(l, kFO), a.att, a.x, true, DecodeProfile::kO, o_ep);  // x += Wo att
     norm(L.ffn_norm);
     gemv(ms.layer(l, kFGateUp), a.xb, a.gate_up, false, DecodeProfile::kGateUp, epilogue(kFfnNorm, -1, nullptr));
     GemvEpilogue down_ep = epilogue(-1, kAttnNorm, next_norm);
-    if (tuning_.fuse_swiglu_q8 && mappings_->takes_x_q8(ms, ms.layer(l, kFDown))) {
+    const DecodeWeight& down = ms.layer(l, kFDown);
+    if (tuning_.stage_glu && c.hidden_dim <= kStageGluMaxHidden && mappings_->takes_x_forms(ms, down)) {
+      down_ep.glu = a.gate_up;  // SwiGLU as the down GEMV stages x: no SwiGLU kernel, hb not written
+    } else if (tuning_.fuse_swiglu_q8 && mappings_->takes_x_q8(ms, down)) {
       quant_batch_swiglu_x(a.gate_up, 2 * int64_t(c.hidden_dim), 1, c.hidden_dim, a.hb, c.hidden_dim, a.hb_q8, s);
       down_ep.x_q8 = a.hb_q8;  // the down GEMV copies hb's int8 form instead of quantizing hb in each block
+      mark(DecodeProfile::kOther);
     } else {
       swiglu_fused(a.gate_up, a.hb, size_t(c.hidden_dim), s);
+      mark(DecodeProfile::kOther);
     }
-    mark(DecodeProfile::kOther);
-    gemv(ms.layer(l, kFDown), a.hb, a.x, true, DecodeProfile::kDown, down_ep);  // x += Wd hb
+    gemv(down, a.hb, a.x, true, DecodeProfile::kDown, down_ep);  // x += Wd hb
   }
   norm(model_.final_norm);
   gemv(ms.head(), a.xb, a.logits, false, DecodeProfile::kHead, epilogue(kAttnNorm, -1, nullptr));
@@ -489,7 +500,8 @@ int CudaEngine::kernels_per_step() const {
 
 void CudaEngine::set_tuning(const EngineTuning& t) {
   if (t.fuse_norm != tuning_.fuse_norm || t.fuse_swiglu_q8 != tuning_.fuse_swiglu_q8 ||
-      t.norm_sums != tuning_.norm_sums || t.fuse_rope != tuning_.fuse_rope)
+      t.norm_sums != tuning_.norm_sums || t.fuse_rope != tuning_.fuse_rope || t.stage_glu != tuning_.stage_glu ||
+      t.stage_merge != tuning_.stage_merge)
     mappings_->drop_graphs();  // the forward pass launches other kernels
   mappings_->set_fork_pieces(t.fork_pieces);
   if (t.split_pass_attention != tuning_.split_pass_attention) drop_verify_graphs();  // they launch other kernels
@@ -826,6 +838,7 @@ void CudaEngine::verify_queue(const int* tokens, int n, int pos) {
     verify_rows_ = std::max(n, 17);
     verify_logits_ = arena_.alloc<float>(size_t(verify_rows_) * vocab);
     verify_ids_ = arena_.alloc<int>(size_t(verify_rows_));
+    verify_margins_ = arena_.alloc<float>(size_t(verify_rows_));
     drop_verify_graphs();  // they write the old buffer
   }
   upload_tokens(tokens, n, pos);
@@ -871,12 +884,19 @@ std::vector<float> CudaEngine::verify(const int* tokens, int n, int pos) {
 }
 
 // The rows judged on the device (argmax_rows_device): n ids cross to the host, not n rows of the vocabulary.
-std::vector<int> CudaEngine::verify_argmax(const int* tokens, int n, int pos, int vocab_limit) {
+std::vector<int> CudaEngine::verify_argmax(const int* tokens, int n, int pos, int vocab_limit,
+                                           std::vector<float>* margins) {
   verify_queue(tokens, n, pos);
   const int lim = vocab_limit > 0 ? std::min(vocab_limit, cfg_.vocab_size) : cfg_.vocab_size;
-  argmax_rows_device(verify_logits_, n, size_t(cfg_.vocab_size), lim, verify_ids_, stream_.s);
+  argmax_rows_device(verify_logits_, n, size_t(cfg_.vocab_size), lim, verify_ids_, stream_.s,
+                     margins ? verify_margins_ : nullptr);
   std::vector<int> ids(static_cast<size_t>(n));
   CUDA_CHECK(cudaMemcpyAsync(ids.data(), verify_ids_, ids.size() * sizeof(int), cudaMemcpyDeviceToHost, stream_.s));
+  if (margins) {
+    margins->resize(size_t(n));
+    CUDA_CHECK(cudaMemcpyAsync(margins->data(), verify_margins_, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost,
+                               stream_.s));
+  }
   verify_finish(n, pos);
   for (int& id : ids)
     if (id == kSampleNonFinite) id = -1;

@@ -218,6 +218,9 @@ void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const f
   if (ep.any() && !ms.fuses_norm) fail("GEMV mapping '", ms.plan.name, "': the RMSNorm fold on a plan that cannot run it");
   if (ep.producer() && w.size() != 1) fail("GEMV mapping '", ms.plan.name, "': an RMSNorm-fold producer in ", w.size(),
                                            " pieces");
+  if (ep.x_form() && !takes_x_forms(ms, w))
+    fail("GEMV mapping '", ms.plan.name, "': an input form (SwiGLU or split merge made as x is staged) on a matrix whose "
+         "form cannot make it");
   // Fork: the quantized pieces after the first on the side stream (they write other rows of y and read x and the
   // epilogue's inputs only), the first on the engine's stream, then the join.
   bool fork = fork_pieces_ && w.size() > 1;
@@ -264,6 +267,13 @@ bool GemvMappings::takes_x_q8(const MappingState& ms, const DecodeWeight& w) con
   if (!ms.plan.has_quant || !quant_kind_reads_x_q8(ms.plan.quant) || w.empty()) return false;
   for (const PieceWeight& p : w)
     if (!p.quant || p.q.k % 32 != 0) return false;
+  return true;
+}
+
+bool GemvMappings::takes_x_forms(const MappingState& ms, const DecodeWeight& w) const {
+  if (!ms.plan.has_quant || w.empty()) return false;
+  for (const PieceWeight& p : w)
+    if (!p.quant || !quant_stages_x_forms(ms.plan.quant, p.q.k)) return false;
   return true;
 }
 

@@ -89,6 +89,9 @@ class GemvMappings {
   // Whether every piece of w runs on a form that reads x's int8 form when given one (GemvEpilogue::x_q8: warp-dp4a),
   // so the kernel before it may write that form (quant_batch_swiglu_x) instead of each block quantizing x.
   bool takes_x_q8(const MappingState& ms, const DecodeWeight& w) const;
+  // Whether every piece of w runs on a form that makes x from an input form (GemvEpilogue::glu, ::merge: the quantized
+  // warp form staging x in shared memory), so the kernel before it (SwiGLU, attention's split merge) need not run.
+  bool takes_x_forms(const MappingState& ms, const DecodeWeight& w) const;
   // Whether every GEMV that reads a norm under the fold (each layer's q|k|v and gate|up, the head) runs a form that
   // adds the producer's block sums itself (GemvEpilogue::scale_sums: the quantized warp forms).
   bool reads_norm_sums(const MappingState& ms) const;

@@ -38,18 +38,19 @@ class Bf16KvCache final : public DeviceKvCache {
     rope_kv_store(q, k, v, inv_freq, d_pos0, n, c_.n_heads, c_.n_kv_heads, c_.head_dim, k_[size_t(l)], v_[size_t(l)],
                   s);
   }
-  void attend_decode(int l, const float* q, const int* d_pos, float* out, void* scratch,
-                     cudaStream_t s) const override {
+  void attend_decode(int l, const float* q, const int* d_pos, float* out, void* scratch, cudaStream_t s,
+                     AttnSplitParts* defer) const override {
     attention_decode(q, k_[size_t(l)], v_[size_t(l)], d_pos, c_.n_heads, c_.n_kv_heads, c_.head_dim, ctx_, out,
-                     scratch, s);
+                     scratch, s, defer);
   }
   bool store_attend_decode(int l, const float* q, const float* k, const float* v, const float* inv_freq,
-                           const int* d_pos, float* out, void* scratch, cudaStream_t s) const override {
+                           const int* d_pos, float* out, void* scratch, cudaStream_t s,
+                           AttnSplitParts* defer) const override {
     uint16_t* kc = k_[size_t(l)];
     uint16_t* vc = v_[size_t(l)];
     if (!attention_decode_rope_supported(c_.head_dim, c_.n_heads, c_.n_kv_heads, q, kc, vc, out)) return false;
     attention_decode_rope(q, k, v, inv_freq, kc, vc, d_pos, c_.n_heads, c_.n_kv_heads, c_.head_dim, ctx_, out,
-                          scratch, s);
+                          scratch, s, defer);
     return true;
   }
   void attend_prefill(int l, const float* q, int pos0, int n, float* out, void* scratch, cudaStream_t s,
@@ -90,14 +91,14 @@ class Fp8KvCache final : public DeviceKvCache {
     rope_kv_store_fp8(q, k, v, inv_freq, d_pos0, n, c_.n_heads, c_.n_kv_heads, c_.head_dim, kKvFp8Block, ctx_,
                       layers_[size_t(l)], s);
   }
-  void attend_decode(int l, const float* q, const int* d_pos, float* out, void* scratch,
-                     cudaStream_t s) const override {
+  void attend_decode(int l, const float* q, const int* d_pos, float* out, void* scratch, cudaStream_t s,
+                     AttnSplitParts* defer) const override {
     const Fp8KvLayer& f = layers_[size_t(l)];
     attention_decode_fp8(q, f.k, f.v, f.k_scale, f.v_scale, d_pos, c_.n_heads, c_.n_kv_heads, c_.head_dim, ctx_, out,
-                         scratch, s);
+                         scratch, s, defer);
   }
   bool store_attend_decode(int, const float*, const float*, const float*, const float*, const int*, float*, void*,
-                           cudaStream_t) const override {
+                           cudaStream_t, AttnSplitParts*) const override {
     return false;  // the FP8 store re-encodes the open block: its own launch (rope_kv_store_fp8)
   }
   void attend_prefill(int l, const float* q, int pos0, int n, float* out, void* scratch, cudaStream_t s,

@@ -12,6 +12,7 @@
 
 #include "core/kv_dtype.h"
 #include "engine/cuda/resources.h"  // DeviceArena
+#include "kernels/attention/split_rule.h"  // AttnSplitParts
 #include "models/config.h"
 
 namespace llm {
@@ -41,14 +42,17 @@ class DeviceKvCache {
                      cudaStream_t s) const = 0;
   // Decode attention of q [q_dim] over positions 0 .. *d_pos of layer `layer` into out [q_dim]; scratch of
   // attention_scratch_bytes(config, ctx) (engine/cuda/activations.h).
-  virtual void attend_decode(int layer, const float* q, const int* d_pos, float* out, void* scratch,
-                             cudaStream_t s) const = 0;
+  // defer (both decode calls): the split pass only, its partials described there for the next kernel to merge (the o
+  // GEMV as it stages x, GemvEpilogue::merge); out is not written.
+  virtual void attend_decode(int layer, const float* q, const int* d_pos, float* out, void* scratch, cudaStream_t s,
+                             AttnSplitParts* defer = nullptr) const = 0;
   // The decode step's store() and attend_decode() in one launch (attention_decode_rope), where this form and shape
   // have it (BF16, the tensor-core decode kernel's head_dim and groups): q and k as the q|k|v GEMV wrote them
   // (unrotated; q is left so), the same cache row and output, bit for bit. Returns false and launches nothing where
   // not: the caller runs the two.
   virtual bool store_attend_decode(int layer, const float* q, const float* k, const float* v, const float* inv_freq,
-                                   const int* d_pos, float* out, void* scratch, cudaStream_t s) const = 0;
+                                   const int* d_pos, float* out, void* scratch, cudaStream_t s,
+                                   AttnSplitParts* defer = nullptr) const = 0;
   // Causal prefill attention of q [n, q_dim] at positions pos0 .. pos0 + n - 1 into out [n, q_dim]; scratch as
   // attend_decode's (a short pass splits its keys across blocks there: attention_prefill).
   // d_pos0 (BF16 cache only; the FP8 one refuses it): the kernels read pos0 on the device (a captured pass).

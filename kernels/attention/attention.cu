@@ -214,9 +214,7 @@ __global__ void attention_decode_merge_kernel(const float* __restrict__ part_o, 
   pdl_wait();               // launched early (programmatic dependent launch): the split pass's writes are visible now
   pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
   const int h = blockIdx.x;
-  const int len = decode_len(d_pos, max_ctx);
-  const int chunk = attention_split_rows(n_kv_heads, len, sms);
-  const int n_active = len > 0 ? (len + chunk - 1) / chunk : 0;
+  const int n_active = attention_decode_splits(*d_pos, max_ctx, n_kv_heads, sms);
   merge_split_row(part_o, part_ml, h, n_heads, n_active, head_dim, out + int64_t(h) * head_dim);
 }
 
@@ -322,13 +320,24 @@ PrefillScratch prefill_split(const char* op, int pos0, int n_tokens, int n_heads
 // merged what n_heads blocks merge here.)
 template <typename Split>
 void decode_split_merge(const char* op, const int* d_pos, int n_heads, int n_kv_heads, int head_dim, int max_ctx,
-                        float* out, void* scratch, cudaStream_t s, Split split) {
+                        float* out, void* scratch, cudaStream_t s, AttnSplitParts* defer, Split split) {
   if (max_ctx <= 0) fail(op, ": max_ctx must be positive, found ", max_ctx);
   if (reinterpret_cast<uintptr_t>(scratch) % 16 != 0) fail(op, ": scratch must be 16-byte aligned");
   const int sms = gemv_sm_count();
   float2* part_ml = static_cast<float2*>(scratch);
   float* part_o = reinterpret_cast<float*>(static_cast<char*>(scratch) + part_ml_bytes(n_heads, max_ctx, sms));
   split(sms, part_o, part_ml);
+  if (defer) {  // the consumer merges (merge_split_max / merge_split_value, as the kernel below)
+    defer->part_o = part_o;
+    defer->part_ml = reinterpret_cast<const float*>(part_ml);
+    defer->d_pos = d_pos;
+    defer->n_heads = n_heads;
+    defer->n_kv_heads = n_kv_heads;
+    defer->head_dim = head_dim;
+    defer->max_ctx = max_ctx;
+    defer->sms = sms;
+    return;
+  }
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = pdl_launch_config(unsigned(n_heads), 128, s, true, &attr);
   CUDA_CHECK(cudaLaunchKernelEx(&config, attention_decode_merge_kernel, static_cast<const float*>(part_o),
@@ -350,11 +359,12 @@ void check_fp8(const char* op, int n_heads, int n_kv_heads, int head_dim, const 
 }  // namespace
 
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos, int n_heads,
-                      int n_kv_heads, int head_dim, int max_ctx, float* out, void* scratch, cudaStream_t s) {
+                      int n_kv_heads, int head_dim, int max_ctx, float* out, void* scratch, cudaStream_t s,
+                      AttnSplitParts* defer) {
   check_attention_shape("attention_decode", n_heads, n_kv_heads, head_dim);
   check_cache_alignment("attention_decode", k_cache, v_cache);
   const float qscale = query_scale(head_dim);
-  decode_split_merge("attention_decode", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s,
+  decode_split_merge("attention_decode", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s, defer,
                      [&](int sms, float* part_o, float2* part_ml) {
     if (attention_tc_supported(head_dim, n_heads / n_kv_heads, q, k_cache, v_cache, out)) {
       attention_decode_tc(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads, head_dim, max_ctx, sms, qscale, part_o,
@@ -381,14 +391,14 @@ bool attention_decode_rope_supported(int head_dim, int n_heads, int n_kv_heads, 
 
 void attention_decode_rope(const float* q, const float* k, const float* v, const float* inv_freq, uint16_t* k_cache,
                            uint16_t* v_cache, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
-                           int max_ctx, float* out, void* scratch, cudaStream_t s) {
+                           int max_ctx, float* out, void* scratch, cudaStream_t s, AttnSplitParts* defer) {
   check_attention_shape("attention_decode_rope", n_heads, n_kv_heads, head_dim);
   if (!attention_decode_rope_supported(head_dim, n_heads, n_kv_heads, q, k_cache, v_cache, out))
     fail("attention_decode_rope: needs head_dim 64 or 128 (found ", head_dim, "), a group of 1 to 8 heads (found ",
          n_heads / n_kv_heads, "), q/out 8-byte and caches 16-byte aligned; run rope_kv_store and attention_decode");
   if (k == nullptr || v == nullptr || inv_freq == nullptr) fail("attention_decode_rope: null k, v or inv_freq");
   const DecodeRope rope{k, v, inv_freq, k_cache, v_cache};
-  decode_split_merge("attention_decode_rope", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s,
+  decode_split_merge("attention_decode_rope", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s, defer,
                      [&](int sms, float* part_o, float2* part_ml) {
     attention_decode_tc(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads, head_dim, max_ctx, sms, query_scale(head_dim),
                         part_o, part_ml, s, rope);
@@ -402,9 +412,9 @@ bool attention_fp8_supported(int head_dim, int n_heads, int n_kv_heads) {
 
 void attention_decode_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
                           const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
-                          int max_ctx, float* out, void* scratch, cudaStream_t s) {
+                          int max_ctx, float* out, void* scratch, cudaStream_t s, AttnSplitParts* defer) {
   check_fp8("attention_decode_fp8", n_heads, n_kv_heads, head_dim, q, k_codes, v_codes, k_scale, v_scale, out);
-  decode_split_merge("attention_decode_fp8", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s,
+  decode_split_merge("attention_decode_fp8", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s, defer,
                      [&](int sms, float* part_o, float2* part_ml) {
     attention_decode_tc_fp8(q, k_codes, v_codes, k_scale, v_scale, d_pos, n_heads, n_kv_heads, head_dim, max_ctx,
                             sms, query_scale(head_dim), part_o, part_ml, s);

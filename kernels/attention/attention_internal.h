@@ -7,20 +7,10 @@
 #include <cstdint>
 
 #include "core/dtype.h"  // LLM_HD
+#include "kernels/attention/split_rule.h"  // attention_split_rows
 
 namespace llm {
 
-// The decode split rule, on the host and in the kernels (which apply it to the length they read on the device, so a
-// captured graph stays right at every position): rows per split = the smallest 64 * 2^j that leaves at most
-// 2 * sms split blocks (n_kv_heads of them per split) over `len` rows. Long contexts get long splits that stream, short
-// ones many small splits that fill the GPU.
-constexpr int kAttnMinSplitRows = 64;
-constexpr int kAttnSplitsPerSm = 2;
-LLM_HD int attention_split_rows(int n_kv_heads, int len, int sms) {
-  int64_t rows = kAttnMinSplitRows;
-  while (rows < len && int64_t(n_kv_heads) * ((len + rows - 1) / rows) > int64_t(kAttnSplitsPerSm) * sms) rows *= 2;
-  return int(rows);
-}
 // The most splits any length up to max_ctx gets: the decode grid's x.
 LLM_HD int attention_max_splits(int n_kv_heads, int max_ctx, int sms) {
   const int64_t by_rows = (int64_t(max_ctx) + kAttnMinSplitRows - 1) / kAttnMinSplitRows;

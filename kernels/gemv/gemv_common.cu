@@ -28,7 +28,11 @@ void gemv_check_launch(const char* mapping, const GemvWeight& w, const float* x,
   if (x == nullptr || y == nullptr) fail("gemv '", mapping, "': null x or y for a [", w.N, ", ", w.K, "] weight");
 }
 
-void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t grid, bool reads_norm_sums) {
+void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t grid, bool reads_norm_sums,
+                         bool x_forms) {
+  if (ep.x_form() && !x_forms)
+    fail("gemv '", mapping, "': cannot make x from an input form (SwiGLU or a split merge: the quantized warp form "
+         "can; use --stage-glu off / --o-merge off)");
   if (ep.scale_sums && !reads_norm_sums)
     fail("gemv '", mapping, "': cannot read an RMSNorm fold's block sums (the quantized warp forms can; use --norm-sums "
          "off)");

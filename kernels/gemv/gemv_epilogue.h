@@ -10,6 +10,8 @@
 #pragma once
 #include <cstddef>
 
+#include "kernels/attention/split_rule.h"  // AttnSplitParts
+
 namespace llm {
 
 struct GemvEpilogue {
@@ -39,8 +41,17 @@ struct GemvEpilogue {
   // warp-dp4a copies it into shared memory instead of quantizing x in every block; every other form ignores it (x
   // stays valid), so it never changes which mappings may run a launch (any() leaves it out).
   const void* x_q8 = nullptr;
+  // Input forms, not part of the fold either (the quantized "warp" form with x staged in shared memory only,
+  // quant_stages_x_forms; every other form refuses them by name, since x is not what they would read): the launch
+  // makes x as its blocks stage it, with the arithmetic of the kernel it replaces, so y is bit for bit the same.
+  //   glu: x[i] = swiglu_value(glu[i], glu[K + i]) (ops' swiglu_fused of a [gate | up] row): the down projection.
+  //   merge: x = the log-sum-exp merge of decode attention's key splits (attention_decode_merge_kernel's
+  //          merge_split_max / merge_split_value), n_heads * head_dim == K: the o projection.
+  const float* glu = nullptr;
+  AttnSplitParts merge;
 
   bool producer() const { return xg != nullptr; }
+  bool x_form() const { return glu != nullptr || merge.any(); }
   bool any() const { return scale != nullptr || scale_sums != nullptr || xg != nullptr; }
 };
 

@@ -9,6 +9,8 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/attention/split_rule.h"  // AttnSplitParts
+
 namespace llm {
 
 // out[t, :] = FP32(table[d_tokens[t], :]) for t < n_tokens.
@@ -41,6 +43,9 @@ void rope_kv_store(float* q, const float* k, const float* v, const float* inv_fr
 // Decode attention for one token at position *d_pos (attends to cache rows 0..*d_pos), grouped-query heads,
 // split over the KV range across blocks and merged (flash-decoding) so long contexts fill the GPU.
 // q [n_heads * head_dim], out [n_heads * head_dim]. Scratch sized by attention_decode_scratch_bytes(), allocated once.
+// defer (the three decode forms): the split pass only; the partials it leaves are described in *defer for the next
+// kernel to merge (the o GEMV as it stages x: GemvEpilogue::merge), the merge kernel is not launched and out is not
+// written.
 size_t attention_decode_scratch_bytes(int n_heads, int head_dim, int max_ctx);
 // Cache rows per KV split (64 * 2^j) at a context of `len` rows, from n_kv_heads and the SM count: at most two split
 // blocks per SM (exposed for tests and reports; the kernels apply the same rule to the length they read on the device,
@@ -49,7 +54,7 @@ int attention_decode_chunk(int n_kv_heads, int len, int sms);
 int attention_decode_chunk(int n_kv_heads, int len);
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos,
                       int n_heads, int n_kv_heads, int head_dim, int max_ctx, float* out, void* scratch,
-                      cudaStream_t s);
+                      cudaStream_t s, AttnSplitParts* defer = nullptr);
 
 // The decode step's rope_kv_store and attention_decode in one launch: q [n_heads * head_dim] and k [kv_dim] as the
 // q|k|v GEMV wrote them (unrotated), v [kv_dim]; k rotated and v go into the caches' row *d_pos (as rope_kv_store
@@ -61,7 +66,7 @@ bool attention_decode_rope_supported(int head_dim, int n_heads, int n_kv_heads, 
                                      const uint16_t* v_cache, const float* out);
 void attention_decode_rope(const float* q, const float* k, const float* v, const float* inv_freq, uint16_t* k_cache,
                            uint16_t* v_cache, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
-                           int max_ctx, float* out, void* scratch, cudaStream_t s);
+                           int max_ctx, float* out, void* scratch, cudaStream_t s, AttnSplitParts* defer = nullptr);
 
 // Causal prefill attention: queries q [n_tokens, n_heads * head_dim] at positions pos0 .. pos0 + n_tokens - 1 over
 // cache rows 0 .. pos0 + n_tokens - 1 (already stored). out [n_tokens, n_heads * head_dim]. d_pos0 (optional): the
@@ -83,7 +88,7 @@ size_t attention_prefill_scratch_bytes(int n_heads, int n_kv_heads, int head_dim
 bool attention_fp8_supported(int head_dim, int n_heads, int n_kv_heads);
 void attention_decode_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
                           const float* v_scale, const int* d_pos, int n_heads, int n_kv_heads, int head_dim,
-                          int max_ctx, float* out, void* scratch, cudaStream_t s);
+                          int max_ctx, float* out, void* scratch, cudaStream_t s, AttnSplitParts* defer = nullptr);
 void attention_prefill_fp8(const float* q, const uint8_t* k_codes, const uint8_t* v_codes, const float* k_scale,
                            const float* v_scale, int pos0, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
                            float* out, cudaStream_t s, void* scratch = nullptr, int max_ctx = 0);

@@ -391,12 +391,28 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* __restric
 
 // One block per row: argmax_rows_device.
 __global__ __launch_bounds__(kThreads) void argmax_rows_kernel(const float* __restrict__ logits, size_t ld, int vocab,
-                                                               int* __restrict__ d_out) {
+                                                               int* __restrict__ d_out, float* __restrict__ d_margin) {
   __shared__ SampleShared sh;
   float mx;
   int im;
-  const bool bad = block_argmax(logits + size_t(blockIdx.x) * ld, vocab, sh, &mx, &im);
+  const float* row = logits + size_t(blockIdx.x) * ld;
+  const bool bad = block_argmax(row, vocab, sh, &mx, &im);
   if (threadIdx.x == 0) d_out[blockIdx.x] = bad ? kSampleNonFinite : (im == INT_MAX ? 0 : im);
+  if (!d_margin) return;  // uniform
+  // The second: the largest value at another index (a tie with the first gives margin 0).
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float second = -INFINITY;
+  for (int i = threadIdx.x; i < vocab; i += kThreads)
+    if (i != im) second = fmaxf(second, row[i]);
+  for (int o = 16; o > 0; o >>= 1) second = fmaxf(second, __shfl_xor_sync(kFullWarp, second, o));
+  __syncthreads();  // block_argmax's last reads of red_v are done
+  if (lane == 0) sh.red_v[warp] = second;
+  __syncthreads();
+  if (warp == 0) {
+    second = sh.red_v[lane];
+    for (int o = 16; o > 0; o >>= 1) second = fmaxf(second, __shfl_xor_sync(kFullWarp, second, o));
+    if (lane == 0) d_margin[blockIdx.x] = bad || vocab < 2 ? INFINITY : mx - second;
+  }
 }
 
 }  // namespace
@@ -412,10 +428,11 @@ void sample_device(const float* logits, int vocab, float temperature, int top_k,
   CUDA_CHECK_LAUNCH("sample_kernel");
 }
 
-void argmax_rows_device(const float* logits, int rows, size_t ld, int vocab, int* d_out, cudaStream_t s) {
+void argmax_rows_device(const float* logits, int rows, size_t ld, int vocab, int* d_out, cudaStream_t s,
+                        float* d_margin) {
   if (rows < 1 || vocab < 1 || size_t(vocab) > ld || !logits || !d_out)
     fail("argmax_rows_device: ", rows, " rows of ", vocab, " logits at pitch ", ld, " (or a null pointer)");
-  argmax_rows_kernel<<<unsigned(rows), kThreads, 0, s>>>(logits, ld, vocab, d_out);
+  argmax_rows_kernel<<<unsigned(rows), kThreads, 0, s>>>(logits, ld, vocab, d_out, d_margin);
   CUDA_CHECK_LAUNCH("argmax_rows_kernel");
 }
 

@@ -8,6 +8,10 @@
 #include "kernels/quant/gemv_quant_blocks.cuh"
 #include "kernels/quant/gemv_quant_decode.cuh"
 #include "kernels/quant/gemv_quant_lanes.cuh"
+#if defined(__CUDACC__)
+#include "kernels/attention/split_merge.cuh"  // GemvEpilogue::merge: the merge as the kernels it replaces run it
+#include "kernels/ops/swiglu.cuh"             // GemvEpilogue::glu
+#endif
 
 namespace llm {
 
@@ -64,6 +68,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
   // warp-dp4a: the block quantizes x to int8 per 32 into shared memory (quant_x_q8_block, one thread per block of 32)
   // while the ring's first loads are in flight: no separate launch, no scratch, and the dots read x from shared memory.
   extern __shared__ __align__(16) unsigned char quant_x_smem[];
+  __shared__ float merge_mx[kQuantMergeMaxHeads];  // GemvEpilogue::merge: each head's max over its splits
   QuantXq8 xq{nullptr, nullptr, nullptr};
   if constexpr (kDp4a) {
     const int k = a.chunks * (kInt4 ? 32 : 16);
@@ -89,8 +94,35 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
   if constexpr (!kDp4a && kSmemX) {
     constexpr int kWords = kInt4 ? 8 : 4;  // float4 words per chunk
     float4* sp = reinterpret_cast<float4*>(quant_x_smem);
-    for (int i = threadIdx.x; i < a.chunks * kWords; i += kQuantGemvThreads)
-      sp[(i % kWords) * a.chunks + i / kWords] = quant_load_x4<kVecX>(a.x, int64_t(i) * 4);
+    const int words = a.chunks * kWords;
+    // x as the kernel before would have written it (GemvEpilogue's input forms; block-uniform branches).
+    if (a.ep.glu) {  // down: SwiGLU of the [gate | up] row (swiglu_fused's expression)
+      const float* gate = a.ep.glu;
+      const float* up = a.ep.glu + int64_t(words) * 4;
+      for (int i = threadIdx.x; i < words; i += kQuantGemvThreads) {
+        const float4 g = quant_load_x4<true>(gate, int64_t(i) * 4), u = quant_load_x4<true>(up, int64_t(i) * 4);
+        sp[(i % kWords) * a.chunks + i / kWords] = make_float4(swiglu_value(g.x, u.x), swiglu_value(g.y, u.y),
+                                                               swiglu_value(g.z, u.z), swiglu_value(g.w, u.w));
+      }
+    } else if (a.ep.merge.part_o) {  // o: decode attention's key splits merged (attention_decode_merge_kernel's loop)
+      const AttnSplitParts& m = a.ep.merge;
+      const float2* ml = reinterpret_cast<const float2*>(m.part_ml);
+      const int n_active = attention_decode_splits(*m.d_pos, m.max_ctx, m.n_kv_heads, m.sms);
+      for (int h = threadIdx.x; h < m.n_heads; h += kQuantGemvThreads)
+        merge_mx[h] = merge_split_max(ml, h, m.n_heads, n_active);
+      __syncthreads();
+      for (int i = threadIdx.x; i < words; i += kQuantGemvThreads) {
+        const int e = 4 * i, h = e / m.head_dim, d = e - h * m.head_dim;  // head_dim % 4 == 0: one head per word
+        float v[4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+          v[t] = merge_split_value(m.part_o, ml, h, m.n_heads, n_active, m.head_dim, d + t, merge_mx[h]);
+        sp[(i % kWords) * a.chunks + i / kWords] = make_float4(v[0], v[1], v[2], v[3]);
+      }
+    } else {
+      for (int i = threadIdx.x; i < words; i += kQuantGemvThreads)
+        sp[(i % kWords) * a.chunks + i / kWords] = quant_load_x4<kVecX>(a.x, int64_t(i) * 4);
+    }
     __syncthreads();
   }
 

@@ -107,6 +107,9 @@ constexpr int64_t quant_x_smem_bytes(int64_t k) { return quant_x_smem_offset_s16
 constexpr int64_t quant_x_smem_bytes_f32(int64_t k) { return k * 4; }
 // The most shared memory one block may ask for on sm_90 (227 KiB): k up to 169,000 for "warp-dp4a".
 constexpr int64_t kQuantMaxSmemBytes = 227 * 1024;
+// "warp" with GemvEpilogue::merge (x = decode attention's splits merged as the block stages it): each head's max over
+// its splits is kept in shared memory, for at most this many heads.
+constexpr int kQuantMergeMaxHeads = 128;
 
 // The batch-k GEMV (kernels/quant/gemv_quant_batch.h): vectors per launch, rows per block, and the int8 form of its
 // vectors (each as warp-dp4a's shared-memory form, 16-byte aligned).
@@ -260,6 +263,11 @@ constexpr int quant_warp_unroll(int hi_bits) { return hi_bits == 2 ? kQuantWarpU
 // Blocks per SM the "warp" kernel is compiled for (__launch_bounds__ minimum), used to count resident warps.
 constexpr int kQuantWarpMinBlocks = 2;
 constexpr int kQuantAsStoredMinBlocks = 2;
+// Whether a form's launch can make its x from an input form (GemvEpilogue::glu, ::merge) for a matrix of k columns:
+// "warp" where it stages x in shared memory (two blocks' worth per SM: k up to ~29,000).
+constexpr bool quant_stages_x_forms(QuantGemvKind kind, int64_t k) {
+  return kind == QuantGemvKind::Warp && quant_x_smem_bytes_f32(k) <= kQuantMaxSmemBytes / kQuantWarpMinBlocks;
+}
 // "thread": 16-byte loads per thread in flight.
 constexpr int kQuantThreadUnroll = 4;
 

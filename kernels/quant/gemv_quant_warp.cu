@@ -34,13 +34,28 @@ struct Pick {
 void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
                             bool accumulate, const GemvEpilogue& ep, cudaStream_t stream) {
   quant_gemv_check_warp_plan("warp", plan);
-  gemv_check_epilogue("warp", ep, plan.grid, quant_kind_reads_norm_sums(QuantGemvKind::Warp));
+  gemv_check_epilogue("warp", ep, plan.grid, quant_kind_reads_norm_sums(QuantGemvKind::Warp), true);
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate, ep);
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   // x staged in shared memory (4 bytes per x) while two blocks per SM still fit; past that (k > ~29,000) x is read
   // from global memory through L1 as before.
   const int64_t smem = quant_x_smem_bytes_f32(w.k);
-  const bool smem_x = smem <= kQuantMaxSmemBytes / kQuantWarpMinBlocks;
+  const bool smem_x = quant_stages_x_forms(QuantGemvKind::Warp, w.k);
+  if (ep.x_form()) {  // x made as the blocks stage it (GemvEpilogue::glu / merge)
+    const AttnSplitParts& m = ep.merge;
+    if (!smem_x)
+      fail("quantized gemv 'warp': an input form (SwiGLU or split merge) needs x in shared memory; k = ", w.k,
+           " is past it");
+    if (ep.glu && m.any()) fail("quantized gemv 'warp': two input forms in one launch");
+    if (ep.glu && (reinterpret_cast<uintptr_t>(ep.glu) & 15) != 0)
+      fail("quantized gemv 'warp': the SwiGLU input form needs a 16-byte aligned [gate | up] row");
+    if (m.any() && (!m.part_ml || !m.d_pos || m.head_dim <= 0 || m.head_dim % 4 != 0 || m.n_heads <= 0 ||
+                    m.n_heads > kQuantMergeMaxHeads || int64_t(m.n_heads) * m.head_dim != w.k || m.n_kv_heads <= 0 ||
+                    m.max_ctx <= 0 || m.sms <= 0))
+      fail("quantized gemv 'warp': a split-merge input form of ", m.n_heads, " heads of ", m.head_dim,
+           " (need head_dim % 4 == 0, at most ", kQuantMergeMaxHeads, " heads, heads * head_dim == k = ", w.k,
+           ", its partials and position)");
+  }
   const int t = w.type_id;
   const Kernel kernel = smem_x ? (vec_x ? quant_kernel_for<Pick<true, true>>(t, "warp")
                                         : quant_kernel_for<Pick<false, true>>(t, "warp"))

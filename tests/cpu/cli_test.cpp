@@ -162,6 +162,14 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_EQ(usage_message([] { llm::cli::quantize_scheme("", true); }), "--quick-quant applies to --quantize only");
   EXPECT_TRUE(d.fuse_rope);
   EXPECT_FALSE(parse({"--fuse-rope", "off"}).fuse_rope);
+  // SwiGLU and attention's split merge made as the next GEMV stages x: on by default, off for the A/B.
+  EXPECT_TRUE(d.stage_glu);
+  EXPECT_FALSE(d.stage_merge);  // measured slower: opt in
+  EXPECT_FALSE(parse({"--stage-glu", "off"}).stage_glu);
+  EXPECT_FALSE(parse({"--stage-glu", "off"}).stage_merge);
+  EXPECT_TRUE(parse({"--o-merge", "on"}).stage_merge);
+  EXPECT_EQ(usage_message([&] { parse({"--o-merge", "yes"}); }),
+            "--o-merge: invalid value 'yes' (allowed: on, off)");
   EXPECT_FALSE(d.fork_pieces);
   EXPECT_TRUE(parse({"--fork-mix", "on"}).fork_pieces);
   // The batch-k GEMV's pass limit (0 = always dequantize, at most kQuantBatchPassMax) and the captured verify.

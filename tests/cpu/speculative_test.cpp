@@ -235,6 +235,74 @@ TEST(SpecGreedy, Stories260KLookupAndDraftModelGiveTheSameTokens) {
   expect_greedy_same("stories260K drafting for itself", *ref2, *target2, self, m.config, prompt, 60, 4);
 }
 
+// SpecOptions::guard. A target whose verify errs at near ties (the CPU engine, its verify rows' top two swapped where
+// their margin is under 0.5, so a near tie picks the runner-up: what a verify summing in another order than decode
+// can do): unguarded, lookup changes the greedy output (the negative control); guarded at 0.5, every such row's
+// token comes from a decode step and the output is plain greedy's, token for token.
+class NearTieSwapBackend final : public llm::Backend {
+ public:
+  explicit NearTieSwapBackend(std::unique_ptr<llm::Backend> inner) : in_(std::move(inner)) {}
+  std::string name() const override { return "near-tie-swap"; }
+  int ctx_size() const override { return in_->ctx_size(); }
+  void prefill(const int* t, int n, int pos) override { in_->prefill(t, n, pos); }
+  void decode(int t, int pos) override { in_->decode(t, pos); }
+  int sample(const llm::SamplerParams& p, uint64_t step) override { return in_->sample(p, step); }
+  std::vector<float> logits() override { return in_->logits(); }
+  bool supports_verify() const override { return true; }
+  void rewind(int pos) override { in_->rewind(pos); }
+  std::vector<float> verify(const int* t, int n, int pos) override {
+    std::vector<float> rows = in_->verify(t, n, pos);
+    const size_t V = rows.size() / size_t(n);
+    for (int i = 0; i < n; ++i) {
+      float* r = rows.data() + size_t(i) * V;
+      const int a = llm::argmax(r, int(V));
+      int b = a == 0 ? 1 : 0;
+      for (int j = 0; j < int(V); ++j)
+        if (j != a && r[j] > r[b]) b = j;
+      if (r[a] - r[b] < kSwapBelow) std::swap(r[a], r[b]), swapped++;
+    }
+    return rows;
+  }
+  static constexpr float kSwapBelow = 0.5f;
+  int swapped = 0;
+
+ private:
+  std::unique_ptr<llm::Backend> in_;
+};
+
+TEST(SpecGreedy, GuardHandsNearTiesToADecodeStep) {
+  const llm::Model& m = model(kStoriesBin);
+  auto tok = llm::load_tokenizer(m, kTok512);
+  const std::vector<int> prompt = tok->encode("Once upon a time, there was a little girl named Lily. Lily", true);
+  auto ref = cpu(m);
+  const llm_test::Greedy want = llm_test::greedy_reference(*ref, prompt, 120, m.config.eos_ids);
+  for (float guard : {0.0f, NearTieSwapBackend::kSwapBelow}) {
+    SCOPED_TRACE("guard " + std::to_string(guard));
+    NearTieSwapBackend target(cpu(m));
+    llm::LookupDrafter lookup;
+    llm::GenerateOptions go;
+    go.n_predict = 120;
+    go.sampler.temperature = 0.0f;
+    go.drafter = &lookup;
+    go.spec.guard = guard;
+    const llm::GenerateResult got = llm::generate(target, m.config, prompt, go, nullptr);
+    std::printf("guard %.2f: %zu tokens, %d verify rows swapped, %lld guarded, %lld steps, %lld accepted\n", guard,
+                got.tokens.size(), target.swapped, (long long)got.spec.guarded, (long long)got.spec.steps,
+                (long long)got.spec.accepted);
+    ASSERT_GT(target.swapped, 0) << "the prompt reaches no near tie: the test checks nothing";
+    if (guard > 0) {
+      EXPECT_EQ(got.tokens, want.tokens) << "guarded: plain greedy's tokens";
+      EXPECT_GT(got.spec.guarded, 0);
+      EXPECT_GT(got.spec.accepted, 0) << "the guard must not turn every step into a decode";
+    } else {
+      EXPECT_NE(got.tokens, want.tokens) << "negative control: the swapped near ties change the output";
+      EXPECT_EQ(got.spec.guarded, 0);
+    }
+    if (got.stop_reason == "length")
+      EXPECT_EQ(got.spec.steps + got.spec.accepted, int64_t(got.tokens.size())) << "one token of the target's a step";
+  }
+}
+
 // A drafter that knows the greedy answer but errs at an offset that moves every step, so passes are rejected at every
 // depth and many would cross an FP8 block boundary; it records what it was asked for.
 class ErringDrafter final : public llm::Drafter {
@@ -467,6 +535,13 @@ TEST(SpecVerify, ArgmaxOfRowsLowestIndexOnTiesMinusOneWhereNotFinite) {
   EXPECT_EQ(b.verify_argmax(ids, 3, 0, 0), (std::vector<int>{3, -1, -1}));
   EXPECT_EQ(b.verify_argmax(ids, 3, 0, 3), (std::vector<int>{1, 1, -1}));
   EXPECT_EQ(b.verify_argmax(ids, 3, 0, 100), (std::vector<int>{3, -1, -1}));  // a limit past the row: the row
+  // Top-2 margins beside the ids: 9 - 3; the tie 3 = 3 below the limit: 0; -1 over -2; no margin where not finite.
+  std::vector<float> margins;
+  EXPECT_EQ(b.verify_argmax(ids, 3, 0, 0, &margins), (std::vector<int>{3, -1, -1}));
+  EXPECT_EQ(margins, (std::vector<float>{6.0f, inf, inf}));
+  EXPECT_EQ(b.verify_argmax(ids, 3, 0, 3, &margins), (std::vector<int>{1, 1, -1}));
+  EXPECT_EQ(margins, (std::vector<float>{0.0f, 1.0f, inf}));
+  EXPECT_EQ(llm::top2_margin(b.rows.data(), 1, 0), inf);  // one value: no second
   // On a real model: the ids are argmax() of verify()'s rows.
   const llm::Model& m = model(kStoriesBin);
   const std::vector<int> toks = some_ids(12, m.config.vocab_size, 3);

@@ -1068,6 +1068,137 @@ TEST_F(QuantGemvTest, SwigluXFormFeedsWarpDp4aBitForBit) {
   }
 }
 
+// The "warp" form's input forms (GemvEpilogue::glu, ::merge): x made as the blocks stage it gives y bit for bit as the
+// kernel it replaces followed by the plain launch: SwiGLU of a [gate | up] row (swiglu_fused), and decode attention's
+// key splits merged (attention_decode's merge kernel) at positions that make 1 to 16 splits, head_dim 64 and 128,
+// groups 1, 3, 4 and 8. x itself is NaN (what a launch reading it would show); y = and y +=; negative controls (another
+// row, another position's partials) differ; the other forms refuse an input form by name.
+TEST_F(QuantGemvTest, WarpInputFormsAreBitForBitTheKernelsTheyReplace) {
+  const uint64_t seed = rng_mix(test_seed() ^ 0x57a6u);
+  float* d_nan = nullptr;  // x as the forms see it: never read
+  CUDA_CHECK(cudaMalloc(&d_nan, size_t(16384) * 4));
+  CUDA_CHECK(cudaMemsetAsync(d_nan, 0xFF, size_t(16384) * 4, stream_));
+  auto fetch = [&](const float* d, int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    CUDA_CHECK(cudaMemcpyAsync(v.data(), d, size_t(n) * 4, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return v;
+  };
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  };
+  // y (poisoned, or preset for y +=) = W x through "warp" with ep.
+  auto gemv = [&](DeviceProblem& p, const float* x, bool acc, const GemvEpilogue& ep) {
+    const int64_t n = p.h.n;
+    CUDA_CHECK(cudaMemsetAsync(p.d_y(0), 0xFF, size_t(n) * 4, stream_));
+    if (acc) CUDA_CHECK(cudaMemcpyAsync(p.d_y(0), p.h.y0.data(), size_t(n) * 4, cudaMemcpyHostToDevice, stream_));
+    quant_gemv_launch(QuantGemvKind::Warp, p.w, x, p.d_y(0), acc, stream_, ep);
+    std::vector<float> y = fetch(p.d_y(0), n);
+    for (float v : y) EXPECT_TRUE(std::isfinite(v));
+    return y;
+  };
+
+  // SwiGLU: down's shapes (K = 1536, 14336) and awkward ones.
+  for (Q t : kAllTypes) {
+    const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
+    for (const auto& shape : {std::pair<int64_t, int64_t>{130, kq ? 256 : 96}, {577, 1536}, {37, 14336}}) {
+      const int64_t n = shape.first, k = shape.second;
+      SCOPED_TRACE(std::string("glu ") + ggml_quant_name(t) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+      std::vector<float> gu(size_t(4 * k));  // two [gate | up] rows
+      for (size_t i = 0; i < gu.size(); ++i) gu[i] = rng_value(seed, uint64_t(t), i + uint64_t(k), 0.0f, 6.0f);
+      float *d_gu = nullptr, *d_h = nullptr;
+      CUDA_CHECK(cudaMalloc(&d_gu, gu.size() * 4));
+      CUDA_CHECK(cudaMalloc(&d_h, size_t(k) * 4));
+      CUDA_CHECK(cudaMemcpyAsync(d_gu, gu.data(), gu.size() * 4, cudaMemcpyHostToDevice, stream_));
+      swiglu_fused(d_gu, d_h, size_t(k), stream_);
+      const HostProblem hp(t, n, k);
+      DeviceProblem p(hp, stream_);
+      for (bool acc : {false, true}) {
+        GemvEpilogue ep;
+        const std::vector<float> want = gemv(p, d_h, acc, ep);
+        ep.glu = d_gu;
+        EXPECT_TRUE(same(gemv(p, d_nan, acc, ep), want)) << (acc ? "y +=" : "y =") << ": SwiGLU staged";
+        ep.glu = d_gu + 2 * k;
+        EXPECT_FALSE(same(gemv(p, d_nan, acc, ep), want)) << "negative control: the other row";
+      }
+      GemvEpilogue ep;
+      ep.glu = d_gu;
+      for (QuantGemvKind other : {QuantGemvKind::WarpDp4a, QuantGemvKind::Thread, QuantGemvKind::AsStored})
+        EXPECT_THROW(quant_gemv_launch(other, p.w, d_h, p.d_y(0), false, stream_, ep), Error)
+            << quant_gemv_kind_name(other);
+      ep.merge.part_o = d_h;  // two forms at once
+      EXPECT_THROW(quant_gemv_launch(QuantGemvKind::Warp, p.w, d_h, p.d_y(0), false, stream_, ep), Error);
+      cudaFree(d_gu);
+      cudaFree(d_h);
+    }
+  }
+
+  // The split merge: o's shapes (K = n_heads * head_dim).
+  struct Attn {
+    int heads, kv_heads, head_dim;
+  };
+  const int max_ctx = 2048;
+  for (const Attn a : {Attn{9, 3, 64}, Attn{32, 8, 128}, Attn{8, 8, 64}, Attn{32, 4, 128}}) {
+    const int64_t k = int64_t(a.heads) * a.head_dim, kv_dim = int64_t(a.kv_heads) * a.head_dim;
+    std::vector<uint16_t> cache(size_t(max_ctx) * kv_dim * 2);
+    for (size_t i = 0; i < cache.size(); ++i) cache[i] = f32_to_bf16(rng_value(seed, 77, i, -1.0f, 2.0f));
+    std::vector<float> q(static_cast<size_t>(k));
+    for (size_t i = 0; i < q.size(); ++i) q[i] = rng_value(seed, 78, i, -1.0f, 2.0f);
+    uint16_t* d_cache = nullptr;
+    float *d_q = nullptr, *d_att = nullptr;
+    int* d_pos = nullptr;
+    void *d_scratch = nullptr, *d_scratch2 = nullptr;
+    const size_t scratch = attention_decode_scratch_bytes(a.heads, a.head_dim, max_ctx);
+    CUDA_CHECK(cudaMalloc(&d_cache, cache.size() * 2));
+    CUDA_CHECK(cudaMalloc(&d_q, q.size() * 4));
+    CUDA_CHECK(cudaMalloc(&d_att, q.size() * 4));
+    CUDA_CHECK(cudaMalloc(&d_pos, 4));
+    CUDA_CHECK(cudaMalloc(&d_scratch, scratch));
+    CUDA_CHECK(cudaMalloc(&d_scratch2, scratch));
+    CUDA_CHECK(cudaMemcpyAsync(d_cache, cache.data(), cache.size() * 2, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(d_q, q.data(), q.size() * 4, cudaMemcpyHostToDevice, stream_));
+    const uint16_t* kc = d_cache;
+    const uint16_t* vc = d_cache + size_t(max_ctx) * kv_dim;
+    for (Q t : {Q::Q4_0, Q::Q4_1, Q::Q8_0, Q::Q4_K, Q::Q6_K}) {
+      const bool kq = t == Q::Q4_K || t == Q::Q5_K || t == Q::Q6_K;
+      if (kq && k % 256 != 0) continue;
+      const int64_t n = t == Q::Q4_1 ? k : 130;
+      SCOPED_TRACE(std::string("merge ") + ggml_quant_name(t) + " heads " + std::to_string(a.heads) + "/" +
+                   std::to_string(a.kv_heads) + " head_dim " + std::to_string(a.head_dim) + " N=" + std::to_string(n));
+      const HostProblem hp(t, n, k);
+      DeviceProblem p(hp, stream_);
+      for (int pos : {0, 63, 64, 300, 1000, 2047}) {
+        SCOPED_TRACE("position " + std::to_string(pos));
+        CUDA_CHECK(cudaMemcpyAsync(d_pos, &pos, 4, cudaMemcpyHostToDevice, stream_));
+        attention_decode(d_q, kc, vc, d_pos, a.heads, a.kv_heads, a.head_dim, max_ctx, d_att, d_scratch, stream_);
+        GemvEpilogue ep;
+        const std::vector<float> want = gemv(p, d_att, true, ep);
+        CUDA_CHECK(cudaMemsetAsync(d_scratch2, 0xFF, scratch, stream_));
+        attention_decode(d_q, kc, vc, d_pos, a.heads, a.kv_heads, a.head_dim, max_ctx, d_nan, d_scratch2, stream_,
+                         &ep.merge);
+        ASSERT_TRUE(ep.merge.any());
+        EXPECT_TRUE(same(gemv(p, d_nan, true, ep), want)) << "splits merged as x is staged";
+        EXPECT_TRUE(same(gemv(p, d_nan, false, ep), gemv(p, d_att, false, GemvEpilogue{}))) << "y =";
+        uint32_t bits;  // out was not written
+        CUDA_CHECK(cudaMemcpy(&bits, d_nan, 4, cudaMemcpyDeviceToHost));
+        EXPECT_EQ(bits, 0xFFFFFFFFu) << "attention wrote out under defer";
+        if (pos == 300) {  // negative control: the partials read at another position's split count (2, not 5)
+          const int other = 100;
+          CUDA_CHECK(cudaMemcpyAsync(d_pos, &other, 4, cudaMemcpyHostToDevice, stream_));
+          EXPECT_FALSE(same(gemv(p, d_nan, true, ep), want)) << "negative control: another position";
+        }
+      }
+    }
+    cudaFree(d_cache);
+    cudaFree(d_q);
+    cudaFree(d_att);
+    cudaFree(d_pos);
+    cudaFree(d_scratch);
+    cudaFree(d_scratch2);
+  }
+  cudaFree(d_nan);
+}
+
 // One launch into three buffers (QuantBatchSplit: q | k | v of a pass), with PDL as the engine launches it, gives bit
 // for bit the three launches of the slices, for the dp4a, tensor-core and FP32-x kernels, over more than one launch's
 // vectors; each buffer's pitch is its own rows (the engine's), nothing written past any of them; an empty middle or

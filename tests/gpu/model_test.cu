@@ -25,6 +25,7 @@
 #include "engine/sampler.h"
 #include "kernels/gemv/gemv.h"
 #include "models/model.h"
+#include "models/quantize_model.h"  // the quantized models of the staged-x test
 
 namespace fs = std::filesystem;
 using namespace llm;
@@ -215,6 +216,62 @@ TEST(CudaModel, RopeFoldedIntoAttentionIsBitForBitTheStoreKernel) {
       EXPECT_EQ(differing, 0) << gemv << ": positions whose logits differ from the unfolded step";
       std::printf("%s gemv=%s: rope folded into attention, %d of %d positions bit for bit; kernels %d -> %d\n",
                   src.c_str(), gemv, kSteps - differing, kSteps, kernels[0], kernels[1]);
+    }
+  }
+}
+
+// SwiGLU and decode attention's split merge made as the next GEMV stages x (EngineTuning::stage_glu, stage_merge:
+// GemvEpilogue::glu, ::merge) against the SwiGLU and merge kernels: the same arithmetic, so the logits are bit for bit
+// the same at every position (140 positions: 1 to 3 key splits), each fold alone and both; each removes one kernel per
+// layer on the quantized "warp" form and none on "warp-dp4a" (which keeps its own SwiGLU form). Quantized models:
+// SmolLM2's shape (head_dim 64, groups of 3: the tensor-core decode attention with RoPE folded in), tiny-gqa (head_dim
+// 16: the CUDA-core split kernel, RoPE and the store a launch of their own) and tiny-long.
+TEST(CudaModel, SwigluAndSplitMergeStagedAsXAreBitForBitTheirKernels) {
+  REQUIRE_GPU();
+  constexpr int kSteps = 140;
+  for (const std::string src : {"synthetic:smollm2-135m", "synthetic:tiny-gqa", "synthetic:tiny-long"}) {
+    for (const char* type : {"q4_1", "q8_0"}) {
+      SCOPED_TRACE(src + " " + type);
+      Model m = load_model(src);
+      quantize_model(m, parse_quantize_type(type));
+      const auto toks = test_tokens(m.config, kSteps);
+      BackendOptions o = cuda_options("");
+      o.ctx_size = 256;
+      auto eng = make_cuda_engine(m, o);
+      for (const char* gemv : {"warp", "warp-dp4a"}) {
+        eng->set_gemv(gemv);
+        const bool folds = std::string(gemv) == "warp";
+        std::vector<std::vector<float>> logits[4];
+        int kernels[4] = {0, 0, 0, 0};
+        for (int knobs = 0; knobs < 4; ++knobs) {  // bit 0: stage_glu, bit 1: stage_merge
+          EngineTuning t;
+          t.stage_glu = (knobs & 1) != 0;
+          t.stage_merge = (knobs & 2) != 0;
+          eng->set_tuning(t);
+          for (int i = 0; i < kSteps; ++i) {
+            eng->decode(toks[size_t(i)], i);
+            logits[knobs].push_back(eng->logits());
+          }
+          kernels[knobs] = eng->kernels_per_step();
+        }
+        const int layers = m.config.n_layers;
+        EXPECT_EQ(kernels[0] - kernels[1], folds ? layers : 0) << gemv << ": SwiGLU staged";
+        EXPECT_EQ(kernels[0] - kernels[2], folds ? layers : 0) << gemv << ": merge staged";
+        EXPECT_EQ(kernels[0] - kernels[3], folds ? 2 * layers : 0) << gemv << ": both";
+        for (int knobs = 1; knobs < 4; ++knobs) {
+          int differing = 0;
+          for (int i = 0; i < kSteps; ++i) {
+            const std::vector<float>& a = logits[0][size_t(i)];
+            const std::vector<float>& b = logits[knobs][size_t(i)];
+            ASSERT_EQ(a.size(), b.size());
+            for (float v : b) ASSERT_TRUE(std::isfinite(v)) << gemv << " pos " << i;
+            differing += std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0;
+          }
+          EXPECT_EQ(differing, 0) << gemv << " knobs " << knobs << ": positions whose logits differ from the kernels'";
+        }
+        std::printf("%s %s gemv=%s: SwiGLU / merge staged as x, bit for bit over %d positions; kernels %d -> %d / %d "
+                    "/ %d\n", src.c_str(), type, gemv, kSteps, kernels[0], kernels[1], kernels[2], kernels[3]);
+      }
     }
   }
 }

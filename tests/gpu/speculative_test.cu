@@ -300,8 +300,10 @@ TEST(CudaSpeculative, Fp8CacheVerifiesAndKeepsGreedyOutputUpToNearTies) {
 
 // EngineTuning::verify_graph: the pass captured once per draft length and replayed reads its position on the device:
 // the same verifies, at moving positions with rewinds between them (eager, then captured, then replayed, for two
-// lengths), give the logits of the eager engine, within rounding (cuBLAS may pick another algorithm under capture),
-// with the same greedy choice at every row. stories260K (BF16, head_dim 8: the generic prefill attention kernel) and
+// lengths), give the logits of the eager engine, within rounding, with the same greedy choice at every row. Rounding:
+// cuBLAS may pick another algorithm under capture, and a captured pass always splits its attention's keys (it is
+// replayed at any position) where an eager one whose keys make one split runs the plain kernel: another summation
+// order, 1.0e-4 to 1.3e-4 on SmolLM2's 30 layers (H100, 2026-12-07), so the bound is 5e-4. stories260K (BF16, head_dim 8: the generic prefill attention kernel) and
 // synthetic SmolLM2-135M quantized to Q4_0 (its matrices through the batch-k GEMV, head_dim 64: the tensor-core one).
 void expect_graph_verify_matches_eager(const llm::Model& m) {
   SCOPED_TRACE(m.source);
@@ -325,7 +327,7 @@ void expect_graph_verify_matches_eager(const llm::Model& m) {
       const float* b = want.data() + size_t(r) * vocab;
       const double err = rel_l2(a, b, size_t(vocab));
       worst = std::max(worst, err);
-      EXPECT_LE(err, 1e-4) << "round " << round << " row " << r;
+      EXPECT_LE(err, 5e-4) << "round " << round << " row " << r;
       EXPECT_EQ(std::max_element(a, a + vocab) - a, std::max_element(b, b + vocab) - b) << "round " << round;
     }
     // Keep two of the k tokens, as an accepted prefix would, and move on.
@@ -363,12 +365,25 @@ TEST(CudaSpeculative, VerifyArgmaxIsTheArgmaxOfTheVerifyRows) {
         const int n = 9, pos = 20 + round;
         const std::vector<float> rows = e->verify(ids.data() + pos, n, pos);
         e->rewind(pos);
-        const std::vector<int> got = e->verify_argmax(ids.data() + pos, n, pos, limit);
+        std::vector<float> margins;  // SpecOptions::guard's: the top-2 margins beside the ids, computed on the device
+        const std::vector<int> got = e->verify_argmax(ids.data() + pos, n, pos, limit, &margins);
         e->rewind(pos);
         ASSERT_EQ(got.size(), size_t(n));
-        for (int i = 0; i < n; ++i)
-          EXPECT_EQ(got[size_t(i)], llm::argmax(rows.data() + size_t(i) * size_t(V), limit > 0 ? limit : V))
+        ASSERT_EQ(margins.size(), size_t(n));
+        for (int i = 0; i < n; ++i) {
+          const float* row = rows.data() + size_t(i) * size_t(V);
+          const int lim = limit > 0 ? limit : V;
+          EXPECT_EQ(got[size_t(i)], llm::argmax(row, lim))
               << m->source << ": row " << i << ", round " << round << ", limit " << limit;
+          // Round 0 compares an eager pass (rows) with the captured one (the second use of its length: another
+          // attention kernel, ~1e-4 apart on SmolLM2's shape); after that both are replays: the same bits.
+          const float want = llm::top2_margin(row, lim, llm::argmax(row, lim));
+          if (round == 0)
+            EXPECT_NEAR(margins[size_t(i)], want, 5e-3f) << m->source << ": margin of row " << i << ", limit " << limit;
+          else
+            EXPECT_EQ(margins[size_t(i)], want)
+                << m->source << ": margin of row " << i << ", round " << round << ", limit " << limit;
+        }
       }
   }
 }
