@@ -59,5 +59,17 @@ case "${1:-}" in
     echo "gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|staged as x|Failure" "$OUT/gpu-tests.log" | head -40
     ab "synthetic:smollm2-135m --quantize q4_1" "" "--stage-glu off" "--o-merge off" "--stage-glu off --o-merge off"
     ab "synthetic:llama3.1-8b --quantize q4_0" "" "--stage-glu off --o-merge off" ;;
-  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x" >&2; exit 2 ;;
+  pass-fold)  # carry .stage/h200.tar.xz: the pass folds' GPU tests, then verify costs at depth 300 with and without
+    tar -xJf .stage/h200.tar.xz || { echo "round: no archive"; exit 1; }
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    timeout 300 "$B/gpu_tests" --gtest_brief=1 \
+      --gtest_filter="${FILTER:-QuantGemvTest.Batch*:CudaQuantModel.FusedPass*:CudaSpeculative.*:CudaModel.PrefillMatchesDecode}" \
+      > "$OUT/gpu-tests.log" 2>&1
+    echo "gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|folds vs|Failure" "$OUT/gpu-tests.log" | head -30
+    for o in "" "--fuse-pass off"; do
+      # shellcheck disable=SC2086
+      timeout 100 "$B/llama-ab" --model synthetic:smollm2-135m --quantize q4_1 --ab warp $o -d 300 -n 16 --repeats 1 \
+        --verify-k 1,4,8 2>&1 >/dev/null | grep -E "verify of [0-9]+ tokens at|error" | sed "s|^|${o:-(defaults)}: |"
+    done ;;
+  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold" >&2; exit 2 ;;
 esac
