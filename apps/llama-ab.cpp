@@ -282,6 +282,7 @@ int run(const Args& a) {
     opt.drafter = spec->drafter.get();
     opt.spec.draft_max = a.spec.draft_max;
     opt.spec.draft_min = a.spec.draft_min;
+    opt.spec.guard = float(a.spec.guard);
   }
   const llm::AbResult res = llm::run_ab(model, opt);
 
