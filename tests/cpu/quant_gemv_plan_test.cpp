@@ -3,6 +3,7 @@
 // the launch plans cover every row and every K unit, layout checks refuse bad fields by name. Runs on any machine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 
 #include "core/counter_rng.h"
+#include "kernels/attention/split_rule.h"  // attention_decode_splits: the GEMV's merge applies attention's rule
 #include "kernels/quant/gemv_quant_plan.h"
 #include "kernels/quant/quant_dequant.h"
 #include "models/quant.h"
@@ -143,6 +145,34 @@ TEST(QuantGemvPlan, PlansCoverEveryRowAndUnit) {
   EXPECT_EQ(quant_gemv_plan(QuantGemvKind::AsStored, big, 132).bytes_per_load, 2);     // 18-byte blocks
   const QuantGemvWeight q41 = quant_gemv_describe(quant_type_id::kQ4_1, 14336, 4096);
   EXPECT_EQ(quant_gemv_plan(QuantGemvKind::AsStored, q41, 132).bytes_per_load, 4);     // 20-byte blocks
+}
+
+// Where decode's input forms apply (GemvEpilogue::glu, ::merge: kernels/gemv/gemv_epilogue.h): the "warp" form while
+// it stages x in shared memory (two blocks' worth per SM, k up to 29,056), no other form; and the split count a GEMV
+// that merges attention's splits computes from the step's position is the split pass's (attention_split_rows).
+TEST(QuantGemvPlan, InputFormsWhereXIsStagedAndTheSplitRuleTheyRead) {
+  using llm::QuantGemvKind;
+  EXPECT_TRUE(llm::quant_stages_x_forms(QuantGemvKind::Warp, 576));
+  EXPECT_TRUE(llm::quant_stages_x_forms(QuantGemvKind::Warp, 14336));
+  EXPECT_TRUE(llm::quant_stages_x_forms(QuantGemvKind::Warp, 29056));
+  EXPECT_FALSE(llm::quant_stages_x_forms(QuantGemvKind::Warp, 29056 + 32));
+  for (QuantGemvKind k : {QuantGemvKind::WarpDp4a, QuantGemvKind::Thread, QuantGemvKind::AsStored})
+    EXPECT_FALSE(llm::quant_stages_x_forms(k, 576));
+  // Splits of a decode at position pos: ceil(len / rows) with len = min(pos + 1, max_ctx).
+  const int sms = 132;
+  EXPECT_EQ(llm::attention_decode_splits(0, 8192, 3, sms), 1);
+  EXPECT_EQ(llm::attention_decode_splits(63, 8192, 3, sms), 1);
+  EXPECT_EQ(llm::attention_decode_splits(64, 8192, 3, sms), 2);
+  EXPECT_EQ(llm::attention_decode_splits(299, 8192, 3, sms), 5);
+  EXPECT_EQ(llm::attention_decode_splits(9000, 8192, 3, sms), llm::attention_decode_splits(8191, 8192, 3, sms));
+  for (int kv : {1, 3, 8})
+    for (int pos : {0, 100, 1000, 5000, 60000, 131071}) {
+      const int len = pos + 1, rows = llm::attention_split_rows(kv, len, sms);
+      EXPECT_EQ(llm::attention_decode_splits(pos, 1 << 20, kv, sms), (len + rows - 1) / rows) << kv << " " << pos;
+      EXPECT_LE(int64_t(kv) * llm::attention_decode_splits(pos, 1 << 20, kv, sms),
+                std::max<int64_t>(int64_t(llm::kAttnSplitsPerSm) * sms, kv))
+          << "at most two split blocks per SM (or one split)";
+    }
 }
 
 TEST(QuantGemvPlan, LayoutChecksRefuseByName) {
