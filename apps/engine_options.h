@@ -163,15 +163,6 @@ inline void print_engine_line(const char* prog, const Model& model, const Backen
                backend.name().c_str(), backend.ctx_size());
 }
 
-// The loop's options from --draft-max and --draft-min.
-inline SpecOptions spec_options(const SpecArgs& a) {
-  SpecOptions so;
-  so.draft_max = a.draft_max;
-  so.draft_min = a.draft_min;
-  so.guard = float(a.guard);
-  return so;
-}
-
 // The drafter --spec asks for (null for none). A draft model loads like --model, must share the target's vocabulary
 // (refused by name otherwise) and runs on a backend of its own (the target's engine options) with the target's context.
 struct Speculation {

@@ -280,9 +280,7 @@ int run(const Args& a) {
   const std::unique_ptr<Speculation> spec = make_speculation(a, model, llm::ab_ctx_size(opt));
   if (spec) {
     opt.drafter = spec->drafter.get();
-    opt.spec.draft_max = a.spec.draft_max;
-    opt.spec.draft_min = a.spec.draft_min;
-    opt.spec.guard = float(a.spec.guard);
+    opt.spec = llm::cli::spec_options(a.spec);
   }
   const llm::AbResult res = llm::run_ab(model, opt);
 

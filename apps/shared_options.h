@@ -110,6 +110,15 @@ inline void add_spec_options(Options& o, SpecArgs* s) {
   o.text("--model-draft", "PATH", &s->model_draft, "the draft model for --spec draft (any format --model takes)");
 }
 
+// The loop's options from --draft-max, --draft-min and --spec-guard (run-llama, its chat, serve-llama and llama-ab).
+inline SpecOptions spec_options(const SpecArgs& a) {
+  SpecOptions so;
+  so.draft_max = a.draft_max;
+  so.draft_min = a.draft_min;
+  so.guard = float(a.guard);
+  return so;
+}
+
 // The option pairs --spec needs, as bad usage: --spec draft needs --model-draft and only it takes one, --draft-min <=
 // --draft-max.
 inline void check_spec_args(const SpecArgs& s) {

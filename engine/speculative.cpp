@@ -292,8 +292,8 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
       }
     } else if (is_greedy(opt.sampler)) {  // n ids from the target, not n rows of the vocabulary
       std::vector<float> margins;
-      const std::vector<int> ids =
-          target.verify_argmax(in.data(), int(in.size()), pos, target.sample_vocab(), spec.guard > 0 ? &margins : nullptr);
+      const std::vector<int> ids = target.verify_argmax(in.data(), int(in.size()), pos, target.sample_vocab(),
+                                                        spec.guard > 0 ? &margins : nullptr);
       v = judge_ids(ids, drafts, rng.counter);
       // SpecOptions::guard: the first row that decides a token (rows 0 .. accepted) with its top-2 margin under the
       // guard keeps the rows before it; its token comes from a decode step at its position (the plain loop's

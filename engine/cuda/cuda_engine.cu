@@ -355,7 +355,6 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     if (marks) marks->mark(part);
   };
   const bool fold = tuning_.fuse_norm && ms.fuses_norm;
-  const bool stage_merge = tuning_.stage_merge;
   // The consumers add the producers' block sums themselves (no last block on the producers' tails) where every GEMV
   // that reads a norm runs a form that can (EngineTuning::norm_sums).
   const bool sums = fold && tuning_.norm_sums && mappings_->reads_norm_sums(ms);
@@ -410,7 +409,8 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     // The split merge inside the o GEMV's x staging where its form can (EngineTuning::stage_merge): the split pass
     // leaves its partials (merge) and no merge kernel runs.
     GemvEpilogue o_ep = epilogue(-1, kFfnNorm, L.ffn_norm);
-    AttnSplitParts* merge = stage_merge && mappings_->takes_x_forms(ms, ms.layer(l, kFO)) ? &o_ep.merge : nullptr;
+    AttnSplitParts* merge =
+        tuning_.stage_merge && mappings_->takes_x_forms(ms, ms.layer(l, kFO)) ? &o_ep.merge : nullptr;
     if (!tuning_.fuse_rope ||
         !kv_->store_attend_decode(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, a.att, a.attn_scratch, s, merge)) {
       kv_->store(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, 1, s);

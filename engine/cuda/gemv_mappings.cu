@@ -219,8 +219,8 @@ void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const f
   if (ep.producer() && w.size() != 1) fail("GEMV mapping '", ms.plan.name, "': an RMSNorm-fold producer in ", w.size(),
                                            " pieces");
   if (ep.x_form() && !takes_x_forms(ms, w))
-    fail("GEMV mapping '", ms.plan.name, "': an input form (SwiGLU or split merge made as x is staged) on a matrix whose "
-         "form cannot make it");
+    fail("GEMV mapping '", ms.plan.name, "': an input form (SwiGLU or split merge made as x is staged) on a matrix "
+         "whose form cannot make it");
   // Fork: the quantized pieces after the first on the side stream (they write other rows of y and read x and the
   // epilogue's inputs only), the first on the engine's stream, then the join.
   bool fork = fork_pieces_ && w.size() > 1;

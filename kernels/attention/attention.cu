@@ -305,7 +305,7 @@ PrefillScratch prefill_split(const char* op, int pos0, int n_tokens, int n_heads
   const int sms = gemv_sm_count();
   // A pass whose position is known here and whose keys make one split anyway (a short prompt at the start): the plain
   // kernel, without the merge's launch. A captured pass (d_pos0) is replayed at any position: always split.
-  if (d_pos0 == nullptr && attention_split_rows(n_kv_heads, pos0 + n_tokens, sms) >= pos0 + n_tokens)
+  if (d_pos0 == nullptr && attention_len_splits(n_kv_heads, pos0 + n_tokens, sms) == 1)
     return PrefillScratch{};
   return PrefillScratch{scratch, max_ctx, sms};
 }

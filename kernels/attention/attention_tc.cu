@@ -398,8 +398,7 @@ __global__ void prefill_merge_kernel(const float* __restrict__ part_o, const flo
   pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
   if (d_pos0) pos0 = *d_pos0;
   const int64_t row = blockIdx.x;
-  const int len = pos0 + n_tokens;
-  const int chunk = attention_split_rows(n_kv_heads, len, sms), n_active = (len + chunk - 1) / chunk;
+  const int n_active = attention_len_splits(n_kv_heads, pos0 + n_tokens, sms);
   // A split past this row's diagonal weighs 0 (m = -inf there).
   merge_split_row(part_o, part_ml, row, int64_t(n_tokens) * n_heads, n_active, head_dim, out + row * head_dim);
 }

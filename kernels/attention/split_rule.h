@@ -19,12 +19,15 @@ LLM_HD int attention_split_rows(int n_kv_heads, int len, int sms) {
   while (rows < len && int64_t(n_kv_heads) * ((len + rows - 1) / rows) > int64_t(kAttnSplitsPerSm) * sms) rows *= 2;
   return int(rows);
 }
-// The splits that hold rows for a decode at position pos (clamped to the cache, as the kernels clamp it).
-LLM_HD int attention_decode_splits(int pos, int max_ctx, int n_kv_heads, int sms) {
-  const int len = pos + 1 < max_ctx ? pos + 1 : max_ctx;
+// The splits that hold rows of a length of len keys (0 for none).
+LLM_HD int attention_len_splits(int n_kv_heads, int len, int sms) {
   if (len <= 0) return 0;
   const int chunk = attention_split_rows(n_kv_heads, len, sms);
   return (len + chunk - 1) / chunk;
+}
+// The splits that hold rows for a decode at position pos (clamped to the cache, as the kernels clamp it).
+LLM_HD int attention_decode_splits(int pos, int max_ctx, int n_kv_heads, int sms) {
+  return attention_len_splits(n_kv_heads, pos + 1 < max_ctx ? pos + 1 : max_ctx, sms);
 }
 
 // A decode split pass's partials, left for a consumer to merge (the o GEMV's x: GemvEpilogue::merge) instead of the

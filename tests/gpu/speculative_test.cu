@@ -303,8 +303,9 @@ TEST(CudaSpeculative, Fp8CacheVerifiesAndKeepsGreedyOutputUpToNearTies) {
 // lengths), give the logits of the eager engine, within rounding, with the same greedy choice at every row. Rounding:
 // cuBLAS may pick another algorithm under capture, and a captured pass always splits its attention's keys (it is
 // replayed at any position) where an eager one whose keys make one split runs the plain kernel: another summation
-// order, 1.0e-4 to 1.3e-4 on SmolLM2's 30 layers (H100, 2026-12-07), so the bound is 5e-4. stories260K (BF16, head_dim 8: the generic prefill attention kernel) and
-// synthetic SmolLM2-135M quantized to Q4_0 (its matrices through the batch-k GEMV, head_dim 64: the tensor-core one).
+// order, 1.0e-4 to 1.3e-4 on SmolLM2's 30 layers (H100, 2026-12-07), so the bound is 5e-4. stories260K (BF16,
+// head_dim 8: the generic prefill attention kernel) and synthetic SmolLM2-135M quantized to Q4_0 (its matrices through
+// the batch-k GEMV, head_dim 64: the tensor-core one).
 void expect_graph_verify_matches_eager(const llm::Model& m) {
   SCOPED_TRACE(m.source);
   const int vocab = m.config.vocab_size;
