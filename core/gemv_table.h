@@ -53,6 +53,11 @@ constexpr bool quant_kind_int8_x(QuantGemvKind k) { return k == QuantGemvKind::W
 constexpr bool quant_kind_reads_norm_sums(QuantGemvKind k) {
   return k == QuantGemvKind::Warp || k == QuantGemvKind::WarpDp4a;
 }
+// The token axis (GemvEpilogue::tokens: the decode step's launch for several tokens side by side, each bit for bit
+// its own step; a decode-order verify): the warp forms' shared kernel.
+constexpr bool quant_kind_token_axis(QuantGemvKind k) {
+  return k == QuantGemvKind::Warp || k == QuantGemvKind::WarpDp4a;
+}
 
 // How the BF16 form's lanes walk the weight: what the sector model (analysis/sector_model.h) replays.
 enum class GemvAccess : uint8_t {

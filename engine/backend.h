@@ -58,6 +58,11 @@ struct EngineTuning {
                                    // default: slower where measured (H100, SmolLM2's shape Q4_1: 1,604 -> 1,588 t/s
                                    // with it; the merge kernel overlaps the o GEMV's weight loads under PDL, the
                                    // staged merge delays them). Bit for bit either way
+  bool verify_steps = true;        // graph path, BF16 cache, every decode matrix on a quantized warp form: a
+                                   // speculative verify runs the decode step's kernels over a token axis (each token in
+                                   // its own slab of activations, the weights shared through L2), so its every row is
+                                   // the decode step's logits bit for bit and greedy speculation is plain greedy;
+                                   // off: a prefill pass (rows equal to decoding up to summation order)
   bool norm_sums = true;           // graph path, the fold on, every GEMV reading a norm on a quantized warp form: each
                                    // of its warps adds the producer's block sums itself, so the producer (o, down) has
                                    // no last block (GemvEpilogue::scale_sums). H100, 8B Q4_0 warp-dp4a: 446.3 -> 460.4

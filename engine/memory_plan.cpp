@@ -117,12 +117,16 @@ MemoryPlan MemoryPlanner::plan(int ctx, int chunk) const {
   p.norms = 4.0 * ((2.0 * c.n_layers + 1) * dim + c.head_dim / 2);
   p.kv = sizes_.kv_bytes ? sizes_.kv_bytes(ctx) : 0.0;
   const double wide = std::max({dim, qd, hid});
-  p.activations = 4.0 * (2 * dim + 3 * qd + 2 * kvd + 3 * hid + voc) +
+  // The decode buffers: kTokenSlabs slabs (with the fold's sums and decode attention's scratch), or one set of them.
+  const double slabs = (sizes_.decode_slab && p.kv < 1e12)
+                           ? kTokenSlabs * sizes_.decode_slab(ctx)
+                           : 4.0 * (2 * dim + 3 * qd + 2 * kvd + 3 * hid + voc) +
+                                 4.0 * (2 * kGemvEpiloguePartials + 5) +  // the RMSNorm fold's sums and counters
+                                 double(quant_batch_x_bytes(1, int64_t(hid)));  // SwiGLU's output in int8 (down's x)
+  p.activations = slabs +
                   4.0 * chunk * (dim + 2 * qd + 2 * kvd + 2 * hid) + 2.0 * chunk * wide + 4.0 * (4 + chunk) +
-                  4.0 * (2 * kGemvEpiloguePartials + 5) +  // the RMSNorm fold's block sums, counters and scales
                   double(quant_batch_x_bytes(quant_batch_rows_held(chunk, sizes_.quant_batch_rows), int64_t(wide))) +
-                  4.0 * std::min(chunk, kExactPassMax) * wide +  // an exact verify's FP32 rows (Activations::pf32)
-                  double(quant_batch_x_bytes(1, int64_t(hid)));  // decode's SwiGLU output in int8 (down's x)
+                  4.0 * std::min(chunk, kExactPassMax) * wide;  // an exact verify's FP32 rows (Activations::pf32)
   // The scratch query runs only for plausible contexts (an absurd ctx fails on the KV cache alone).
   const double attn = (p.kv < 1e12 && sizes_.attention_scratch) ? sizes_.attention_scratch(ctx) : 0.0;
   p.prefill_dequant = prefill_dequant_;

@@ -32,6 +32,9 @@ constexpr int kMaxPrefillChunk = 2048;
 constexpr int kQuantBatchPassMax = kMaxPrefillChunk;
 // Tokens a prompt or verify pass under EngineTuning::exact_verify may hold in FP32 for the batched GEMVs (Activations::pf32).
 constexpr int kExactPassMax = 64;
+// Token slabs the CUDA activations hold (engine/cuda/activations.h): a decode-order verify pass runs the decode step's
+// kernels for up to this many tokens side by side (a longer verify runs in passes of this many).
+constexpr int kTokenSlabs = 16;
 // The int8 rows the activations hold for the batch-k GEMV: min(chunk, the tuning's quant_batch_rows, kQuantBatchPassMax),
 // at least 1 (a pass longer than that dequantizes instead).
 inline int quant_batch_rows_held(int chunk, int quant_batch_rows) {
@@ -59,7 +62,10 @@ bool embedding_on_host(const Model& m, bool tied, bool dequantize);
 // kernels/ops/ops.h, kernels/gemv/gemv.h).
 struct DeviceSizes {
   std::function<double(int ctx)> kv_bytes;           // the whole KV cache at ctx positions (every layer, K and V)
-  std::function<double(int ctx)> attention_scratch;  // decode attention's split-K scratch at ctx positions
+  std::function<double(int ctx)> attention_scratch;  // a prefill pass's attention split scratch at ctx positions
+  // One token slab at ctx positions (the decode buffers and decode attention's scratch; kTokenSlabs of them). Unset:
+  // one slab of the decode buffers alone (a plan without the CUDA engine's layout).
+  std::function<double(int ctx)> decode_slab;
   double sample_scratch = 0;                         // the device sampler's scratch
   double gemv_context = 0;                           // the GEMV context: its cuBLAS workspace and split-K partials
   // The mapping's BF16 layout is the row-major copy itself where K % align == 0 (GemvMapping::rowmajor_align: no

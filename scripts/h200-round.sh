@@ -8,6 +8,7 @@
 #   scripts/h200-round.sh 3   carry .stage/gguf-d: join the file (sha256 checked), spec-bench on it (speed-up, and the
 #                             plain run's own top-2 margin at each output that differs), then the GPU tests that need
 #                             the file; ROUND3="..." runs more after them
+#   scripts/h200-round.sh order-ab  after 1: this build's decode against llama-ab-base, verify costs by --verify-order
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -71,5 +72,20 @@ case "${1:-}" in
       timeout 100 "$B/llama-ab" --model synthetic:smollm2-135m --quantize q4_1 --ab warp $o -d 300 -n 16 --repeats 1 \
         --verify-k 1,4,8 2>&1 >/dev/null | grep -E "verify of [0-9]+ tokens at|error" | sed "s|^|${o:-(defaults)}: |"
     done ;;
-  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold" >&2; exit 2 ;;
+  order-ab)  # after round 1 (the stage unpacked; llama-ab-base staged, BASE_LLAMA_AB): decode speed of this build
+             # against the base build (alternating, each run its process), then verify costs at depth 300 with the
+             # decode-order verify and the prefill pass, on SmolLM2's shape (Q4_1, warp) and 8B Q4_0 (warp-dp4a)
+    for m in "synthetic:smollm2-135m --quantize q4_1 --ab warp" "synthetic:llama3.1-8b --quantize q4_0 --ab warp-dp4a"; do
+      for bin in llama-ab-base llama-ab llama-ab-base llama-ab; do
+        # shellcheck disable=SC2086
+        timeout 120 "$B/$bin" --model $m -n 128 --repeats 3 2>/dev/null | grep -E "^\| [^|]+ \| [^|]+ \| tg" \
+          | cut -d'|' -f2-7 | sed "s|^|$bin |" | tee -a "$OUT/decode-ab.txt"
+      done
+      for o in "--verify-order decode" "--verify-order pass"; do
+        # shellcheck disable=SC2086
+        timeout 150 "$B/llama-ab" --model $m $o -d 300 -n 16 --repeats 1 --verify-k ${VERIFY_K:-1,2,4,8,16} 2>&1 \
+          >/dev/null | grep -E "verify of [0-9]+ tokens at|error" | sed "s|^|$m $o: |" | tee -a "$OUT/verify-order.txt"
+      done
+    done ;;
+  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab" >&2; exit 2 ;;
 esac

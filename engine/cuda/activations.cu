@@ -12,37 +12,75 @@
 namespace llm {
 
 size_t attention_scratch_bytes(const ModelConfig& c, int ctx) {
-  return std::max(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx),
-                  attention_prefill_scratch_bytes(c.n_heads, c.n_kv_heads, c.head_dim, ctx));
+  return attention_prefill_scratch_bytes(c.n_heads, c.n_kv_heads, c.head_dim, ctx);
 }
 
-void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, int batch_rows_cap, DeviceArena& arena,
-                           cudaStream_t s) {
+namespace {
+
+// The decode buffers' offsets in a token slab, each 256-byte aligned (so every slab's buffers keep their alignment).
+struct SlabLayout {
+  size_t step, x, xb, qkv, att, gate_up, hb, hb_q8, logits, norm_partials, norm_arrivals, norm_inv, norm_count,
+      attn_scratch, bytes;
+  SlabLayout(const ModelConfig& c, int ctx) {
+    const size_t dim = size_t(c.dim), qd = size_t(c.q_dim()), kvd = size_t(c.kv_dim()), hid = size_t(c.hidden_dim);
+    size_t at = 0;
+    auto take = [&](size_t n) {
+      const size_t o = at;
+      at += (std::max<size_t>(n, 1) + 255) / 256 * 256;
+      return o;
+    };
+    step = take(2 * sizeof(int));
+    x = take(dim * 4);
+    xb = take(dim * 4);
+    qkv = take((qd + 2 * kvd) * 4);
+    att = take(qd * 4);
+    gate_up = take(2 * hid * 4);
+    hb = take(hid * 4);
+    hb_q8 = take(size_t(quant_batch_x_bytes(1, int64_t(hid))));
+    logits = take(size_t(c.vocab_size) * 4);
+    norm_partials = take(2 * size_t(kGemvEpiloguePartials) * 4);
+    norm_arrivals = take(4);
+    norm_inv = take(2 * 4);
+    norm_count = take(2 * 4);
+    attn_scratch = take(attention_decode_scratch_bytes(c.n_heads, c.head_dim, ctx));
+    bytes = at;
+  }
+};
+
+}  // namespace
+
+size_t decode_slab_bytes(const ModelConfig& c, int ctx) { return SlabLayout(c, ctx).bytes; }
+
+void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, int batch_rows_cap, int slabs,
+                           DeviceArena& arena, cudaStream_t s) {
   const size_t dim = size_t(c.dim), qd = size_t(c.q_dim()), kvd = size_t(c.kv_dim()), hid = size_t(c.hidden_dim);
   const size_t ch = size_t(max_chunk), wide = std::max({dim, qd, hid});
 
-  step = arena.alloc<int>(2);
   prefill_ids = arena.alloc<int>(1 + ch);
-  CUDA_CHECK(cudaMemsetAsync(step, 0, 2 * sizeof(int), s));
 
-  x = arena.alloc<float>(dim);
-  xb = arena.alloc<float>(dim);
-  qkv = arena.alloc<float>(qd + 2 * kvd);
+  const SlabLayout L(c, ctx);
+  token_slabs = std::max(slabs, 1);
+  token_stride = int64_t(L.bytes);
+  uint8_t* slab = arena.alloc<uint8_t>(L.bytes * size_t(token_slabs));
+  // Zeroes: every step word, logits and fold counter (the arrival counters are 0 between launches).
+  CUDA_CHECK(cudaMemsetAsync(slab, 0, L.bytes * size_t(token_slabs), s));
+  step = reinterpret_cast<int*>(slab + L.step);
+  x = reinterpret_cast<float*>(slab + L.x);
+  xb = reinterpret_cast<float*>(slab + L.xb);
+  qkv = reinterpret_cast<float*>(slab + L.qkv);
   q = qkv;
   k = qkv + qd;
   v = qkv + qd + kvd;
-  att = arena.alloc<float>(qd);
-  gate_up = arena.alloc<float>(2 * hid);
-  hb = arena.alloc<float>(hid);
-  hb_q8 = arena.alloc<uint8_t>(size_t(quant_batch_x_bytes(1, int64_t(hid))));
-  logits = arena.alloc<float>(size_t(c.vocab_size));
-  CUDA_CHECK(cudaMemsetAsync(logits, 0, size_t(c.vocab_size) * sizeof(float), s));
-  norm_partials = arena.alloc<float>(2 * size_t(kGemvEpiloguePartials));
-  norm_arrivals = arena.alloc<unsigned>(1);
-  norm_inv = arena.alloc<float>(2);
-  norm_count = arena.alloc<unsigned>(2);
-  CUDA_CHECK(cudaMemsetAsync(norm_count, 0, 2 * sizeof(unsigned), s));
-  CUDA_CHECK(cudaMemsetAsync(norm_arrivals, 0, sizeof(unsigned), s));
+  att = reinterpret_cast<float*>(slab + L.att);
+  gate_up = reinterpret_cast<float*>(slab + L.gate_up);
+  hb = reinterpret_cast<float*>(slab + L.hb);
+  hb_q8 = slab + L.hb_q8;
+  logits = reinterpret_cast<float*>(slab + L.logits);
+  norm_partials = reinterpret_cast<float*>(slab + L.norm_partials);
+  norm_arrivals = reinterpret_cast<unsigned*>(slab + L.norm_arrivals);
+  norm_inv = reinterpret_cast<float*>(slab + L.norm_inv);
+  norm_count = reinterpret_cast<unsigned*>(slab + L.norm_count);
+  attn_scratch = slab + L.attn_scratch;
 
   px = arena.alloc<float>(ch * dim);
   pq = arena.alloc<float>(ch * qd);
@@ -56,7 +94,7 @@ void Activations::allocate(const ModelConfig& c, int ctx, int max_chunk, int bat
   pf32 = arena.alloc<float>(size_t(exact_rows) * wide);
   batch_xq = arena.alloc<uint8_t>(size_t(quant_batch_x_bytes(batch_rows, int64_t(wide))));
 
-  attn_scratch = arena.alloc<uint8_t>(attention_scratch_bytes(c, ctx));
+  pass_scratch = arena.alloc<uint8_t>(attention_scratch_bytes(c, ctx));
   sample_scratch = arena.alloc<uint8_t>(sample_scratch_bytes(c.vocab_size));
   blas_workspace = arena.alloc<uint8_t>(kCublasWorkspaceBytes);
 }

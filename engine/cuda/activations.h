@@ -12,15 +12,20 @@
 
 namespace llm {
 
-// Bytes of attn_scratch: a decode step's split partials, or a short prefill pass's (a verify pass: keys split across
-// blocks), whichever is larger; one buffer serves both (one stream).
+// Bytes of pass_scratch: a short prefill pass's split partials (a verify pass: keys split across blocks).
 size_t attention_scratch_bytes(const ModelConfig& c, int ctx);
+// Bytes of one token slab: every decode buffer below, each 256-byte aligned, decode attention's scratch included.
+size_t decode_slab_bytes(const ModelConfig& c, int ctx);
 
 struct Activations {
-  int* step = nullptr;         // [2]: pos, token of the decode step (written by a copy or by the sample kernel)
   int* prefill_ids = nullptr;  // [1 + max_chunk]: pos0, then the pass's tokens
 
-  // Decode, one token.
+  // Decode, one token: slab 0 of token_slabs token slabs, token_stride bytes apart, each holding every buffer from
+  // `step` to attn_scratch at the same offset. A decode-order verify pass runs the decode step's kernels over a token
+  // axis (kernels/ops/token_axis.h): token t in slab t, so its values are the decode step's bit for bit.
+  int token_slabs = 0;
+  int64_t token_stride = 0;
+  int* step = nullptr;         // [2]: pos, token of the decode step (written by a copy or by the sample kernel)
   float* x = nullptr;          // [dim] residual stream
   float* xb = nullptr;         // [dim] normed input of a GEMV
   float* qkv = nullptr;        // [q_dim + 2 kv_dim]: q, k, v are its slices (the fused GEMV writes all three)
@@ -56,13 +61,16 @@ struct Activations {
                                // at most), at least 1
   int exact_rows = 0;          // rows pf32 holds: min(chunk, kExactPassMax)
 
-  void* attn_scratch = nullptr;    // attention_scratch_bytes(c, ctx)
+  void* attn_scratch = nullptr;    // attention_decode_scratch_bytes: decode attention's split partials (in the slab)
+  void* pass_scratch = nullptr;    // attention_scratch_bytes(c, ctx): a prefill pass's split partials
   void* sample_scratch = nullptr;  // sample_scratch_bytes(vocab)
   void* blas_workspace = nullptr;  // [kCublasWorkspaceBytes]: the prefill cuBLAS handle's
 
-  // Allocates everything above from arena (after the KV cache, as the memory plan counts) and zeroes step and
-  // logits on s. batch_rows_cap: EngineTuning::quant_batch_rows (batch_xq holds min(max_chunk, it) rows, at least 1).
-  void allocate(const ModelConfig& c, int ctx, int max_chunk, int batch_rows_cap, DeviceArena& arena, cudaStream_t s);
+  // Allocates everything above from arena (after the KV cache, as the memory plan counts) and zeroes the token slabs
+  // (steps, logits, the fold's counters) on s. batch_rows_cap: EngineTuning::quant_batch_rows (batch_xq holds
+  // min(max_chunk, it) rows, at least 1). slabs: token slabs (kTokenSlabs; at least 1).
+  void allocate(const ModelConfig& c, int ctx, int max_chunk, int batch_rows_cap, int slabs, DeviceArena& arena,
+                cudaStream_t s);
 };
 
 }  // namespace llm

@@ -69,6 +69,7 @@ class CudaEngine final : public CudaBackend {
   void rewind(int pos) override;
   void prepare_verify(int max_tokens) override;
   int captured_verify_lengths() const override { return int(verify_graphs_.size()); }
+  bool verify_in_decode_order() const override { return decode_order_verify(); }
   void decode(int token, int pos) override;
   int sample(const SamplerParams& p, uint64_t step) override;
   std::vector<float> logits() override;
@@ -103,7 +104,17 @@ class CudaEngine final : public CudaBackend {
   size_t device_bytes() const override { return arena_.bytes + mappings_->device_bytes(); }
 
  private:
-  void forward_token(const MappingState& ms, ProfileMarks* marks);
+  // The decode step's forward pass; tok: the same kernels for tok.n tokens side by side in the activations' token
+  // slabs (a decode-order verify: verify_steps).
+  void forward_token(const MappingState& ms, ProfileMarks* marks, TokenAxis tok = {});
+  // A verify of n tokens already in prefill_ids as the decode step's kernels over a token axis, kTokenSlabs tokens
+  // per pass: every row is the decode step's logits bit for bit (so greedy speculation is plain greedy). Logits into
+  // verify_logits_.
+  void verify_steps(int n);
+  // Where verify_steps runs (EngineTuning::verify_steps): the graph path (decode's arithmetic is its kernels), the
+  // BF16 cache, and every decode matrix on a form with a token axis (the quantized warp forms). Else the verify is a
+  // prefill pass (its rows match decoding up to summation order).
+  bool decode_order_verify() const;
   // Which rows a pass's matrices read (pass_form): BF16-rounded rows (kBf16: a prompt or a verify without
   // EngineTuning::exact_verify), the decode step's activations for every matrix (kDecode: a verify under exact_verify),
   // or for the matrices kept quantized only, BF16 copies keeping cuBLAS (kDecodeQuant: a prompt under exact_verify).
@@ -194,8 +205,9 @@ class CudaEngine final : public CudaBackend {
   std::map<int, std::unique_ptr<GraphExecHolder>> verify_graphs_;
   std::set<int> verify_eager_;
   const MappingState* verify_graph_ms_ = nullptr;
-  // quant_batch_rows, bf16_batch_rows, exact_verify, fuse_pass, batch_mma_from: what a captured verify depends on.
-  std::tuple<int, int, bool, bool, int> verify_graph_batch_rows_{-1, -1, false, false, -1};
+  // quant_batch_rows, bf16_batch_rows, exact_verify, fuse_pass, batch_mma_from, decode_order_verify: what a captured
+  // verify depends on.
+  std::tuple<int, int, bool, bool, int, bool> verify_graph_batch_rows_{-1, -1, false, false, -1, false};
   DecodeProfile profile_;
 };
 
@@ -225,6 +237,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   sizes.attention_scratch = [this](int ctx) {
     return double(attention_scratch_bytes(cfg_, ctx));
   };
+  sizes.decode_slab = [this](int ctx) { return double(decode_slab_bytes(cfg_, ctx)); };
   sizes.sample_scratch = double(sample_scratch_bytes(cfg_.vocab_size));
   sizes.gemv_context = double(kCublasWorkspaceBytes) + 4.0 * double(kGemvPartialFloats);
   sizes.bf16_rowmajor_align = plan.bf16 == GemvBf16Form::None ? 0 : gemv_mapping(plan.bf16).rowmajor_align;
@@ -260,7 +273,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   mappings_->set_fork_pieces(tuning_.fork_pieces);
   kv_ = DeviceKvCache::make(cfg_, kv, ctx_);
   kv_->allocate(arena_, s);
-  act_.allocate(cfg_, ctx_, max_chunk_, tuning_.quant_batch_rows, arena_, s);
+  act_.allocate(cfg_, ctx_, max_chunk_, tuning_.quant_batch_rows, kTokenSlabs, arena_, s);
   // cublasSetStream resets the workspace to the default pool, so the workspace is set after it.
   CUBLAS_CHECK(cublasSetStream(blas_.h, s));
   CUBLAS_CHECK(cublasSetWorkspace(blas_.h, act_.blas_workspace, kCublasWorkspaceBytes));
@@ -345,7 +358,7 @@ CudaEngine::~CudaEngine() {
 // With the RMSNorm fold (EngineTuning::fuse_norm, where the mapping's forms run it) no norm kernel runs: the residual
 // GEMVs (o, down; the embedding for the first layer) also write g * x into xb and 1 / rms(x) into norm_inv, and the
 // GEMVs reading xb (q|k|v, gate|up, the head) scale their rows by it (kernels/gemv/gemv_epilogue.h).
-void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
+void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks, TokenAxis tok) {
   const ModelConfig& c = cfg_;
   const Activations& a = act_;
   cudaStream_t s = stream_.s;
@@ -362,6 +375,7 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
   // norm with weights norm_w into xb and norm_inv[writes].
   auto epilogue = [&](int reads, int writes, const float* norm_w) {
     GemvEpilogue ep;
+    ep.tokens = tok;
     if (!fold) return ep;
     ep.eps = c.norm_eps;
     if (reads >= 0 && !sums) ep.scale = a.norm_inv + reads;
@@ -389,7 +403,7 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
   };
   auto norm = [&](const float* w) {  // the unfolded RMSNorm: xb = RMSNorm(x) * w
     if (fold) return;
-    rmsnorm(a.x, w, a.xb, 1, c.dim, c.norm_eps, s);
+    rmsnorm(a.x, w, a.xb, 1, c.dim, c.norm_eps, s, tok);
     mark(DecodeProfile::kNorm);
   };
   constexpr int kAttnNorm = 0, kFfnNorm = 1;  // norm_inv slots
@@ -397,9 +411,10 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
   const size_t n_layers = model_.layers.size();
   if (fold)
     embed_rmsnorm_fold(model_.embedding, d_tok, c.dim, model_.layers[0].attn_norm, c.norm_eps, a.x, a.xb,
-                       a.norm_inv + kAttnNorm, s, sums ? a.norm_partials : nullptr, sums ? a.norm_count : nullptr);
+                       a.norm_inv + kAttnNorm, s, sums ? a.norm_partials : nullptr, sums ? a.norm_count : nullptr,
+                       tok);
   else
-    embed_lookup(model_.embedding, d_tok, 1, c.dim, a.x, s);
+    embed_lookup(model_.embedding, d_tok, 1, c.dim, a.x, s, tok);
   for (size_t l = 0; l < n_layers; ++l) {
     const DevLayer& L = model_.layers[l];
     const float* next_norm = l + 1 < n_layers ? model_.layers[l + 1].attn_norm : model_.final_norm;
@@ -411,11 +426,13 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     GemvEpilogue o_ep = epilogue(-1, kFfnNorm, L.ffn_norm);
     AttnSplitParts* merge =
         tuning_.stage_merge && mappings_->takes_x_forms(ms, ms.layer(l, kFO)) ? &o_ep.merge : nullptr;
-    if (!tuning_.fuse_rope ||
+    // (Over a token axis the two launches: token t's attention reads the rows tokens before it store; the fused
+    // launch is bit for bit the two.)
+    if (!tuning_.fuse_rope || tok.many() ||
         !kv_->store_attend_decode(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, a.att, a.attn_scratch, s, merge)) {
-      kv_->store(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, 1, s);
+      kv_->store(int(l), a.q, a.k, a.v, model_.inv_freq, d_pos, 1, s, tok);
       mark(DecodeProfile::kOther);
-      kv_->attend_decode(int(l), a.q, d_pos, a.att, a.attn_scratch, s, merge);
+      kv_->attend_decode(int(l), a.q, d_pos, a.att, a.attn_scratch, s, merge, tok);
     }
     mark(DecodeProfile::kAttention);
     gemv(ms.layer(l, kFO), a.att, a.x, true, DecodeProfile::kO, o_ep);  // x += Wo att
@@ -426,11 +443,14 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks) {
     if (tuning_.stage_glu && c.hidden_dim <= kStageGluMaxHidden && mappings_->takes_x_forms(ms, down)) {
       down_ep.glu = a.gate_up;  // SwiGLU as the down GEMV stages x: no SwiGLU kernel, hb not written
     } else if (tuning_.fuse_swiglu_q8 && mappings_->takes_x_q8(ms, down)) {
-      quant_batch_swiglu_x(a.gate_up, 2 * int64_t(c.hidden_dim), 1, c.hidden_dim, a.hb, c.hidden_dim, a.hb_q8, s);
+      // Over a token axis one launch of tok.n rows, each in its slab (rows are independent: each is the decode step's).
+      const int64_t pitch = tok.many() ? tok.stride / int64_t(sizeof(float)) : 0;
+      quant_batch_swiglu_x(a.gate_up, tok.many() ? pitch : 2 * int64_t(c.hidden_dim), tok.n, c.hidden_dim, a.hb,
+                           tok.many() ? pitch : c.hidden_dim, a.hb_q8, s, false, tok.many() ? tok.stride : 0);
       down_ep.x_q8 = a.hb_q8;  // the down GEMV copies hb's int8 form instead of quantizing hb in each block
       mark(DecodeProfile::kOther);
     } else {
-      swiglu_fused(a.gate_up, a.hb, size_t(c.hidden_dim), s);
+      swiglu_fused(a.gate_up, a.hb, size_t(c.hidden_dim), s, tok);
       mark(DecodeProfile::kOther);
     }
     gemv(down, a.hb, a.x, true, DecodeProfile::kDown, down_ep);  // x += Wd hb
@@ -501,8 +521,10 @@ int CudaEngine::kernels_per_step() const {
 void CudaEngine::set_tuning(const EngineTuning& t) {
   if (t.fuse_norm != tuning_.fuse_norm || t.fuse_swiglu_q8 != tuning_.fuse_swiglu_q8 ||
       t.norm_sums != tuning_.norm_sums || t.fuse_rope != tuning_.fuse_rope || t.stage_glu != tuning_.stage_glu ||
-      t.stage_merge != tuning_.stage_merge)
+      t.stage_merge != tuning_.stage_merge) {
     mappings_->drop_graphs();  // the forward pass launches other kernels
+    drop_verify_graphs();      // a decode-order verify's too
+  }
   mappings_->set_fork_pieces(t.fork_pieces);
   if (t.split_pass_attention != tuning_.split_pass_attention) drop_verify_graphs();  // they launch other kernels
   tuning_ = t;
@@ -717,7 +739,7 @@ void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos, PassRows rows) 
     norm_input(fqkv, a.px, L.attn_norm, c);
     prefill_matmul(l, kFQkv, L.qkv, c, fqkv, a.pf32, {{0, qd, a.pq}, {qd, kvd, a.pk}, {qd + kvd, kvd, a.pv}}, 0.0f);
     kv_->store(int(l), a.pq, a.pk, a.pv, model_.inv_freq, d_pos0, c, s);
-    kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, tuning_.split_pass_attention ? a.attn_scratch : nullptr, s,
+    kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, tuning_.split_pass_attention ? a.pass_scratch : nullptr, s,
                         device_pos ? d_pos0 : nullptr);
     pass_input(fo, a.patt, c, qd);
     prefill_matmul(l, kFO, L.w[kWo], c, fo, a.patt, {{0, m.dim, a.px}}, 1.0f);  // residual through beta = 1
@@ -783,6 +805,10 @@ void CudaEngine::prefill(const int* tokens, int n, int pos) {
 // and the head: cuBLAS on its BF16 copy, the batch-k GEMV on its quantized planes, or (a pass too long for those) the
 // decode head GEMV row by row. Logits into verify_logits_ [n, vocab].
 void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
+  if (decode_order_verify()) {
+    verify_steps(n);
+    return;
+  }
   const size_t vocab = size_t(cfg_.vocab_size);
   const PassRows rows = exact_verify() ? PassRows::kDecode : PassRows::kBf16;
   prefill_chunk(n, pos, device_pos, rows);
@@ -812,6 +838,27 @@ void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
       gemm(model_.head, act_.pbf, n, verify_logits_, 0.0f);
   }
   CUDA_CHECK_LAUNCH("a verify pass");
+}
+
+bool CudaEngine::decode_order_verify() const {
+  return tuning_.verify_steps && !persistent_ && kv_->token_axis() && cur_ && mappings_->takes_tokens(*cur_);
+}
+
+// Passes of up to kTokenSlabs tokens (the slabs the activations hold): token t of a pass in slab t, its step word
+// written from prefill_ids on the device (so a captured pass replays at any position), then forward_token over the
+// token axis, then the pass's logits rows out of the slabs into verify_logits_.
+void CudaEngine::verify_steps(int n) {
+  const size_t vocab = size_t(cfg_.vocab_size);
+  cudaStream_t s = stream_.s;
+  for (int t0 = 0; t0 < n; t0 += act_.token_slabs) {
+    const TokenAxis tok{std::min(act_.token_slabs, n - t0), act_.token_stride};
+    spread_token_steps(act_.prefill_ids, t0, tok.n, act_.step, tok.stride, s);
+    forward_token(*cur_, nullptr, tok);
+    CUDA_CHECK(cudaMemcpy2DAsync(verify_logits_ + size_t(t0) * vocab, vocab * sizeof(float), act_.logits,
+                                 size_t(tok.stride), vocab * sizeof(float), size_t(tok.n), cudaMemcpyDeviceToDevice,
+                                 s));
+  }
+  CUDA_CHECK_LAUNCH("a decode-order verify");
 }
 
 std::unique_ptr<GraphExecHolder> CudaEngine::capture_verify(int n) {
@@ -848,9 +895,9 @@ void CudaEngine::verify_queue(const int* tokens, int n, int pos) {
   } else {
     // One graph per n, captured at the second verify of that n (the first runs eagerly: whatever is made lazily, a
     // mapping's planes or a kernel's first-use state, exists before capture); dropped when what it captured changes.
-    const std::tuple<int, int, bool, bool, int> batch_rows{tuning_.quant_batch_rows, tuning_.bf16_batch_rows,
-                                                           exact_verify(), tuning_.fuse_pass,
-                                                           tuning_.batch_mma_from};
+    const std::tuple<int, int, bool, bool, int, bool> batch_rows{tuning_.quant_batch_rows, tuning_.bf16_batch_rows,
+                                                                 exact_verify(), tuning_.fuse_pass,
+                                                                 tuning_.batch_mma_from, decode_order_verify()};
     if (verify_graph_ms_ != cur_ || verify_graph_batch_rows_ != batch_rows) drop_verify_graphs();
     verify_graph_ms_ = cur_;
     verify_graph_batch_rows_ = batch_rows;

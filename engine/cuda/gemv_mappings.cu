@@ -218,6 +218,11 @@ void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const f
   if (ep.any() && !ms.fuses_norm) fail("GEMV mapping '", ms.plan.name, "': the RMSNorm fold on a plan that cannot run it");
   if (ep.producer() && w.size() != 1) fail("GEMV mapping '", ms.plan.name, "': an RMSNorm-fold producer in ", w.size(),
                                            " pieces");
+  if (ep.tokens.many())
+    for (const PieceWeight& p : w)
+      if (!p.quant || !quant_kind_token_axis(ms.plan.quant))
+        fail("GEMV mapping '", ms.plan.name, "': a token axis on a piece whose form has none (the quantized warp "
+             "forms have it)");
   if (ep.x_form() && !takes_x_forms(ms, w))
     fail("GEMV mapping '", ms.plan.name, "': an input form (SwiGLU or split merge made as x is staged) on a matrix "
          "whose form cannot make it");
@@ -288,6 +293,14 @@ bool GemvMappings::reads_norm_sums(const MappingState& ms) const {
   for (size_t l = 0; l < layers; ++l)
     if (!quantized(ms.layer(l, kFQkv)) || !quantized(ms.layer(l, kFGateUp))) return false;
   return quantized(ms.head());
+}
+
+bool GemvMappings::takes_tokens(const MappingState& ms) const {
+  if (!ms.plan.has_quant || !quant_kind_token_axis(ms.plan.quant)) return false;
+  for (const DecodeWeight& w : ms.weights)
+    for (const PieceWeight& p : w)
+      if (!p.quant) return false;
+  return true;
 }
 
 void GemvMappings::drop_graphs() {

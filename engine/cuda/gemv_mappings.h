@@ -95,6 +95,9 @@ class GemvMappings {
   // Whether every GEMV that reads a norm under the fold (each layer's q|k|v and gate|up, the head) runs a form that
   // adds the producer's block sums itself (GemvEpilogue::scale_sums: the quantized warp forms).
   bool reads_norm_sums(const MappingState& ms) const;
+  // Whether every piece of every decode matrix runs on a form with a token axis (GemvEpilogue::tokens: the quantized
+  // warp forms), so a verify may run the decode step's GEMVs over its tokens (CudaEngine::verify_steps).
+  bool takes_tokens(const MappingState& ms) const;
   // Drops every mapping's captured graphs (a change of what the forward pass launches: EngineTuning::fuse_norm).
   void drop_graphs();
   // EngineTuning::fork_pieces: launch() runs a decode matrix's quantized pieces after the first on a side stream,

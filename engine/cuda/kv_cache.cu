@@ -34,14 +34,15 @@ class Bf16KvCache final : public DeviceKvCache {
     if (!k_.empty()) CUDA_CHECK(cudaMemsetAsync(k_[0], 0, 2 * size_t(c_.n_layers) * per_layer * 2, s));
   }
   void store(int l, float* q, float* k, const float* v, const float* inv_freq, const int* d_pos0, int n,
-             cudaStream_t s) const override {
+             cudaStream_t s, TokenAxis tok) const override {
     rope_kv_store(q, k, v, inv_freq, d_pos0, n, c_.n_heads, c_.n_kv_heads, c_.head_dim, k_[size_t(l)], v_[size_t(l)],
-                  s);
+                  s, tok);
   }
+  bool token_axis() const override { return true; }
   void attend_decode(int l, const float* q, const int* d_pos, float* out, void* scratch, cudaStream_t s,
-                     AttnSplitParts* defer) const override {
+                     AttnSplitParts* defer, TokenAxis tok) const override {
     attention_decode(q, k_[size_t(l)], v_[size_t(l)], d_pos, c_.n_heads, c_.n_kv_heads, c_.head_dim, ctx_, out,
-                     scratch, s, defer);
+                     scratch, s, defer, tok);
   }
   bool store_attend_decode(int l, const float* q, const float* k, const float* v, const float* inv_freq,
                            const int* d_pos, float* out, void* scratch, cudaStream_t s,
@@ -87,12 +88,15 @@ class Fp8KvCache final : public DeviceKvCache {
   }
   // One launch: q rotated in place, k rotated into the FP8 cache (k left as it was).
   void store(int l, float* q, float* k, const float* v, const float* inv_freq, const int* d_pos0, int n,
-             cudaStream_t s) const override {
+             cudaStream_t s, TokenAxis tok) const override {
+    if (tok.many()) fail("cuda backend: the FP8 KV cache has no token axis (its verify runs as a prefill pass)");
     rope_kv_store_fp8(q, k, v, inv_freq, d_pos0, n, c_.n_heads, c_.n_kv_heads, c_.head_dim, kKvFp8Block, ctx_,
                       layers_[size_t(l)], s);
   }
+  bool token_axis() const override { return false; }
   void attend_decode(int l, const float* q, const int* d_pos, float* out, void* scratch, cudaStream_t s,
-                     AttnSplitParts* defer) const override {
+                     AttnSplitParts* defer, TokenAxis tok) const override {
+    if (tok.many()) fail("cuda backend: the FP8 KV cache has no token axis (its verify runs as a prefill pass)");
     const Fp8KvLayer& f = layers_[size_t(l)];
     attention_decode_fp8(q, f.k, f.v, f.k_scale, f.v_scale, d_pos, c_.n_heads, c_.n_kv_heads, c_.head_dim, ctx_, out,
                          scratch, s, defer);

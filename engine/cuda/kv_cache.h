@@ -13,6 +13,7 @@
 #include "core/kv_dtype.h"
 #include "engine/cuda/resources.h"  // DeviceArena
 #include "kernels/attention/split_rule.h"  // AttnSplitParts
+#include "kernels/ops/token_axis.h"        // TokenAxis
 #include "models/config.h"
 
 namespace llm {
@@ -38,14 +39,17 @@ class DeviceKvCache {
   // RoPE on q [n, q_dim] (in place) and k [n, kv_dim] at positions *d_pos0 .. *d_pos0 + n - 1, and the rotated k
   // with v [n, kv_dim] into layer `layer`'s rows, in one launch. k may be left unrotated (only the cache is read
   // afterwards). *d_pos0 is read on the device, so a captured decode step replays at every position.
+  // tok (store and attend_decode; BF16 only, token_axis()): the decode step's launch for tok.n tokens side by side,
+  // each its own slab of q, k, v, position, output and scratch tok.stride bytes apart (kernels/ops/token_axis.h).
   virtual void store(int layer, float* q, float* k, const float* v, const float* inv_freq, const int* d_pos0, int n,
-                     cudaStream_t s) const = 0;
+                     cudaStream_t s, TokenAxis tok = {}) const = 0;
+  virtual bool token_axis() const = 0;
   // Decode attention of q [q_dim] over positions 0 .. *d_pos of layer `layer` into out [q_dim]; scratch of
-  // attention_scratch_bytes(config, ctx) (engine/cuda/activations.h).
+  // attention_decode_scratch_bytes (the activations' token slab, engine/cuda/activations.h).
   // defer (both decode calls): the split pass only, its partials described there for the next kernel to merge (the o
   // GEMV as it stages x, GemvEpilogue::merge); out is not written.
   virtual void attend_decode(int layer, const float* q, const int* d_pos, float* out, void* scratch, cudaStream_t s,
-                             AttnSplitParts* defer = nullptr) const = 0;
+                             AttnSplitParts* defer = nullptr, TokenAxis tok = {}) const = 0;
   // The decode step's store() and attend_decode() in one launch (attention_decode_rope), where this form and shape
   // have it (BF16, the tensor-core decode kernel's head_dim and groups): q and k as the q|k|v GEMV wrote them
   // (unrotated; q is left so), the same cache row and output, bit for bit. Returns false and launches nothing where

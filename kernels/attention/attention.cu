@@ -186,7 +186,12 @@ template <bool kVec4>
 __global__ __launch_bounds__(kThreads) void attention_decode_split_kernel(
     const float* __restrict__ q, const uint16_t* __restrict__ kc, const uint16_t* __restrict__ vc,
     const int* __restrict__ d_pos, int n_heads, int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale,
-    float* __restrict__ part_o, float2* __restrict__ part_ml) {
+    float* __restrict__ part_o, float2* __restrict__ part_ml, int64_t stride) {
+  // The token axis (grid z; kernels/ops/token_axis.h): token z's q, position and partials are `stride` bytes on.
+  q = token_ptr(q, stride, int(blockIdx.z));
+  d_pos = token_ptr(d_pos, stride, int(blockIdx.z));
+  part_o = token_ptr(part_o, stride, int(blockIdx.z));
+  part_ml = token_ptr(part_ml, stride, int(blockIdx.z));
   __shared__ AttnShared sh;
   const int len = decode_len(d_pos, max_ctx);
   pdl_launch_dependents();  // the merge may launch now; it waits for this grid before reading
@@ -210,7 +215,11 @@ __global__ __launch_bounds__(kThreads) void attention_decode_split_kernel(
 // One block per query head: out = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s over the splits that ran.
 __global__ void attention_decode_merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml,
                                               const int* __restrict__ d_pos, int n_heads, int head_dim, int max_ctx,
-                                              int n_kv_heads, int sms, float* __restrict__ out) {
+                                              int n_kv_heads, int sms, float* __restrict__ out, int64_t stride) {
+  part_o = token_ptr(part_o, stride, int(blockIdx.y));  // the token axis (grid y)
+  part_ml = token_ptr(part_ml, stride, int(blockIdx.y));
+  d_pos = token_ptr(d_pos, stride, int(blockIdx.y));
+  out = token_ptr(out, stride, int(blockIdx.y));
   pdl_wait();               // launched early (programmatic dependent launch): the split pass's writes are visible now
   pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
   const int h = blockIdx.x;
@@ -320,7 +329,8 @@ PrefillScratch prefill_split(const char* op, int pos0, int n_tokens, int n_heads
 // merged what n_heads blocks merge here.)
 template <typename Split>
 void decode_split_merge(const char* op, const int* d_pos, int n_heads, int n_kv_heads, int head_dim, int max_ctx,
-                        float* out, void* scratch, cudaStream_t s, AttnSplitParts* defer, Split split) {
+                        float* out, void* scratch, cudaStream_t s, AttnSplitParts* defer, Split split,
+                        TokenAxis tok = {}) {
   if (max_ctx <= 0) fail(op, ": max_ctx must be positive, found ", max_ctx);
   if (reinterpret_cast<uintptr_t>(scratch) % 16 != 0) fail(op, ": scratch must be 16-byte aligned");
   const int sms = gemv_sm_count();
@@ -340,9 +350,10 @@ void decode_split_merge(const char* op, const int* d_pos, int n_heads, int n_kv_
   }
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = pdl_launch_config(unsigned(n_heads), 128, s, true, &attr);
+  config.gridDim.y = unsigned(tok.n);
   CUDA_CHECK(cudaLaunchKernelEx(&config, attention_decode_merge_kernel, static_cast<const float*>(part_o),
                                 static_cast<const float2*>(part_ml), d_pos, n_heads, head_dim, max_ctx, n_kv_heads,
-                                sms, out));
+                                sms, out, tok.stride));
   CUDA_CHECK_LAUNCH("attention_decode_merge_kernel");
 }
 
@@ -360,27 +371,30 @@ void check_fp8(const char* op, int n_heads, int n_kv_heads, int head_dim, const 
 
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos, int n_heads,
                       int n_kv_heads, int head_dim, int max_ctx, float* out, void* scratch, cudaStream_t s,
-                      AttnSplitParts* defer) {
+                      AttnSplitParts* defer, TokenAxis tok) {
   check_attention_shape("attention_decode", n_heads, n_kv_heads, head_dim);
+  if (tok.n < 1 || (tok.many() && (tok.stride <= 0 || tok.stride % 16 != 0)))
+    fail("attention_decode: a token axis of ", tok.n, " tokens ", tok.stride, " bytes apart");
   check_cache_alignment("attention_decode", k_cache, v_cache);
   const float qscale = query_scale(head_dim);
   decode_split_merge("attention_decode", d_pos, n_heads, n_kv_heads, head_dim, max_ctx, out, scratch, s, defer,
                      [&](int sms, float* part_o, float2* part_ml) {
     if (attention_tc_supported(head_dim, n_heads / n_kv_heads, q, k_cache, v_cache, out)) {
       attention_decode_tc(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads, head_dim, max_ctx, sms, qscale, part_o,
-                          part_ml, s);
+                          part_ml, s, DecodeRope{}, tok);
       return;
     }
-    const dim3 grid{unsigned(attention_max_splits(n_kv_heads, max_ctx, sms)), unsigned(n_kv_heads)};
+    const dim3 grid{unsigned(attention_max_splits(n_kv_heads, max_ctx, sms)), unsigned(n_kv_heads), unsigned(tok.n)};
     if (use_vec4(k_cache, v_cache, head_dim))
       attention_decode_split_kernel<true><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, d_pos, n_heads, n_kv_heads,
-                                                                    head_dim, max_ctx, sms, qscale, part_o, part_ml);
+                                                                    head_dim, max_ctx, sms, qscale, part_o, part_ml,
+                                                                    tok.stride);
     else
       attention_decode_split_kernel<false><<<grid, kThreads, 0, s>>>(q, k_cache, v_cache, d_pos, n_heads,
                                                                      n_kv_heads, head_dim, max_ctx, sms, qscale,
-                                                                     part_o, part_ml);
+                                                                     part_o, part_ml, tok.stride);
     CUDA_CHECK_LAUNCH("attention_decode_split_kernel");
-  });
+  }, tok);
 }
 
 bool attention_decode_rope_supported(int head_dim, int n_heads, int n_kv_heads, const float* q, const uint16_t* k_cache,

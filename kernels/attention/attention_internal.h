@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"  // LLM_HD
 #include "kernels/attention/split_rule.h"  // attention_split_rows
+#include "kernels/ops/token_axis.h"        // TokenAxis
 
 namespace llm {
 
@@ -71,7 +72,8 @@ struct DecodeRope {
 // domain, weight sum).
 void attention_decode_tc(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos,
                          int n_heads, int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale,
-                         float* part_o, float2* part_ml, cudaStream_t s, const DecodeRope& rope = DecodeRope{});
+                         float* part_o, float2* part_ml, cudaStream_t s, const DecodeRope& rope = DecodeRope{},
+                         TokenAxis tok = {});
 
 // The same passes over the FP8 cache (E4M3 codes, one FP32 scale per kKvFp8Block positions and KV head: scales
 // [n_blocks, n_kv_heads]).

@@ -468,7 +468,14 @@ __global__ __launch_bounds__(kThreads) void flash_decode_kernel(const float* __r
                                                                 const int* __restrict__ d_pos, int n_heads,
                                                                 int n_kv_heads, int max_ctx, int sms, float qscale,
                                                                 float* __restrict__ part_o,
-                                                                float2* __restrict__ part_ml, DecodeRope rope) {
+                                                                float2* __restrict__ part_ml, DecodeRope rope,
+                                                                int64_t stride) {
+  // The token axis (grid z; kernels/ops/token_axis.h): token z's q, position and partials are `stride` bytes on
+  // (the RoPE fold runs one token only: its launcher refuses both).
+  q = token_ptr(q, stride, int(blockIdx.z));
+  d_pos = token_ptr(d_pos, stride, int(blockIdx.z));
+  part_o = token_ptr(part_o, stride, int(blockIdx.z));
+  part_ml = token_ptr(part_ml, stride, int(blockIdx.z));
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int S = row_stride<HD>(), KS = HD / 16, DT = HD / 8;
   pdl_launch_dependents();  // the merge may launch now; it waits for this grid before reading
@@ -637,13 +644,15 @@ void launch_prefill(const float* q, const KvSource& kv, int pos0, int n_tokens, 
 
 template <int HD, bool kFp8>
 void launch_decode(const float* q, const KvSource& kv, const int* d_pos, int n_heads, int n_kv_heads, int max_ctx,
-                   int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s, const DecodeRope& rope) {
+                   int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s, const DecodeRope& rope,
+                   TokenAxis tok) {
   constexpr int smem = decode_smem_bytes<HD, kFp8>();
+  if (tok.many() && rope.k_new) fail("attention_decode_rope: no token axis (run rope_kv_store, then attention_decode)");
   static const bool once = allow_smem(flash_decode_kernel<HD, kFp8>, smem);
   (void)once;
-  const dim3 grid{unsigned(attention_max_splits(n_kv_heads, max_ctx, sms)), unsigned(n_kv_heads)};
+  const dim3 grid{unsigned(attention_max_splits(n_kv_heads, max_ctx, sms)), unsigned(n_kv_heads), unsigned(tok.n)};
   flash_decode_kernel<HD, kFp8><<<grid, kThreads, smem, s>>>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms,
-                                                             qscale, part_o, part_ml, rope);
+                                                             qscale, part_o, part_ml, rope, tok.stride);
   CUDA_CHECK_LAUNCH("flash_decode_kernel");
 }
 
@@ -664,12 +673,12 @@ void prefill_for(int head_dim, const float* q, const KvSource& kv, int pos0, int
 template <bool kFp8>
 void decode_for(int head_dim, const float* q, const KvSource& kv, const int* d_pos, int n_heads, int n_kv_heads,
                 int max_ctx, int sms, float qscale, float* part_o, float2* part_ml, cudaStream_t s,
-                const DecodeRope& rope = DecodeRope{}) {
+                const DecodeRope& rope = DecodeRope{}, TokenAxis tok = {}) {
   static_assert(kAttnMinSplitRows % (kWarps * kDecodeKeys) == 0, "a split is whole warp tiles");
   if (head_dim == 64)
-    launch_decode<64, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s, rope);
+    launch_decode<64, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s, rope, tok);
   else if (head_dim == 128)
-    launch_decode<128, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s, rope);
+    launch_decode<128, kFp8>(q, kv, d_pos, n_heads, n_kv_heads, max_ctx, sms, qscale, part_o, part_ml, s, rope, tok);
   else
     fail("attention: head_dim ", head_dim, " has no tensor-core kernel (64 and 128 have)");
 }
@@ -691,9 +700,9 @@ void attention_prefill_tc(const float* q, const uint16_t* kc, const uint16_t* vc
 
 void attention_decode_tc(const float* q, const uint16_t* kc, const uint16_t* vc, const int* d_pos, int n_heads,
                          int n_kv_heads, int head_dim, int max_ctx, int sms, float qscale, float* part_o,
-                         float2* part_ml, cudaStream_t s, const DecodeRope& rope) {
+                         float2* part_ml, cudaStream_t s, const DecodeRope& rope, TokenAxis tok) {
   decode_for<false>(head_dim, q, KvSource{kc, vc, nullptr, nullptr}, d_pos, n_heads, n_kv_heads, max_ctx, sms,
-                    qscale, part_o, part_ml, s, rope);
+                    qscale, part_o, part_ml, s, rope, tok);
 }
 
 void attention_prefill_tc_fp8(const float* q, const uint8_t* kc, const uint8_t* vc, const float* k_scale,

@@ -29,7 +29,12 @@ void gemv_check_launch(const char* mapping, const GemvWeight& w, const float* x,
 }
 
 void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t grid, bool reads_norm_sums,
-                         bool x_forms) {
+                         bool x_forms, bool token_axis) {
+  if (ep.tokens.n < 1 || (ep.tokens.many() && (ep.tokens.stride <= 0 || ep.tokens.stride % 16 != 0)))
+    fail("gemv '", mapping, "': a token axis of ", ep.tokens.n, " tokens ", ep.tokens.stride,
+         " bytes apart (need n >= 1 and, for several, a positive stride that keeps 16-byte alignment)");
+  if (ep.tokens.many() && !token_axis)
+    fail("gemv '", mapping, "': no token axis (the quantized warp and warp-dp4a forms have it; --verify-order pass)");
   if (ep.x_form() && !x_forms)
     fail("gemv '", mapping, "': cannot make x from an input form (SwiGLU or a split merge: the quantized warp form "
          "can; use --stage-glu off / --o-merge off)");

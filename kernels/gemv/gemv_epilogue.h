@@ -11,6 +11,7 @@
 #include <cstddef>
 
 #include "kernels/attention/split_rule.h"  // AttnSplitParts
+#include "kernels/ops/token_axis.h"        // TokenAxis
 
 namespace llm {
 
@@ -49,11 +50,34 @@ struct GemvEpilogue {
   //          merge_split_max / merge_split_value), n_heads * head_dim == K: the o projection.
   const float* glu = nullptr;
   AttnSplitParts merge;
+  // The token axis (kernels/ops/token_axis.h; the quantized "warp" and "warp-dp4a" forms only, others refuse it by
+  // name): tokens.n launches of this GEMV side by side (grid z), token t's x, y and every pointer above but norm_w
+  // tokens.stride bytes after token t - 1's (gemv_epilogue_at_token).
+  TokenAxis tokens;
 
   bool producer() const { return xg != nullptr; }
   bool x_form() const { return glu != nullptr || merge.any(); }
   bool any() const { return scale != nullptr || scale_sums != nullptr || xg != nullptr; }
 };
+
+// ep as token t of its token axis sees it: every per-token pointer moved to token t's slab (norm_w is a weight).
+TOKEN_AXIS_HD GemvEpilogue gemv_epilogue_at_token(GemvEpilogue ep, int t) {
+  const int64_t s = ep.tokens.stride;
+  ep.scale = token_ptr(ep.scale, s, t);
+  ep.scale_sums = token_ptr(ep.scale_sums, s, t);
+  ep.scale_count = token_ptr(ep.scale_count, s, t);
+  ep.xg = token_ptr(ep.xg, s, t);
+  ep.inv = token_ptr(ep.inv, s, t);
+  ep.partials = token_ptr(ep.partials, s, t);
+  ep.arrivals = token_ptr(ep.arrivals, s, t);
+  ep.count = token_ptr(ep.count, s, t);
+  ep.x_q8 = token_ptr(ep.x_q8, s, t);
+  ep.glu = token_ptr(ep.glu, s, t);
+  ep.merge.part_o = token_ptr(ep.merge.part_o, s, t);
+  ep.merge.part_ml = token_ptr(ep.merge.part_ml, s, t);
+  ep.merge.d_pos = token_ptr(ep.merge.d_pos, s, t);
+  return ep;
+}
 
 // Blocks one producing launch may have (its partials buffer holds this many floats).
 constexpr int kGemvEpiloguePartials = 1 << 16;

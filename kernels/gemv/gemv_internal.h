@@ -17,7 +17,7 @@ void gemv_check_launch(const char* mapping, const GemvWeight& w, const float* x,
 // A producer epilogue's buffers are all set and its partials hold one float per block of a `grid`-block launch; a
 // consumer of block sums (GemvEpilogue::scale_sums) is refused unless the launch reads them (reads_norm_sums).
 void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t grid, bool reads_norm_sums = false,
-                         bool x_forms = false);
+                         bool x_forms = false, bool token_axis = false);
 cudaStream_t gemv_stream(const GemvContext* ctx);
 
 // Copies a row-major BF16 [N, K] device matrix into a fresh allocation with row stride ld = K rounded up to a

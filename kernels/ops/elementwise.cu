@@ -22,8 +22,11 @@ unsigned grid_for(int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < int64_t(n); i += int64_t(gridDim.x) * blockDim.x)
 
 // table [vocab, dim] BF16, out [n_tokens, dim] FP32.
+// Token axis (grid y; kernels/ops/token_axis.h): token y's tokens and out are `stride` bytes on.
 __global__ void embed_kernel(const uint16_t* __restrict__ table, const int* __restrict__ tokens, int n_tokens, int dim,
-                             float* __restrict__ out) {
+                             float* __restrict__ out, int64_t stride) {
+  tokens = token_ptr(tokens, stride, int(blockIdx.y));
+  out = token_ptr(out, stride, int(blockIdx.y));
   GRID_STRIDE(i, int64_t(n_tokens) * dim) {
     const int64_t t = i / dim, c = i - t * dim;
     out[i] = bf16_to_f32(table[int64_t(tokens[t]) * dim + c]);
@@ -31,7 +34,10 @@ __global__ void embed_kernel(const uint16_t* __restrict__ table, const int* __re
 }
 
 __global__ void swiglu_kernel(const float* __restrict__ gate, const float* __restrict__ up, float* __restrict__ out,
-                              size_t n) {
+                              size_t n, int64_t stride = 0) {
+  gate = token_ptr(gate, stride, int(blockIdx.y));  // the token axis (grid y), as embed_kernel's
+  up = token_ptr(up, stride, int(blockIdx.y));
+  out = token_ptr(out, stride, int(blockIdx.y));
   pdl_launch_dependents();  // the GEMV after this kernel may start streaming its weights
   GRID_STRIDE(i, n) out[i] = swiglu_value(gate[i], up[i]);
 }
@@ -80,15 +86,34 @@ __global__ void kv_store_kernel(const float* __restrict__ k, const float* __rest
   }
 }
 
+// Token t's step word {ids[0] + t0 + t, ids[1 + t0 + t]} into its slab, t < n.
+__global__ void spread_steps_kernel(const int* __restrict__ ids, int t0, int n, int* step, int64_t stride) {
+  const int t = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (t >= n) return;
+  int* w = token_ptr(step, stride, t);
+  w[0] = ids[0] + t0 + t;
+  w[1] = ids[1 + t0 + t];
+}
+
 #undef GRID_STRIDE
 
 }  // namespace
 
-void embed_lookup(const uint16_t* table, const int* d_tokens, int n_tokens, int dim, float* out, cudaStream_t s) {
+void embed_lookup(const uint16_t* table, const int* d_tokens, int n_tokens, int dim, float* out, cudaStream_t s,
+                  TokenAxis tok) {
   if (n_tokens < 0 || dim <= 0) fail("embed_lookup: invalid shape n_tokens ", n_tokens, ", dim ", dim);
+  if (tok.many() && n_tokens != 1) fail("embed_lookup: a token axis runs one token per slab, found ", n_tokens);
   if (n_tokens == 0) return;
-  embed_kernel<<<grid_for(int64_t(n_tokens) * dim), kThreads, 0, s>>>(table, d_tokens, n_tokens, dim, out);
+  const dim3 grid{grid_for(int64_t(n_tokens) * dim), unsigned(tok.n)};
+  embed_kernel<<<grid, kThreads, 0, s>>>(table, d_tokens, n_tokens, dim, out, tok.stride);
   CUDA_CHECK_LAUNCH("embed_kernel");
+}
+
+void spread_token_steps(const int* ids, int t0, int n, int* step, int64_t stride, cudaStream_t s) {
+  if (n < 1 || t0 < 0 || (n > 1 && stride <= 0))
+    fail("spread_token_steps: ", n, " tokens from ", t0, ", stride ", stride);
+  spread_steps_kernel<<<unsigned((n + 127) / 128), 128, 0, s>>>(ids, t0, n, step, stride);
+  CUDA_CHECK_LAUNCH("spread_steps_kernel");
 }
 
 void swiglu(const float* gate, const float* up, float* out, size_t n, cudaStream_t s) {
@@ -97,9 +122,10 @@ void swiglu(const float* gate, const float* up, float* out, size_t n, cudaStream
   CUDA_CHECK_LAUNCH("swiglu_kernel");
 }
 
-void swiglu_fused(const float* gate_up, float* out, size_t n, cudaStream_t s) {
+void swiglu_fused(const float* gate_up, float* out, size_t n, cudaStream_t s, TokenAxis tok) {
   if (n == 0) return;
-  swiglu_kernel<<<grid_for(int64_t(n)), kThreads, 0, s>>>(gate_up, gate_up + n, out, n);
+  const dim3 grid{grid_for(int64_t(n)), unsigned(tok.n)};
+  swiglu_kernel<<<grid, kThreads, 0, s>>>(gate_up, gate_up + n, out, n, tok.stride);
   CUDA_CHECK_LAUNCH("swiglu_kernel (fused gate|up)");
 }
 

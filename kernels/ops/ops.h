@@ -10,14 +10,23 @@
 #include <cuda_runtime.h>
 
 #include "kernels/attention/split_rule.h"  // AttnSplitParts
+#include "kernels/ops/token_axis.h"        // TokenAxis
 
 namespace llm {
 
 // out[t, :] = FP32(table[d_tokens[t], :]) for t < n_tokens.
-void embed_lookup(const uint16_t* table, const int* d_tokens, int n_tokens, int dim, float* out, cudaStream_t s);
+// tok (here and below where an op takes one): the decode step's op for tok.n tokens side by side, each on its own
+// slab of activations and positions tok.stride bytes apart (kernels/ops/token_axis.h), one token per slab.
+void embed_lookup(const uint16_t* table, const int* d_tokens, int n_tokens, int dim, float* out, cudaStream_t s,
+                  TokenAxis tok = {});
 
 // out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w[:]   (w FP32). out may alias x.
-void rmsnorm(const float* x, const float* w, float* out, int rows, int dim, float eps, cudaStream_t s);
+// A token axis's step words (kernels/ops/token_axis.h): token t's {pos, token} = {ids[0] + t0 + t, ids[1 + t0 + t]}
+// into step + t * stride bytes, t < n (ids: a pass's pos0, then its tokens, on the device).
+void spread_token_steps(const int* ids, int t0, int n, int* step, int64_t stride, cudaStream_t s);
+
+void rmsnorm(const float* x, const float* w, float* out, int rows, int dim, float eps, cudaStream_t s,
+             TokenAxis tok = {});
 // Same, BF16 output (the input of a cuBLAS prefill GEMM).
 void rmsnorm_bf16(const float* x, const float* w, uint16_t* out, int rows, int dim, float eps, cudaStream_t s);
 // Decode's first kernel under the RMSNorm fold (kernels/gemv/gemv_epilogue.h): x [dim] = the embedding row of
@@ -25,7 +34,8 @@ void rmsnorm_bf16(const float* x, const float* w, uint16_t* out, int rows, int d
 // layer's q|k|v GEMV reads (xg as its x, *inv as its output scale). sums and count (both or neither): also
 // sums[0] = sum(x^2) and *count = 1, a producer of one block sum for a consumer of GemvEpilogue::scale_sums.
 void embed_rmsnorm_fold(const uint16_t* table, const int* d_token, int dim, const float* w, float eps, float* x,
-                        float* xg, float* inv, cudaStream_t s, float* sums = nullptr, unsigned* count = nullptr);
+                        float* xg, float* inv, cudaStream_t s, float* sums = nullptr, unsigned* count = nullptr,
+                        TokenAxis tok = {});
 
 // In place: q [n_tokens, n_heads, head_dim] and k [n_tokens, n_kv_heads, head_dim] at positions *d_pos0 + t.
 void rope(float* q, float* k, const float* inv_freq, const int* d_pos0, int n_tokens, int n_heads, int n_kv_heads,
@@ -38,7 +48,8 @@ void kv_store(const float* k, const float* v, uint16_t* k_cache, uint16_t* v_cac
 // rope + kv_store in one launch: q rotated in place; k rotated and v copied, as BF16, into the caches at rows
 // *d_pos0 + t (k itself is left unrotated: only the cache is read afterwards). Same numerics as the two ops.
 void rope_kv_store(float* q, const float* k, const float* v, const float* inv_freq, const int* d_pos0, int n_tokens,
-                   int n_heads, int n_kv_heads, int head_dim, uint16_t* k_cache, uint16_t* v_cache, cudaStream_t s);
+                   int n_heads, int n_kv_heads, int head_dim, uint16_t* k_cache, uint16_t* v_cache, cudaStream_t s,
+                   TokenAxis tok = {});
 
 // Decode attention for one token at position *d_pos (attends to cache rows 0..*d_pos), grouped-query heads,
 // split over the KV range across blocks and merged (flash-decoding) so long contexts fill the GPU.
@@ -54,7 +65,7 @@ int attention_decode_chunk(int n_kv_heads, int len, int sms);
 int attention_decode_chunk(int n_kv_heads, int len);
 void attention_decode(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int* d_pos,
                       int n_heads, int n_kv_heads, int head_dim, int max_ctx, float* out, void* scratch,
-                      cudaStream_t s, AttnSplitParts* defer = nullptr);
+                      cudaStream_t s, AttnSplitParts* defer = nullptr, TokenAxis tok = {});
 
 // The decode step's rope_kv_store and attention_decode in one launch: q [n_heads * head_dim] and k [kv_dim] as the
 // q|k|v GEMV wrote them (unrotated), v [kv_dim]; k rotated and v go into the caches' row *d_pos (as rope_kv_store
@@ -96,7 +107,7 @@ void attention_prefill_fp8(const float* q, const uint8_t* k_codes, const uint8_t
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, size_t n, cudaStream_t s);
 // out[i] = silu(gate_up[i]) * gate_up[n + i]: the two halves of one fused gate|up GEMV output [2n].
-void swiglu_fused(const float* gate_up, float* out, size_t n, cudaStream_t s);
+void swiglu_fused(const float* gate_up, float* out, size_t n, cudaStream_t s, TokenAxis tok = {});
 // Per row t of gate_up [rows, 2 hidden] (the fused gate|up GEMM's output): out[t, i] = BF16(silu(gate_up[t, i]) *
 // gate_up[t, hidden + i]), out [rows, hidden]. The same numbers as swiglu then convert_f32_to_bf16.
 void swiglu_rows_bf16(const float* gate_up, uint16_t* out, int rows, int hidden, cudaStream_t s);

@@ -40,7 +40,12 @@ __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k, const 
 __global__ void rope_kv_store_kernel(float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                                      const float* __restrict__ inv_freq, const int* __restrict__ d_pos0, int n_tokens,
                                      int n_heads, int n_kv_heads, int head_dim, uint16_t* __restrict__ kc,
-                                     uint16_t* __restrict__ vc) {
+                                     uint16_t* __restrict__ vc, int64_t stride) {
+  // The token axis (grid y; kernels/ops/token_axis.h): token y's q, k, v and position are `stride` bytes on.
+  q = token_ptr(q, stride, int(blockIdx.y));
+  k = token_ptr(k, stride, int(blockIdx.y));
+  v = token_ptr(v, stride, int(blockIdx.y));
+  d_pos0 = token_ptr(d_pos0, stride, int(blockIdx.y));
   const int half = head_dim / 2;
   const int64_t q_pairs = int64_t(n_heads) * half, kv_pairs = int64_t(n_kv_heads) * half;
   const int64_t per_token = q_pairs + 2 * kv_pairs;
@@ -95,7 +100,8 @@ void rope(float* q, float* k, const float* inv_freq, const int* d_pos0, int n_to
 }
 
 void rope_kv_store(float* q, const float* k, const float* v, const float* inv_freq, const int* d_pos0, int n_tokens,
-                   int n_heads, int n_kv_heads, int head_dim, uint16_t* k_cache, uint16_t* v_cache, cudaStream_t s) {
+                   int n_heads, int n_kv_heads, int head_dim, uint16_t* k_cache, uint16_t* v_cache, cudaStream_t s,
+                   TokenAxis tok) {
   if (n_tokens < 0 || n_heads < 0 || n_kv_heads < 0 || head_dim <= 0 || head_dim % 2 != 0)
     fail("rope_kv_store: invalid shape n_tokens ", n_tokens, ", n_heads ", n_heads, ", n_kv_heads ", n_kv_heads,
          ", head_dim ", head_dim, " (head_dim must be even)");
@@ -103,8 +109,10 @@ void rope_kv_store(float* q, const float* k, const float* v, const float* inv_fr
   if (total == 0) return;
   const int threads = 256;
   const int64_t blocks = (total + threads - 1) / threads;
-  rope_kv_store_kernel<<<unsigned(blocks < 65536 ? blocks : 65536), threads, 0, s>>>(
-      q, k, v, inv_freq, d_pos0, n_tokens, n_heads, n_kv_heads, head_dim, k_cache, v_cache);
+  if (tok.many() && n_tokens != 1) fail("rope_kv_store: a token axis runs one token per slab, found ", n_tokens);
+  const dim3 grid{unsigned(blocks < 65536 ? blocks : 65536), unsigned(tok.n)};
+  rope_kv_store_kernel<<<grid, threads, 0, s>>>(q, k, v, inv_freq, d_pos0, n_tokens, n_heads, n_kv_heads, head_dim,
+                                                k_cache, v_cache, tok.stride);
   CUDA_CHECK_LAUNCH("rope_kv_store_kernel");
 }
 

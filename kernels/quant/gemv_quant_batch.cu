@@ -308,13 +308,14 @@ namespace {
 
 template <XForm kIn>
 void quantize_x_launch(const void* x, int64_t ldx, int nb, int64_t k, void* xq, float* h, int64_t ldh,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, int64_t xq_pitch = 0) {
   const int64_t threads = int64_t(nb) * (k / 32) * 8;
   const int block = 256;
   const unsigned grid = unsigned((threads + block - 1) / block);
-  quant_batch_quantize_x_kernel<kIn><<<grid, block, 0, stream>>>(x, ldx, nb, k, static_cast<unsigned char*>(xq),
-                                                                 quant_batch_x_stride(k), quant_x_smem_offset_d(k),
-                                                                 quant_x_smem_offset_s16(k), h, ldh);
+  const int64_t pitch = xq_pitch > 0 ? xq_pitch : quant_batch_x_stride(k);
+  quant_batch_quantize_x_kernel<kIn><<<grid, block, 0, stream>>>(x, ldx, nb, k, static_cast<unsigned char*>(xq), pitch,
+                                                                 quant_x_smem_offset_d(k), quant_x_smem_offset_s16(k),
+                                                                 h, ldh);
   CUDA_CHECK_LAUNCH("quant_batch_quantize_x_kernel");
 }
 
@@ -340,14 +341,17 @@ void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int
 }
 
 void quant_batch_swiglu_x(const float* gate_up, int64_t ldgu, int nb, int64_t k, float* h, int64_t ldh, void* xq,
-                          cudaStream_t stream, bool round_bf16) {
+                          cudaStream_t stream, bool round_bf16, int64_t xq_pitch) {
+  if (xq_pitch != 0 && (xq_pitch < quant_batch_x_stride(k) || xq_pitch % 16 != 0))
+    fail("quant_batch_swiglu_x: int8 row pitch ", xq_pitch, " (need 0 or a multiple of 16 of at least ",
+         quant_batch_x_stride(k), ")");
   check_x_args("quant_batch_swiglu_x", gate_up, ldgu, nb, k, xq);
   if (ldgu < 2 * k) fail("quant_batch_swiglu_x: row pitch ", ldgu, " shorter than gate and up (", 2 * k, ")");
   if (h && ldh < k) fail("quant_batch_swiglu_x: output pitch ", ldh, " shorter than ", k);
   if (round_bf16)
-    quantize_x_launch<XForm::GluBf16>(gate_up, ldgu, nb, k, xq, h, ldh, stream);
+    quantize_x_launch<XForm::GluBf16>(gate_up, ldgu, nb, k, xq, h, ldh, stream, xq_pitch);
   else
-    quantize_x_launch<XForm::Glu>(gate_up, ldgu, nb, k, xq, h, ldh, stream);
+    quantize_x_launch<XForm::Glu>(gate_up, ldgu, nb, k, xq, h, ldh, stream, xq_pitch);
 }
 
 void quant_batch_quantize_x_bf16_rounded(const float* x, int64_t ldx, int nb, int64_t k, void* xq,

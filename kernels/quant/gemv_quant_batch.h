@@ -40,8 +40,10 @@ void quant_batch_quantize_x(const void* x, bool x_bf16, int64_t ldx, int nb, int
 // quantizing x in each of its blocks.
 // round_bf16: each value rounded to BF16 first (and so written to h), bit for bit swiglu_rows_bf16 then the BF16 form
 // of quant_batch_quantize_x: a prompt's pass in one launch instead of two.
+// xq_pitch: bytes from one vector's int8 form to the next (0: quant_batch_x_stride(k), packed); a decode pass over a
+// token axis gives its slab stride (each token's form in its own slab, kernels/ops/token_axis.h).
 void quant_batch_swiglu_x(const float* gate_up, int64_t ldgu, int nb, int64_t k, float* h, int64_t ldh, void* xq,
-                          cudaStream_t stream, bool round_bf16 = false);
+                          cudaStream_t stream, bool round_bf16 = false, int64_t xq_pitch = 0);
 
 // FP32 x [nb, ldx] rounded to BF16, then the BF16 form of quant_batch_quantize_x: bit for bit convert_f32_to_bf16 and
 // that pass, in one launch.

@@ -29,6 +29,11 @@ namespace llm {
 // slices in order through shared memory (deterministic, no atomics).
 template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX, bool kDp4a, bool kSmemX = false>
 __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_gemv_warp_kernel(QuantPackedArgs a) {
+  // The token axis (GemvEpilogue::tokens, grid z): token z's x, y and epilogue pointers; the weights are shared.
+  const int tok = int(blockIdx.z);
+  const float* const x = token_ptr(a.x, a.ep.tokens.stride, tok);
+  float* const y = token_ptr(a.y, a.ep.tokens.stride, tok);
+  const GemvEpilogue ep = gemv_epilogue_at_token(a.ep, tok);
   constexpr int R = kQuantWarpRows, U = quant_warp_unroll(quant_split_hi_bits(kInt4, kTwoLevel, kHasMin));
   __shared__ float slice_sums[kQuantWarpsPerBlock][R];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -75,15 +80,15 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     int8_t* sq = reinterpret_cast<int8_t*>(quant_x_smem);
     float* sd = reinterpret_cast<float*>(quant_x_smem + quant_x_smem_offset_d(k));
     int* ss = reinterpret_cast<int*>(quant_x_smem + quant_x_smem_offset_s16(k));
-    if (a.ep.x_q8) {  // the kernel before left x's int8 form (GemvEpilogue::x_q8): copy it, 16 bytes per load
+    if (ep.x_q8) {  // the kernel before left x's int8 form (GemvEpilogue::x_q8): copy it, 16 bytes per load
       const int words = int(quant_x_smem_bytes(k) / 4);
-      const uint4* src = static_cast<const uint4*>(a.ep.x_q8);
+      const uint4* src = static_cast<const uint4*>(ep.x_q8);
       uint4* dst = reinterpret_cast<uint4*>(quant_x_smem);
       for (int i = threadIdx.x; i < words / 4; i += kQuantGemvThreads) dst[i] = __ldcg(src + i);
       for (int i = (words / 4) * 4 + threadIdx.x; i < words; i += kQuantGemvThreads)
-        reinterpret_cast<unsigned*>(quant_x_smem)[i] = __ldcg(static_cast<const unsigned*>(a.ep.x_q8) + i);
+        reinterpret_cast<unsigned*>(quant_x_smem)[i] = __ldcg(static_cast<const unsigned*>(ep.x_q8) + i);
     } else {
-      quant_x_q8_block_warps(a.x, k, sq, sd, ss, warp, lane);
+      quant_x_q8_block_warps(x, k, sq, sd, ss, warp, lane);
     }
     __syncthreads();
     xq = QuantXq8{sq, sd, ss};
@@ -96,16 +101,16 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     float4* sp = reinterpret_cast<float4*>(quant_x_smem);
     const int words = a.chunks * kWords;
     // x as the kernel before would have written it (GemvEpilogue's input forms; block-uniform branches).
-    if (a.ep.glu) {  // down: SwiGLU of the [gate | up] row (swiglu_fused's expression)
-      const float* gate = a.ep.glu;
-      const float* up = a.ep.glu + int64_t(words) * 4;
+    if (ep.glu) {  // down: SwiGLU of the [gate | up] row (swiglu_fused's expression)
+      const float* gate = ep.glu;
+      const float* up = ep.glu + int64_t(words) * 4;
       for (int i = threadIdx.x; i < words; i += kQuantGemvThreads) {
         const float4 g = quant_load_x4<true>(gate, int64_t(i) * 4), u = quant_load_x4<true>(up, int64_t(i) * 4);
         sp[(i % kWords) * a.chunks + i / kWords] = make_float4(swiglu_value(g.x, u.x), swiglu_value(g.y, u.y),
                                                                swiglu_value(g.z, u.z), swiglu_value(g.w, u.w));
       }
-    } else if (a.ep.merge.part_o) {  // o: decode attention's key splits merged (attention_decode_merge_kernel's loop)
-      const AttnSplitParts& m = a.ep.merge;
+    } else if (ep.merge.part_o) {  // o: decode attention's key splits merged (attention_decode_merge_kernel's loop)
+      const AttnSplitParts& m = ep.merge;
       const float2* ml = reinterpret_cast<const float2*>(m.part_ml);
       const int n_active = attention_decode_splits(*m.d_pos, m.max_ctx, m.n_kv_heads, m.sms);
       for (int h = threadIdx.x; h < m.n_heads; h += kQuantGemvThreads)
@@ -121,7 +126,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
       }
     } else {
       for (int i = threadIdx.x; i < words; i += kQuantGemvThreads)
-        sp[(i % kWords) * a.chunks + i / kWords] = quant_load_x4<kVecX>(a.x, int64_t(i) * 4);
+        sp[(i % kWords) * a.chunks + i / kWords] = quant_load_x4<kVecX>(x, int64_t(i) * 4);
     }
     __syncthreads();
   }
@@ -133,7 +138,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
   // A consumer of block sums (GemvEpilogue::scale_sums): s at the warp's first stored row, a converged point (the
   // group loop and the split-K branch are warp-uniform), while the next group's loads are in flight. 1 otherwise.
   float norm_scale = 1.0f;
-  bool have_scale = a.ep.scale_sums == nullptr;
+  bool have_scale = ep.scale_sums == nullptr;
   int64_t g = g_begin;
   int b = 0;
   while (g < g_end) {
@@ -160,7 +165,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
           if constexpr (kSmemX)
             quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(w, r, xsh, c, a.bias, acc);
           else
-            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(w, r, QuantXGlobal<kVecX, kInt4 ? 32 : 16>{a.x}, c,
+            quant_chunk_fma<kInt4, kTwoLevel, kHasMin, R>(w, r, QuantXGlobal<kVecX, kInt4 ? 32 : 16>{x}, c,
                                                           a.bias, acc);
       }
       fill(next_g, next_b, u);
@@ -168,13 +173,13 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     if (next_b == 0) {  // group g is complete; the next group's first batch is already in flight
       const float mine = warp_sum_rows(acc, lane);  // lane i < R keeps row g * R + i
       if (splits == 1 && !have_scale) {
-        norm_scale = gemv_norm_scale_warp(a.ep, lane);
+        norm_scale = gemv_norm_scale_warp(ep, lane);
         have_scale = true;
       }
       const int64_t row = g * R + lane;
       if (lane < R && row < a.n) {
         if (splits == 1)
-          gemv_store_row(a.ep, a.y, row, mine * norm_scale, a.accumulate, &ss);
+          gemv_store_row(ep, y, row, mine * norm_scale, a.accumulate, &ss);
         else
           slice_sums[warp][lane] = mine;
       }
@@ -183,16 +188,16 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
     b = next_b;
   }
   if (splits > 1) {  // block-uniform branch: every thread reaches the barrier; a split lane owns one group
-    if (!have_scale) norm_scale = gemv_norm_scale_warp(a.ep, lane);
+    if (!have_scale) norm_scale = gemv_norm_scale_warp(ep, lane);
     __syncthreads();
     const int64_t row = g_begin * R + lane;
     if (slice == 0 && g_begin < g_end && lane < R && row < a.n) {
       float s = 0.0f;
       for (int i = 0; i < splits; ++i) s += slice_sums[warp + i][lane];
-      gemv_store_row(a.ep, a.y, row, s * norm_scale, a.accumulate, &ss);
+      gemv_store_row(ep, y, row, s * norm_scale, a.accumulate, &ss);
     }
   }
-  gemv_epilogue_finish(a.ep, ss, a.n);
+  gemv_epilogue_finish(ep, ss, a.n);
 }
 #endif
 

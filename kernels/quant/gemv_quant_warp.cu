@@ -34,7 +34,7 @@ struct Pick {
 void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan, const float* x, float* y,
                             bool accumulate, const GemvEpilogue& ep, cudaStream_t stream) {
   quant_gemv_check_warp_plan("warp", plan);
-  gemv_check_epilogue("warp", ep, plan.grid, quant_kind_reads_norm_sums(QuantGemvKind::Warp), true);
+  gemv_check_epilogue("warp", ep, plan.grid, quant_kind_reads_norm_sums(QuantGemvKind::Warp), true, true);
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate, ep);
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
   // x staged in shared memory (4 bytes per x) while two blocks per SM still fit; past that (k > ~29,000) x is read
@@ -65,6 +65,7 @@ void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan,
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = pdl_launch_config(unsigned(plan.grid), kQuantGemvThreads, stream, true, &attr);
+  config.gridDim.z = unsigned(ep.tokens.n);  // the token axis (GemvEpilogue::tokens)
   config.dynamicSmemBytes = smem_x ? size_t(smem) : 0;
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
 }

@@ -41,12 +41,14 @@ void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
   const Kernel kernel = quant_kernel_for<Pick>(w.type_id, "warp-dp4a");
   if (smem > 48 * 1024)  // beyond the default limit: opt in (not a stream operation; allowed while capturing)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  gemv_check_epilogue("warp-dp4a", ep, plan.grid, quant_kind_reads_norm_sums(QuantGemvKind::WarpDp4a));
+  gemv_check_epilogue("warp-dp4a", ep, plan.grid, quant_kind_reads_norm_sums(QuantGemvKind::WarpDp4a), false,
+                      true);
   if (ep.x_q8 && ((reinterpret_cast<uintptr_t>(ep.x_q8) & 15) != 0 || w.k % 32 != 0))
     fail("quantized gemv 'warp-dp4a': x's int8 form must be 16-byte aligned and k (", w.k, ") a multiple of 32");
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate, ep);
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = pdl_launch_config(unsigned(plan.grid), kQuantGemvThreads, stream, true, &attr);
+  config.gridDim.z = unsigned(ep.tokens.n);  // the token axis (GemvEpilogue::tokens)
   config.dynamicSmemBytes = size_t(smem);
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
 }

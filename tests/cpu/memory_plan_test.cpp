@@ -10,6 +10,7 @@
 #include "models/model.h"
 #include "models/quant.h"
 #include "models/quantize_model.h"
+#include "kernels/gemv/gemv_epilogue.h"     // kGemvEpiloguePartials
 #include "kernels/quant/gemv_quant_plan.h"  // quant_batch_x_bytes
 #include "models_test_util.h"
 
@@ -72,6 +73,24 @@ TEST(MemoryPlan, BatchRowsFollowTheTuning) {
                    double(llm::quant_batch_x_bytes(2048, wide) - llm::quant_batch_x_bytes(64, wide)));
   EXPECT_EQ(small.quant_batch_rows, 64);  // the default
   EXPECT_NEAR((b.activations - a.activations) / kMiB, 2048.0 * 19712 / kMiB - 64.0 * 19712 / kMiB, 1.0);
+}
+
+// The CUDA engine's decode buffers come in kTokenSlabs token slabs (a decode-order verify runs the decode step's kernels
+// for that many tokens side by side, engine/cuda/activations.h): with DeviceSizes::decode_slab the plan counts
+// kTokenSlabs slabs in place of the one set of decode buffers it counts without.
+TEST(MemoryPlan, DecodeBuffersCountedPerTokenSlab) {
+  const Model m = llm::load_synthetic("llama3.1-8b");
+  const llm::ModelConfig& c = m.config;
+  DeviceSizes slabs = fake_sizes();
+  slabs.decode_slab = [](int ctx) { return 3.0 * kMiB + double(ctx); };
+  const MemoryPlan one = MemoryPlanner(m, false, true, llm::KvDtype::BF16, fake_sizes()).plan(8192, 2048);
+  const MemoryPlan many = MemoryPlanner(m, false, true, llm::KvDtype::BF16, slabs).plan(8192, 2048);
+  const double set = 4.0 * (2.0 * c.dim + 3.0 * c.q_dim() + 2.0 * c.kv_dim() + 3.0 * c.hidden_dim + c.vocab_size) +
+                     4.0 * (2.0 * llm::kGemvEpiloguePartials + 5) +
+                     double(llm::quant_batch_x_bytes(1, c.hidden_dim));
+  EXPECT_DOUBLE_EQ(many.activations - one.activations, llm::kTokenSlabs * (3.0 * kMiB + 8192) - set);
+  EXPECT_EQ(llm::kTokenSlabs, 16);
+  EXPECT_DOUBLE_EQ(many.kv, one.kv);
 }
 
 // A mapping whose layout is the row-major copy (warp, warp-r2, thread, cuBLAS: GemvMapping::rowmajor_align) reads

@@ -13,6 +13,7 @@
 
 #include "core/counter_rng.h"
 #include "kernels/attention/split_rule.h"  // attention_decode_splits: the GEMV's merge applies attention's rule
+#include "kernels/gemv/gemv_epilogue.h"    // GemvEpilogue::tokens, gemv_epilogue_at_token
 #include "kernels/quant/gemv_quant_plan.h"
 #include "kernels/quant/quant_dequant.h"
 #include "models/quant.h"
@@ -173,6 +174,68 @@ TEST(QuantGemvPlan, InputFormsWhereXIsStagedAndTheSplitRuleTheyRead) {
                 std::max<int64_t>(int64_t(llm::kAttnSplitsPerSm) * sms, kv))
           << "at most two split blocks per SM (or one split)";
     }
+}
+
+// The token axis (kernels/ops/token_axis.h, GemvEpilogue::tokens): token t of a launch sees every per-token pointer
+// t * stride bytes on, an absent (null) buffer stays absent, and the weights (norm_w) stay where they are; only the
+// warp forms have it.
+TEST(QuantGemvPlan, TokenAxisMovesEveryPerTokenPointerAndNoWeight) {
+  alignas(16) static float buf[4096];
+  const int64_t stride = 1024;  // bytes
+  EXPECT_EQ(llm::token_ptr(buf, stride, 0), buf);
+  EXPECT_EQ(llm::token_ptr(buf, stride, 3), buf + 3 * 256);
+  const float* cbuf = buf;
+  EXPECT_EQ(llm::token_ptr(cbuf, stride, 2), buf + 512);
+  EXPECT_EQ(llm::token_ptr(static_cast<float*>(nullptr), stride, 5), nullptr);
+  const void* vbuf = buf;
+  EXPECT_EQ(llm::token_ptr(vbuf, stride, 1), static_cast<const void*>(buf + 256));
+
+  llm::GemvEpilogue ep;
+  ep.tokens = llm::TokenAxis{4, stride};
+  EXPECT_TRUE(ep.tokens.many());
+  EXPECT_FALSE(llm::TokenAxis{}.many());
+  ep.scale = buf + 1;
+  ep.scale_sums = buf + 2;
+  ep.scale_count = reinterpret_cast<const unsigned*>(buf + 3);
+  ep.norm_w = buf + 4;
+  ep.xg = buf + 5;
+  ep.inv = buf + 6;
+  ep.partials = buf + 7;
+  ep.arrivals = reinterpret_cast<unsigned*>(buf + 8);
+  ep.count = reinterpret_cast<unsigned*>(buf + 9);
+  ep.x_q8 = buf + 12;
+  ep.glu = buf + 16;
+  ep.merge.part_o = buf + 20;
+  ep.merge.part_ml = buf + 24;
+  ep.merge.d_pos = reinterpret_cast<const int*>(buf + 28);
+  const llm::GemvEpilogue e = llm::gemv_epilogue_at_token(ep, 2);
+  const float* on = buf + 512;  // two tokens of 256 floats
+  EXPECT_EQ(e.scale, on + 1);
+  EXPECT_EQ(e.scale_sums, on + 2);
+  EXPECT_EQ(static_cast<const void*>(e.scale_count), static_cast<const void*>(on + 3));
+  EXPECT_EQ(e.norm_w, buf + 4) << "a weight is shared by every token";
+  EXPECT_EQ(e.xg, on + 5);
+  EXPECT_EQ(e.inv, on + 6);
+  EXPECT_EQ(e.partials, on + 7);
+  EXPECT_EQ(static_cast<const void*>(e.arrivals), static_cast<const void*>(on + 8));
+  EXPECT_EQ(static_cast<const void*>(e.count), static_cast<const void*>(on + 9));
+  EXPECT_EQ(e.x_q8, static_cast<const void*>(on + 12));
+  EXPECT_EQ(e.glu, on + 16);
+  EXPECT_EQ(e.merge.part_o, on + 20);
+  EXPECT_EQ(e.merge.part_ml, on + 24);
+  EXPECT_EQ(static_cast<const void*>(e.merge.d_pos), static_cast<const void*>(on + 28));
+  EXPECT_EQ(e.tokens.n, 4);
+  const llm::GemvEpilogue none = llm::gemv_epilogue_at_token(llm::GemvEpilogue{}, 3);
+  EXPECT_EQ(none.scale, nullptr);
+  EXPECT_EQ(none.xg, nullptr);
+  EXPECT_FALSE(none.merge.any());
+  EXPECT_EQ(llm::gemv_epilogue_at_token(ep, 0).xg, ep.xg);
+
+  using llm::QuantGemvKind;
+  EXPECT_TRUE(llm::quant_kind_token_axis(QuantGemvKind::Warp));
+  EXPECT_TRUE(llm::quant_kind_token_axis(QuantGemvKind::WarpDp4a));
+  EXPECT_FALSE(llm::quant_kind_token_axis(QuantGemvKind::Thread));
+  EXPECT_FALSE(llm::quant_kind_token_axis(QuantGemvKind::AsStored));
 }
 
 TEST(QuantGemvPlan, LayoutChecksRefuseByName) {

@@ -42,9 +42,12 @@ const std::string kStories = std::string(LLM_TEST_MODELS) + "/stories260K";
 constexpr float kNearTie = 5e-2f;       // default verify: BF16-rounded rows
 constexpr float kNearTieExact = 1e-3f;  // exact_verify: issue 36's bound
 
+// The prefill-pass verify with the decode step's activations (the decode-order verify off: these tests measure the
+// pass, which BF16 models and the other forms still run).
 llm::EngineTuning exact_tuning() {
   llm::EngineTuning t;
   t.exact_verify = llm::ExactVerify::kOn;
+  t.verify_steps = false;
   return t;
 }
 
@@ -105,6 +108,7 @@ void print_knob_distances(const llm::Model& m, const std::vector<int>& ids, int 
   std::vector<std::pair<const char*, llm::EngineTuning>> knobs(7);
   knobs[6].first = "--exact-vfy on";
   knobs[6].second.exact_verify = llm::ExactVerify::kOn;
+  for (auto& k : knobs) k.second.verify_steps = false;  // the prefill pass's distances (the decode order's are 0)
   knobs[0].first = "--fuse-norm off";
   knobs[0].second.fuse_norm = false;
   knobs[1].first = "--norm-sums off";
@@ -191,6 +195,120 @@ TEST(CudaSpeculative, ExactVerifyRowsMatchDecodeSteps) {
   // tied head read through its BF16 copy put this file's rows 7.0e-4 from the decode steps, stories260K's 1.3e-3).
   expect_verify_rows_match_decode(s, sids, 15, 1e-3, exact_tuning(), "exact, warp");
   expect_verify_rows_match_decode(s, sids, 15, 5e-2, exact_tuning(), "exact, warp-dp4a", "warp-dp4a");
+}
+
+namespace {
+
+// A decode-order verify (EngineTuning::verify_steps) against decode steps: after the same prefill of p tokens, a
+// verify of ids[p .. p + k) on one engine and k decode steps on another; every row must be the decode step's logits
+// bit for bit. Then a rewind and the same verify again (its captured graph with verify_graph: the position read on the
+// device) must give the same bits. Returns false (and checks nothing) where the verify does not run in decode order.
+bool expect_decode_order_rows(const std::string& what, const llm::Model& m, const std::vector<int>& ids, int p,
+                              const llm::EngineTuning& t, const std::string& gemv, bool graph) {
+  SCOPED_TRACE(what);
+  const int vocab = m.config.vocab_size, k = int(ids.size()) - p;
+  auto a = cuda(m, llm::KvDtype::BF16, 512, graph, t, gemv), b = cuda(m, llm::KvDtype::BF16, 512, graph, t, gemv);
+  if (!llm::as_cuda_backend(*a).verify_in_decode_order()) {
+    std::printf("%s: the verify runs as a prefill pass here (not checked)\n", what.c_str());
+    return false;
+  }
+  a->prefill(ids.data(), p, 0);
+  b->prefill(ids.data(), p, 0);
+  std::vector<float> rows = a->verify(ids.data() + p, k, p);
+  EXPECT_EQ(rows.size(), size_t(k) * size_t(vocab));
+  rows.resize(size_t(k) * size_t(vocab), NAN);
+  int differ = 0;
+  double worst = 0;
+  for (int i = 0; i < k; ++i) {
+    b->decode(ids[size_t(p + i)], p + i);
+    const std::vector<float> want = b->logits();
+    const float* got = rows.data() + size_t(i) * vocab;
+    if (std::memcmp(got, want.data(), size_t(vocab) * sizeof(float)) != 0) {
+      ++differ;
+      worst = std::max(worst, rel_l2(got, want.data(), size_t(vocab)));
+    }
+  }
+  EXPECT_EQ(differ, 0) << what << ": " << differ << " of " << k << " verify rows differ from the decode steps (worst "
+                       << "rel L2 " << worst << ")";
+  for (int r = 0; r < 2; ++r) {  // eager then captured where graph is on (the second verify of a length captures)
+    a->rewind(p);
+    const std::vector<float> again = a->verify(ids.data() + p, k, p);
+    EXPECT_EQ(again.size(), rows.size());
+    EXPECT_TRUE(again.size() == rows.size() && std::memcmp(again.data(), rows.data(), rows.size() * 4) == 0)
+        << what << ": verify again after a rewind (round " << r << ")";
+  }
+  std::printf("%s: %d verify rows at position %d, %d differ from the decode steps\n", what.c_str(), k, p, differ);
+  return true;
+}
+
+}  // namespace
+
+// The decode-order verify (the default where every decode matrix is on a quantized warp form): each of its rows is the
+// decode step's logits bit for bit, on the synthetic SmolLM2 shape (head_dim 64, groups of 3: the tensor-core
+// attention), tiny-gqa (head_dim 16: the SIMT attention) and tiny-long in Q4_1, Q8_0 and the Q4_K_M mix, on warp and
+// warp-dp4a, with each decode fusion off in turn (every launch form forward_token has gets its token axis), 9 rows
+// (one pass) and 21 rows (two passes of the 16 slabs), eager and captured; and on the real SmolLM2 file.
+TEST(CudaSpeculative, DecodeOrderVerifyRowsAreTheDecodeStepsBitForBit) {
+  REQUIRE_GPU();
+  std::vector<std::pair<std::string, llm::EngineTuning>> knobs(8);
+  knobs[0].first = "defaults";
+  knobs[1].first = "--fuse-norm off";
+  knobs[1].second.fuse_norm = false;
+  knobs[2].first = "--norm-sums off";
+  knobs[2].second.norm_sums = false;
+  knobs[3].first = "--stage-glu off";
+  knobs[3].second.stage_glu = false;
+  knobs[4].first = "--stage-glu off --fuse-glu off";
+  knobs[4].second.stage_glu = false;
+  knobs[4].second.fuse_swiglu_q8 = false;
+  knobs[5].first = "--o-merge on";
+  knobs[5].second.stage_merge = true;
+  knobs[6].first = "--fuse-rope off";
+  knobs[6].second.fuse_rope = false;
+  knobs[7].first = "--fork-mix on";
+  knobs[7].second.fork_pieces = true;
+  int checked = 0;
+  for (const char* type : {"q4_1", "q8_0", "q4_k_m"})
+    for (const char* base : {"synthetic:smollm2-135m", "synthetic:tiny-gqa", "synthetic:tiny-long"}) {
+      llm::Model m = llm::load_model(base);
+      llm::quantize_model(m, llm::parse_quantize_type(type));
+      std::vector<int> ids;
+      for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 7919) % (m.config.vocab_size - 1));
+      for (const char* gemv : {"warp", "warp-dp4a"}) {
+        if (!llm::gemv_refusal(llm::gemv_plan(gemv), m, false).empty()) continue;
+        const bool smol = std::string(base) == "synthetic:smollm2-135m";
+        for (size_t i = 0; i < knobs.size(); ++i) {
+          if (i > 0 && !(smol && std::string(type) == "q4_1")) break;  // every knob on one model, defaults on all
+          const std::string what = std::string(base) + " " + type + " " + gemv + " (" + knobs[i].first + ")";
+          checked += expect_decode_order_rows(what, m, std::vector<int>(ids.begin(), ids.begin() + 24), 15,
+                                              knobs[i].second, gemv, true);
+        }
+        checked += expect_decode_order_rows(std::string(base) + " " + type + " " + gemv + ", 21 rows", m,
+                                            std::vector<int>(ids.begin(), ids.begin() + 40), 19, {}, gemv, true);
+      }
+    }
+  EXPECT_GE(checked, 30) << "the decode-order verify ran on too few of the quantized models";
+  {  // The negative control: with it off the same verify is a prefill pass, and its rows are not the decode steps'.
+    llm::Model m = llm::load_model("synthetic:smollm2-135m");
+    llm::quantize_model(m, llm::parse_quantize_type("q4_1"));
+    llm::EngineTuning off;
+    off.verify_steps = false;
+    auto a = cuda(m, llm::KvDtype::BF16, 512, false, off);
+    EXPECT_FALSE(llm::as_cuda_backend(*a).verify_in_decode_order());
+    std::vector<int> ids;
+    for (int i = 0; i < 24; ++i) ids.push_back(1 + (i * 7919) % (m.config.vocab_size - 1));
+    EXPECT_GT(expect_verify_rows_match_decode(m, ids, 15, 1e-2, off, "pass verify"), 0.0);
+  }
+  {  // BF16 weights (no token axis on the BF16 forms): the prefill pass, said by the backend
+    const llm::Model m = llm::load_model(kStories + "/stories260K.bin");
+    EXPECT_FALSE(llm::as_cuda_backend(*cuda(m)).verify_in_decode_order());
+  }
+  LLM_REQUIRE_SMOLLM2();  // the synthetic models above are checked either way
+  const llm::Model s = llm::load_model(llm_test::smollm2_path());
+  std::vector<int> sids;
+  for (int i = 0; i < 24; ++i) sids.push_back(1 + (i * 7919) % (s.config.vocab_size - 1));
+  for (const char* gemv : {"", "warp-dp4a"})
+    EXPECT_TRUE(expect_decode_order_rows(std::string("SmolLM2 file ") + gemv, s, sids, 15, {}, gemv, true));
 }
 
 TEST(CudaSpeculative, ExactVerifyKeepsGreedyOutputUpToNearTies) {
@@ -463,7 +581,7 @@ TEST(CudaSpeculative, ExactVerifyDistancesByKnob) {
     std::vector<int> ids;
     for (int i = 0; i < 24; ++i) ids.push_back(1 + (i * 7919) % (m->config.vocab_size - 1));
     std::vector<std::pair<const char*, llm::EngineTuning>> knobs(5);
-    for (auto& k : knobs) k.second.exact_verify = llm::ExactVerify::kOn;
+    for (auto& k : knobs) k.second.exact_verify = llm::ExactVerify::kOn, k.second.verify_steps = false;
     knobs[0].first = "exact";
     knobs[1].first = "exact --fuse-norm off";
     knobs[1].second.fuse_norm = false;
@@ -503,6 +621,8 @@ TEST(CudaSpeculative, SpecBenchPromptsDepartOnlyAtNearTies) {
   ASSERT_GE(files.size(), 20u);
   int departed = 0, over_exact = 0;
   auto ref = cuda(s, llm::KvDtype::BF16, 2048), target = cuda(s, llm::KvDtype::BF16, 2048);
+  // A decode-order verify (the default on this file) makes every row the decode step's: no output may depart.
+  const bool decode_order = llm::as_cuda_backend(*target).verify_in_decode_order();
   for (const auto& f : files) {
     std::ifstream in(f);
     std::stringstream text;
@@ -527,13 +647,15 @@ TEST(CudaSpeculative, SpecBenchPromptsDepartOnlyAtNearTies) {
       over_exact += want.margin[same] >= kNearTieExact;
       std::printf("; departs at token %zu, top-2 margin %.3e", same, double(want.margin[same]));
       EXPECT_LT(want.margin[same], kNearTie) << f.stem() << ": departs at token " << same;
+      EXPECT_FALSE(decode_order) << f.stem() << ": departs at token " << same << " under the decode-order verify";
     } else {
       EXPECT_EQ(got.tokens.size(), want.tokens.size()) << f.stem();
     }
     std::printf("\n");
   }
-  std::printf("spec prompts: %d of %zu outputs depart from the decode steps, %d of them at a top-2 margin of 1e-3 or "
-              "more\n", departed, files.size(), over_exact);
+  std::printf("spec prompts (%s verify): %d of %zu outputs depart from the decode steps, %d of them at a top-2 "
+              "margin of 1e-3 or more\n", decode_order ? "decode-order" : "prefill-pass", departed, files.size(),
+              over_exact);
 }
 
 // prepare_verify (run-llama calls it at load under --spec): every verify length 2 .. max is captured before the first
