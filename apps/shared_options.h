@@ -185,7 +185,7 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
             "batch-k GEMV passes of N or more vectors run on int8 tensor cores, shorter ones on dp4a; "
             "0 = the built-in default, " + std::to_string(kBatchMmaNever) + " = never (for comparison)")
       .default_is("0");
-  o.choice("--verify-order", "MODE", &t->verify_steps, {"decode", "pass"},
+  o.choice("--vfy-order", "MODE", &t->verify_steps, {"decode", "pass"},
            [](const std::string& v) { return v == "decode"; },
            "speculative verify on cuda: decode = the decode step's kernels for every drafted token side by side (bit "
            "for bit decoding: the quantized warp forms, BF16 cache, graph path); pass = a prefill pass (decoding up "

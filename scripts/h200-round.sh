@@ -8,7 +8,7 @@
 #   scripts/h200-round.sh 3   carry .stage/gguf-d: join the file (sha256 checked), spec-bench on it (speed-up, and the
 #                             plain run's own top-2 margin at each output that differs), then the GPU tests that need
 #                             the file; ROUND3="..." runs more after them
-#   scripts/h200-round.sh order-ab  after 1: this build's decode against llama-ab-base, verify costs by --verify-order
+#   scripts/h200-round.sh order-ab  after 1: this build's decode against llama-ab-base, verify costs by --vfy-order
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -81,7 +81,7 @@ case "${1:-}" in
         timeout 120 "$B/$bin" --model $m -n 128 --repeats 3 2>/dev/null | grep -E "^\| [^|]+ \| [^|]+ \| tg" \
           | cut -d'|' -f2-7 | sed "s|^|$bin |" | tee -a "$OUT/decode-ab.txt"
       done
-      for o in "--verify-order decode" "--verify-order pass"; do
+      for o in "--vfy-order decode" "--vfy-order pass"; do
         # shellcheck disable=SC2086
         timeout 150 "$B/llama-ab" --model $m $o -d 300 -n 16 --repeats 1 --verify-k ${VERIFY_K:-1,2,4,8,16} 2>&1 \
           >/dev/null | grep -E "verify of [0-9]+ tokens at|error" | sed "s|^|$m $o: |" | tee -a "$OUT/verify-order.txt"

@@ -23,36 +23,42 @@ __device__ __forceinline__ void gemv_store_row(const GemvEpilogue& ep, float* y,
 }
 
 // A producer's end, called once by every thread of every block (block-uniform: blockDim.x a multiple of 32): the
-// block's sum of squares into partials[blockIdx.x]; the last block to arrive adds the partials in block order and
+// block's sum of squares into partials[block]; the last block to arrive adds the partials in block order and
 // writes *inv, then re-arms the counter for the next launch. No-op unless ep is a producer. n: rows of the output.
-__device__ __forceinline__ void gemv_epilogue_finish(const GemvEpilogue& ep, float ss, int64_t n) {
+// block / blocks: this block's index among the launch's blocks of its token (blockIdx.x / gridDim.x but under a token
+// axis laid along x: the kernel's own count).
+__device__ __forceinline__ void gemv_epilogue_finish(const GemvEpilogue& ep, float ss, int64_t n, unsigned block,
+                                                     unsigned blocks) {
   if (!ep.xg) return;
   __shared__ float red[32];
   __shared__ bool last;
   ss = block_sum(ss, red);
   if (!ep.inv) {  // the consumer adds the partials (GemvEpilogue::scale_sums): read after this grid completes
     if (threadIdx.x == 0) {
-      ep.partials[blockIdx.x] = ss;
-      if (blockIdx.x == 0) *ep.count = gridDim.x;
+      ep.partials[block] = ss;
+      if (block == 0) *ep.count = blocks;
     }
     return;
   }
   if (threadIdx.x == 0) {
-    __stcg(ep.partials + blockIdx.x, ss);
+    __stcg(ep.partials + block, ss);
     __threadfence();  // this block's partial is visible before its arrival is counted
-    last = atomicAdd(ep.arrivals, 1u) == gridDim.x - 1;
+    last = atomicAdd(ep.arrivals, 1u) == blocks - 1;
   }
   __syncthreads();
   if (!last) return;
   __threadfence();  // every other block's partial is visible (they fenced before arriving)
   float t = 0.0f;
-  for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) t += __ldcg(ep.partials + i);
+  for (unsigned i = threadIdx.x; i < blocks; i += blockDim.x) t += __ldcg(ep.partials + i);
   t = block_sum(t, red);
   if (threadIdx.x == 0) {
     // Same expression as the CPU reference's RMSNorm: 1 / sqrt(mean + eps), not rsqrtf.
     *ep.inv = 1.0f / sqrtf(t / float(n) + ep.eps);
     *ep.arrivals = 0u;
   }
+}
+__device__ __forceinline__ void gemv_epilogue_finish(const GemvEpilogue& ep, float ss, int64_t n) {
+  gemv_epilogue_finish(ep, ss, n, blockIdx.x, gridDim.x);
 }
 
 // A consumer's s from its producer's block sums (GemvEpilogue::scale_sums), called by all 32 lanes of a warp at a

@@ -51,8 +51,8 @@ struct GemvEpilogue {
   const float* glu = nullptr;
   AttnSplitParts merge;
   // The token axis (kernels/ops/token_axis.h; the quantized "warp" and "warp-dp4a" forms only, others refuse it by
-  // name): tokens.n launches of this GEMV side by side (grid z), token t's x, y and every pointer above but norm_w
-  // tokens.stride bytes after token t - 1's (gemv_epilogue_at_token).
+  // name): tokens.n launches of this GEMV side by side (tokens.n times the blocks, the token fastest), token t's x, y
+  // and every pointer above but norm_w tokens.stride bytes after token t - 1's (gemv_epilogue_at_token).
   TokenAxis tokens;
 
   bool producer() const { return xg != nullptr; }

@@ -29,8 +29,12 @@ namespace llm {
 // slices in order through shared memory (deterministic, no atomics).
 template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX, bool kDp4a, bool kSmemX = false>
 __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_gemv_warp_kernel(QuantPackedArgs a) {
-  // The token axis (GemvEpilogue::tokens, grid z): token z's x, y and epilogue pointers; the weights are shared.
-  const int tok = int(blockIdx.z);
+  // The token axis (GemvEpilogue::tokens): gridDim.x = blocks * tokens, the token fastest, so the blocks of every
+  // token that read one slice of the weights run side by side (DRAM reads it once, L2 serves the rest); token tok's x,
+  // y and epilogue pointers. Each token's block `vblock` does what block vblock of a one-token launch does.
+  const unsigned n_tok = unsigned(a.ep.tokens.n);
+  const int tok = int(blockIdx.x % n_tok);
+  const unsigned vblock = blockIdx.x / n_tok, vblocks = gridDim.x / n_tok;
   const float* const x = token_ptr(a.x, a.ep.tokens.stride, tok);
   float* const y = token_ptr(a.y, a.ep.tokens.stride, tok);
   const GemvEpilogue ep = gemv_epilogue_at_token(a.ep, tok);
@@ -38,7 +42,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
   __shared__ float slice_sums[kQuantWarpsPerBlock][R];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int splits = a.splits;
-  const int64_t j = int64_t(blockIdx.x) * (kQuantWarpsPerBlock / splits) + warp / splits;
+  const int64_t j = int64_t(vblock) * (kQuantWarpsPerBlock / splits) + warp / splits;
   const int slice = warp % splits;
   const int c_begin = min(a.chunks, slice * a.slice_units);
   const int c_end = min(a.chunks, c_begin + a.slice_units);
@@ -197,7 +201,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_
       gemv_store_row(ep, y, row, s * norm_scale, a.accumulate, &ss);
     }
   }
-  gemv_epilogue_finish(ep, ss, a.n);
+  gemv_epilogue_finish(ep, ss, a.n, vblock, vblocks);
 }
 #endif
 

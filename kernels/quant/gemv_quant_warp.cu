@@ -65,7 +65,7 @@ void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan,
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = pdl_launch_config(unsigned(plan.grid), kQuantGemvThreads, stream, true, &attr);
-  config.gridDim.z = unsigned(ep.tokens.n);  // the token axis (GemvEpilogue::tokens)
+  config.gridDim.x *= unsigned(ep.tokens.n);  // the token axis (GemvEpilogue::tokens), token fastest
   config.dynamicSmemBytes = smem_x ? size_t(smem) : 0;
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
 }

@@ -48,7 +48,7 @@ void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
   const QuantPackedArgs args = quant_packed_args(w, plan, x, y, accumulate, ep);
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = pdl_launch_config(unsigned(plan.grid), kQuantGemvThreads, stream, true, &attr);
-  config.gridDim.z = unsigned(ep.tokens.n);  // the token axis (GemvEpilogue::tokens)
+  config.gridDim.x *= unsigned(ep.tokens.n);  // the token axis (GemvEpilogue::tokens), token fastest
   config.dynamicSmemBytes = size_t(smem);
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
 }

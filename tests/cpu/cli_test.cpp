@@ -197,10 +197,10 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_EQ(parse({"--exact-vfy", "off"}).exact_verify, llm::ExactVerify::kOff);
   // The decode-order verify (the decode step's kernels over a token axis) by default; the prefill pass for comparison.
   EXPECT_TRUE(d.verify_steps);
-  EXPECT_FALSE(parse({"--verify-order", "pass"}).verify_steps);
-  EXPECT_TRUE(parse({"--verify-order", "decode"}).verify_steps);
-  EXPECT_EQ(usage_message([&] { parse({"--verify-order", "steps"}); }),
-            "--verify-order: invalid value 'steps' (allowed: decode, pass)");
+  EXPECT_FALSE(parse({"--vfy-order", "pass"}).verify_steps);
+  EXPECT_TRUE(parse({"--vfy-order", "decode"}).verify_steps);
+  EXPECT_EQ(usage_message([&] { parse({"--vfy-order", "steps"}); }),
+            "--vfy-order: invalid value 'steps' (allowed: decode, pass)");
   EXPECT_EQ(d.bf16_batch_rows, 16);
   EXPECT_EQ(parse({"--bf16-rows", "0"}).bf16_batch_rows, 0);
   EXPECT_EQ(parse({"--bf16-rows", "9"}).bf16_batch_rows, 9);
