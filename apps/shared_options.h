@@ -185,12 +185,15 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
             "batch-k GEMV passes of N or more vectors run on int8 tensor cores, shorter ones on dp4a; "
             "0 = the built-in default, " + std::to_string(kBatchMmaNever) + " = never (for comparison)")
       .default_is("0");
-  o.choice("--vfy-order", "MODE", &t->verify_steps, {"decode", "pass"},
-           [](const std::string& v) { return v == "decode"; },
+  o.choice("--vfy-order", "MODE", &t->verify_order, {"auto", "decode", "pass"},
+           [](const std::string& v) {
+             return v == "decode" ? llm::VerifyOrder::kDecode
+                                  : v == "pass" ? llm::VerifyOrder::kPass : llm::VerifyOrder::kAuto;
+           },
            "speculative verify on cuda: decode = the decode step's kernels for every drafted token side by side (bit "
-           "for bit decoding: the quantized warp forms, BF16 cache, graph path); pass = a prefill pass (decoding up "
-           "to summation order; what the rest take)")
-      .default_is("decode");
+           "for bit decoding; the quantized warp forms and warp-r2, BF16 cache, graph path); pass = a prefill pass "
+           "(each weight once, decoding up to summation order); auto: decode up to 1 GiB of weights per token")
+      .default_is("auto");
   o.choice("--exact-vfy", "MODE", &t->exact_verify, {"auto", "on", "off"},
            [](const std::string& v) {
              return v == "on" ? llm::ExactVerify::kOn : v == "off" ? llm::ExactVerify::kOff : llm::ExactVerify::kAuto;

@@ -58,6 +58,8 @@ constexpr bool quant_kind_reads_norm_sums(QuantGemvKind k) {
 constexpr bool quant_kind_token_axis(QuantGemvKind k) {
   return k == QuantGemvKind::Warp || k == QuantGemvKind::WarpDp4a;
 }
+// The BF16 forms with a token axis: the default, warp-r2.
+constexpr bool bf16_form_token_axis(GemvBf16Form f) { return f == GemvBf16Form::WarpR2; }
 
 // How the BF16 form's lanes walk the weight: what the sector model (analysis/sector_model.h) replays.
 enum class GemvAccess : uint8_t {

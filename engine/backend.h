@@ -25,6 +25,18 @@ constexpr int kBatchMmaNever = 65;
 // prompt's rows for BF16 models (cuBLAS: a verify of 8 costs 1.24x a decode step on 8B BF16, the batched GEMV 1.82x).
 enum class ExactVerify { kAuto, kOn, kOff };
 
+// EngineTuning::verify_order. kDecode: on the graph path with the BF16 cache and every decode matrix on a form with a
+// token axis (the quantized warp forms, BF16's warp-r2), a speculative verify runs the decode step's kernels for its
+// tokens side by side (each token in its own slab of activations, the weights shared through L2), so its every row is
+// the decode step's logits bit for bit and greedy speculation is plain greedy. kPass: a prefill pass (each weight read
+// once for all tokens: its rows equal decoding's up to summation order, and the K and V rows it leaves drift greedy
+// output from plain decoding's at some tokens). kAuto: kDecode up to kDecodeOrderAutoBytes of weights per token, kPass
+// above. H100, verify of 8 tokens at depth 300 against a decode step: SmolLM2's shape Q4_1 (0.09 GB per token) 1.79x
+// in decode order, 2.44x as a pass; 8B Q4_0 (4.3 GB) 3.77x against 1.61x (every token's blocks re-read the weights
+// through L2 and redo the unpacking).
+enum class VerifyOrder { kAuto, kDecode, kPass };
+constexpr double kDecodeOrderAutoBytes = double(size_t(1) << 30);
+
 // The CUDA engine's tuning and test knobs, set by callers (tests, developer options); nothing in engine/ reads the
 // environment, so a run is described by its options alone.
 // EngineTuning::stage_glu applies up to this hidden size (down's K): SwiGLU staged in every block of the down GEMV
@@ -58,11 +70,7 @@ struct EngineTuning {
                                    // default: slower where measured (H100, SmolLM2's shape Q4_1: 1,604 -> 1,588 t/s
                                    // with it; the merge kernel overlaps the o GEMV's weight loads under PDL, the
                                    // staged merge delays them). Bit for bit either way
-  bool verify_steps = true;        // graph path, BF16 cache, every decode matrix on a quantized warp form: a
-                                   // speculative verify runs the decode step's kernels over a token axis (each token in
-                                   // its own slab of activations, the weights shared through L2), so its every row is
-                                   // the decode step's logits bit for bit and greedy speculation is plain greedy;
-                                   // off: a prefill pass (rows equal to decoding up to summation order)
+  VerifyOrder verify_order = VerifyOrder::kAuto;  // a speculative verify's form (VerifyOrder above)
   bool norm_sums = true;           // graph path, the fold on, every GEMV reading a norm on a quantized warp form: each
                                    // of its warps adds the producer's block sums itself, so the producer (o, down) has
                                    // no last block (GemvEpilogue::scale_sums). H100, 8B Q4_0 warp-dp4a: 446.3 -> 460.4

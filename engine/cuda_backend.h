@@ -43,7 +43,7 @@ class CudaBackend : public Backend {
   // How many verify lengths have a captured graph now (EngineTuning::verify_graph; 0 over an FP8 cache, whose verify
   // passes run eagerly): what prepare_verify left, for its test.
   virtual int captured_verify_lengths() const = 0;
-  // Whether a verify now runs the decode step's kernels over its tokens (EngineTuning::verify_steps where the path,
+  // Whether a verify now runs the decode step's kernels over its tokens (EngineTuning::verify_order where the path,
   // cache and mapping have it), so its rows are the decode steps' logits bit for bit; else a prefill pass.
   virtual bool verify_in_decode_order() const = 0;
 

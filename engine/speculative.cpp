@@ -243,26 +243,31 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
   DecodeLoopResult r;
   SpecStats st;
 
-  // Every prompt token but the last, in the backend's pieces (an interrupt is seen between them).
+  // The whole prompt, in the backend's pieces (an interrupt is seen between them), as the plain loop prefills it: the
+  // last prompt token's K and V rows then come from the same pass as there. (Run through the first verify instead,
+  // that one row took the decode step's arithmetic where the plain loop's took the prefill pass's, and on the GPU the
+  // difference drifted greedy output apart 50 to 250 tokens later on 4 of 22 spec-bench prompts, H100 2026-12-07.)
   auto t0 = Clock::now();
   const int piece = std::max(1, target.prefill_piece());
-  for (int p0 = 0; p0 < n_prompt - 1; p0 += piece) {
+  for (int p0 = 0; p0 < n_prompt; p0 += piece) {
     if (interrupted() || (p0 > 0 && opt.cancelled && opt.cancelled())) {  // as decode_loop: between pieces
       r.prompt_ms = ms_since(t0);
       r.stop = StopReason::kInterrupted;
       r.next_step = rng.counter;
       return r;
     }
-    const int n = std::min(piece, n_prompt - 1 - p0);
+    const int n = std::min(piece, n_prompt - p0);
     target.prefill(prompt.data() + p0, n, opt.start_pos + p0);
     r.prefilled += n;
   }
   r.prompt_ms = ms_since(t0);
-  r.prefilled = n_prompt;  // the last one runs in the first verify pass
   t0 = Clock::now();
 
-  int pos = opt.start_pos + n_prompt - 1;  // where `pending` (the last id, not yet in the cache) goes
+  int pos = opt.start_pos + n_prompt - 1;  // where `pending` goes (the prompt's last id: in the cache already)
   int pending = prompt.back();
+  // The first step: pending is cached and its row is the current logits (the prefill's), so its verify runs the drafts
+  // alone, at pos + 1, and row 0 is those logits (with no draft: no decode step, a sample of them).
+  bool pending_cached = true;
   for (bool done = false; !done;) {
     if (pos >= ctx) { r.stop = StopReason::kContext; break; }
     const int remaining = opt.max_new - int(r.tokens.size());
@@ -281,7 +286,7 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
     if (drafts.empty()) {
       // Nothing to verify: a plain decode step, which costs less than a verify pass of one token (on the CUDA engine
       // its captured step against a pass that also copies rows and judges them: ~1.0 against ~1.2-1.5 steps).
-      target.decode(pending, pos);
+      if (!pending_cached) target.decode(pending, pos);
       if (is_greedy(opt.sampler)) {
         v.emit.push_back(target.sample(opt.sampler, rng.counter));
       } else {
@@ -292,8 +297,17 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
       }
     } else if (is_greedy(opt.sampler)) {  // n ids from the target, not n rows of the vocabulary
       std::vector<float> margins;
-      const std::vector<int> ids = target.verify_argmax(in.data(), int(in.size()), pos, target.sample_vocab(),
-                                                        spec.guard > 0 ? &margins : nullptr);
+      std::vector<int> ids;
+      if (pending_cached) {  // row 0: the current logits' id (no margin: plain decoding takes it from them as well)
+        const int first = target.sample(opt.sampler, rng.counter);
+        ids = target.verify_argmax(in.data() + 1, int(drafts.size()), pos + 1, target.sample_vocab(),
+                                   spec.guard > 0 ? &margins : nullptr);
+        ids.insert(ids.begin(), first);
+        if (spec.guard > 0) margins.insert(margins.begin(), INFINITY);
+      } else {
+        ids = target.verify_argmax(in.data(), int(in.size()), pos, target.sample_vocab(),
+                                   spec.guard > 0 ? &margins : nullptr);
+      }
       v = judge_ids(ids, drafts, rng.counter);
       // SpecOptions::guard: the first row that decides a token (rows 0 .. accepted) with its top-2 margin under the
       // guard keeps the rows before it; its token comes from a decode step at its position (the plain loop's
@@ -309,11 +323,19 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
         break;
       }
     } else {
-      const std::vector<float> L = target.verify(in.data(), int(in.size()), pos);
+      std::vector<float> L;
+      if (pending_cached) {  // row 0: the current logits, then the drafts' rows
+        L = target.logits();
+        const std::vector<float> rows = target.verify(in.data() + 1, int(drafts.size()), pos + 1);
+        L.insert(L.end(), rows.begin(), rows.end());
+      } else {
+        L = target.verify(in.data(), int(in.size()), pos);
+      }
       const int V = int(L.size() / in.size());
       const int nv = target.sample_vocab() > 0 ? std::min(target.sample_vocab(), V) : V;
       v = judge(L, V, nv, drafts, q, opt.sampler, spec.rule, rng);
     }
+    pending_cached = false;
     st.steps++;
     st.drafted += int64_t(drafts.size());
     st.accepted += v.accepted;

@@ -29,7 +29,7 @@ class TraceBackend final : public Backend {
   TraceBackend(const SpecTrace& trace, int vocab);
   std::string name() const override { return "trace"; }
   int ctx_size() const override { return int(ids_.size()) + 64; }
-  void prefill(const int*, int, int) override {}
+  void prefill(const int*, int n, int pos) override { pos_ = pos + n - 1; }
   void decode(int, int pos) override {
     pos_ = pos;
     ++decode_steps_;
@@ -41,8 +41,9 @@ class TraceBackend final : public Backend {
   std::vector<int> verify_argmax(const int* tokens, int n, int pos, int vocab_limit,
                                  std::vector<float>* margins = nullptr) override;
   void rewind(int) override {}
-  // passes_by_tokens()[n]: verify passes of n tokens (the pending one and n - 1 drafts); decode_steps(): plain steps
-  // (the loop's steps with no draft).
+  // passes_by_tokens()[n]: verify passes of n tokens (the pending one and n - 1 drafts; the first step's, the drafts
+  // alone: its pending token is the prompt's last, prefilled); decode_steps(): plain steps (the loop's steps with no
+  // draft but the first, which samples the prefill's logits).
   const std::vector<long long>& passes_by_tokens() const { return passes_; }
   long long decode_steps() const { return decode_steps_; }
 

@@ -74,9 +74,12 @@ case "${1:-}" in
     done ;;
   order-ab)  # after round 1 (the stage unpacked; llama-ab-base staged, BASE_LLAMA_AB): decode speed of this build
              # against the base build (alternating, each run its process), then verify costs at depth 300 with the
-             # decode-order verify and the prefill pass, on SmolLM2's shape (Q4_1, warp) and 8B Q4_0 (warp-dp4a)
-    for m in "synthetic:smollm2-135m --quantize q4_1 --ab warp" "synthetic:llama3.1-8b --quantize q4_0 --ab warp-dp4a"; do
+             # decode-order verify and the prefill pass, on SmolLM2's shape (Q4_1, warp), TinyLlama's (Q4_0, warp) and
+             # 8B Q4_0 (warp-dp4a)
+    for m in "synthetic:smollm2-135m --quantize q4_1 --ab warp" "synthetic:tinyllama-1.1b --quantize q4_0 --ab warp" \
+             "synthetic:llama3.1-8b --quantize q4_0 --ab warp-dp4a"; do
       for bin in llama-ab-base llama-ab llama-ab-base llama-ab; do
+        case $m in *tinyllama*) continue ;; esac  # its verify costs only (where the auto rule's line falls)
         # shellcheck disable=SC2086
         timeout 120 "$B/$bin" --model $m -n 128 --repeats 3 2>/dev/null | grep -E "^\| [^|]+ \| [^|]+ \| tg" \
           | cut -d'|' -f2-7 | sed "s|^|$bin |" | tee -a "$OUT/decode-ab.txt"

@@ -111,9 +111,9 @@ class CudaEngine final : public CudaBackend {
   // per pass: every row is the decode step's logits bit for bit (so greedy speculation is plain greedy). Logits into
   // verify_logits_.
   void verify_steps(int n);
-  // Where verify_steps runs (EngineTuning::verify_steps): the graph path (decode's arithmetic is its kernels), the
-  // BF16 cache, and every decode matrix on a form with a token axis (the quantized warp forms). Else the verify is a
-  // prefill pass (its rows match decoding up to summation order).
+  // Where verify_steps runs (EngineTuning::verify_order, VerifyOrder): the graph path (decode's arithmetic is its kernels), the
+  // BF16 cache, and every decode matrix on a form with a token axis (the quantized warp forms, warp-r2). Else the
+  // verify is a prefill pass (its rows match decoding up to summation order).
   bool decode_order_verify() const;
   // Which rows a pass's matrices read (pass_form): BF16-rounded rows (kBf16: a prompt or a verify without
   // EngineTuning::exact_verify), the decode step's activations for every matrix (kDecode: a verify under exact_verify),
@@ -841,7 +841,9 @@ void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
 }
 
 bool CudaEngine::decode_order_verify() const {
-  return tuning_.verify_steps && !persistent_ && kv_->token_axis() && cur_ && mappings_->takes_tokens(*cur_);
+  if (tuning_.verify_order == VerifyOrder::kPass || !cur_) return false;
+  if (tuning_.verify_order == VerifyOrder::kAuto && double(cur_->bytes_read) > kDecodeOrderAutoBytes) return false;
+  return !persistent_ && kv_->token_axis() && mappings_->takes_tokens(*cur_);
 }
 
 // Passes of up to kTokenSlabs tokens (the slabs the activations hold): token t of a pass in slab t, its step word

@@ -220,9 +220,9 @@ void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const f
                                            " pieces");
   if (ep.tokens.many())
     for (const PieceWeight& p : w)
-      if (!p.quant || !quant_kind_token_axis(ms.plan.quant))
+      if (p.quant ? !quant_kind_token_axis(ms.plan.quant) : !bf16_form_token_axis(ms.plan.bf16))
         fail("GEMV mapping '", ms.plan.name, "': a token axis on a piece whose form has none (the quantized warp "
-             "forms have it)");
+             "forms and warp-r2 have it)");
   if (ep.x_form() && !takes_x_forms(ms, w))
     fail("GEMV mapping '", ms.plan.name, "': an input form (SwiGLU or split merge made as x is staged) on a matrix "
          "whose form cannot make it");
@@ -296,10 +296,10 @@ bool GemvMappings::reads_norm_sums(const MappingState& ms) const {
 }
 
 bool GemvMappings::takes_tokens(const MappingState& ms) const {
-  if (!ms.plan.has_quant || !quant_kind_token_axis(ms.plan.quant)) return false;
   for (const DecodeWeight& w : ms.weights)
     for (const PieceWeight& p : w)
-      if (!p.quant) return false;
+      if (p.quant ? !(ms.plan.has_quant && quant_kind_token_axis(ms.plan.quant)) : !bf16_form_token_axis(ms.plan.bf16))
+        return false;
   return true;
 }
 

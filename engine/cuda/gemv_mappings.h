@@ -96,7 +96,7 @@ class GemvMappings {
   // adds the producer's block sums itself (GemvEpilogue::scale_sums: the quantized warp forms).
   bool reads_norm_sums(const MappingState& ms) const;
   // Whether every piece of every decode matrix runs on a form with a token axis (GemvEpilogue::tokens: the quantized
-  // warp forms), so a verify may run the decode step's GEMVs over its tokens (CudaEngine::verify_steps).
+  // warp forms, BF16's warp-r2), so a verify may run the decode step's GEMVs over its tokens (CudaEngine::verify_steps).
   bool takes_tokens(const MappingState& ms) const;
   // Drops every mapping's captured graphs (a change of what the forward pass launches: EngineTuning::fuse_norm).
   void drop_graphs();

@@ -34,7 +34,7 @@ void gemv_check_epilogue(const char* mapping, const GemvEpilogue& ep, int64_t gr
     fail("gemv '", mapping, "': a token axis of ", ep.tokens.n, " tokens ", ep.tokens.stride,
          " bytes apart (need n >= 1 and, for several, a positive stride that keeps 16-byte alignment)");
   if (ep.tokens.many() && !token_axis)
-    fail("gemv '", mapping, "': no token axis (the quantized warp and warp-dp4a forms have it; --vfy-order pass)");
+    fail("gemv '", mapping, "': no token axis (the quantized warp forms and warp-r2 have it; --vfy-order pass)");
   if (ep.x_form() && !x_forms)
     fail("gemv '", mapping, "': cannot make x from an input form (SwiGLU or a split merge: the quantized warp form "
          "can; use --stage-glu off / --o-merge off)");

@@ -62,14 +62,26 @@ __device__ __forceinline__ void load_x8_ring(const float* __restrict__ x, int k,
 // still 96 KiB of weights in flight per SM.
 constexpr int kR2MinBlocks = 3;
 
-template <int R, int U, bool kVecX>
+template <int R, int U, bool kVecX, bool kTokens = false>
 __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
     gemv_warp_r2_bf16(const uint16_t* __restrict__ W, int64_t ld, int N, int K, const float* __restrict__ x,
                          float* __restrict__ y, int accumulate, int splits, int64_t groups, int64_t lanes,
                          GemvEpilogue ep) {
   __shared__ float slice_sums[kWarpsPerBlock][kMaxSplitGroups * R];  // split lanes only: [warp][group * R + row]
+  // kTokens, the token axis (GemvEpilogue::tokens; its own instantiation): gridDim.x = blocks * tokens, the token
+  // fastest (as the quantized warp kernel's); token tok's block vblock does what block vblock of a one-token launch
+  // does, on its own x, y and epilogue.
+  const unsigned n_tok = kTokens ? unsigned(ep.tokens.n) : 1u;
+  const int tok = kTokens ? int(blockIdx.x % n_tok) : 0;
+  const unsigned vblock = kTokens ? blockIdx.x / n_tok : blockIdx.x;
+  const unsigned vblocks = kTokens ? gridDim.x / n_tok : gridDim.x;
+  if constexpr (kTokens) {
+    x = token_ptr(x, ep.tokens.stride, tok);
+    y = token_ptr(y, ep.tokens.stride, tok);
+    ep = gemv_epilogue_at_token(ep, tok);
+  }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t j = int64_t(blockIdx.x) * (kWarpsPerBlock / splits) + warp / splits;
+  const int64_t j = int64_t(vblock) * (kWarpsPerBlock / splits) + warp / splits;
   const int slice = warp % splits;
   const int chunks = (K + 7) >> 3;  // 16-byte chunks holding the K columns (any further padding is never read)
   const int slice_chunks = (chunks + splits - 1) / splits;
@@ -152,7 +164,7 @@ __global__ void __launch_bounds__(kWarpGemvThreads, kR2MinBlocks)
       gemv_store_row(ep, y, row, s, accumulate, &ss);
     }
   }
-  gemv_epilogue_finish(ep, ss, N);
+  gemv_epilogue_finish(ep, ss, N, vblock, vblocks);
 }
 
 using R2Kernel = void (*)(const uint16_t*, int64_t, int, int, const float*, float*, int, int, int64_t, int64_t,
@@ -161,8 +173,8 @@ using R2Kernel = void (*)(const uint16_t*, int64_t, int, int, const float*, floa
 // U * R = 8 loads of 16 bytes in flight per lane (128 bytes per lane, as in "warp").
 constexpr int kRows = 2;
 constexpr int kRing = 4;
-template <bool kVecX>
-R2Kernel pick_kernel() { return gemv_warp_r2_bf16<kRows, kRing, kVecX>; }
+template <bool kVecX, bool kTokens = false>
+R2Kernel pick_kernel() { return gemv_warp_r2_bf16<kRows, kRing, kVecX, kTokens>; }
 
 // Warps the GPU holds at once (queried once per process).
 int resident_warps() {
@@ -221,15 +233,16 @@ void launch(const GemvWeight& w, const float* x, float* y, bool accumulate, cons
   gemv_check_launch(mapping, w, x, y);
   gemv_check_padded_rows(mapping, w);
   const Plan plan = plan_for(w.N, w.K);
-  gemv_check_epilogue(mapping, ep, plan.grid);
+  gemv_check_epilogue(mapping, ep, plan.grid, false, false, true);
   const int64_t lanes_per_block = kWarpsPerBlock / plan.splits;
   if (plan.grid <= 0 || plan.groups <= 0 || int64_t(plan.grid) * lanes_per_block < plan.groups)
     fail("gemv '", mapping, "': bad plan (grid ", plan.grid, ", splits ", plan.splits, ", groups ", plan.groups, ")");
   const bool vec_x = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && w.K % 8 == 0;
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t config =
-      pdl_launch_config(unsigned(plan.grid), kWarpGemvThreads, gemv_stream(ctx), true, &attr);
-  const R2Kernel kernel = vec_x ? pick_kernel<true>() : pick_kernel<false>();
+  cudaLaunchConfig_t config = pdl_launch_config(unsigned(plan.grid), kWarpGemvThreads, gemv_stream(ctx), true, &attr);
+  config.gridDim.x *= unsigned(ep.tokens.n);  // the token axis (GemvEpilogue::tokens), token fastest
+  const R2Kernel kernel = ep.tokens.many() ? (vec_x ? pick_kernel<true, true>() : pick_kernel<false, true>())
+                                           : (vec_x ? pick_kernel<true>() : pick_kernel<false>());
   // lanes = groups: one group per lane.
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<const uint16_t*>(w.data), w.ld, w.N, w.K, x, y,
                                 accumulate ? 1 : 0, plan.splits, plan.groups, plan.groups, ep));

@@ -27,17 +27,21 @@ namespace llm {
 // quant_warp_lane's (the host emulation's reference), so a row's per-lane sums are identical. Only weights are read
 // before griddepcontrol.wait; then a shuffle reduction per row and, with split-K (one group per lane), a sum of the
 // slices in order through shared memory (deterministic, no atomics).
-template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX, bool kDp4a, bool kSmemX = false>
+template <bool kInt4, bool kTwoLevel, bool kHasMin, bool kVecX, bool kDp4a, bool kSmemX = false, bool kTokens = false>
 __global__ void __launch_bounds__(kQuantGemvThreads, kQuantWarpMinBlocks) quant_gemv_warp_kernel(QuantPackedArgs a) {
-  // The token axis (GemvEpilogue::tokens): gridDim.x = blocks * tokens, the token fastest, so the blocks of every
-  // token that read one slice of the weights run side by side (DRAM reads it once, L2 serves the rest); token tok's x,
-  // y and epilogue pointers. Each token's block `vblock` does what block vblock of a one-token launch does.
-  const unsigned n_tok = unsigned(a.ep.tokens.n);
-  const int tok = int(blockIdx.x % n_tok);
-  const unsigned vblock = blockIdx.x / n_tok, vblocks = gridDim.x / n_tok;
-  const float* const x = token_ptr(a.x, a.ep.tokens.stride, tok);
-  float* const y = token_ptr(a.y, a.ep.tokens.stride, tok);
-  const GemvEpilogue ep = gemv_epilogue_at_token(a.ep, tok);
+  // kTokens, the token axis (GemvEpilogue::tokens; its own instantiation, so the decode step's is untouched):
+  // gridDim.x = blocks * tokens, the token fastest, so the blocks of every token that read one slice of the weights
+  // run side by side (DRAM reads it once, L2 serves the rest); token tok's x, y and epilogue pointers. Each token's
+  // block `vblock` does what block vblock of a one-token launch does.
+  const unsigned n_tok = kTokens ? unsigned(a.ep.tokens.n) : 1u;
+  const int tok = kTokens ? int(blockIdx.x % n_tok) : 0;
+  const unsigned vblock = kTokens ? blockIdx.x / n_tok : blockIdx.x;
+  const unsigned vblocks = kTokens ? gridDim.x / n_tok : gridDim.x;
+  const float* const x = kTokens ? token_ptr(a.x, a.ep.tokens.stride, tok) : a.x;
+  float* const y = kTokens ? token_ptr(a.y, a.ep.tokens.stride, tok) : a.y;
+  GemvEpilogue ep_tok;
+  if constexpr (kTokens) ep_tok = gemv_epilogue_at_token(a.ep, tok);
+  const GemvEpilogue& ep = kTokens ? ep_tok : a.ep;
   constexpr int R = kQuantWarpRows, U = quant_warp_unroll(quant_split_hi_bits(kInt4, kTwoLevel, kHasMin));
   __shared__ float slice_sums[kQuantWarpsPerBlock][R];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

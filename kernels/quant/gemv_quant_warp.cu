@@ -20,12 +20,12 @@ namespace {
 using Kernel = void (*)(QuantPackedArgs);
 
 // The kernel for a type (quant_kernel_for): kVecX = x 16-byte aligned, kSmemX = x staged in shared memory.
-template <bool kVecX, bool kSmemX>
+template <bool kVecX, bool kSmemX, bool kTokens = false>
 struct Pick {
   template <int kType>
   static Kernel get() {
     using F = QuantPackedForm<kType>;
-    return quant_gemv_warp_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, kVecX, false, kSmemX>;
+    return quant_gemv_warp_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, kVecX, false, kSmemX, kTokens>;
   }
 };
 
@@ -57,10 +57,15 @@ void quant_gemv_warp_launch(const QuantGemvWeight& w, const QuantGemvPlan& plan,
            ", its partials and position)");
   }
   const int t = w.type_id;
-  const Kernel kernel = smem_x ? (vec_x ? quant_kernel_for<Pick<true, true>>(t, "warp")
-                                        : quant_kernel_for<Pick<false, true>>(t, "warp"))
-                               : (vec_x ? quant_kernel_for<Pick<true, false>>(t, "warp")
-                                        : quant_kernel_for<Pick<false, false>>(t, "warp"));
+  // The token axis (a decode-order verify) has its own instantiation, on 16-byte aligned x only (the slabs keep it).
+  if (ep.tokens.many() && !vec_x) fail("quantized gemv 'warp': a token axis needs x 16-byte aligned");
+  const Kernel kernel = ep.tokens.many()
+                            ? (smem_x ? quant_kernel_for<Pick<true, true, true>>(t, "warp")
+                                      : quant_kernel_for<Pick<true, false, true>>(t, "warp"))
+                        : smem_x ? (vec_x ? quant_kernel_for<Pick<true, true>>(t, "warp")
+                                          : quant_kernel_for<Pick<false, true>>(t, "warp"))
+                                 : (vec_x ? quant_kernel_for<Pick<true, false>>(t, "warp")
+                                          : quant_kernel_for<Pick<false, false>>(t, "warp"));
   if (smem_x && smem > 48 * 1024)  // beyond the default limit: opt in (not a stream operation; allowed while capturing)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   cudaLaunchAttribute attr;

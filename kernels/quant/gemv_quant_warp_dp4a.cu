@@ -21,11 +21,12 @@ using Kernel = void (*)(QuantPackedArgs);
 
 // The kernel for a type (quant_kernel_for). kVecX (true) is unused by the dp4a chunk: x is read once, by
 // quant_x_q8_block_warps.
+template <bool kTokens>
 struct Pick {
   template <int kType>
   static Kernel get() {
     using F = QuantPackedForm<kType>;
-    return quant_gemv_warp_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, true, true>;
+    return quant_gemv_warp_kernel<F::kInt4, F::kTwoLevel, F::kHasMin, true, true, false, kTokens>;
   }
 };
 
@@ -38,7 +39,8 @@ void quant_gemv_warp_dp4a_launch(const QuantGemvWeight& w, const QuantGemvPlan& 
   if (smem > kQuantMaxSmemBytes)
     fail("quantized gemv 'warp-dp4a': k = ", w.k, " needs ", smem, " bytes of shared memory for the int8 x, more than ",
          kQuantMaxSmemBytes, " (use --gemv warp)");
-  const Kernel kernel = quant_kernel_for<Pick>(w.type_id, "warp-dp4a");
+  const Kernel kernel = ep.tokens.many() ? quant_kernel_for<Pick<true>>(w.type_id, "warp-dp4a")
+                                         : quant_kernel_for<Pick<false>>(w.type_id, "warp-dp4a");
   if (smem > 48 * 1024)  // beyond the default limit: opt in (not a stream operation; allowed while capturing)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   gemv_check_epilogue("warp-dp4a", ep, plan.grid, quant_kind_reads_norm_sums(QuantGemvKind::WarpDp4a), false,

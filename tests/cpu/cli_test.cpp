@@ -196,11 +196,11 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
   EXPECT_EQ(parse({"--exact-vfy", "on"}).exact_verify, llm::ExactVerify::kOn);
   EXPECT_EQ(parse({"--exact-vfy", "off"}).exact_verify, llm::ExactVerify::kOff);
   // The decode-order verify (the decode step's kernels over a token axis) by default; the prefill pass for comparison.
-  EXPECT_TRUE(d.verify_steps);
-  EXPECT_FALSE(parse({"--vfy-order", "pass"}).verify_steps);
-  EXPECT_TRUE(parse({"--vfy-order", "decode"}).verify_steps);
+  EXPECT_EQ(d.verify_order, llm::VerifyOrder::kAuto);
+  EXPECT_EQ(parse({"--vfy-order", "pass"}).verify_order, llm::VerifyOrder::kPass);
+  EXPECT_EQ(parse({"--vfy-order", "decode"}).verify_order, llm::VerifyOrder::kDecode);
   EXPECT_EQ(usage_message([&] { parse({"--vfy-order", "steps"}); }),
-            "--vfy-order: invalid value 'steps' (allowed: decode, pass)");
+            "--vfy-order: invalid value 'steps' (allowed: auto, decode, pass)");
   EXPECT_EQ(d.bf16_batch_rows, 16);
   EXPECT_EQ(parse({"--bf16-rows", "0"}).bf16_batch_rows, 0);
   EXPECT_EQ(parse({"--bf16-rows", "9"}).bf16_batch_rows, 9);

@@ -47,7 +47,7 @@ constexpr float kNearTieExact = 1e-3f;  // exact_verify: issue 36's bound
 llm::EngineTuning exact_tuning() {
   llm::EngineTuning t;
   t.exact_verify = llm::ExactVerify::kOn;
-  t.verify_steps = false;
+  t.verify_order = llm::VerifyOrder::kPass;
   return t;
 }
 
@@ -108,7 +108,7 @@ void print_knob_distances(const llm::Model& m, const std::vector<int>& ids, int 
   std::vector<std::pair<const char*, llm::EngineTuning>> knobs(7);
   knobs[6].first = "--exact-vfy on";
   knobs[6].second.exact_verify = llm::ExactVerify::kOn;
-  for (auto& k : knobs) k.second.verify_steps = false;  // the prefill pass's distances (the decode order's are 0)
+  for (auto& k : knobs) k.second.verify_order = llm::VerifyOrder::kPass;  // the pass's distances (decode order's: 0)
   knobs[0].first = "--fuse-norm off";
   knobs[0].second.fuse_norm = false;
   knobs[1].first = "--norm-sums off";
@@ -199,15 +199,15 @@ TEST(CudaSpeculative, ExactVerifyRowsMatchDecodeSteps) {
 
 namespace {
 
-// A decode-order verify (EngineTuning::verify_steps) against decode steps: after the same prefill of p tokens, a
+// A decode-order verify (EngineTuning::verify_order) against decode steps: after the same prefill of p tokens, a
 // verify of ids[p .. p + k) on one engine and k decode steps on another; every row must be the decode step's logits
 // bit for bit. Then a rewind and the same verify again (its captured graph with verify_graph: the position read on the
 // device) must give the same bits. Returns false (and checks nothing) where the verify does not run in decode order.
 bool expect_decode_order_rows(const std::string& what, const llm::Model& m, const std::vector<int>& ids, int p,
                               const llm::EngineTuning& t, const std::string& gemv, bool graph) {
   SCOPED_TRACE(what);
-  const int vocab = m.config.vocab_size, k = int(ids.size()) - p;
-  auto a = cuda(m, llm::KvDtype::BF16, 512, graph, t, gemv), b = cuda(m, llm::KvDtype::BF16, 512, graph, t, gemv);
+  const int vocab = m.config.vocab_size, k = int(ids.size()) - p, ctx = std::min(512, m.config.max_seq_len);
+  auto a = cuda(m, llm::KvDtype::BF16, ctx, graph, t, gemv), b = cuda(m, llm::KvDtype::BF16, ctx, graph, t, gemv);
   if (!llm::as_cuda_backend(*a).verify_in_decode_order()) {
     std::printf("%s: the verify runs as a prefill pass here (not checked)\n", what.c_str());
     return false;
@@ -246,8 +246,9 @@ bool expect_decode_order_rows(const std::string& what, const llm::Model& m, cons
 // The decode-order verify (the default where every decode matrix is on a quantized warp form): each of its rows is the
 // decode step's logits bit for bit, on the synthetic SmolLM2 shape (head_dim 64, groups of 3: the tensor-core
 // attention), tiny-gqa (head_dim 16: the SIMT attention) and tiny-long in Q4_1, Q8_0 and the Q4_K_M mix, on warp and
-// warp-dp4a, with each decode fusion off in turn (every launch form forward_token has gets its token axis), 9 rows
-// (one pass) and 21 rows (two passes of the 16 slabs), eager and captured; and on the real SmolLM2 file.
+// warp-dp4a, and stories260K in BF16 on warp-r2, with each decode fusion off in turn (every launch form forward_token
+// has gets its token axis), 9 rows (one pass) and 21 rows (two passes of the 16 slabs), eager and captured; and on the
+// real SmolLM2 file.
 TEST(CudaSpeculative, DecodeOrderVerifyRowsAreTheDecodeStepsBitForBit) {
   REQUIRE_GPU();
   std::vector<std::pair<std::string, llm::EngineTuning>> knobs(8);
@@ -285,6 +286,12 @@ TEST(CudaSpeculative, DecodeOrderVerifyRowsAreTheDecodeStepsBitForBit) {
         }
         checked += expect_decode_order_rows(std::string(base) + " " + type + " " + gemv + ", 21 rows", m,
                                             std::vector<int>(ids.begin(), ids.begin() + 40), 19, {}, gemv, true);
+        if (smol) {  // deep in the cache: each token's attention over 4 to 5 key splits, merged
+          std::vector<int> deep;
+          for (int i = 0; i < 309; ++i) deep.push_back(1 + (i * 7919) % (m.config.vocab_size - 1));
+          checked += expect_decode_order_rows(std::string(base) + " " + type + " " + gemv + " at 300", m, deep, 300,
+                                              {}, gemv, true);
+        }
       }
     }
   EXPECT_GE(checked, 30) << "the decode-order verify ran on too few of the quantized models";
@@ -292,16 +299,27 @@ TEST(CudaSpeculative, DecodeOrderVerifyRowsAreTheDecodeStepsBitForBit) {
     llm::Model m = llm::load_model("synthetic:smollm2-135m");
     llm::quantize_model(m, llm::parse_quantize_type("q4_1"));
     llm::EngineTuning off;
-    off.verify_steps = false;
+    off.verify_order = llm::VerifyOrder::kPass;
     auto a = cuda(m, llm::KvDtype::BF16, 512, false, off);
     EXPECT_FALSE(llm::as_cuda_backend(*a).verify_in_decode_order());
     std::vector<int> ids;
     for (int i = 0; i < 24; ++i) ids.push_back(1 + (i * 7919) % (m.config.vocab_size - 1));
     EXPECT_GT(expect_verify_rows_match_decode(m, ids, 15, 1e-2, off, "pass verify"), 0.0);
   }
-  {  // BF16 weights (no token axis on the BF16 forms): the prefill pass, said by the backend
+  {  // BF16 weights on warp-r2 (the default, which has the token axis: head_dim 8, the SIMT attention), and on "warp"
+     // (none: the prefill pass, said by the backend)
     const llm::Model m = llm::load_model(kStories + "/stories260K.bin");
-    EXPECT_FALSE(llm::as_cuda_backend(*cuda(m)).verify_in_decode_order());
+    std::vector<int> ids;
+    for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 37) % (m.config.vocab_size - 1));
+    EXPECT_TRUE(expect_decode_order_rows("stories260K BF16 warp-r2", m, std::vector<int>(ids.begin(), ids.begin() + 24),
+                                         15, {}, "warp-r2", true));
+    EXPECT_TRUE(expect_decode_order_rows("stories260K BF16 warp-r2, 21 rows", m, ids, 19, {}, "warp-r2", true));
+    llm::EngineTuning unfused;
+    unfused.fuse_norm = false;
+    EXPECT_TRUE(expect_decode_order_rows("stories260K BF16 warp-r2 --fuse-norm off", m,
+                                         std::vector<int>(ids.begin(), ids.begin() + 24), 15, unfused, "warp-r2",
+                                         true));
+    EXPECT_FALSE(llm::as_cuda_backend(*cuda(m, llm::KvDtype::BF16, 512, false, {}, "warp")).verify_in_decode_order());
   }
   LLM_REQUIRE_SMOLLM2();  // the synthetic models above are checked either way
   const llm::Model s = llm::load_model(llm_test::smollm2_path());
@@ -581,7 +599,7 @@ TEST(CudaSpeculative, ExactVerifyDistancesByKnob) {
     std::vector<int> ids;
     for (int i = 0; i < 24; ++i) ids.push_back(1 + (i * 7919) % (m->config.vocab_size - 1));
     std::vector<std::pair<const char*, llm::EngineTuning>> knobs(5);
-    for (auto& k : knobs) k.second.exact_verify = llm::ExactVerify::kOn, k.second.verify_steps = false;
+    for (auto& k : knobs) k.second.exact_verify = llm::ExactVerify::kOn, k.second.verify_order = llm::VerifyOrder::kPass;
     knobs[0].first = "exact";
     knobs[1].first = "exact --fuse-norm off";
     knobs[1].second.fuse_norm = false;
