@@ -9,6 +9,7 @@
 #                             plain run's own top-2 margin at each output that differs), then the GPU tests that need
 #                             the file; ROUND3="..." runs more after them
 #   scripts/h200-round.sh order-ab  after 1: this build's decode against llama-ab-base, verify costs by --vfy-order
+#   scripts/h200-round.sh final     one call: the suite, lookup's tokens against plain by --vfy-order, then order-ab
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -90,5 +91,16 @@ case "${1:-}" in
           >/dev/null | grep -E "verify of [0-9]+ tokens at|error" | sed "s|^|$m $o: |" | tee -a "$OUT/verify-order.txt"
       done
     done ;;
-  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab" >&2; exit 2 ;;
+  final)  # one call, carry .stage/h200.tar.xz (a short device budget): unpack, the GPU suite, greedy lookup against
+           # plain on SmolLM2's shape in each verify order (llama-ab --spec: are the tokens the plain pass's), then
+           # order-ab
+    tar -xJf .stage/h200.tar.xz || { echo "round: no archive"; exit 1; }
+    SUITES=1 VERIFY=0 bash scripts/h200-verify.sh
+    for o in "--vfy-order decode" "--vfy-order pass"; do
+      # shellcheck disable=SC2086
+      timeout 100 "$B/llama-ab" --model synthetic:smollm2-135m --quantize q4_1 --ab warp $o --spec lookup -d 300 \
+        -n 256 --repeats 1 2>&1 >/dev/null | grep -E "ab: --spec|error" | sed "s|^|$o: |" | tee -a "$OUT/spec-ab.txt"
+    done
+    bash scripts/h200-round.sh order-ab ;;
+  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab|final" >&2; exit 2 ;;
 esac
