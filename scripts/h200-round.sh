@@ -101,6 +101,6 @@ case "${1:-}" in
       timeout 100 "$B/llama-ab" --model synthetic:smollm2-135m --quantize q4_1 --ab warp $o --spec lookup -d 300 \
         -n 256 --repeats 1 2>&1 >/dev/null | grep -E "ab: --spec|error" | sed "s|^|$o: |" | tee -a "$OUT/spec-ab.txt"
     done
-    bash scripts/h200-round.sh order-ab ;;
+    if [ "${FINAL_AB:-1}" = 1 ]; then bash scripts/h200-round.sh order-ab; fi ;;  # FINAL_AB=0: not it
   *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab|final" >&2; exit 2 ;;
 esac
