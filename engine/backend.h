@@ -30,8 +30,9 @@ enum class ExactVerify { kAuto, kOn, kOff };
 // tokens side by side (each token in its own slab of activations, the weights shared through L2), so its every row is
 // the decode step's logits bit for bit and greedy speculation is plain greedy. kPass: a prefill pass (each weight read
 // once for all tokens: its rows equal decoding's up to summation order, and the K and V rows it leaves drift greedy
-// output from plain decoding's at some tokens). kAuto: kDecode up to kDecodeOrderAutoBytes of weights per token, kPass
-// above. H100, verify of 8 tokens at depth 300 against a decode step: SmolLM2's shape Q4_1 (0.09 GB per token) 1.79x
+// output from plain decoding's at some tokens). kAuto: kDecode up to kDecodeOrderAutoBytes of weights per token with
+// every matrix kept quantized (warp-r2's token axis, for BF16 weights, is built but has not run on a GPU yet), kPass
+// otherwise. H100, verify of 8 tokens at depth 300 against a decode step: SmolLM2's shape Q4_1 (0.09 GB per token) 1.79x
 // in decode order, 2.44x as a pass; 8B Q4_0 (4.3 GB) 3.77x against 1.61x (every token's blocks re-read the weights
 // through L2 and redo the unpacking).
 enum class VerifyOrder { kAuto, kDecode, kPass };

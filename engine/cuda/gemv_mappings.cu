@@ -295,10 +295,11 @@ bool GemvMappings::reads_norm_sums(const MappingState& ms) const {
   return quantized(ms.head());
 }
 
-bool GemvMappings::takes_tokens(const MappingState& ms) const {
+bool GemvMappings::takes_tokens(const MappingState& ms, bool bf16) const {
   for (const DecodeWeight& w : ms.weights)
     for (const PieceWeight& p : w)
-      if (p.quant ? !(ms.plan.has_quant && quant_kind_token_axis(ms.plan.quant)) : !bf16_form_token_axis(ms.plan.bf16))
+      if (p.quant ? !(ms.plan.has_quant && quant_kind_token_axis(ms.plan.quant))
+                  : !(bf16 && bf16_form_token_axis(ms.plan.bf16)))
         return false;
   return true;
 }
