@@ -303,6 +303,74 @@ TEST(SpecGreedy, GuardHandsNearTiesToADecodeStep) {
   }
 }
 
+// The speculative loop puts the prompt into the cache as the plain loop does: the same prefill calls (positions and
+// pieces), and no verify or decode step at a prompt position. (It used to leave the prompt's last token to its first
+// verify: on a backend whose verify sums otherwise than its prefill, that one K/V row differed from plain decoding's
+// and drifted greedy output apart later, 4 of 22 spec-bench outputs on the GPU.) A recording backend around the CPU
+// engine, a prompt whose lookup drafts at once, pieces of 5 (so a piece boundary falls inside the prompt).
+class Recording final : public llm::Backend {
+ public:
+  explicit Recording(std::unique_ptr<llm::Backend> inner) : in_(std::move(inner)) {}
+  std::string name() const override { return "recording"; }
+  int ctx_size() const override { return in_->ctx_size(); }
+  int prefill_piece() const override { return 5; }
+  void prefill(const int* t, int n, int pos) override {
+    prefills.emplace_back(pos, n);
+    in_->prefill(t, n, pos);
+  }
+  void decode(int t, int pos) override {
+    steps_at.push_back(pos);
+    in_->decode(t, pos);
+  }
+  int sample(const llm::SamplerParams& p, uint64_t step) override { return in_->sample(p, step); }
+  std::vector<float> logits() override { return in_->logits(); }
+  bool supports_verify() const override { return true; }
+  void rewind(int pos) override { in_->rewind(pos); }
+  std::vector<float> verify(const int* t, int n, int pos) override {
+    steps_at.push_back(pos);
+    return in_->verify(t, n, pos);
+  }
+  std::vector<int> verify_argmax(const int* t, int n, int pos, int vocab_limit,
+                                 std::vector<float>* margins) override {
+    steps_at.push_back(pos);
+    return in_->verify_argmax(t, n, pos, vocab_limit, margins);
+  }
+  std::vector<std::pair<int, int>> prefills;  // (pos, n) of every prefill call
+  std::vector<int> steps_at;                  // the first position of every decode step and verify pass
+
+ private:
+  std::unique_ptr<llm::Backend> in_;
+};
+
+TEST(SpecGreedy, PrefillsThePromptAsThePlainLoopDoes) {
+  const llm::Model& m = model(kStoriesBin);
+  auto tok = llm::load_tokenizer(m, kTok512);
+  const std::vector<int> prompt = tok->encode("Lily and Tom. Lily and Tom. Lily and Tom. Lily and", true);
+  const int n_prompt = int(prompt.size());
+  ASSERT_GT(n_prompt, 10);
+  llm::DecodeLoopOptions opt;
+  opt.max_new = 40;
+  opt.sampler.temperature = 0.0f;
+  Recording plain(cpu(m)), spec(cpu(m));
+  const llm::DecodeLoopResult want = llm::decode_loop(plain, prompt, opt);
+  llm::LookupDrafter lookup;
+  llm::SpecStats stats;
+  const llm::DecodeLoopResult got = llm::speculative_loop(spec, lookup, prompt, opt, llm::SpecOptions{}, &stats);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(spec.prefills, plain.prefills) << "the same prefill calls";
+  int covered = 0;
+  for (const auto& [pos, n] : spec.prefills) {
+    EXPECT_EQ(pos, covered);
+    covered += n;
+  }
+  EXPECT_EQ(covered, n_prompt) << "the whole prompt, last token included";
+  ASSERT_FALSE(spec.steps_at.empty());
+  for (int pos : spec.steps_at) EXPECT_GE(pos, n_prompt) << "a decode step or verify at a prompt position";
+  EXPECT_EQ(spec.steps_at.front(), n_prompt) << "the first step verifies its drafts after the prompt";
+  EXPECT_GT(stats.drafted, 0) << "lookup drafted nothing: the first step's pass is not exercised";
+  EXPECT_EQ(stats.steps + stats.accepted, int64_t(got.tokens.size())) << "one token of the target's a step";
+}
+
 // A drafter that knows the greedy answer but errs at an offset that moves every step, so passes are rejected at every
 // depth and many would cross an FP8 block boundary; it records what it was asked for.
 class ErringDrafter final : public llm::Drafter {
