@@ -282,6 +282,11 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
       in.insert(in.end(), d.begin(), d.end());
     }
     const std::vector<int> drafts(in.begin() + 1, in.end());
+    // What the verify runs: every id of `in` from pos, or, while pending is cached, the drafts alone from pos + 1 (row
+    // 0 is then the current logits: read before the verify replaces them).
+    const int skip = pending_cached ? 1 : 0;
+    const int* vin = in.data() + skip;
+    const int vn = int(in.size()) - skip, vpos = pos + skip;
     Verdict v;
     if (drafts.empty()) {
       // Nothing to verify: a plain decode step, which costs less than a verify pass of one token (on the CUDA engine
@@ -297,16 +302,12 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
       }
     } else if (is_greedy(opt.sampler)) {  // n ids from the target, not n rows of the vocabulary
       std::vector<float> margins;
-      std::vector<int> ids;
-      if (pending_cached) {  // row 0: the current logits' id (no margin: plain decoding takes it from them as well)
-        const int first = target.sample(opt.sampler, rng.counter);
-        ids = target.verify_argmax(in.data() + 1, int(drafts.size()), pos + 1, target.sample_vocab(),
-                                   spec.guard > 0 ? &margins : nullptr);
+      const int first = skip ? target.sample(opt.sampler, rng.counter) : -1;
+      std::vector<int> ids =
+          target.verify_argmax(vin, vn, vpos, target.sample_vocab(), spec.guard > 0 ? &margins : nullptr);
+      if (skip) {  // row 0's id (no margin: plain decoding takes it from the same logits)
         ids.insert(ids.begin(), first);
         if (spec.guard > 0) margins.insert(margins.begin(), INFINITY);
-      } else {
-        ids = target.verify_argmax(in.data(), int(in.size()), pos, target.sample_vocab(),
-                                   spec.guard > 0 ? &margins : nullptr);
       }
       v = judge_ids(ids, drafts, rng.counter);
       // SpecOptions::guard: the first row that decides a token (rows 0 .. accepted) with its top-2 margin under the
@@ -323,14 +324,9 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
         break;
       }
     } else {
-      std::vector<float> L;
-      if (pending_cached) {  // row 0: the current logits, then the drafts' rows
-        L = target.logits();
-        const std::vector<float> rows = target.verify(in.data() + 1, int(drafts.size()), pos + 1);
-        L.insert(L.end(), rows.begin(), rows.end());
-      } else {
-        L = target.verify(in.data(), int(in.size()), pos);
-      }
+      std::vector<float> L = skip ? target.logits() : std::vector<float>{};
+      const std::vector<float> rows = target.verify(vin, vn, vpos);
+      L.insert(L.end(), rows.begin(), rows.end());
       const int V = int(L.size() / in.size());
       const int nv = target.sample_vocab() > 0 ? std::min(target.sample_vocab(), V) : V;
       v = judge(L, V, nv, drafts, q, opt.sampler, spec.rule, rng);

@@ -30,6 +30,17 @@ MappingState::~MappingState() {
   if (quant_region) cudaFree(quant_region);
 }
 
+namespace {
+
+// Whether piece p runs on a form with a token axis (GemvEpilogue::tokens): the quantized warp forms; warp-r2 for a
+// BF16 piece where bf16 says BF16 pieces count.
+bool piece_token_axis(const MappingState& ms, const PieceWeight& p, bool bf16) {
+  return p.quant ? ms.plan.has_quant && quant_kind_token_axis(ms.plan.quant)
+                 : bf16 && bf16_form_token_axis(ms.plan.bf16);
+}
+
+}  // namespace
+
 // A fused group whose members are all BF16 (or all quantized in one type) is one piece; otherwise each member is a
 // piece of its own, writing its rows of the shared output.
 GemvMappings::Slot GemvMappings::make_slot(const std::vector<const HostTensor*>& members, const DevMatrix& whole,
@@ -220,7 +231,7 @@ void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const f
                                            " pieces");
   if (ep.tokens.many())
     for (const PieceWeight& p : w)
-      if (p.quant ? !quant_kind_token_axis(ms.plan.quant) : !bf16_form_token_axis(ms.plan.bf16))
+      if (!piece_token_axis(ms, p, true))
         fail("GEMV mapping '", ms.plan.name, "': a token axis on a piece whose form has none (the quantized warp "
              "forms and warp-r2 have it)");
   if (ep.x_form() && !takes_x_forms(ms, w))
@@ -298,9 +309,7 @@ bool GemvMappings::reads_norm_sums(const MappingState& ms) const {
 bool GemvMappings::takes_tokens(const MappingState& ms, bool bf16) const {
   for (const DecodeWeight& w : ms.weights)
     for (const PieceWeight& p : w)
-      if (p.quant ? !(ms.plan.has_quant && quant_kind_token_axis(ms.plan.quant))
-                  : !(bf16 && bf16_form_token_axis(ms.plan.bf16)))
-        return false;
+      if (!piece_token_axis(ms, p, bf16)) return false;
   return true;
 }
 

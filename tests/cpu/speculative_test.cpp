@@ -239,10 +239,10 @@ TEST(SpecGreedy, Stories260KLookupAndDraftModelGiveTheSameTokens) {
 // their margin is under 0.5, so a near tie picks the runner-up: what a verify summing in another order than decode
 // can do): unguarded, lookup changes the greedy output (the negative control); guarded at 0.5, every such row's
 // token comes from a decode step and the output is plain greedy's, token for token.
-class NearTieSwapBackend final : public llm::Backend {
+// A backend around another that forwards every call (the test backends below override what they change or record).
+class Forwarding : public llm::Backend {
  public:
-  explicit NearTieSwapBackend(std::unique_ptr<llm::Backend> inner) : in_(std::move(inner)) {}
-  std::string name() const override { return "near-tie-swap"; }
+  explicit Forwarding(std::unique_ptr<llm::Backend> inner) : in_(std::move(inner)) {}
   int ctx_size() const override { return in_->ctx_size(); }
   void prefill(const int* t, int n, int pos) override { in_->prefill(t, n, pos); }
   void decode(int t, int pos) override { in_->decode(t, pos); }
@@ -250,6 +250,25 @@ class NearTieSwapBackend final : public llm::Backend {
   std::vector<float> logits() override { return in_->logits(); }
   bool supports_verify() const override { return true; }
   void rewind(int pos) override { in_->rewind(pos); }
+  std::vector<float> verify(const int* t, int n, int pos) override { return in_->verify(t, n, pos); }
+  std::vector<int> verify_argmax(const int* t, int n, int pos, int vocab_limit,
+                                 std::vector<float>* margins) override {
+    return in_->verify_argmax(t, n, pos, vocab_limit, margins);
+  }
+
+ protected:
+  std::unique_ptr<llm::Backend> in_;
+};
+
+class NearTieSwapBackend final : public Forwarding {
+ public:
+  using Forwarding::Forwarding;
+  std::string name() const override { return "near-tie-swap"; }
+  // The base class's verify_argmax would forward past the swap: the default one judges the swapped rows.
+  std::vector<int> verify_argmax(const int* t, int n, int pos, int vocab_limit,
+                                 std::vector<float>* margins) override {
+    return llm::Backend::verify_argmax(t, n, pos, vocab_limit, margins);
+  }
   std::vector<float> verify(const int* t, int n, int pos) override {
     std::vector<float> rows = in_->verify(t, n, pos);
     const size_t V = rows.size() / size_t(n);
@@ -265,9 +284,6 @@ class NearTieSwapBackend final : public llm::Backend {
   }
   static constexpr float kSwapBelow = 0.5f;
   int swapped = 0;
-
- private:
-  std::unique_ptr<llm::Backend> in_;
 };
 
 TEST(SpecGreedy, GuardHandsNearTiesToADecodeStep) {
@@ -308,38 +324,30 @@ TEST(SpecGreedy, GuardHandsNearTiesToADecodeStep) {
 // verify: on a backend whose verify sums otherwise than its prefill, that one K/V row differed from plain decoding's
 // and drifted greedy output apart later, 4 of 22 spec-bench outputs on the GPU.) A recording backend around the CPU
 // engine, a prompt whose lookup drafts at once, pieces of 5 (so a piece boundary falls inside the prompt).
-class Recording final : public llm::Backend {
+class Recording final : public Forwarding {
  public:
-  explicit Recording(std::unique_ptr<llm::Backend> inner) : in_(std::move(inner)) {}
+  using Forwarding::Forwarding;
   std::string name() const override { return "recording"; }
-  int ctx_size() const override { return in_->ctx_size(); }
   int prefill_piece() const override { return 5; }
   void prefill(const int* t, int n, int pos) override {
     prefills.emplace_back(pos, n);
-    in_->prefill(t, n, pos);
+    Forwarding::prefill(t, n, pos);
   }
   void decode(int t, int pos) override {
     steps_at.push_back(pos);
-    in_->decode(t, pos);
+    Forwarding::decode(t, pos);
   }
-  int sample(const llm::SamplerParams& p, uint64_t step) override { return in_->sample(p, step); }
-  std::vector<float> logits() override { return in_->logits(); }
-  bool supports_verify() const override { return true; }
-  void rewind(int pos) override { in_->rewind(pos); }
   std::vector<float> verify(const int* t, int n, int pos) override {
     steps_at.push_back(pos);
-    return in_->verify(t, n, pos);
+    return Forwarding::verify(t, n, pos);
   }
   std::vector<int> verify_argmax(const int* t, int n, int pos, int vocab_limit,
                                  std::vector<float>* margins) override {
     steps_at.push_back(pos);
-    return in_->verify_argmax(t, n, pos, vocab_limit, margins);
+    return Forwarding::verify_argmax(t, n, pos, vocab_limit, margins);
   }
   std::vector<std::pair<int, int>> prefills;  // (pos, n) of every prefill call
   std::vector<int> steps_at;                  // the first position of every decode step and verify pass
-
- private:
-  std::unique_ptr<llm::Backend> in_;
 };
 
 TEST(SpecGreedy, PrefillsThePromptAsThePlainLoopDoes) {
