@@ -26,6 +26,10 @@
 #                                           written, then decode beside llama.cpp on all four, 70B at 32K of context
 #                                           (memory, load, t/s), and prefill (8B pp512/pp8192, 70B pp512): the suite and
 #                                           issue 35's table on one tree in one call. Needs ~60 GB of disk.
+#   scripts/h200-peers.sh t34a / t34b       issue 34's table in two calls on one warm machine: t34a builds llama.cpp while
+#                                           the files are written (SmolLM2's shape Q4_1 and BF16, TinyLlama BF16, 8B
+#                                           BF16, Q8_0, Q4_0, Q4_K_M), then each fold's worth (h200-round.sh fusion);
+#                                           t34b runs peer on all of them (both decode paths)
 #   scripts/h200-peers.sh draft             synthetic 8B BF16 with its Q4_0 copy drafting (--spec draft), beside plain
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -68,7 +72,9 @@ case "$cmd" in
     f=$P/$1-$2.gguf
     if [ ! -s "$f" ]; then
       t0=$SECONDS
-      "$B/write-gguf" --model "synthetic:$1" --quantize "$2" --quick-quant --out "$P/.partial.gguf" 2>&1 | tail -2 ||
+      q=(--quantize "$2" --quick-quant)
+      [ "$2" = bf16 ] && q=()  # the synthetic weights as they are (BF16)
+      "$B/write-gguf" --model "synthetic:$1" "${q[@]}" --out "$P/.partial.gguf" 2>&1 | tail -2 ||
         die "write-gguf $1 $2 failed"
       mv "$P/.partial.gguf" "$f" && echo "h200-peers: wrote $f in $((SECONDS - t0)) s"
     fi
@@ -155,6 +161,28 @@ for r in json.load(open(sys.argv[1])):
     echo "== 70B at 32K"; grep -E "memory in use|repeat 2/2 warp|packed" "$OUT/ab-70b-ctx32k.err" | cut -c1-200
     echo "== prefill"; cat "$OUT/prefill-table-8b.md" "$OUT/prefill-table-70b.md" | grep "^| llama3"
     echo "all done at $(el) s" ;;
+  t34a)  # issue 34's table, call 1 of 2 (carry .stage/h200.tar.xz and .stage/llamacpp-src.tar.xz): unpack, build
+          # llama.cpp while the files are written (8B in Q4_0, Q8_0, Q4_K_M and BF16; TinyLlama BF16; SmolLM2's shape in
+          # Q4_1 and BF16), then what each fold is worth on its own (scripts/h200-round.sh fusion) while the build ends
+    t0=$SECONDS
+    el() { echo $((SECONDS - t0)); }
+    tar -xJf .stage/h200.tar.xz || die "no archive"
+    (nice -n 15 "$0" build > "$OUT/llamacpp-build.log" 2>&1; echo "build rc=$? at $(el) s" >> "$OUT/llamacpp-build.log") &
+    bp=$!
+    for nt in "smollm2-135m q4_1" "smollm2-135m bf16" "tinyllama-1.1b bf16" "llama3.1-8b q4_0" "llama3.1-8b q8_0" \
+              "llama3.1-8b q4_k_m" "llama3.1-8b bf16"; do
+      # shellcheck disable=SC2086
+      "$0" synth $nt 2>&1 | tail -1
+    done > "$OUT/synth.log" 2>&1
+    echo "files written at $(el) s"; cat "$OUT/synth.log"
+    bash scripts/h200-round.sh fusion
+    echo "fusion A/B done at $(el) s"
+    wait $bp; tail -1 "$OUT/llamacpp-build.log"; df -h "$P" | tail -1 ;;
+  t34b)  # call 2 (the same warm machine): both engines on every file of t34a, ours on both decode paths
+    "$0" peer $P/smollm2-135m-q4_1.gguf $P/smollm2-135m-bf16.gguf $P/tinyllama-1.1b-bf16.gguf \
+      $P/llama3.1-8b-bf16.gguf $P/llama3.1-8b-q8_0.gguf $P/llama3.1-8b-q4_0.gguf $P/llama3.1-8b-q4_k_m.gguf \
+      > "$OUT/peer.log" 2>&1
+    grep -E "^\|" "$OUT/peer-table.md" ;;
   draft)
     bf16=$P/llama3.1-8b-bf16.gguf q4=$P/llama3.1-8b-q4_0.gguf
     [ -s "$bf16" ] && [ -s "$q4" ] || die "write bf16 and q4_0 first"
@@ -167,5 +195,5 @@ for r in json.load(open(sys.argv[1])):
         2>&1 >"$OUT/draft-$spec.out" | grep -E "eval time|draft|error" | tee "$OUT/draft-$spec.txt"
     done
     cmp -s "$OUT/draft-none.out" "$OUT/draft-draft.out" && echo "outputs: the same" || echo "outputs: DIFFER" ;;
-  *) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

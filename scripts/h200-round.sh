@@ -10,6 +10,7 @@
 #                             the file; ROUND3="..." runs more after them
 #   scripts/h200-round.sh order-ab  after 1: this build's decode against llama-ab-base, verify costs by --vfy-order
 #   scripts/h200-round.sh final     one call: the suite, lookup's tokens against plain by --vfy-order, then order-ab
+#   scripts/h200-round.sh fusion    after 1: each fold of the graph path off (or on) on its own, tg128 (issue 34)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -19,16 +20,16 @@ SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 B=$PWD/.stage/h200/bin
 export LD_LIBRARY_PATH=$B:${LD_LIBRARY_PATH:-}
 mkdir -p /work; [ -e /work/main ] || ln -s "$PWD" /work/main
-# ab MODEL-ARGS OPTS...: llama-ab --ab warp tg128 (3 repeats) of MODEL-ARGS once per OPTS (each its process), one
-# line each: t/s | ms/token and kernels per token; the reports under $OUT.
+# ab MODEL-ARGS OPTS...: llama-ab --ab $AB_MAP (default warp) tg128 (3 repeats) of MODEL-ARGS once per OPTS (each its
+# process), one line each: t/s | ms/token and kernels per token; the reports under $OUT.
 ab() {
-  local m=$1 opts f; shift
+  local m=$1 map=${AB_MAP:-warp} opts f; shift
   for opts in "$@"; do
     f=$(mktemp)
     # shellcheck disable=SC2086
-    timeout 150 "$B/llama-ab" --model $m --ab warp $opts -n 128 --repeats 3 > "$f" 2>"$f.err" || tail -2 "$f.err"
-    { echo "# $m ${opts:-(defaults)}"; cat "$f"; } >> "$OUT/ab-reports.md"  # one file (a call returns few files)
-    echo "$m ${opts:-(defaults)}: $(grep -E '^\| (synthetic|/)' "$f" | head -1 | cut -d'|' -f5,6) kernels/token$(grep -E '^\| warp \| [0-9.]+ \| [0-9.]+ \| [-+0-9.]+ \| [0-9.]+% \|' "$f" | awk -F'|' '{print $(NF-1)}')" \
+    timeout 150 "$B/llama-ab" --model $m --ab "$map" $opts -n 128 --repeats 3 > "$f" 2>"$f.err" || tail -2 "$f.err"
+    { echo "# $m --ab $map ${opts:-(defaults)}"; cat "$f"; } >> "$OUT/ab-reports.md"  # one file (a call returns few)
+    echo "$m --ab $map ${opts:-(defaults)}: $(grep -E '^\| (synthetic|/)' "$f" | head -1 | cut -d'|' -f5,6) kernels/token$(grep -E "^\| $map \| [0-9.]+ \| [0-9.]+ \| [-+0-9.]+ \| [0-9.]+% \|" "$f" | awk -F'|' '{print $(NF-1)}')" \
       | tee -a "$OUT/ab.txt"
   done
 }
@@ -102,5 +103,13 @@ case "${1:-}" in
         -n 256 --repeats 1 2>&1 >/dev/null | grep -E "ab: --spec|error" | sed "s|^|$o: |" | tee -a "$OUT/spec-ab.txt"
     done
     if [ "${FINAL_AB:-1}" = 1 ]; then bash scripts/h200-round.sh order-ab; fi ;;  # FINAL_AB=0: not it
-  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab|final" >&2; exit 2 ;;
+  fusion)  # after the stage is unpacked: what each fold of the graph path is worth on its own (issue 34): the defaults,
+           # then each fold off (or on, where off is the default), each setting its own process, tg128, 3 repeats
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    AB_MAP=warp ab "synthetic:smollm2-135m --quantize q4_1" "" "--fuse-norm off" "--norm-sums off" "--fuse-rope off" \
+      "--stage-glu off" "--o-merge on" "--run-ahead off"
+    AB_MAP=warp-dp4a ab "synthetic:llama3.1-8b --quantize q4_0" "" "--fuse-norm off" "--norm-sums off" "--fuse-rope off" \
+      "--fuse-glu off" "--run-ahead off"
+    AB_MAP=warp-r2 ab "synthetic:llama3.1-8b" "" "--fuse-norm off" "--fuse-rope off" ;;
+  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab|final|fusion" >&2; exit 2 ;;
 esac
