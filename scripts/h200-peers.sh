@@ -26,6 +26,8 @@
 #                                           written, then decode beside llama.cpp on all four, 70B at 32K of context
 #                                           (memory, load, t/s), and prefill (8B pp512/pp8192, 70B pp512): the suite and
 #                                           issue 35's table on one tree in one call. Needs ~60 GB of disk.
+#   scripts/h200-peers.sh t34               issue 34.s table without llama.cpp in one call: the files below, ours on both
+#                                           decode paths on each, each fold.s worth (llama.cpp: earlier calls, same kind)
 #   scripts/h200-peers.sh t34a / t34b       issue 34's table in two calls on one warm machine: t34a builds llama.cpp while
 #                                           the files are written (SmolLM2's shape Q4_1 and BF16, TinyLlama BF16, 8B
 #                                           BF16, Q8_0, Q4_0, Q4_K_M), then each fold's worth (h200-round.sh fusion);
@@ -178,6 +180,25 @@ for r in json.load(open(sys.argv[1])):
     bash scripts/h200-round.sh fusion
     echo "fusion A/B done at $(el) s"
     wait $bp; tail -1 "$OUT/llamacpp-build.log"; df -h "$P" | tail -1 ;;
+  t34)  # issue 34's table without llama.cpp, one call (carry .stage/h200.tar.xz; llama.cpp's figures from earlier calls
+         # on the same kind): the files written, ours on both decode paths on each, then each fold's worth
+    t0=$SECONDS
+    tar -xJf .stage/h200.tar.xz || die "no archive"
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    for nt in "smollm2-135m q4_1" "smollm2-135m bf16" "tinyllama-1.1b bf16" "llama3.1-8b q4_0" "llama3.1-8b q8_0" \
+              "llama3.1-8b q4_k_m" "llama3.1-8b bf16"; do
+      # shellcheck disable=SC2086
+      "$0" synth $nt 2>&1 | tail -1
+    done > "$OUT/synth.log" 2>&1
+    echo "files written at $((SECONDS - t0)) s"
+    for f in smollm2-135m-q4_1 smollm2-135m-bf16 tinyllama-1.1b-bf16 llama3.1-8b-q4_0 llama3.1-8b-q4_k_m llama3.1-8b-q8_0 \
+             llama3.1-8b-bf16; do
+      "$0" paths "$P/$f.gguf" | grep -E "^== |tg128" | cut -c1-150
+      cat "$OUT/paths-$f.txt" >> "$OUT/paths-all.md" && rm -f "$OUT/paths-$f.txt"
+    done
+    echo "paths done at $((SECONDS - t0)) s"
+    FUSION_BF16=0 bash scripts/h200-round.sh fusion
+    echo "all done at $((SECONDS - t0)) s" ;;
   t34b)  # call 2 (the same warm machine): both engines on every file of t34a, ours on both decode paths
     "$0" peer $P/smollm2-135m-q4_1.gguf $P/smollm2-135m-bf16.gguf $P/tinyllama-1.1b-bf16.gguf \
       $P/llama3.1-8b-bf16.gguf $P/llama3.1-8b-q8_0.gguf $P/llama3.1-8b-q4_0.gguf $P/llama3.1-8b-q4_k_m.gguf \

@@ -110,6 +110,6 @@ case "${1:-}" in
       "--stage-glu off" "--o-merge on" "--run-ahead off"
     AB_MAP=warp-dp4a ab "synthetic:llama3.1-8b --quantize q4_0" "" "--fuse-norm off" "--norm-sums off" "--fuse-rope off" \
       "--fuse-glu off" "--run-ahead off"
-    AB_MAP=warp-r2 ab "synthetic:llama3.1-8b" "" "--fuse-norm off" "--fuse-rope off" ;;
+    if [ "${FUSION_BF16:-1}" = 1 ]; then AB_MAP=warp-r2 ab "synthetic:llama3.1-8b" "" "--fuse-norm off" "--fuse-rope off"; fi ;;
   *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab|final|fusion" >&2; exit 2 ;;
 esac
