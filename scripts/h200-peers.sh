@@ -26,8 +26,8 @@
 #                                           written, then decode beside llama.cpp on all four, 70B at 32K of context
 #                                           (memory, load, t/s), and prefill (8B pp512/pp8192, 70B pp512): the suite and
 #                                           issue 35's table on one tree in one call. Needs ~60 GB of disk.
-#   scripts/h200-peers.sh t34               issue 34.s table without llama.cpp in one call: the files below, ours on both
-#                                           decode paths on each, each fold.s worth (llama.cpp: earlier calls, same kind)
+#   scripts/h200-peers.sh t34               issue 34's table without llama.cpp in one call: the files below, ours on both
+#                                           decode paths on each, each fold's worth (llama.cpp: earlier calls, same kind)
 #   scripts/h200-peers.sh t34a / t34b       issue 34's table in two calls on one warm machine: t34a builds llama.cpp while
 #                                           the files are written (SmolLM2's shape Q4_1 and BF16, TinyLlama BF16, 8B
 #                                           BF16, Q8_0, Q4_0, Q4_K_M), then each fold's worth (h200-round.sh fusion);
