@@ -30,11 +30,11 @@ enum class ExactVerify { kAuto, kOn, kOff };
 // tokens side by side (each token in its own slab of activations, the weights shared through L2), so its every row is
 // the decode step's logits bit for bit and greedy speculation is plain greedy. kPass: a prefill pass (each weight read
 // once for all tokens: its rows equal decoding's up to summation order, and the K and V rows it leaves drift greedy
-// output from plain decoding's at some tokens). kAuto: kDecode up to kDecodeOrderAutoBytes of weights per token with
-// every matrix kept quantized (warp-r2's token axis, for BF16 weights, is built but has not run on a GPU yet), kPass
-// otherwise. H100, verify of 8 tokens at depth 300 against a decode step: SmolLM2's shape Q4_1 (0.09 GB per token) 1.79x
-// in decode order, 2.44x as a pass; 8B Q4_0 (4.3 GB) 3.77x against 1.61x (every token's blocks re-read the weights
-// through L2 and redo the unpacking).
+// output from plain decoding's at some tokens). kAuto: kDecode up to kDecodeOrderAutoBytes of weights per token where
+// every matrix has a token axis, kPass otherwise. H100, verify of 8 tokens at depth 300 against a decode step:
+// SmolLM2's shape Q4_1 (0.09 GB per token) 1.80x in decode order, 2.46x as a pass; TinyLlama's Q4_0 (0.6 GB) 4.20x
+// against 3.96x (cheaper up to 4 tokens); 8B Q4_0 (4.3 GB) 3.87x against 1.68x (every token's blocks re-read the
+// weights through L2 and redo the unpacking).
 enum class VerifyOrder { kAuto, kDecode, kPass };
 constexpr double kDecodeOrderAutoBytes = double(size_t(1) << 30);
 

@@ -198,6 +198,15 @@ for r in json.load(open(sys.argv[1])):
     done
     echo "paths done at $((SECONDS - t0)) s"
     FUSION_BF16=0 bash scripts/h200-round.sh fusion
+    echo "fusion done at $((SECONDS - t0)) s"
+    timeout 120 "$B/gpu_tests" --gtest_brief=1 --gtest_filter='CudaSpeculative.DecodeOrder*' > "$OUT/gpu-tests.log" 2>&1
+    echo "decode-order tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]" "$OUT/gpu-tests.log" | head -5
+    for o in "--vfy-order decode" "--vfy-order pass"; do  # BF16 weights: auto takes decode order up to 1 GiB per token
+      # shellcheck disable=SC2086
+      timeout 100 "$B/llama-ab" --model synthetic:smollm2-135m --ab warp-r2 $o -d 300 -n 16 --repeats 1 \
+        --verify-k 1,2,4,8,16 2>&1 >/dev/null | grep -E "verify of [0-9]+ tokens at|error" | sed "s|^|bf16 warp-r2 $o: |" \
+        | tee -a "$OUT/verify-order.txt"
+    done
     echo "all done at $((SECONDS - t0)) s" ;;
   t34b)  # call 2 (the same warm machine): both engines on every file of t34a, ours on both decode paths
     "$0" peer $P/smollm2-135m-q4_1.gguf $P/smollm2-135m-bf16.gguf $P/tinyllama-1.1b-bf16.gguf \

@@ -844,9 +844,7 @@ bool CudaEngine::decode_order_verify() const {
   if (tuning_.verify_order == VerifyOrder::kPass || !cur_) return false;
   const bool automatic = tuning_.verify_order == VerifyOrder::kAuto;
   if (automatic && double(cur_->bytes_read) > kDecodeOrderAutoBytes) return false;
-  // auto: the quantized forms' token axis only (warp-r2's, for BF16 weights, is built but not yet run on a GPU:
-  // --vfy-order decode takes it).
-  return !persistent_ && kv_->token_axis() && mappings_->takes_tokens(*cur_, !automatic);
+  return !persistent_ && kv_->token_axis() && mappings_->takes_tokens(*cur_);
 }
 
 // Passes of up to kTokenSlabs tokens (the slabs the activations hold): token t of a pass in slab t, its step word

@@ -33,10 +33,9 @@ MappingState::~MappingState() {
 namespace {
 
 // Whether piece p runs on a form with a token axis (GemvEpilogue::tokens): the quantized warp forms; warp-r2 for a
-// BF16 piece where bf16 says BF16 pieces count.
-bool piece_token_axis(const MappingState& ms, const PieceWeight& p, bool bf16) {
-  return p.quant ? ms.plan.has_quant && quant_kind_token_axis(ms.plan.quant)
-                 : bf16 && bf16_form_token_axis(ms.plan.bf16);
+// BF16 piece.
+bool piece_token_axis(const MappingState& ms, const PieceWeight& p) {
+  return p.quant ? ms.plan.has_quant && quant_kind_token_axis(ms.plan.quant) : bf16_form_token_axis(ms.plan.bf16);
 }
 
 }  // namespace
@@ -231,7 +230,7 @@ void GemvMappings::launch(const MappingState& ms, const DecodeWeight& w, const f
                                            " pieces");
   if (ep.tokens.many())
     for (const PieceWeight& p : w)
-      if (!piece_token_axis(ms, p, true))
+      if (!piece_token_axis(ms, p))
         fail("GEMV mapping '", ms.plan.name, "': a token axis on a piece whose form has none (the quantized warp "
              "forms and warp-r2 have it)");
   if (ep.x_form() && !takes_x_forms(ms, w))
@@ -306,10 +305,10 @@ bool GemvMappings::reads_norm_sums(const MappingState& ms) const {
   return quantized(ms.head());
 }
 
-bool GemvMappings::takes_tokens(const MappingState& ms, bool bf16) const {
+bool GemvMappings::takes_tokens(const MappingState& ms) const {
   for (const DecodeWeight& w : ms.weights)
     for (const PieceWeight& p : w)
-      if (!piece_token_axis(ms, p, bf16)) return false;
+      if (!piece_token_axis(ms, p)) return false;
   return true;
 }
 

@@ -97,8 +97,7 @@ class GemvMappings {
   bool reads_norm_sums(const MappingState& ms) const;
   // Whether every piece of every decode matrix runs on a form with a token axis (GemvEpilogue::tokens: the quantized
   // warp forms, BF16's warp-r2), so a verify may run the decode step's GEMVs over its tokens (CudaEngine::verify_steps).
-  // bf16: BF16 pieces on warp-r2 count (false: only the quantized forms' token axis, the one run on a GPU so far).
-  bool takes_tokens(const MappingState& ms, bool bf16 = true) const;
+  bool takes_tokens(const MappingState& ms) const;
   // Drops every mapping's captured graphs (a change of what the forward pass launches: EngineTuning::fuse_norm).
   void drop_graphs();
   // EngineTuning::fork_pieces: launch() runs a decode matrix's quantized pieces after the first on a side stream,

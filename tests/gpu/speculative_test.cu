@@ -306,14 +306,16 @@ TEST(CudaSpeculative, DecodeOrderVerifyRowsAreTheDecodeStepsBitForBit) {
     for (int i = 0; i < 24; ++i) ids.push_back(1 + (i * 7919) % (m.config.vocab_size - 1));
     EXPECT_GT(expect_verify_rows_match_decode(m, ids, 15, 1e-2, off, "pass verify"), 0.0);
   }
-  {  // BF16 weights on warp-r2 (the default, which has the token axis: head_dim 8, the SIMT attention; auto leaves it to
-     // --vfy-order decode), and on "warp" (none: the prefill pass, said by the backend)
+  {  // BF16 weights on warp-r2 (the default, which has the token axis: head_dim 8, the SIMT attention; auto takes it
+     // under kDecodeOrderAutoBytes), and on "warp" (none: the prefill pass, said by the backend)
     const llm::Model m = llm::load_model(kStories + "/stories260K.bin");
-    EXPECT_FALSE(llm::as_cuda_backend(*cuda(m)).verify_in_decode_order()) << "auto: quantized weights only";
+    EXPECT_TRUE(llm::as_cuda_backend(*cuda(m)).verify_in_decode_order()) << "auto: warp-r2 has the token axis";
     llm::EngineTuning decode;
     decode.verify_order = llm::VerifyOrder::kDecode;
     std::vector<int> ids;
     for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 37) % (m.config.vocab_size - 1));
+    EXPECT_TRUE(expect_decode_order_rows("stories260K BF16 warp-r2, auto", m, std::vector<int>(ids.begin(),
+                                         ids.begin() + 24), 15, {}, "", true));
     EXPECT_TRUE(expect_decode_order_rows("stories260K BF16 warp-r2", m, std::vector<int>(ids.begin(), ids.begin() + 24),
                                          15, decode, "warp-r2", true));
     EXPECT_TRUE(expect_decode_order_rows("stories260K BF16 warp-r2, 21 rows", m, ids, 19, decode, "warp-r2", true));
