@@ -187,8 +187,13 @@ for r in json.load(open(sys.argv[1])):
     t0=$SECONDS
     tar -xJf .stage/h200.tar.xz || die "no archive"
     nvidia-smi --query-gpu=name --format=csv,noheader
-    timeout 120 "$B/gpu_tests" --gtest_brief=1 --gtest_filter='CudaSpeculative.DecodeOrder*' > "$OUT/gpu-tests.log" 2>&1
+    timeout 120 "$B/gpu_tests" --gtest_brief=1 --gtest_filter='CudaSpeculative.DecodeOrder*:CudaSpeculativeSanitizerSmall.*' > "$OUT/gpu-tests.log" 2>&1
     echo "decode-order tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]" "$OUT/gpu-tests.log" | head -5
+    for tool in memcheck racecheck synccheck; do  # the token axis's kernels on small shapes
+      timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 "$B/gpu_tests" --gtest_brief=1 \
+        --gtest_filter='CudaSpeculativeSanitizerSmall.*' > "$OUT/san-$tool.log" 2>&1
+      echo "$tool rc=$? (0 clean, 9 errors, 124 timed out): $(grep -E "ERROR SUMMARY" "$OUT/san-$tool.log" | tail -1)"
+    done
     for o in "--vfy-order decode" "--vfy-order pass"; do  # BF16 weights: auto takes decode order up to 1 GiB per token
       # shellcheck disable=SC2086
       timeout 100 "$B/llama-ab" --model synthetic:smollm2-135m --ab warp-r2 $o -d 300 -n 16 --repeats 1 \
@@ -242,7 +247,7 @@ for r in json.load(open(sys.argv[1])):
     echo "paths done at $((SECONDS - t0)) s"
     FUSION_BF16=0 bash scripts/h200-round.sh fusion
     echo "fusion done at $((SECONDS - t0)) s"
-    timeout 120 "$B/gpu_tests" --gtest_brief=1 --gtest_filter='CudaSpeculative.DecodeOrder*' > "$OUT/gpu-tests.log" 2>&1
+    timeout 120 "$B/gpu_tests" --gtest_brief=1 --gtest_filter='CudaSpeculative.DecodeOrder*:CudaSpeculativeSanitizerSmall.*' > "$OUT/gpu-tests.log" 2>&1
     echo "decode-order tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]" "$OUT/gpu-tests.log" | head -5
     for o in "--vfy-order decode" "--vfy-order pass"; do  # BF16 weights: auto takes decode order up to 1 GiB per token
       # shellcheck disable=SC2086

@@ -249,6 +249,35 @@ bool expect_decode_order_rows(const std::string& what, const llm::Model& m, cons
 // warp-dp4a, and stories260K in BF16 on warp-r2, with each decode fusion off in turn (every launch form forward_token
 // has gets its token axis), 9 rows (one pass) and 21 rows (two passes of the 16 slabs), eager and captured; and on the
 // real SmolLM2 file.
+// Small shapes of every kernel the decode-order verify launches over a token axis (the quantized warp forms with the
+// norm fold, RoPE + store and attention as two launches, the merge, SwiGLU's int8 form; BF16's warp-r2 and the SIMT
+// attention), eager and captured, for compute-sanitizer (memcheck, racecheck, synccheck): a filter of its own,
+// CudaSpeculativeSanitizerSmall.*, each case still checked bit for bit.
+TEST(CudaSpeculativeSanitizerSmall, DecodeOrderVerify) {
+  REQUIRE_GPU();
+  int checked = 0, asked = 1;
+  for (const char* type : {"q4_1", "q4_k_m"}) {
+    llm::Model m = llm::load_model("synthetic:tiny-gqa");
+    llm::quantize_model(m, llm::parse_quantize_type(type));
+    std::vector<int> ids;
+    for (int i = 0; i < 12; ++i) ids.push_back(1 + (i * 7919) % (m.config.vocab_size - 1));
+    for (const char* gemv : {"warp", "warp-dp4a"}) {
+      if (!llm::gemv_refusal(llm::gemv_plan(gemv), m, false).empty()) continue;
+      for (bool graph : {false, true}) {
+        ++asked;
+        checked += expect_decode_order_rows(std::string("tiny-gqa ") + type + " " + gemv + (graph ? " captured" : ""),
+                                            m, ids, 7, {}, gemv, graph);
+      }
+    }
+  }
+  const llm::Model stories = llm::load_model(kStories + "/stories260K.bin");
+  std::vector<int> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back(1 + (i * 37) % (stories.config.vocab_size - 1));
+  checked += expect_decode_order_rows("stories260K warp-r2", stories, ids, 7, {}, "warp-r2", false);
+  EXPECT_GE(asked, 5) << "warp and warp-dp4a refused every small quantized model";
+  EXPECT_EQ(checked, asked) << "the decode-order verify ran on fewer of the small cases than asked";
+}
+
 TEST(CudaSpeculative, DecodeOrderVerifyRowsAreTheDecodeStepsBitForBit) {
   REQUIRE_GPU();
   std::vector<std::pair<std::string, llm::EngineTuning>> knobs(8);
