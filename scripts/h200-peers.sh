@@ -187,7 +187,8 @@ for r in json.load(open(sys.argv[1])):
     t0=$SECONDS
     tar -xJf .stage/h200.tar.xz || die "no archive"
     nvidia-smi --query-gpu=name --format=csv,noheader
-    timeout 120 "$B/gpu_tests" --gtest_brief=1 --gtest_filter='CudaSpeculative.DecodeOrder*:CudaSpeculativeSanitizerSmall.*' > "$OUT/gpu-tests.log" 2>&1
+    timeout 120 "$B/gpu_tests" --gtest_brief=1 \
+      --gtest_filter='CudaSpeculative.DecodeOrder*:CudaSpeculativeSanitizerSmall.*' > "$OUT/gpu-tests.log" 2>&1
     echo "decode-order tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]" "$OUT/gpu-tests.log" | head -5
     for tool in memcheck racecheck synccheck; do  # the token axis's kernels on small shapes
       timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 "$B/gpu_tests" --gtest_brief=1 \
@@ -211,51 +212,6 @@ for r in json.load(open(sys.argv[1])):
       cat "$OUT/paths-$f.txt" >> "$OUT/paths-all.md" && rm -f "$OUT/paths-$f.txt"
       echo "$f done at $((SECONDS - t0)) s"
     done ;;
-  t34a)  # issue 34's table, call 1 of 2 (carry .stage/h200.tar.xz and .stage/llamacpp-src.tar.xz): unpack, build
-          # llama.cpp while the files are written (8B in Q4_0, Q8_0, Q4_K_M and BF16; TinyLlama BF16; SmolLM2's shape in
-          # Q4_1 and BF16), then what each fold is worth on its own (scripts/h200-round.sh fusion) while the build ends
-    t0=$SECONDS
-    el() { echo $((SECONDS - t0)); }
-    tar -xJf .stage/h200.tar.xz || die "no archive"
-    (nice -n 15 "$0" build > "$OUT/llamacpp-build.log" 2>&1; echo "build rc=$? at $(el) s" >> "$OUT/llamacpp-build.log") &
-    bp=$!
-    for nt in "smollm2-135m q4_1" "smollm2-135m bf16" "tinyllama-1.1b bf16" "llama3.1-8b q4_0" "llama3.1-8b q8_0" \
-              "llama3.1-8b q4_k_m" "llama3.1-8b bf16"; do
-      # shellcheck disable=SC2086
-      "$0" synth $nt 2>&1 | tail -1
-    done > "$OUT/synth.log" 2>&1
-    echo "files written at $(el) s"; cat "$OUT/synth.log"
-    bash scripts/h200-round.sh fusion
-    echo "fusion A/B done at $(el) s"
-    wait $bp; tail -1 "$OUT/llamacpp-build.log"; df -h "$P" | tail -1 ;;
-  t34)  # issue 34's table without llama.cpp, one call (carry .stage/h200.tar.xz; llama.cpp's figures from earlier calls
-         # on the same kind): the files written, ours on both decode paths on each, then each fold's worth
-    t0=$SECONDS
-    tar -xJf .stage/h200.tar.xz || die "no archive"
-    nvidia-smi --query-gpu=name --format=csv,noheader
-    for nt in "smollm2-135m q4_1" "smollm2-135m bf16" "tinyllama-1.1b bf16" "llama3.1-8b q4_0" "llama3.1-8b q8_0" \
-              "llama3.1-8b q4_k_m" "llama3.1-8b bf16"; do
-      # shellcheck disable=SC2086
-      "$0" synth $nt 2>&1 | tail -1
-    done > "$OUT/synth.log" 2>&1
-    echo "files written at $((SECONDS - t0)) s"
-    for f in smollm2-135m-q4_1 smollm2-135m-bf16 tinyllama-1.1b-bf16 llama3.1-8b-q4_0 llama3.1-8b-q4_k_m llama3.1-8b-q8_0 \
-             llama3.1-8b-bf16; do
-      "$0" paths "$P/$f.gguf" | grep -E "^== |tg128" | cut -c1-150
-      cat "$OUT/paths-$f.txt" >> "$OUT/paths-all.md" && rm -f "$OUT/paths-$f.txt"
-    done
-    echo "paths done at $((SECONDS - t0)) s"
-    FUSION_BF16=0 bash scripts/h200-round.sh fusion
-    echo "fusion done at $((SECONDS - t0)) s"
-    timeout 120 "$B/gpu_tests" --gtest_brief=1 --gtest_filter='CudaSpeculative.DecodeOrder*:CudaSpeculativeSanitizerSmall.*' > "$OUT/gpu-tests.log" 2>&1
-    echo "decode-order tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]" "$OUT/gpu-tests.log" | head -5
-    for o in "--vfy-order decode" "--vfy-order pass"; do  # BF16 weights: auto takes decode order up to 1 GiB per token
-      # shellcheck disable=SC2086
-      timeout 100 "$B/llama-ab" --model synthetic:smollm2-135m --ab warp-r2 $o -d 300 -n 16 --repeats 1 \
-        --verify-k 1,2,4,8,16 2>&1 >/dev/null | grep -E "verify of [0-9]+ tokens at|error" | sed "s|^|bf16 warp-r2 $o: |" \
-        | tee -a "$OUT/verify-order.txt"
-    done
-    echo "all done at $((SECONDS - t0)) s" ;;
   t34b)  # call 2 (the same warm machine): both engines on every file of t34a, ours on both decode paths
     "$0" peer $P/smollm2-135m-q4_1.gguf $P/smollm2-135m-bf16.gguf $P/tinyllama-1.1b-bf16.gguf \
       $P/llama3.1-8b-bf16.gguf $P/llama3.1-8b-q8_0.gguf $P/llama3.1-8b-q4_0.gguf $P/llama3.1-8b-q4_k_m.gguf \
