@@ -191,7 +191,7 @@ for r in json.load(open(sys.argv[1])):
       --gtest_filter='CudaSpeculative.DecodeOrder*:CudaSpeculativeSanitizerSmall.*' > "$OUT/gpu-tests.log" 2>&1
     echo "decode-order tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]" "$OUT/gpu-tests.log" | head -5
     for tool in memcheck racecheck synccheck; do  # the token axis's kernels on small shapes
-      timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 "$B/gpu_tests" --gtest_brief=1 \
+      timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 "$B/gpu_tests" --gtest_brief=1 \
         --gtest_filter='CudaSpeculativeSanitizerSmall.*' > "$OUT/san-$tool.log" 2>&1
       echo "$tool rc=$? (0 clean, 9 errors, 124 timed out): $(grep -E "ERROR SUMMARY" "$OUT/san-$tool.log" | tail -1)"
     done
