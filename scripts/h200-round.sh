@@ -11,6 +11,7 @@
 #   scripts/h200-round.sh order-ab  after 1: this build's decode against llama-ab-base, verify costs by --vfy-order
 #   scripts/h200-round.sh final     one call: the suite, lookup's tokens against plain by --vfy-order, then order-ab
 #   scripts/h200-round.sh fusion    after 1: each fold of the graph path off (or on) on its own, tg128 (issue 34)
+#   scripts/h200-round.sh tokcheck  one short call: the decode-order verify tests, memcheck on the small ones, BF16 costs
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -111,5 +112,21 @@ case "${1:-}" in
     AB_MAP=warp-dp4a ab "synthetic:llama3.1-8b --quantize q4_0" "" "--fuse-norm off" "--norm-sums off" "--fuse-rope off" \
       "--fuse-glu off" "--run-ahead off"
     if [ "${FUSION_BF16:-1}" = 1 ]; then AB_MAP=warp-r2 ab "synthetic:llama3.1-8b" "" "--fuse-norm off" "--fuse-rope off"; fi ;;
-  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab|final|fusion" >&2; exit 2 ;;
+  tokcheck)  # carry .stage/h200.tar.xz, a short budget: the decode-order verify tests (auto on warp-r2 included), the
+             # small ones under memcheck, then BF16's verify costs by order on SmolLM2's shape
+    tar -xJf .stage/h200.tar.xz || { echo "round: no archive"; exit 1; }
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    timeout 120 "$B/gpu_tests" --gtest_brief=1 \
+      --gtest_filter='CudaSpeculative.DecodeOrder*:CudaSpeculativeSanitizerSmall.*' > "$OUT/gpu-tests.log" 2>&1
+    echo "decode-order tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|Failure" "$OUT/gpu-tests.log" | head
+    timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_tests" --gtest_brief=1 \
+      --gtest_filter='CudaSpeculativeSanitizerSmall.*' > "$OUT/san-memcheck.log" 2>&1
+    echo "memcheck rc=$? (0 clean, 9 errors, 124 timed out): $(grep -E "ERROR SUMMARY" "$OUT/san-memcheck.log" | tail -1)"
+    for o in "--vfy-order decode" "--vfy-order pass"; do
+      # shellcheck disable=SC2086
+      timeout 60 "$B/llama-ab" --model synthetic:smollm2-135m --ab warp-r2 $o -d 300 -n 16 --repeats 1 \
+        --verify-k 1,4,8,16 2>&1 >/dev/null | grep -E "verify of [0-9]+ tokens at|error" | sed "s|^|bf16 warp-r2 $o: |" \
+        | tee -a "$OUT/verify-order.txt" | cut -c1-150
+    done ;;
+  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab|final|fusion|tokcheck" >&2; exit 2 ;;
 esac
