@@ -37,6 +37,13 @@ enum class ExactVerify { kAuto, kOn, kOff };
 // weights through L2 and redo the unpacking).
 enum class VerifyOrder { kAuto, kDecode, kPass };
 constexpr double kDecodeOrderAutoBytes = double(size_t(1) << 30);
+// The rule, in one place (CudaEngine::decode_order_verify asks it with its state): whether a verify runs in decode
+// order. `bytes_per_token`: the weights decode reads per token; `token_axis`: every decode matrix on a form with a token
+// axis, the KV cache's store and attention with one too (the BF16 cache), on the graph path (not persistent).
+constexpr bool verify_in_decode_order(VerifyOrder order, double bytes_per_token, bool token_axis) {
+  return order != VerifyOrder::kPass && token_axis &&
+         (order == VerifyOrder::kDecode || bytes_per_token <= kDecodeOrderAutoBytes);
+}
 
 // The CUDA engine's tuning and test knobs, set by callers (tests, developer options); nothing in engine/ reads the
 // environment, so a run is described by its options alone.

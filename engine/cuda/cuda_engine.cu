@@ -842,9 +842,8 @@ void CudaEngine::verify_pass(int n, int pos, bool device_pos) {
 
 bool CudaEngine::decode_order_verify() const {
   if (tuning_.verify_order == VerifyOrder::kPass || !cur_) return false;
-  const bool automatic = tuning_.verify_order == VerifyOrder::kAuto;
-  if (automatic && double(cur_->bytes_read) > kDecodeOrderAutoBytes) return false;
-  return !persistent_ && kv_->token_axis() && mappings_->takes_tokens(*cur_);
+  return llm::verify_in_decode_order(tuning_.verify_order, double(cur_->bytes_read),
+                                     !persistent_ && kv_->token_axis() && mappings_->takes_tokens(*cur_));
 }
 
 // Passes of up to kTokenSlabs tokens (the slabs the activations hold): token t of a pass in slab t, its step word

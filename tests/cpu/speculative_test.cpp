@@ -701,3 +701,19 @@ TEST(SpecCli, RunLlamaGreedyTextIsTheSameAndSaysTheAcceptance) {
 }
 
 }  // namespace
+
+// The CUDA engine's choice of verify (engine/backend.h verify_in_decode_order, asked by CudaEngine::decode_order_verify):
+// decode order where every kernel has a token axis, up to 1 GiB of weights per token under auto, whatever the size
+// when asked for; never where a kernel lacks the axis or when the pass is asked for.
+TEST(SpecVerifyOrder, DecodeOrderWhereTheAxisIsAndAutoUpToItsBound) {
+  using llm::VerifyOrder;
+  const double smollm2 = 0.09e9, tinyllama_bf16 = 2.2e9, at = llm::kDecodeOrderAutoBytes;
+  EXPECT_TRUE(llm::verify_in_decode_order(VerifyOrder::kAuto, smollm2, true));
+  EXPECT_TRUE(llm::verify_in_decode_order(VerifyOrder::kAuto, at, true));
+  EXPECT_FALSE(llm::verify_in_decode_order(VerifyOrder::kAuto, at + 1, true));
+  EXPECT_FALSE(llm::verify_in_decode_order(VerifyOrder::kAuto, tinyllama_bf16, true));
+  EXPECT_TRUE(llm::verify_in_decode_order(VerifyOrder::kDecode, tinyllama_bf16, true));
+  for (VerifyOrder o : {VerifyOrder::kAuto, VerifyOrder::kDecode, VerifyOrder::kPass})
+    EXPECT_FALSE(llm::verify_in_decode_order(o, smollm2, false)) << "a kernel without the token axis";
+  EXPECT_FALSE(llm::verify_in_decode_order(VerifyOrder::kPass, smollm2, true));
+}
