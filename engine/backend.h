@@ -35,6 +35,17 @@ enum class ExactVerify { kAuto, kOn, kOff };
 // SmolLM2's shape Q4_1 (0.09 GB per token) 1.80x in decode order, 2.46x as a pass; TinyLlama's Q4_0 (0.6 GB) 4.20x
 // against 3.96x (cheaper up to 4 tokens); 8B Q4_0 (4.3 GB) 3.87x against 1.68x (every token's blocks re-read the
 // weights through L2 and redo the unpacking).
+// What a verify pass costs, in decode steps: `pass` for the pass and `per_token` more for each draft it verifies (the
+// speculative loop's adaptive draft length weighs passes by it: engine/speculative.h DraftLength). The default sits
+// between a small latency-bound model's loop on an H100 (SmolLM2: 1.46 + 0.24, fitted by spec-sim to a spec-bench
+// run) and a large model's (verify reads each weight once: ~1.1 + 0.03); chosen by replaying recorded runs under both
+// (docs/results/session-2026-12-07a.md), where it did better than either extreme assumed in the other. A backend
+// whose verify costs otherwise says so (Backend::verify_costs).
+struct DraftCosts {
+  double pass = 1.25;
+  double per_token = 0.1;
+};
+
 enum class VerifyOrder { kAuto, kDecode, kPass };
 constexpr double kDecodeOrderAutoBytes = double(size_t(1) << 30);
 // The rule, in one place (CudaEngine::decode_order_verify asks it with its state): whether a verify runs in decode
@@ -43,6 +54,18 @@ constexpr double kDecodeOrderAutoBytes = double(size_t(1) << 30);
 constexpr bool verify_in_decode_order(VerifyOrder order, double bytes_per_token, bool token_axis) {
   return order != VerifyOrder::kPass && token_axis &&
          (order == VerifyOrder::kDecode || bytes_per_token <= kDecodeOrderAutoBytes);
+}
+// What a decode-order verify costs (the CUDA engine's Backend::verify_costs; a prefill pass keeps DraftCosts'
+// default). Every token runs a decode step's kernels, side by side: a latency-bound step absorbs them, a step whose
+// GEMVs stream costs ~0.4 of one per token. H100, depth 300, k = 1 .. 16 (session-2026-12-07f): SmolLM2's shape Q4_1
+// (0.09 GB per token) 1.04 + 0.13 per token; TinyLlama's Q4_0 (0.6 GB) 1.02 + 0.46; 8B Q4_0 (4.3 GB) 1.01 + 0.42.
+// Replayed by spec-sim over the 22 recorded SmolLM2 runs, TinyLlama's costs give 1.38x weighed as 1.0 + 0.42 per draft
+// against 1.28x weighed by the default; 8B's 1.51x against 1.38x; SmolLM2's 2.33x against 2.35x, so a latency-bound
+// step keeps the default (its spec-bench figure was measured with it). The line between the two is a guess between
+// the measured points (0.4 GB).
+constexpr double kDecodeOrderStreamingBytes = 0.4e9;
+constexpr DraftCosts decode_order_draft_costs(double bytes_per_token) {
+  return bytes_per_token <= kDecodeOrderStreamingBytes ? DraftCosts{} : DraftCosts{1.0, 0.42};
 }
 
 // The CUDA engine's tuning and test knobs, set by callers (tests, developer options); nothing in engine/ reads the
@@ -219,6 +242,9 @@ class Backend {
   // first prompt, whose prefill rewrites them. The default does nothing (the CPU reference makes nothing lazily).
   virtual void prepare_verify(int max_tokens);
   virtual int sample_vocab() const { return 0; }
+  // What this backend's verify pass costs in decode steps (the loop's adaptive draft length, unless SpecOptions::costs
+  // names costs). Default: DraftCosts' defaults.
+  virtual DraftCosts verify_costs() const { return {}; }
 
  private:
   std::deque<int> started_;  // the default sample_async's ids, until wait_sampled

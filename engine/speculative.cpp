@@ -231,7 +231,7 @@ DecodeLoopResult speculative_loop(Backend& target, Drafter& drafter, const std::
   check_decode_loop_args(target, prompt, opt);
   if (!target.supports_verify())
     fail("speculative decoding: the ", target.name(), " backend has no verify() pass yet (use --device cpu)");
-  DraftLength len(spec.draft_min, spec.draft_max, spec.costs);
+  DraftLength len(spec.draft_min, spec.draft_max, spec.costs.value_or(target.verify_costs()));
   const int n_prompt = int(prompt.size()), ctx = target.ctx_size();
   auto interrupted = [&] { return opt.interrupt && *opt.interrupt; };
   auto is_stop = [&](int id) {

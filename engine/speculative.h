@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,15 +96,6 @@ class DraftModelDrafter final : public Drafter {
 std::string draft_vocab_mismatch(const ModelConfig& target, const Tokenizer* target_tok, const ModelConfig& draft,
                                  const Tokenizer* draft_tok);
 
-// What a verify pass costs, in decode steps: `pass` for the pass and `per_token` more for each draft it verifies. The
-// default sits between a small latency-bound model's loop on an H100 (SmolLM2: 1.46 + 0.24, fitted by spec-sim to a
-// spec-bench run) and a large model's (verify reads each weight once: ~1.1 + 0.03); chosen by replaying recorded runs
-// under both (docs/results/session-2026-12-07a.md), where it did better than either extreme assumed in the other.
-struct DraftCosts {
-  double pass = 1.25;
-  double per_token = 0.1;
-};
-
 // The draft length adapts to the acceptance seen, by cost: each draft token is taken as accepted with probability a
 // given the ones before it (a geometric run), a = s / (s + f) over counts decayed by 0.9 per step (s: tokens accepted,
 // f: steps that rejected one; prior s = 3, f = 1), so k drafts yield (1 - a^(k+1)) / (1 - a) tokens for
@@ -131,7 +123,7 @@ enum class AcceptRule { kExact, kAcceptAll };
 struct SpecOptions {
   int draft_max = 8;   // tokens drafted per step at most (>= 1)
   int draft_min = 1;   // the adaptive length's floor (0 .. draft_max)
-  DraftCosts costs;    // what the adaptive length weighs a pass by
+  std::optional<DraftCosts> costs;  // what the adaptive length weighs a pass by (unset: the target's verify_costs())
   AcceptRule rule = AcceptRule::kExact;
   // Greedy only: a verify row whose top-2 logit margin is under `guard` does not decide its token; the step keeps the
   // rows before it and a decode step at that position decides (the plain loop's arithmetic, where a backend's verify

@@ -70,6 +70,9 @@ class CudaEngine final : public CudaBackend {
   void prepare_verify(int max_tokens) override;
   int captured_verify_lengths() const override { return int(verify_graphs_.size()); }
   bool verify_in_decode_order() const override { return decode_order_verify(); }
+  DraftCosts verify_costs() const override {
+    return decode_order_verify() ? decode_order_draft_costs(double(cur_->bytes_read)) : DraftCosts{};
+  }
   void decode(int token, int pos) override;
   int sample(const SamplerParams& p, uint64_t step) override;
   std::vector<float> logits() override;

@@ -350,6 +350,56 @@ class Recording final : public Forwarding {
   std::vector<int> steps_at;                  // the first position of every decode step and verify pass
 };
 
+// A backend whose verify says it costs `costs` (Backend::verify_costs); records the tokens of every verify pass.
+class Priced final : public Forwarding {
+ public:
+  Priced(std::unique_ptr<llm::Backend> inner, llm::DraftCosts costs) : Forwarding(std::move(inner)), costs_(costs) {}
+  std::string name() const override { return "priced"; }
+  llm::DraftCosts verify_costs() const override { return costs_; }
+  std::vector<int> verify_argmax(const int* t, int n, int pos, int vocab_limit,
+                                 std::vector<float>* margins) override {
+    longest = std::max(longest, n);
+    return Forwarding::verify_argmax(t, n, pos, vocab_limit, margins);
+  }
+  int longest = 0;  // the most tokens one verify pass took
+
+ private:
+  llm::DraftCosts costs_;
+};
+
+// The adaptive draft length weighs a pass by the target's own costs unless SpecOptions::costs names some: a verify that
+// says each draft costs 5 decode steps gets one draft per pass; the same backend with the default costs named gets
+// longer drafts on a repetitive prompt; the output is plain greedy's either way.
+TEST(SpecGreedy, DraftLengthTakesTheTargetsVerifyCosts) {
+  const llm::Model& m = model(kStoriesBin);
+  auto tok = llm::load_tokenizer(m, kTok512);
+  const std::vector<int> prompt = tok->encode("Lily and Tom. Lily and Tom. Lily and Tom. Lily and", true);
+  llm::DecodeLoopOptions opt;
+  opt.max_new = 40;
+  opt.sampler.temperature = 0.0f;
+  auto plain = cpu(m);
+  const llm::DecodeLoopResult want = llm::decode_loop(*plain, prompt, opt);
+  Priced dear(cpu(m), llm::DraftCosts{1.0, 5.0}), named(cpu(m), llm::DraftCosts{1.0, 5.0});
+  llm::LookupDrafter lookup_a, lookup_b;
+  llm::SpecStats a, b;
+  EXPECT_EQ(llm::speculative_loop(dear, lookup_a, prompt, opt, llm::SpecOptions{}, &a).tokens, want.tokens);
+  llm::SpecOptions with_default;
+  with_default.costs = llm::DraftCosts{};
+  EXPECT_EQ(llm::speculative_loop(named, lookup_b, prompt, opt, with_default, &b).tokens, want.tokens);
+  EXPECT_EQ(dear.longest, 2) << "one draft per pass (the pending token and one draft) at 5 steps a draft";
+  EXPECT_GT(named.longest, 3) << "the default costs named: longer drafts on the same run";
+  EXPECT_GT(a.drafted, 0);
+  EXPECT_LT(a.drafted, b.drafted);
+
+  // The CUDA engine's decode-order verify (engine/backend.h decode_order_draft_costs): the default where the decode
+  // step is latency-bound, ~0.4 of a step per draft where its GEMVs stream.
+  EXPECT_DOUBLE_EQ(llm::decode_order_draft_costs(0.09e9).per_token, llm::DraftCosts{}.per_token);
+  EXPECT_DOUBLE_EQ(llm::decode_order_draft_costs(llm::kDecodeOrderStreamingBytes).pass, llm::DraftCosts{}.pass);
+  EXPECT_DOUBLE_EQ(llm::decode_order_draft_costs(0.6e9).per_token, 0.42);
+  EXPECT_DOUBLE_EQ(llm::decode_order_draft_costs(4.3e9).pass, 1.0);
+  EXPECT_DOUBLE_EQ(plain->verify_costs().pass, llm::DraftCosts{}.pass) << "the CPU reference keeps the default";
+}
+
 TEST(SpecGreedy, PrefillsThePromptAsThePlainLoopDoes) {
   const llm::Model& m = model(kStoriesBin);
   auto tok = llm::load_tokenizer(m, kTok512);
