@@ -192,7 +192,7 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
            },
            "speculative verify on cuda: decode = the decode step's kernels for every drafted token side by side (bit "
            "for bit decoding; the quantized warp forms and warp-r2, BF16 cache, graph path); pass = a prefill pass "
-           "(each weight once, decoding up to summation order); auto: decode for quantized weights up to 1 GiB per token")
+           "(each weight once, decoding up to summation order); auto: decode up to 1 GiB of weights per token")
       .default_is("auto");
   o.choice("--exact-vfy", "MODE", &t->exact_verify, {"auto", "on", "off"},
            [](const std::string& v) {

@@ -25,16 +25,6 @@ constexpr int kBatchMmaNever = 65;
 // prompt's rows for BF16 models (cuBLAS: a verify of 8 costs 1.24x a decode step on 8B BF16, the batched GEMV 1.82x).
 enum class ExactVerify { kAuto, kOn, kOff };
 
-// EngineTuning::verify_order. kDecode: on the graph path with the BF16 cache and every decode matrix on a form with a
-// token axis (the quantized warp forms, BF16's warp-r2), a speculative verify runs the decode step's kernels for its
-// tokens side by side (each token in its own slab of activations, the weights shared through L2), so its every row is
-// the decode step's logits bit for bit and greedy speculation is plain greedy. kPass: a prefill pass (each weight read
-// once for all tokens: its rows equal decoding's up to summation order, and the K and V rows it leaves drift greedy
-// output from plain decoding's at some tokens). kAuto: kDecode up to kDecodeOrderAutoBytes of weights per token where
-// every matrix has a token axis, kPass otherwise. H100, verify of 8 tokens at depth 300 against a decode step:
-// SmolLM2's shape Q4_1 (0.09 GB per token) 1.80x in decode order, 2.46x as a pass; TinyLlama's Q4_0 (0.6 GB) 4.20x
-// against 3.96x (cheaper up to 4 tokens); 8B Q4_0 (4.3 GB) 3.87x against 1.68x (every token's blocks re-read the
-// weights through L2 and redo the unpacking).
 // What a verify pass costs, in decode steps: `pass` for the pass and `per_token` more for each draft it verifies (the
 // speculative loop's adaptive draft length weighs passes by it: engine/speculative.h DraftLength). The default sits
 // between a small latency-bound model's loop on an H100 (SmolLM2: 1.46 + 0.24, fitted by spec-sim to a spec-bench
@@ -46,6 +36,16 @@ struct DraftCosts {
   double per_token = 0.1;
 };
 
+// EngineTuning::verify_order. kDecode: on the graph path with the BF16 cache and every decode matrix on a form with a
+// token axis (the quantized warp forms, BF16's warp-r2), a speculative verify runs the decode step's kernels for its
+// tokens side by side (each token in its own slab of activations, the weights shared through L2), so its every row is
+// the decode step's logits bit for bit and greedy speculation is plain greedy. kPass: a prefill pass (each weight read
+// once for all tokens: its rows equal decoding's up to summation order, and the K and V rows it leaves drift greedy
+// output from plain decoding's at some tokens). kAuto: kDecode up to kDecodeOrderAutoBytes of weights per token where
+// every matrix has a token axis, kPass otherwise. H100, verify of 8 tokens at depth 300 against a decode step:
+// SmolLM2's shape Q4_1 (0.09 GB per token) 1.80x in decode order, 2.46x as a pass; TinyLlama's Q4_0 (0.6 GB) 4.20x
+// against 3.96x (cheaper up to 4 tokens); 8B Q4_0 (4.3 GB) 3.87x against 1.68x (every token's blocks re-read the
+// weights through L2 and redo the unpacking).
 enum class VerifyOrder { kAuto, kDecode, kPass };
 constexpr double kDecodeOrderAutoBytes = double(size_t(1) << 30);
 // The rule, in one place (CudaEngine::decode_order_verify asks it with its state): whether a verify runs in decode

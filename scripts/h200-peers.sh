@@ -46,6 +46,9 @@ SMOL=$P/SmolLM2-135M-Instruct.Q4_1.gguf
 SMOL_SHA=${SMOL_SHA:-}
 
 die() { echo "h200-peers: $*" >&2; exit 1; }
+# Issue 34's files (t34a, t34b): synthetic NAME-TYPE, written by `synth NAME TYPE`.
+T34_FILES="smollm2-135m-q4_1 smollm2-135m-bf16 tinyllama-1.1b-bf16 llama3.1-8b-q4_0 llama3.1-8b-q8_0 llama3.1-8b-q4_k_m
+           llama3.1-8b-bf16"
 
 default_mapping() {  # the engine's default mapping for a GGUF file (what run-llama picks without --gemv)
   python3 tools/peer_table.py gguf "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["default_mapping"])'
@@ -171,11 +174,7 @@ for r in json.load(open(sys.argv[1])):
     tar -xJf .stage/h200.tar.xz || die "no archive"
     (nice -n 15 "$0" build > "$OUT/llamacpp-build.log" 2>&1; echo "build rc=$? at $(el) s" >> "$OUT/llamacpp-build.log") &
     bp=$!
-    for nt in "smollm2-135m q4_1" "smollm2-135m bf16" "tinyllama-1.1b bf16" "llama3.1-8b q4_0" "llama3.1-8b q8_0" \
-              "llama3.1-8b q4_k_m" "llama3.1-8b bf16"; do
-      # shellcheck disable=SC2086
-      "$0" synth $nt 2>&1 | tail -1
-    done > "$OUT/synth.log" 2>&1
+    for f in $T34_FILES; do "$0" synth "${f%-*}" "${f##*-}" 2>&1 | tail -1; done > "$OUT/synth.log" 2>&1
     echo "files written at $(el) s"; cat "$OUT/synth.log"
     bash scripts/h200-round.sh fusion
     echo "fusion A/B done at $(el) s"
@@ -186,36 +185,19 @@ for r in json.load(open(sys.argv[1])):
          # fold's worth after the quantized files
     t0=$SECONDS
     tar -xJf .stage/h200.tar.xz || die "no archive"
-    nvidia-smi --query-gpu=name --format=csv,noheader
-    timeout 120 "$B/gpu_tests" --gtest_brief=1 \
-      --gtest_filter='CudaSpeculative.DecodeOrder*:CudaSpeculativeSanitizerSmall.*' > "$OUT/gpu-tests.log" 2>&1
-    echo "decode-order tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]" "$OUT/gpu-tests.log" | head -5
-    for tool in memcheck racecheck synccheck; do  # the token axis's kernels on small shapes
-      timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 "$B/gpu_tests" --gtest_brief=1 \
-        --gtest_filter='CudaSpeculativeSanitizerSmall.*' > "$OUT/san-$tool.log" 2>&1
-      echo "$tool rc=$? (0 clean, 9 errors, 124 timed out): $(grep -E "ERROR SUMMARY" "$OUT/san-$tool.log" | tail -1)"
-    done
-    for o in "--vfy-order decode" "--vfy-order pass"; do  # BF16 weights: auto takes decode order up to 1 GiB per token
-      # shellcheck disable=SC2086
-      timeout 100 "$B/llama-ab" --model synthetic:smollm2-135m --ab warp-r2 $o -d 300 -n 16 --repeats 1 \
-        --verify-k 1,2,4,8,16 2>&1 >/dev/null | grep -E "verify of [0-9]+ tokens at|error" | sed "s|^|bf16 warp-r2 $o: |" \
-        | tee -a "$OUT/verify-order.txt" | cut -d: -f1,3 | cut -c1-110
-    done
+    SAN_TOOLS="memcheck racecheck synccheck" VERIFY_K=1,2,4,8,16 bash scripts/h200-round.sh tokcheck
     echo "verify costs done at $((SECONDS - t0)) s"
-    for nt in "smollm2-135m q4_1" "llama3.1-8b q4_0" "llama3.1-8b q4_k_m" "llama3.1-8b q8_0" fusion "smollm2-135m bf16" \
-              "tinyllama-1.1b bf16" "llama3.1-8b bf16"; do
-      if [ "$nt" = fusion ]; then FUSION_BF16=0 bash scripts/h200-round.sh fusion; continue; fi
-      # shellcheck disable=SC2086
-      "$0" synth $nt 2>&1 | tail -1 >> "$OUT/synth.log"
-      f=${nt/ /-}
+    for f in smollm2-135m-q4_1 llama3.1-8b-q4_0 llama3.1-8b-q4_k_m llama3.1-8b-q8_0 fusion smollm2-135m-bf16 \
+             tinyllama-1.1b-bf16 llama3.1-8b-bf16; do
+      if [ "$f" = fusion ]; then FUSION_BF16=0 bash scripts/h200-round.sh fusion; continue; fi
+      "$0" synth "${f%-*}" "${f##*-}" 2>&1 | tail -1 >> "$OUT/synth.log"
       "$0" paths "$P/$f.gguf" | grep -E "^== |tg128" | cut -d'|' -f1-7
       cat "$OUT/paths-$f.txt" >> "$OUT/paths-all.md" && rm -f "$OUT/paths-$f.txt"
       echo "$f done at $((SECONDS - t0)) s"
     done ;;
   t34b)  # call 2 (the same warm machine): both engines on every file of t34a, ours on both decode paths
-    "$0" peer $P/smollm2-135m-q4_1.gguf $P/smollm2-135m-bf16.gguf $P/tinyllama-1.1b-bf16.gguf \
-      $P/llama3.1-8b-bf16.gguf $P/llama3.1-8b-q8_0.gguf $P/llama3.1-8b-q4_0.gguf $P/llama3.1-8b-q4_k_m.gguf \
-      > "$OUT/peer.log" 2>&1
+    # shellcheck disable=SC2046
+    "$0" peer $(for f in $T34_FILES; do echo "$P/$f.gguf"; done) > "$OUT/peer.log" 2>&1
     grep -E "^\|" "$OUT/peer-table.md" ;;
   draft)
     bf16=$P/llama3.1-8b-bf16.gguf q4=$P/llama3.1-8b-q4_0.gguf

@@ -113,20 +113,23 @@ case "${1:-}" in
       "--fuse-glu off" "--run-ahead off"
     if [ "${FUSION_BF16:-1}" = 1 ]; then AB_MAP=warp-r2 ab "synthetic:llama3.1-8b" "" "--fuse-norm off" "--fuse-rope off"; fi ;;
   tokcheck)  # carry .stage/h200.tar.xz, a short budget: the decode-order verify tests (auto on warp-r2 included), the
-             # small ones under memcheck, then BF16's verify costs by order on SmolLM2's shape
-    tar -xJf .stage/h200.tar.xz || { echo "round: no archive"; exit 1; }
+             # small ones under compute-sanitizer (SAN_TOOLS, default memcheck), then BF16's verify costs by order on
+             # SmolLM2's shape (VERIFY_K)
+    [ -x "$B/gpu_tests" ] || tar -xJf .stage/h200.tar.xz || { echo "round: no archive"; exit 1; }
     nvidia-smi --query-gpu=name --format=csv,noheader
     timeout 120 "$B/gpu_tests" --gtest_brief=1 \
       --gtest_filter='CudaSpeculative.DecodeOrder*:CudaSpeculativeSanitizerSmall.*' > "$OUT/gpu-tests.log" 2>&1
     echo "decode-order tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|Failure" "$OUT/gpu-tests.log" | head
-    timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_tests" --gtest_brief=1 \
-      --gtest_filter='CudaSpeculativeSanitizerSmall.*' > "$OUT/san-memcheck.log" 2>&1
-    echo "memcheck rc=$? (0 clean, 9 errors, 124 timed out): $(grep -E "ERROR SUMMARY" "$OUT/san-memcheck.log" | tail -1)"
+    for tool in ${SAN_TOOLS:-memcheck}; do
+      timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/gpu_tests" --gtest_brief=1 \
+        --gtest_filter='CudaSpeculativeSanitizerSmall.*' > "$OUT/san-$tool.log" 2>&1
+      echo "$tool rc=$? (0 clean, 9 errors, 124 timed out): $(grep -E "ERROR SUMMARY" "$OUT/san-$tool.log" | tail -1)"
+    done
     for o in "--vfy-order decode" "--vfy-order pass"; do
       # shellcheck disable=SC2086
-      timeout 60 "$B/llama-ab" --model synthetic:smollm2-135m --ab warp-r2 $o -d 300 -n 16 --repeats 1 \
-        --verify-k 1,4,8,16 2>&1 >/dev/null | grep -E "verify of [0-9]+ tokens at|error" | sed "s|^|bf16 warp-r2 $o: |" \
-        | tee -a "$OUT/verify-order.txt" | cut -c1-150
+      timeout 100 "$B/llama-ab" --model synthetic:smollm2-135m --ab warp-r2 $o -d 300 -n 16 --repeats 1 \
+        --verify-k ${VERIFY_K:-1,4,8,16} 2>&1 >/dev/null | grep -E "verify of [0-9]+ tokens at|error" \
+        | sed "s|^|bf16 warp-r2 $o: |" | tee -a "$OUT/verify-order.txt" | cut -c1-150
     done ;;
   *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab|final|fusion|tokcheck" >&2; exit 2 ;;
 esac
