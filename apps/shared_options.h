@@ -138,6 +138,11 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
       .default_is("on");
   o.integer("--grid-cap", "N", &t->persistent_max_blocks, 0, 1 << 20,
             "--decode persistent: cap its grid at N blocks (0 = as many as are resident)");
+  o.integer("--cluster", "N", &t->persistent_cluster, 0, 16,
+            "--decode persistent: run it as one thread-block cluster of N blocks (8 or 16) whose stages meet at the "
+            "cluster barrier instead of counters in global memory (0 = off)");
+  o.integer("--prefetch", "L", &t->persistent_prefetch, 0, 8,
+            "--decode persistent: ask L2 for the weights L layers ahead (0 = off)");
   o.integer("--wait-timeout", "MS", &t->persistent_timeout_ms, 0, 1LL << 40,
             "--decode persistent: a step whose wait lasts longer than MS fails with an error (0 = the kernel's "
             "default)");

@@ -78,6 +78,10 @@ struct EngineTuning {
   bool run_ahead = true;           // the decode loop queues step t + 1 before it waits for step t's id
                                    // (Backend::runs_ahead); off: one host round trip per token (for comparison)
   int persistent_max_blocks = 0;   // > 0: caps the persistent kernel's grid (tuning); read when that path is first used
+  int persistent_cluster = 0;      // > 0: the persistent kernel as one thread-block cluster of 8 or 16 blocks whose
+                                   // stages meet at the cluster barrier (PersistentDecodeArgs::cluster); 0: the grid
+                                   // of resident blocks and counters in global memory. Read when that path is first used
+  int persistent_prefetch = 0;     // > 0: the persistent kernel asks L2 for the weights this many layers ahead
   int persistent_fault = 0;        // tests: 1 = one block of the persistent kernel never arrives (the step must fail)
   unsigned long long persistent_timeout_ms = 0;  // a persistent wait longer than this fails the step; 0: the
                                                  // kernel's default (kernels/persistent/persistent_decode.h)

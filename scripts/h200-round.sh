@@ -12,6 +12,7 @@
 #   scripts/h200-round.sh final     one call: the suite, lookup's tokens against plain by --vfy-order, then order-ab
 #   scripts/h200-round.sh fusion    after 1: each fold of the graph path off (or on) on its own, tg128 (issue 34)
 #   scripts/h200-round.sh tokcheck  one short call: the decode-order verify tests, memcheck on the small ones, BF16 costs
+#   scripts/h200-round.sh cluster   the persistent kernel as one cluster: its tests, then tg128 against the counter form
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -131,5 +132,20 @@ case "${1:-}" in
         --verify-k ${VERIFY_K:-1,4,8,16} 2>&1 >/dev/null | grep -E "verify of [0-9]+ tokens at|error" \
         | sed "s|^|bf16 warp-r2 $o: |" | tee -a "$OUT/verify-order.txt" | cut -c1-150
     done ;;
-  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab|final|fusion|tokcheck" >&2; exit 2 ;;
+  cluster)  # carry .stage/h200.tar.xz (issue 34): the persistent kernel as one thread-block cluster, its tests (bit for
+            # bit the counter form on its grid; memcheck on the small one), then tg128 against the counter form and the
+            # graph path on SmolLM2's shape (Q4_1 warp, BF16 warp-r2), each setting its own process (CLUSTER_AB: more)
+    [ -x "$B/gpu_tests" ] || tar -xJf .stage/h200.tar.xz || { echo "round: no archive"; exit 1; }
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    timeout 240 "$B/gpu_tests" --gtest_brief=1 \
+      --gtest_filter='PersistentDecode.Cluster*:PersistentDecodeSanitizerSmall.ClusterForm' > "$OUT/cluster-tests.log" 2>&1
+    echo "cluster tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|Failure|error" "$OUT/cluster-tests.log" | head
+    timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_tests" --gtest_brief=1 \
+      --gtest_filter='PersistentDecodeSanitizerSmall.ClusterForm' > "$OUT/san-cluster.log" 2>&1
+    echo "memcheck rc=$? $(grep -E "ERROR SUMMARY" "$OUT/san-cluster.log" | tail -1)"
+    P1="--decode persistent"
+    AB_MAP=warp ab "synthetic:smollm2-135m --quantize q4_1" "" "$P1" "$P1 --cluster 16" "$P1 --cluster 16 --prefetch 1" \
+      "$P1 --cluster 16 --prefetch 2" "$P1 --cluster 8 --prefetch 1" ${CLUSTER_AB:-}
+    AB_MAP=warp-r2 ab "synthetic:smollm2-135m" "" "$P1" "$P1 --cluster 16 --prefetch 2" ;;
+  *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab|final|fusion|tokcheck|cluster" >&2; exit 2 ;;
 esac

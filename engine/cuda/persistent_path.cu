@@ -45,6 +45,7 @@ void PersistentPath::set_tuning(const EngineTuning& t) {
   fault_ = t.persistent_fault;
   all_forms_ = t.persistent_all_forms ? 1 : 0;
   timeout_ns_ = 1000000ull * t.persistent_timeout_ms;
+  prefetch_ = t.persistent_prefetch;
 }
 
 void PersistentPath::prepare(const EngineTuning& t) {
@@ -56,7 +57,8 @@ void PersistentPath::prepare(const EngineTuning& t) {
   sync_ = e_.arena->alloc<unsigned>(words);
   CUDA_CHECK(cudaMemsetAsync(sync_, 0, words * sizeof(unsigned), s));
   // The grid depends on the shape only; the scratch is sized for it.
-  plan_ = persistent_decode_plan(shape(), t.persistent_max_blocks);
+  plan_ = t.persistent_cluster > 0 ? persistent_decode_cluster_plan(shape(), t.persistent_cluster)
+                                   : persistent_decode_plan(shape(), t.persistent_max_blocks);
   attn_partial_ = e_.arena->alloc<float>(persistent_decode_scratch_floats(c.n_heads, c.head_dim, plan_.grid));
   cycles_ = e_.arena->alloc<unsigned long long>(size_t(plan_.grid) * kPersistentParts);
   CUDA_CHECK(cudaMemsetAsync(cycles_, 0, size_t(plan_.grid) * kPersistentParts * 8, s));
@@ -140,6 +142,8 @@ PersistentDecodeArgs PersistentPath::step_args(MappingState& ms, int pos) {
   PersistentDecodeArgs a = args_of(ms);  // a copy: the per-step fields below
   a.fault = fault_;
   a.all_forms = all_forms_;
+  a.cluster = plan_.cluster;
+  a.prefetch = prefetch_;
   if (timeout_ns_ > 0) a.timeout_ns = timeout_ns_;
   const int slot = e_.ring->free_slot();
   if (slot >= 0) {  // a free slot: the greedy sample of these logits, in the kernel

@@ -68,6 +68,7 @@ class PersistentPath final : public DecodePathImpl {
   bool pending_ = false;                     // a step has run (the error word is meaningful)
   int fault_ = 0;                            // EngineTuning::persistent_fault
   int all_forms_ = 0;                        // EngineTuning::persistent_all_forms
+  int prefetch_ = 0;                         // EngineTuning::persistent_prefetch
   unsigned long long timeout_ns_ = 0;        // EngineTuning::persistent_timeout_ms in ns; 0: the kernel's default
 };
 

@@ -228,7 +228,8 @@ __device__ __forceinline__ bool attention_stage(const PersistentDecodeArgs& a, c
   const int chunk = (len + n_split - 1) / n_split;
   n_split = (len + chunk - 1) / chunk;
   const int items = a.n_kv_heads * passes * n_split;
-  if (int(blockIdx.x) >= items) return true;
+  const bool cluster = a.cluster > 0;  // every block waits once and arrives once (the cluster barrier's phases)
+  if (int(blockIdx.x) >= items && !cluster) return true;
   if (!block_wait(a, counter(a.sync, l, kCQkv), G, err_code(l, kCQkv), sh, clk)) return false;
   for (int item = blockIdx.x; item < items; item += G) {
     const int gp = item / n_split, s = item % n_split;  // gp = g * passes + pass
@@ -248,8 +249,9 @@ __device__ __forceinline__ bool attention_stage(const PersistentDecodeArgs& a, c
       attention_merge(a, h0, nh, n_split);
       if (threadIdx.x == 0) atomicExch(group_counter(a.sync, a.n_layers, gp), 0u);
     }
-    block_arrive(counter(a.sync, l, kCAtt));
+    if (!cluster) block_arrive(a, counter(a.sync, l, kCAtt));
   }
+  if (cluster) block_arrive(a, nullptr);
   clk.mark(kPAttention);
   return true;
 }

@@ -64,12 +64,16 @@ struct Step {
 };
 
 // A stage's wait: counter c of `layer` reaching target (its error code names code_layer: the layer, or kHeadWait).
+// met: a wait this block already passed (q|k|v's parts after the first): nothing to wait for (and the cluster form
+// must not wait twice per phase).
 struct Wait {
   int layer, c;
   unsigned target, code_layer;
+  bool met = false;
 };
 template <class Clk>
 __device__ __forceinline__ bool wait_for(const Step& s, const Wait& w, Clk& clk) {
+  if (w.met) return true;
   return block_wait(s.a, counter(s.a.sync, w.layer, w.c), w.target, err_code(w.code_layer, w.c), s.sh, clk);
 }
 
@@ -143,13 +147,13 @@ __device__ __forceinline__ bool qkv_stage(const Step& s, const PersistentLayer& 
     const int r0 = L.qkv_row0[p], n = L.qkv_row0[p + 1] - r0;
     const GemvDesc d{&m, n, s.dim, n / 2, 2, 1};
     const bool ok = gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
-      return stage_rmsnorm<kForms>(s, L.attn_norm, m, l == 0, Wait{l - 1, kCDown, gridDim.x, unsigned(l - 1)}, q8,
+      return stage_rmsnorm<kForms>(s, L.attn_norm, m, l == 0, Wait{l - 1, kCDown, gridDim.x, unsigned(l - 1), p > 0}, q8,
                                    clk);
     }, [&](int u, float ya, float yb) { rope_kv_store(s, L, r0 + 2 * u, ya, yb); });
     if (!ok) return false;
     clk.mark(kPQkv);
   }
-  block_arrive(counter(a.sync, l, kCQkv));
+  block_arrive(a, counter(a.sync, l, kCQkv));
   return true;
 }
 
@@ -164,7 +168,7 @@ __device__ __forceinline__ bool o_stage(const Step& s, const PersistentLayer& L,
       }, [&](int u, float ya, float yb) { residual_add(s, u, ya, yb); }))
     return false;
   clk.mark(kPO);
-  block_arrive(counter(a.sync, l, kCO));
+  block_arrive(a, counter(a.sync, l, kCO));
   return true;
 }
 
@@ -178,7 +182,7 @@ __device__ __forceinline__ bool gate_up_stage(const Step& s, const PersistentLay
       }, [&](int u, float g, float up) { a.hb[u] = swiglu_value(g, up); }))
     return false;
   clk.mark(kPGateUp);
-  block_arrive(counter(a.sync, l, kCGu));
+  block_arrive(a, counter(a.sync, l, kCGu));
   return true;
 }
 
@@ -192,7 +196,7 @@ __device__ __forceinline__ bool down_stage(const Step& s, const PersistentLayer&
       }, [&](int u, float ya, float yb) { residual_add(s, u, ya, yb); }))
     return false;
   clk.mark(kPDown);
-  block_arrive(counter(a.sync, l, kCDown));
+  block_arrive(a, counter(a.sync, l, kCDown));
   return true;
 }
 
@@ -221,6 +225,46 @@ __device__ __forceinline__ bool head_stage(const Step& s, Clk& clk) {
   return true;
 }
 
+// --- L2 prefetch (PersistentDecodeArgs::prefetch) -------------------------------------------------------------------
+
+// This block's share of [p, p + bytes) asked of L2, one 128-byte line per thread and request (a hint: nothing waits).
+__device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes) {
+  if (!p || bytes <= 0) return;
+  const int64_t lines = (bytes + 127) >> 7;
+  const int64_t l0 = int64_t(blockIdx.x) * lines / gridDim.x, l1 = int64_t(blockIdx.x + 1) * lines / gridDim.x;
+  const char* base = static_cast<const char*>(p);
+  for (int64_t i = l0 + threadIdx.x; i < l1; i += kThreads)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (i << 7)));
+}
+// Every plane of an N-row matrix (the pitches' units as the lane code reads them: BF16 and fp16 planes in 2-byte
+// elements, the byte planes in bytes).
+__device__ __forceinline__ void prefetch_matrix(const PersistentMatrix& m, int64_t n) {
+  if (m.form == kPFBf16) {
+    prefetch_l2(m.data, n * m.ld * 2);
+    return;
+  }
+  prefetch_l2(m.data, n * m.ld);
+  prefetch_l2(m.scales, n * m.ld_groups * 2);
+  prefetch_l2(m.mins, n * m.ld_groups * 2);
+  prefetch_l2(m.k_heads, n * m.ld_heads);
+  prefetch_l2(m.code_hi, n * m.ld_hi);
+  prefetch_l2(m.sub_scales, n * m.ld_sub);
+  prefetch_l2(m.super_d, n * m.ld_super * 2);
+}
+// Layer l's matrices (l == n_layers: the head), this block's share.
+__device__ __forceinline__ void prefetch_layer(const PersistentDecodeArgs& a, int l) {
+  if (l > a.n_layers) return;
+  if (l == a.n_layers) {
+    prefetch_matrix(a.head, a.vocab);
+    return;
+  }
+  const PersistentLayer& L = a.layers[l];
+  for (int p = 0; p < L.qkv_parts; ++p) prefetch_matrix(L.wqkv[p], L.qkv_row0[p + 1] - L.qkv_row0[p]);
+  prefetch_matrix(L.wo, a.dim);
+  prefetch_matrix(L.wgu, 2 * int64_t(a.hidden));
+  prefetch_matrix(L.wdown, a.dim);
+}
+
 // --- the kernel ----------------------------------------------------------------------------------------------------
 
 // kForms: 0 for BF16 weights, else the quantized forms the kernel has code for (bit f: form f; BF16 matrices always),
@@ -247,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   __shared__ unsigned long long clk_acc[kPersistentParts];
   Clock<kProf> clk;
   clk.start(a.prof != nullptr && threadIdx.x == 0, clk_acc);
-  if (a.fault == 1 && blockIdx.x == G - 1) return;  // tests: a block that never arrives
+  if (a.fault == 1 && a.cluster == 0 && blockIdx.x == G - 1) return;  // tests: a block that never arrives
   const int pos = a.step[0], tok = a.step[1];
   const int dim = a.dim, hd = a.head_dim, q_dim = a.n_heads * hd, kv_dim = a.n_kv_heads * hd;
   const int gq = a.n_heads / a.n_kv_heads;
@@ -268,8 +312,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
   const Step s{a, pos, dim, q_dim, kv_dim, gq, emb, part, xs, gs, x8, sh, xown, own0};
   clk.mark(kPOther);
 
+  if (a.prefetch > 0)  // the first layers' weights on their way to L2 (then one layer more at each layer's start)
+    for (int l = 0; l < a.prefetch; ++l) prefetch_layer(a, l);
   for (int l = 0; l < a.n_layers; ++l) {
     const PersistentLayer& L = a.layers[l];
+    if (a.prefetch > 0) prefetch_layer(a, l + a.prefetch);
     if (!qkv_stage<kPair, kForms>(s, L, l, clk)) return;                 // norm, q|k|v, RoPE, KV store
     if (!attention_stage(a, L, l, s.pos, s.gq, s.xs, sh, clk)) return;   // split-KV attention, merge
     if (!o_stage<kPair, kForms>(s, L, l, clk)) return;                   // o, x +=
@@ -437,10 +484,51 @@ PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blo
   return p;
 }
 
+PersistentPlan persistent_decode_cluster_plan(const PersistentDecodeArgs& a, int cluster) {
+  if (cluster != 8 && cluster != 16)
+    fail("persistent decode: a cluster of ", cluster, " blocks (the cluster form takes 8 or 16)");
+  PersistentPlan p = persistent_decode_plan(a, cluster);  // the shape checks and the shared-memory opt-in
+  if (p.grid < cluster)
+    fail("persistent decode: a cluster of ", cluster, " blocks, but the model's widest stage has work for ", p.grid);
+  p.grid = cluster;
+  p.cluster = cluster;
+  std::vector<KernelPair> all = {kernels<true, 0>(), kernels<false, 0>()};
+  for (const QuantKernel& k : kQuantKernels) all.push_back(k.fn);
+  for (const KernelPair& kp : all)
+    for (KernelFn fn : {kp.timed, kp.prof}) {
+      const void* k = reinterpret_cast<const void*>(fn);
+      if (cluster > 8) CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = unsigned(cluster);
+      attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(unsigned(cluster));
+      config.blockDim = dim3(unsigned(p.block));
+      config.dynamicSmemBytes = p.smem;
+      config.attrs = attr;
+      config.numAttrs = 1;
+      int n = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, k, &config));
+      if (n < 1)
+        fail("persistent decode: this GPU cannot hold a cluster of ", cluster, " blocks of ", p.block,
+             " threads with ", p.smem, " bytes of shared memory each (try --cluster 8)");
+    }
+  return p;
+}
+
 void persistent_decode_launch(const PersistentDecodeArgs& a, const PersistentPlan& plan, cudaStream_t stream) {
   cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
+  if (plan.cluster > 0) {  // one cluster; its blocks are co-resident by construction (no cooperative launch)
+    if (a.cluster != plan.cluster) fail("persistent decode: arguments for a cluster of ", a.cluster, ", plan of ",
+                                        plan.cluster);
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(plan.cluster);
+    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  } else {
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(unsigned(plan.grid));
   config.blockDim = dim3(unsigned(plan.block));

@@ -150,6 +150,16 @@ struct PersistentDecodeArgs {
   int* next_step = nullptr;                // [2]; may be `step` (written after every block has read it)
   unsigned long long* prof = nullptr;      // optional: [grid][kPersistentParts] cycles, accumulated
   unsigned long long timeout_ns = 2000000000ull;
+  // cluster > 0: the grid is ONE thread-block cluster of `cluster` blocks (persistent_decode_plan's cluster), and the
+  // stages meet at the cluster's hardware barrier (barrier.cluster arrive.release / wait.acquire: every block arrives
+  // after each stage and waits before the next) instead of counters in global memory: a small model is bound by its
+  // dependencies, not its bytes (SmolLM2: 151 per token at ~2.7 us each over 128 blocks), and a cluster barrier costs a
+  // fraction of a global counter's round trip. Fewer blocks stream each matrix, so prefetch (below) keeps them fed.
+  // Same partition of the work for the same grid: bit for bit the counter kernel capped at that many blocks.
+  int cluster = 0;
+  // prefetch > 0: at the start of layer l each block asks L2 for its share of layer l + prefetch's weights (the head
+  // after the last layer), so the stages' loads hit L2 instead of HBM (prefetch.global.L2; weights never change).
+  int prefetch = 0;
   int fault = 0;                           // tests: 1 = one block never arrives (the others must time out)
   int all_forms = 0;                       // tests: the quantized kernel with every form, whatever quant_forms says
 };
@@ -173,12 +183,17 @@ int persistent_decode_max_splits(int grid);
 struct PersistentPlan {
   int grid = 0, block = 0;
   size_t smem = 0;
+  int cluster = 0;  // > 0: the grid is one cluster of this many blocks (PersistentDecodeArgs::cluster)
 };
 // The grid: every block resident (occupancy calculator x SMs), no more blocks than the widest stage can use;
 // `max_blocks` > 0 caps it (tuning). Fails when the kernel cannot have one block per SM, or for a shape it does not
 // take (head_dim not 8 * 2^i up to 256, n_heads not a multiple of n_kv_heads, rows wider than shared memory holds;
 // engine/gemv_choice.h decode_path_refusal says the same before any GPU work, from the same shared-memory sum).
 PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blocks);
+// The cluster form's plan (PersistentDecodeArgs::cluster): one cluster of `cluster` blocks (8, or 16 where the GPU
+// schedules a non-portable cluster that large: asked of the occupancy calculator). Fails naming the size when no
+// cluster of it can be resident, or for the shapes persistent_decode_plan refuses.
+PersistentPlan persistent_decode_cluster_plan(const PersistentDecodeArgs& a, int cluster);
 // One decode step (cooperative launch). No allocation, no sync.
 void persistent_decode_launch(const PersistentDecodeArgs& a, const PersistentPlan& plan, cudaStream_t stream);
 // The error word (args.sync[0]) after a step: 0 = fine; otherwise what went wrong, in one line.

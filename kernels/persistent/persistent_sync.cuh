@@ -107,11 +107,29 @@ struct Shared {
   int flag;
 };
 
+// The cluster form (PersistentDecodeArgs::cluster): every thread of every block arrives after a stage and waits
+// before the next, alternately (a thread may not arrive twice without a wait between). The release orders each
+// thread's writes (global memory included) before the arrival; the acquire makes every thread's released writes
+// visible after the wait, at cluster scope: the blocks read them through L2 (ld.global.cg) as in the counter form.
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 // Thread 0 spins until *c >= target (or the timeout / another block's error); the whole block then passes a barrier.
-// Returns false when the step failed (every thread of the block then leaves the kernel).
+// Returns false when the step failed (every thread of the block then leaves the kernel). The cluster form: the
+// cluster barrier's wait (every thread; never fails).
 template <class Clk>
 __device__ bool block_wait(const PersistentDecodeArgs& a, unsigned* c, unsigned target, unsigned code, Shared& sh,
                            Clk& clk) {
+  if (a.cluster > 0) {
+    if (threadIdx.x == 0) clk.mark(kPOther);
+    cluster_wait();
+    if (threadIdx.x == 0) clk.mark(kPWait);
+    return true;
+  }
   __syncthreads();  // nobody still reads sh.ok from the previous wait
   if (threadIdx.x == 0) {
     clk.mark(kPOther);
@@ -140,8 +158,13 @@ __device__ bool block_wait(const PersistentDecodeArgs& a, unsigned* c, unsigned 
   return sh.ok != 0;
 }
 
-// The block's writes (ordered before thread 0's by the barrier) are released with the increment.
-__device__ __forceinline__ void block_arrive(unsigned* c) {
+// The block's writes (ordered before thread 0's by the barrier) are released with the increment. The cluster form:
+// every thread arrives on the cluster barrier (block_wait waits on it).
+__device__ __forceinline__ void block_arrive(const PersistentDecodeArgs& a, unsigned* c) {
+  if (a.cluster > 0) {
+    cluster_arrive();
+    return;
+  }
   __syncthreads();
   if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
 }

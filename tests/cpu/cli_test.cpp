@@ -215,6 +215,12 @@ TEST(CliTable, TuningOptionsFillEngineTuning) {
             "--run-ahead: invalid value 'no' (allowed: on, off)");
   EXPECT_EQ(usage_message([&] { parse({"--grid-cap", "-1"}); }),
             "--grid-cap: invalid value '-1' (allowed: 0 to 1048576)");
+  EXPECT_EQ(d.persistent_cluster, 0);
+  EXPECT_EQ(d.persistent_prefetch, 0);
+  const EngineTuning c = parse({"--cluster", "16", "--prefetch", "2"});
+  EXPECT_EQ(c.persistent_cluster, 16);
+  EXPECT_EQ(c.persistent_prefetch, 2);
+  EXPECT_EQ(usage_message([&] { parse({"--cluster", "32"}); }), "--cluster: invalid value '32' (allowed: 0 to 16)");
 }
 
 // A value is the next argument, whatever it looks like; a number is the whole text, in range, and (for reals) finite,

@@ -26,6 +26,7 @@
 #include "measure/kernel_trace.h"  // KernelTrace::built_with_cupti
 #include "measure/step_profiler.h"  // install_step_profiler
 #include "models/model.h"
+#include "models/quantize_model.h"  // the cluster form's quantized cases
 #include "tests/gpu/engine_gpu_test_util.h"
 #include "tokenizer/load.h"
 
@@ -483,6 +484,77 @@ TEST(PersistentDecode, ThousandStepsTwentyTimesAreBitwiseIdentical) {
   }
 }
 
+// The cluster form (EngineTuning::persistent_cluster): the same kernel on a grid of one cluster, its stages meeting at
+// the cluster barrier instead of counters in global memory. The partition of the work depends on the grid alone, so it
+// is the counter form capped at as many blocks (EngineTuning::persistent_max_blocks) bit for bit: every logit at every
+// teacher-forced step and every greedy id sampled in the kernel, with the L2 prefetch on or off (a hint: no value
+// changes). A failure here is a wait the barrier does not order (a stage reading what another block has not written).
+void expect_cluster_is_the_counter_form(const Model& m, const std::string& gemv, int ctx, int n_prefill, int n_steps,
+                                        int cluster, int prefetch) {
+  SCOPED_TRACE(gemv + " cluster " + std::to_string(cluster) + " prefetch " + std::to_string(prefetch));
+  EngineTuning counters, clustered;
+  counters.persistent_max_blocks = cluster;
+  clustered.persistent_cluster = cluster;
+  clustered.persistent_prefetch = prefetch;
+  auto a = make_cuda_engine(m, cuda_options(gemv, ctx, true, counters));
+  auto b = make_cuda_engine(m, cuda_options(gemv, ctx, true, clustered));
+  const std::vector<int> t = test_tokens(m.config, n_prefill + n_steps);
+  a->prefill(t.data(), n_prefill, 0);
+  b->prefill(t.data(), n_prefill, 0);
+  SamplerParams greedy;
+  greedy.temperature = 0.0f;
+  for (int i = 0; i < n_steps; ++i) {
+    const int pos = n_prefill + i;
+    a->decode(t[size_t(pos)], pos);
+    b->decode(t[size_t(pos)], pos);
+    const std::vector<float> la = a->logits(), lb = b->logits();
+    ASSERT_EQ(la.size(), lb.size());
+    ASSERT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0)
+        << "position " << pos << ": rel L2 " << rel_l2(lb, la);
+    ASSERT_EQ(a->sample(greedy, uint64_t(i)), b->sample(greedy, uint64_t(i))) << "position " << pos;
+  }
+}
+
+TEST(PersistentDecode, ClusterFormIsTheCounterFormOnItsGridBitForBit) {
+  REQUIRE_GPU();
+  const Model smol = load_synthetic("smollm2-135m", 17);
+  for (int cluster : {8, 16})
+    for (int prefetch : {0, 2}) expect_cluster_is_the_counter_form(smol, "warp-r2", 256, 5, 6, cluster, prefetch);
+  expect_cluster_is_the_counter_form(stories260k(), "warp-r2", 512, 3, 20, 16, 1);
+  // Past a few hundred positions the keys split over the blocks and the last block out merges them.
+  expect_cluster_is_the_counter_form(load_synthetic("tiny-long", 4), "warp-r2", 4096, 3000, 6, 16, 2);
+  expect_cluster_is_the_counter_form(load_synthetic("tiny-odd", 4), "warp", 1024, 600, 6, 8, 1);
+  // Quantized: SmolLM2's shape in Q4_1 (the default file's type) and Q4_0 on both lane codes; Q4_K_M's layers (q|k|v
+  // in three parts of two types: the wait before the first part only).
+  for (const char* type : {"q4_1", "q4_0"}) {
+    SCOPED_TRACE(type);
+    Model q = load_synthetic("smollm2-135m", 19);
+    quantize_model(q, parse_quantize_type(type));
+    for (const char* gemv : {"warp", "warp-dp4a"}) expect_cluster_is_the_counter_form(q, gemv, 512, 40, 6, 16, 2);
+  }
+  llm_test::TinyQuantSpec s = small_quant_spec(llm_test::kTqQ4_K, 44, 512);
+  s.wv = s.down = s.head = llm_test::kTqQ6_K;
+  llm_test::TempDir tmp;
+  llm_test::write_file(tmp.path() / "q.gguf", llm_test::tiny_quant_gguf(s).quant.build());
+  const Model km = load_model(tmp.str("q.gguf"));
+  for (const char* gemv : {"warp", "warp-dp4a"}) expect_cluster_is_the_counter_form(km, gemv, 512, 20, 6, 8, 1);
+}
+
+// A cluster size the form does not take is refused by name, before any step.
+TEST(PersistentDecode, ClusterOfAnotherSizeIsRefusedByName) {
+  REQUIRE_GPU();
+  EngineTuning t;
+  t.persistent_cluster = 4;
+  std::string what;
+  try {
+    auto b = make_cuda_engine(load_synthetic("tiny-gqa", 3), cuda_options("warp-r2", 64, true, t));
+    b->decode(1, 0);
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("a cluster of 4 blocks"), std::string::npos) << what;
+}
+
 // A block that never arrives (EngineTuning::persistent_fault, set by set_tuning): the others time out, the step fails
 // with an error naming the wait, and the next step (fault gone) runs and matches the graph path.
 TEST(PersistentDecode, AWaitThatNeverEndsIsAnErrorNotAHang) {
@@ -697,6 +769,12 @@ TEST(PersistentDecodeSanitizerSmall, QuantizedWarpAndDp4a) {
   const Model m = load_model(tmp.str("q.gguf"));
   distances(m, "warp", 128, 3, 2, false, false, 1e-4);
   distances(m, "warp-dp4a", 128, 3, 2, false, false, 5e-2, true);
+}
+
+// The cluster form, small: tiny-odd with split keys (a 600-token prompt) on a cluster of 8 with the L2 prefetch.
+TEST(PersistentDecodeSanitizerSmall, ClusterForm) {
+  REQUIRE_GPU();
+  expect_cluster_is_the_counter_form(load_synthetic("tiny-odd", 9), "warp-r2", 1024, 600, 3, 8, 1);
 }
 
 }  // namespace
