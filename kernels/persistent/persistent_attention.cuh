@@ -164,6 +164,7 @@ __device__ __forceinline__ void attn_combine_warps(const PersistentDecodeArgs& a
     const int head = h0 + h;
     if (direct) {
       a.att[int64_t(head) * hd + d] = o / l;
+      if (a.cluster > 0) mirror_put(a, mirrors(a).att, int64_t(head) * hd + d, o / l);
     } else {
       float* slot = a.attn_partial + (int64_t(head) * gridDim.x + split) * (hd + 2);
       slot[d] = o;
@@ -207,6 +208,7 @@ __device__ void attention_merge(const PersistentDecodeArgs& a, int h0, int nh, i
       o += __ldcg(slot + d) * f;
     }
     a.att[int64_t(head) * hd + d] = o / l;
+    if (a.cluster > 0) mirror_put(a, mirrors(a).att, int64_t(head) * hd + d, o / l);
   }
 }
 

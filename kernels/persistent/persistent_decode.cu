@@ -86,7 +86,8 @@ __device__ __forceinline__ bool stage_rmsnorm(const Step& s, const float* w, con
   const XLayout lay = x_layout<kForms>(m, s.dim);
   stage_norm_weights(w, s.dim, s.gs, lay);
   if (!first && !wait_for(s, producers, clk)) return false;
-  stage_norm(s.a.x, first ? s.emb : nullptr, s.gs, s.dim, s.a.norm_eps, s.xs, lay, s.sh, q8);
+  stage_norm(s.a.cluster > 0 ? mirrors(s.a).x : s.a.x, first ? s.emb : nullptr, s.gs, s.dim, s.a.norm_eps, s.xs,
+             lay, s.sh, q8);
   clk.mark(kPNorm);
   return true;
 }
@@ -127,13 +128,20 @@ __device__ __forceinline__ void rope_kv_store(const Step& s, const PersistentLay
 __device__ __forceinline__ void residual_add(const Step& s, int u, float ya, float yb) {
   const PersistentDecodeArgs& a = s.a;
   const int r = 2 * u;
+  const bool two = r + 1 < s.dim;
+  float v0, v1 = 0.0f;
   if (s.own0 >= 0) {
     float* o = s.xown + (r - s.own0);
-    a.x[r] = o[0] = o[0] + ya;
-    if (r + 1 < s.dim) a.x[r + 1] = o[1] = o[1] + yb;
+    a.x[r] = v0 = o[0] = o[0] + ya;
+    if (two) a.x[r + 1] = v1 = o[1] = o[1] + yb;
   } else {
-    a.x[r] = __ldcg(a.x + r) + ya;
-    if (r + 1 < s.dim) a.x[r + 1] = __ldcg(a.x + r + 1) + yb;
+    a.x[r] = v0 = __ldcg(a.x + r) + ya;
+    if (two) a.x[r + 1] = v1 = __ldcg(a.x + r + 1) + yb;
+  }
+  if (a.cluster > 0) {  // every block's mirror of x
+    float* mx = mirrors(a).x;
+    mirror_put(a, mx, r, v0);
+    if (two) mirror_put(a, mx, r + 1, v1);
   }
 }
 
@@ -164,7 +172,7 @@ __device__ __forceinline__ bool o_stage(const Step& s, const PersistentLayer& L,
   const GemvDesc d{&L.wo, s.dim, s.q_dim, (s.dim + 1) / 2, 2, 1};
   const unsigned groups = a.n_kv_heads * attention_passes(s.gq);
   if (!gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
-        return stage_vector<kForms>(s, a.att, s.q_dim, L.wo, Wait{l, kCAtt, groups, unsigned(l)}, q8, clk);
+        return stage_vector<kForms>(s, a.cluster > 0 ? mirrors(a).att : a.att, s.q_dim, L.wo, Wait{l, kCAtt, groups, unsigned(l)}, q8, clk);
       }, [&](int u, float ya, float yb) { residual_add(s, u, ya, yb); }))
     return false;
   clk.mark(kPO);
@@ -179,7 +187,11 @@ __device__ __forceinline__ bool gate_up_stage(const Step& s, const PersistentLay
   const GemvDesc d{&L.wgu, 2 * a.hidden, s.dim, a.hidden, 1, a.hidden};
   if (!gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
         return stage_rmsnorm<kForms>(s, L.ffn_norm, L.wgu, false, Wait{l, kCO, gridDim.x, unsigned(l)}, q8, clk);
-      }, [&](int u, float g, float up) { a.hb[u] = swiglu_value(g, up); }))
+      }, [&](int u, float g, float up) {
+        const float h = swiglu_value(g, up);
+        a.hb[u] = h;
+        if (a.cluster > 0) mirror_put(a, mirrors(a).hb, u, h);
+      }))
     return false;
   clk.mark(kPGateUp);
   block_arrive(a, counter(a.sync, l, kCGu));
@@ -192,7 +204,7 @@ __device__ __forceinline__ bool down_stage(const Step& s, const PersistentLayer&
   const PersistentDecodeArgs& a = s.a;
   const GemvDesc d{&L.wdown, s.dim, a.hidden, (s.dim + 1) / 2, 2, 1};
   if (!gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
-        return stage_vector<kForms>(s, a.hb, a.hidden, L.wdown, Wait{l, kCGu, gridDim.x, unsigned(l)}, q8, clk);
+        return stage_vector<kForms>(s, a.cluster > 0 ? mirrors(a).hb : a.hb, a.hidden, L.wdown, Wait{l, kCGu, gridDim.x, unsigned(l)}, q8, clk);
       }, [&](int u, float ya, float yb) { residual_add(s, u, ya, yb); }))
     return false;
   clk.mark(kPDown);
@@ -380,7 +392,11 @@ KernelFn pick_kernel(const PersistentDecodeArgs& a) {
   return (a.pair_rows ? kernels<true, 0>() : kernels<false, 0>()).pick(a);
 }
 
-size_t smem_bytes(const PersistentDecodeArgs& a) { return size_t(smem_layout(a).bytes); }
+size_t smem_bytes(const PersistentDecodeArgs& a) {
+  const int64_t b = smem_layout(a).bytes;
+  if (a.cluster <= 0) return size_t(b);
+  return size_t(persistent_mirror_offset(b) + persistent_mirror_bytes(a.dim, a.n_heads * a.head_dim, a.hidden));
+}
 
 }  // namespace
 
@@ -487,7 +503,12 @@ PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blo
 PersistentPlan persistent_decode_cluster_plan(const PersistentDecodeArgs& a, int cluster) {
   if (cluster != 8 && cluster != 16)
     fail("persistent decode: a cluster of ", cluster, " blocks (the cluster form takes 8 or 16)");
-  PersistentPlan p = persistent_decode_plan(a, cluster);  // the shape checks and the shared-memory opt-in
+  PersistentDecodeArgs ac = a;  // the shared memory with the mirrors (smem_bytes)
+  ac.cluster = cluster;
+  if (int64_t(smem_bytes(ac)) > kPersistentMaxSmemBytes)
+    fail("persistent decode: a cluster block needs ", smem_bytes(ac), " bytes of shared memory with its mirrors of x, ",
+         "att and hb (dim ", a.dim, ", hidden ", a.hidden, "); the most is ", kPersistentMaxSmemBytes);
+  PersistentPlan p = persistent_decode_plan(ac, cluster);  // the shape checks and the shared-memory opt-in
   if (p.grid < cluster)
     fail("persistent decode: a cluster of ", cluster, " blocks, but the model's widest stage has work for ", p.grid);
   p.grid = cluster;

@@ -35,4 +35,14 @@ constexpr PersistentSmem persistent_smem(int dim, int q_dim, int hidden, int hea
   return s;
 }
 
+// The cluster form's mirrors (PersistentDecodeArgs::cluster), after the layout above at a 16-byte boundary: every
+// block's copy of x [dim], att [q_dim] and hb [hidden] (each rounded up to 4 floats), written by their producers into
+// every block of the cluster (distributed shared memory), so a stage stages its input from its own shared memory
+// instead of L2.
+constexpr int persistent_round4(int n) { return (n + 3) & ~3; }
+constexpr int64_t persistent_mirror_offset(int64_t bytes) { return (bytes + 15) & ~int64_t(15); }
+constexpr int64_t persistent_mirror_bytes(int dim, int q_dim, int hidden) {
+  return 4 * int64_t(persistent_round4(dim) + persistent_round4(q_dim) + persistent_round4(hidden));
+}
+
 }  // namespace llm

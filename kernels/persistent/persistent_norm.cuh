@@ -34,6 +34,13 @@ struct XLayout {
   }
 };
 
+// A staged input's load: written in this kernel, so through L2 (ld.global.cg), or from this block's own shared memory
+// (the cluster form's mirrors).
+template <class T>
+__device__ __forceinline__ T ld_stage(const T* p) {
+  return __isShared(p) ? *p : __ldcg(p);
+}
+
 // x8 = xs (K values in order, K a multiple of 32) quantized per block of 32 as the "warp-dp4a" mapping does
 // (quant_x_q8_lanes: bit for bit quant_x_q8_block): 8 lanes per block, a float4 each. Ends with a block barrier.
 __device__ void stage_q8(const float* xs, int K, const QuantXq8& x8) {
@@ -63,7 +70,7 @@ __device__ float load_vector(const float* src, int n, float* xs, XLayout lay) {
       float4 v[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        if (i + j * kThreads < n4) v[j] = __ldcg(s4 + i + j * kThreads);
+        if (i + j * kThreads < n4) v[j] = ld_stage(s4 + i + j * kThreads);
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         if (i + j * kThreads < n4) {
@@ -73,7 +80,7 @@ __device__ float load_vector(const float* src, int n, float* xs, XLayout lay) {
     }
   } else {
     for (int k = threadIdx.x; k < n; k += kThreads) {
-      const float v = __ldcg(src + k);
+      const float v = ld_stage(src + k);
       xs[lay.at(k)] = v;
       ss += v * v;
     }
@@ -159,7 +166,7 @@ __device__ void stage_copy(const float* src, int n, float* xs, XLayout lay, cons
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, sub = lane & 7;
     const int b0 = warp * 4 + (lane >> 3), b1 = b0 + kWarps * 4;  // this lane's blocks in the two rounds
     const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const float4 v0 = b0 < nb ? __ldcg(s4 + b0 * 8 + sub) : zero, v1 = b1 < nb ? __ldcg(s4 + b1 * 8 + sub) : zero;
+    const float4 v0 = b0 < nb ? ld_stage(s4 + b0 * 8 + sub) : zero, v1 = b1 < nb ? ld_stage(s4 + b1 * 8 + sub) : zero;
     int8_t* q = const_cast<int8_t*>(q8->q);
     float* xd = const_cast<float*>(q8->d);
     int* s16 = const_cast<int*>(q8->s16);

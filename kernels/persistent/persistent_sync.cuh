@@ -118,6 +118,32 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+// The cluster form's mirrors of x, att and hb in this block's shared memory (persistent_mirror_offset: after the
+// kernel's own layout). Each producer writes its values into every block's mirror (mirror_put); a consumer stages from
+// its own after the wait (the barrier's release / acquire order distributed shared memory as they order global).
+struct Mirrors {
+  float* x;
+  float* att;
+  float* hb;
+};
+__device__ __forceinline__ Mirrors mirrors(const PersistentDecodeArgs& a) {
+  extern __shared__ __align__(16) float dyn[];
+  const PersistentSmem m = persistent_smem(a.dim, a.n_heads * a.head_dim, a.hidden, a.head_dim);
+  float* base = reinterpret_cast<float*>(reinterpret_cast<char*>(dyn) + persistent_mirror_offset(m.bytes));
+  return {base, base + persistent_round4(a.dim), base + persistent_round4(a.dim) + persistent_round4(a.n_heads * a.head_dim)};
+}
+// mirror[i] = v in every block of the cluster (a.cluster > 0). Only after the step's first wait (every block has
+// started: distributed shared memory of a block not yet running may not be written) and before its last arrival (no
+// block leaves while another may still write to it).
+__device__ __forceinline__ void mirror_put(const PersistentDecodeArgs& a, float* mirror, int64_t i, float v) {
+  unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(mirror + i));
+  for (int r = 0; r < a.cluster; ++r) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(r));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+  }
+}
+
 // Thread 0 spins until *c >= target (or the timeout / another block's error); the whole block then passes a barrier.
 // Returns false when the step failed (every thread of the block then leaves the kernel). The cluster form: the
 // cluster barrier's wait (every thread; never fails).
