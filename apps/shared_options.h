@@ -141,6 +141,11 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
   o.integer("--cluster", "N", &t->persistent_cluster, 0, 16,
             "--decode persistent: run it as one thread-block cluster of N blocks (8 or 16) whose stages meet at the "
             "cluster barrier instead of counters in global memory (0 = off)");
+  o.choice("--split-head", "on|off", &t->cluster_split_head, {"on", "off"},
+           [](const std::string& v) { return v == "on"; },
+           "--cluster: the head GEMV as its own launch over every SM after the cluster's layers; off: the cluster "
+           "runs it")
+      .default_is("on");
   o.integer("--prefetch", "L", &t->persistent_prefetch, 0, 8,
             "--decode persistent: ask L2 for the weights L layers ahead (0 = off)");
   o.integer("--wait-timeout", "MS", &t->persistent_timeout_ms, 0, 1LL << 40,

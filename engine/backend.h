@@ -82,6 +82,9 @@ struct EngineTuning {
                                    // stages meet at the cluster barrier (PersistentDecodeArgs::cluster); 0: the grid
                                    // of resident blocks and counters in global memory. Read when that path is first used
   int persistent_prefetch = 0;     // > 0: the persistent kernel asks L2 for the weights this many layers ahead
+  bool cluster_split_head = true;  // the cluster form ends at the final norm and the head GEMV (the decode mapping's
+                                   // kernel) runs over every SM, then the usual sample; off: the cluster's blocks run
+                                   // the head and sample as the counter form does (bit for bit that form on its grid)
   int persistent_fault = 0;        // tests: 1 = one block of the persistent kernel never arrives (the step must fail)
   unsigned long long persistent_timeout_ms = 0;  // a persistent wait longer than this fails the step; 0: the
                                                  // kernel's default (kernels/persistent/persistent_decode.h)

@@ -46,6 +46,7 @@ void PersistentPath::set_tuning(const EngineTuning& t) {
   all_forms_ = t.persistent_all_forms ? 1 : 0;
   timeout_ns_ = 1000000ull * t.persistent_timeout_ms;
   prefetch_ = t.persistent_prefetch;
+  split_head_ = t.persistent_cluster > 0 && t.cluster_split_head;
 }
 
 void PersistentPath::prepare(const EngineTuning& t) {
@@ -145,6 +146,10 @@ PersistentDecodeArgs PersistentPath::step_args(MappingState& ms, int pos) {
   a.cluster = plan_.cluster;
   a.prefetch = prefetch_;
   if (timeout_ns_ > 0) a.timeout_ns = timeout_ns_;
+  if (split_head_) {  // the kernel ends at the final norm; the head (enqueue_step) and the ring's sample follow
+    a.head_x = e_.act->xb;
+    return a;
+  }
   const int slot = e_.ring->free_slot();
   if (slot >= 0) {  // a free slot: the greedy sample of these logits, in the kernel
     e_.ring->expect_in_kernel(slot, pos);
@@ -159,6 +164,7 @@ void PersistentPath::enqueue_step(MappingState& ms, int pos) {
   const PersistentDecodeArgs a = step_args(ms, pos);
   persistent_decode_launch(a, plan_, e_.stream);
   pending_ = true;
+  if (split_head_) e_.mappings->launch(ms, ms.head(), e_.act->xb, e_.act->logits, false);
 }
 
 void PersistentPath::profile_step(MappingState& ms, int pos, StepProfiler& prof, DecodeProfile* out) {
@@ -175,11 +181,23 @@ void PersistentPath::profile_step(MappingState& ms, int pos, StepProfiler& prof,
   // sampled id written again), and the profiling build runs a few percent slower on the small models, so its own
   // time would overstate the step.
   prof.span_end(kStepSpan, s);
+  constexpr int kHeadSpan = kStepSpan + 1;
+  static_assert(kHeadSpan < StepProfiler::kSpans, "a span id for the split head");
+  if (split_head_) {  // the head's own launch, timed apart
+    prof.span_begin(kHeadSpan, s);
+    e_.mappings->launch(ms, ms.head(), e_.act->xb, e_.act->logits, false);
+    prof.span_end(kHeadSpan, s);
+  }
   a.prof = cycles_;
   persistent_decode_launch(a, plan_, s);
   CUDA_CHECK(cudaStreamSynchronize(s));
   check_error();
   const double kernel_ms = prof.span_ms(kStepSpan);
+  if (split_head_) {
+    const double head_ms = prof.span_ms(kHeadSpan);
+    out->ms[DecodeProfile::kHead] += head_ms;
+    out->total_ms += head_ms;
+  }
   const size_t n = size_t(plan_.grid) * kPersistentParts;
   std::vector<unsigned long long> cycles(n);
   CUDA_CHECK(cudaMemcpy(cycles.data(), cycles_, n * 8, cudaMemcpyDeviceToHost));

@@ -43,7 +43,8 @@ class PersistentPath final : public DecodePathImpl {
   // The step timed by events, then run again by the kernel's profiling build for the cycle split (a step is
   // idempotent).
   void profile_step(MappingState& ms, int pos, StepProfiler& prof, DecodeProfile* out) override;
-  int kernels_per_step(const MappingState&) const override { return plan_.grid > 0 ? 1 : 0; }  // the one kernel
+  // The one kernel (and the head GEMV's launch when split).
+  int kernels_per_step(const MappingState&) const override { return plan_.grid > 0 ? (split_head_ ? 2 : 1) : 0; }
 
   // Before the first step: the plan (grid capped by t.persistent_max_blocks) and the scratch, once.
   void prepare(const EngineTuning& t);
@@ -69,6 +70,8 @@ class PersistentPath final : public DecodePathImpl {
   int fault_ = 0;                            // EngineTuning::persistent_fault
   int all_forms_ = 0;                        // EngineTuning::persistent_all_forms
   int prefetch_ = 0;                         // EngineTuning::persistent_prefetch
+  bool split_head_ = false;                  // the cluster form with EngineTuning::cluster_split_head: the kernel ends
+                                             // at the final norm (into xb), the head GEMV is the mapping's launch
   unsigned long long timeout_ns_ = 0;        // EngineTuning::persistent_timeout_ms in ns; 0: the kernel's default
 };
 

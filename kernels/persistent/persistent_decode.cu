@@ -237,6 +237,26 @@ __device__ __forceinline__ bool head_stage(const Step& s, Clk& clk) {
   return true;
 }
 
+// The final RMSNorm into head_x (PersistentDecodeArgs::head_x) after the last layer's down stage: every block sums
+// the squares of all of x, then writes its share of the rows (x * inv_rms * g, the rmsnorm kernel's expression).
+template <class Clk>
+__device__ __forceinline__ bool final_norm_stage(const Step& s, Clk& clk) {
+  const PersistentDecodeArgs& a = s.a;
+  if (!wait_for(s, Wait{a.n_layers - 1, kCDown, gridDim.x, kHeadWait}, clk)) return false;
+  const float* x = a.cluster > 0 ? mirrors(a).x : a.x;
+  float ss = 0.0f;
+  for (int k = threadIdx.x; k < s.dim; k += kThreads) {
+    const float v = ld_stage(x + k);
+    ss += v * v;
+  }
+  ss = block_sum(ss, s.sh.red);
+  const float inv = 1.0f / sqrtf(ss / float(s.dim) + a.norm_eps);
+  const int k0 = int(int64_t(blockIdx.x) * s.dim / gridDim.x), k1 = int(int64_t(blockIdx.x + 1) * s.dim / gridDim.x);
+  for (int k = k0 + threadIdx.x; k < k1; k += kThreads) a.head_x[k] = ld_stage(x + k) * inv * a.final_norm[k];
+  clk.mark(kPNorm);
+  return true;
+}
+
 // --- L2 prefetch (PersistentDecodeArgs::prefetch) -------------------------------------------------------------------
 
 // This block's share of [p, p + bytes) asked of L2, one 128-byte line per thread and request (a hint: nothing waits).
@@ -335,7 +355,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(Persiste
     if (!gate_up_stage<kPair, kForms>(s, L, l, clk)) return;             // norm, gate|up, SwiGLU
     if (!down_stage<kPair, kForms>(s, L, l, clk)) return;                // down, x +=
   }
-  if (!head_stage<kPair, kForms>(s, clk)) return;                        // final norm, head, greedy key
+  if (a.head_x) {                                                        // final norm only: the head is the caller's
+    if (!final_norm_stage(s, clk)) return;
+  } else if (!head_stage<kPair, kForms>(s, clk)) {                       // final norm, head, greedy key
+    return;
+  }
   unsigned* amax = argmax_line(a.sync, a.n_layers, a.n_heads);          // the greedy sample's line
 
   if (last_block_out(a, sh)) {  // resets every counter for the next step, then emits the greedy sample

@@ -160,6 +160,10 @@ struct PersistentDecodeArgs {
   // prefetch > 0: at the start of layer l each block asks L2 for its share of layer l + prefetch's weights (the head
   // after the last layer), so the stages' loads hit L2 instead of HBM (prefetch.global.L2; weights never change).
   int prefetch = 0;
+  // head_x != null: the step ends at the final RMSNorm, written here ([dim]; each block its share of the rows), and
+  // the head GEMV and the sample are the caller's (a launch over every SM: one cluster streams a 30 MB head at a
+  // fraction of the bandwidth). sample_vocab must be 0 then.
+  float* head_x = nullptr;
   int fault = 0;                           // tests: 1 = one block never arrives (the others must time out)
   int all_forms = 0;                       // tests: the quantized kernel with every form, whatever quant_forms says
 };
