@@ -141,7 +141,7 @@ inline void add_tuning_options(Options& o, EngineTuning* t) {
   o.integer("--cluster", "N", &t->persistent_cluster, 0, 16,
             "--decode persistent: run it as one thread-block cluster of N blocks (8 or 16) whose stages meet at the "
             "cluster barrier instead of counters in global memory (0 = off)");
-  o.choice("--split-head", "on|off", &t->cluster_split_head, {"on", "off"},
+  o.choice("--wide-head", "on|off", &t->cluster_split_head, {"on", "off"},
            [](const std::string& v) { return v == "on"; },
            "--cluster: the head GEMV as its own launch over every SM after the cluster's layers; off: the cluster "
            "runs it")

@@ -144,8 +144,9 @@ case "${1:-}" in
       --gtest_filter='PersistentDecodeSanitizerSmall.ClusterForm' > "$OUT/san-cluster.log" 2>&1
     echo "memcheck rc=$? $(grep -E "ERROR SUMMARY" "$OUT/san-cluster.log" | tail -1)"
     P1="--decode persistent"
-    AB_MAP=warp ab "synthetic:smollm2-135m --quantize q4_1" "" "$P1" "$P1 --cluster 16" "$P1 --cluster 16 --prefetch 1" \
-      "$P1 --cluster 16 --prefetch 2" "$P1 --cluster 8 --prefetch 1" ${CLUSTER_AB:-}
+    AB_MAP=warp ab "synthetic:smollm2-135m --quantize q4_1" "" "$P1" "$P1 --cluster 16 --wide-head off" \
+      "$P1 --cluster 16" "$P1 --cluster 16 --prefetch 1" "$P1 --cluster 16 --prefetch 2" "$P1 --cluster 8 --prefetch 1" \
+      ${CLUSTER_AB:-}
     AB_MAP=warp-r2 ab "synthetic:smollm2-135m" "" "$P1" "$P1 --cluster 16 --prefetch 2" ;;
   *) echo "usage: scripts/h200-round.sh 1|2|3|stage-x|pass-fold|order-ab|final|fusion|tokcheck|cluster" >&2; exit 2 ;;
 esac
