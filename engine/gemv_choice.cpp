@@ -112,6 +112,18 @@ int persistent_pair_rows(PersistentGemv bf16_persistent) {
   return bf16_persistent == PersistentGemv::TwoRows ? 1 : bf16_persistent == PersistentGemv::OneRow ? 0 : -1;
 }
 
+std::string cluster_refusal(const ModelConfig& c, const std::string& source, int cluster) {
+  if (cluster != 8 && cluster != 16)
+    return "--cluster " + std::to_string(cluster) + ": the persistent kernel's cluster form takes 8 or 16 blocks";
+  const int64_t base = persistent_smem(c.dim, c.q_dim(), c.hidden_dim, c.head_dim).bytes;
+  const int64_t smem = persistent_mirror_offset(base) + persistent_mirror_bytes(c.dim, c.q_dim(), c.hidden_dim);
+  if (smem > kPersistentMaxSmemBytes)
+    return "--cluster: " + source + " (dim " + std::to_string(c.dim) + ", hidden " + std::to_string(c.hidden_dim) +
+           ") needs " + std::to_string(smem) + " bytes of shared memory per block with the mirrors of x, att and hb, "
+           "more than the " + std::to_string(kPersistentMaxSmemBytes) + " it can have; use --cluster 0";
+  return "";
+}
+
 std::string persistent_refusal(const ModelConfig& c, const std::string& source, const GemvPlan& plan,
                                const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
                                bool fuse_projections) {

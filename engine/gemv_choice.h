@@ -74,6 +74,9 @@ int persistent_pair_rows(PersistentGemv bf16_persistent);
 // persistent quantized stage: "warp" or "warp-dp4a"), `mixed_group` names a gate|up group whose members differ in type
 // ("" = none: the kernel takes q|k|v in a part per type, gate|up in one), `source` names the model in the messages.
 // decode_path_refusal (from a Model) and the CUDA engine (from its state) both ask it.
+// What the persistent kernel's cluster form (--cluster N) takes beyond persistent_refusal: "" or why not, in one line:
+// N is 8 or 16, and a block's shared memory with its mirrors of x, att and hb (persistent_mirror_bytes) fits.
+std::string cluster_refusal(const ModelConfig& c, const std::string& source, int cluster);
 std::string persistent_refusal(const ModelConfig& c, const std::string& source, const GemvPlan& plan,
                                const std::string& kept_quant, const std::string& mixed_group, bool fp8_kv,
                                bool fuse_projections);

@@ -52,6 +52,8 @@ void PersistentPath::set_tuning(const EngineTuning& t) {
 void PersistentPath::prepare(const EngineTuning& t) {
   set_tuning(t);
   if (sync_) return;
+  if (t.persistent_cluster > 0)
+    if (const std::string why = cluster_refusal(e_.cfg, e_.source, t.persistent_cluster); !why.empty()) fail(why);
   const auto& c = e_.cfg;
   cudaStream_t s = e_.stream;
   const size_t words = persistent_decode_sync_words(c.n_layers, c.n_heads);

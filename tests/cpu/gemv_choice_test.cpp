@@ -383,6 +383,21 @@ TEST(GemvPlan, DecodePathRefusals) {
   const std::string why_wide = llm::persistent_refusal(wide, "wide", llm::gemv_plan("warp-r2"), "", "", false, true);
   EXPECT_TRUE(contains(why_wide, "rows of 40000 columns (dim 8192) need ")) << why_wide;
   EXPECT_TRUE(contains(why_wide, "bytes of shared memory per block")) << why_wide;
+  // The cluster form (--cluster) adds each block's mirrors of x, att and hb: SmolLM2's and 8B's shapes fit, 70B's
+  // does not (its 28,672-wide hb alone is 112 KiB), and a size other than 8 or 16 is refused by name.
+  llm::ModelConfig smol = wide, b8 = wide;  // the shapes alone (no weights made)
+  smol.dim = 576, smol.n_heads = 9, smol.n_kv_heads = 3, smol.head_dim = 64, smol.hidden_dim = 1536;
+  b8.dim = 4096, b8.n_heads = 32, b8.n_kv_heads = 8, b8.head_dim = 128, b8.hidden_dim = 14336;
+  for (int n : {8, 16}) {
+    EXPECT_EQ(llm::cluster_refusal(smol, "smol", n), "");
+    EXPECT_EQ(llm::cluster_refusal(b8, "8b", n), "");
+  }
+  wide.hidden_dim = 28672;
+  const std::string why_cluster = llm::cluster_refusal(wide, "70b", 16);
+  EXPECT_TRUE(contains(why_cluster, "--cluster: 70b (dim 8192, hidden 28672) needs ")) << why_cluster;
+  EXPECT_TRUE(contains(why_cluster, "with the mirrors of x, att and hb")) << why_cluster;
+  for (int n : {0, 4, 32})
+    EXPECT_TRUE(contains(llm::cluster_refusal(smol, "smol", n), "takes 8 or 16 blocks")) << n;
   // Weights kept quantized run through the quantized "warp" form (the default for them) or "warp-dp4a"; the other
   // quantized forms are refused by name, and so is a gate|up group whose members differ in type.
   TempDir tmp;
