@@ -80,7 +80,8 @@ struct EngineTuning {
   int persistent_max_blocks = 0;   // > 0: caps the persistent kernel's grid (tuning); read when that path is first used
   int persistent_cluster = 0;      // > 0: the persistent kernel as one thread-block cluster of 8 or 16 blocks whose
                                    // stages meet at the cluster barrier (PersistentDecodeArgs::cluster); 0: the grid
-                                   // of resident blocks and counters in global memory. Read when that path is first used
+                                   // of resident blocks and counters in global memory. Read when that path is first
+                                   // used
   int persistent_prefetch = 0;     // > 0: the persistent kernel asks L2 for the weights this many layers ahead
   bool cluster_split_head = true;  // the cluster form ends at the final norm and the head GEMV (the decode mapping's
                                    // kernel) runs over every SM, then the usual sample; off: the cluster's blocks run

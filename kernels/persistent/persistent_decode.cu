@@ -155,8 +155,8 @@ __device__ __forceinline__ bool qkv_stage(const Step& s, const PersistentLayer& 
     const int r0 = L.qkv_row0[p], n = L.qkv_row0[p + 1] - r0;
     const GemvDesc d{&m, n, s.dim, n / 2, 2, 1};
     const bool ok = gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
-      return stage_rmsnorm<kForms>(s, L.attn_norm, m, l == 0, Wait{l - 1, kCDown, gridDim.x, unsigned(l - 1), p > 0}, q8,
-                                   clk);
+      const Wait down{l - 1, kCDown, gridDim.x, unsigned(l - 1), p > 0};  // met by the first part
+      return stage_rmsnorm<kForms>(s, L.attn_norm, m, l == 0, down, q8, clk);
     }, [&](int u, float ya, float yb) { rope_kv_store(s, L, r0 + 2 * u, ya, yb); });
     if (!ok) return false;
     clk.mark(kPQkv);
@@ -172,7 +172,8 @@ __device__ __forceinline__ bool o_stage(const Step& s, const PersistentLayer& L,
   const GemvDesc d{&L.wo, s.dim, s.q_dim, (s.dim + 1) / 2, 2, 1};
   const unsigned groups = a.n_kv_heads * attention_passes(s.gq);
   if (!gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
-        return stage_vector<kForms>(s, a.cluster > 0 ? mirrors(a).att : a.att, s.q_dim, L.wo, Wait{l, kCAtt, groups, unsigned(l)}, q8, clk);
+        const float* att = a.cluster > 0 ? mirrors(a).att : a.att;
+        return stage_vector<kForms>(s, att, s.q_dim, L.wo, Wait{l, kCAtt, groups, unsigned(l)}, q8, clk);
       }, [&](int u, float ya, float yb) { residual_add(s, u, ya, yb); }))
     return false;
   clk.mark(kPO);
@@ -204,7 +205,8 @@ __device__ __forceinline__ bool down_stage(const Step& s, const PersistentLayer&
   const PersistentDecodeArgs& a = s.a;
   const GemvDesc d{&L.wdown, s.dim, a.hidden, (s.dim + 1) / 2, 2, 1};
   if (!gemv_block<kPair, kForms>(d, s.xs, s.x8, s.part, clk, [&](const QuantXq8* q8) {
-        return stage_vector<kForms>(s, a.cluster > 0 ? mirrors(a).hb : a.hb, a.hidden, L.wdown, Wait{l, kCGu, gridDim.x, unsigned(l)}, q8, clk);
+        const float* hb = a.cluster > 0 ? mirrors(a).hb : a.hb;
+        return stage_vector<kForms>(s, hb, a.hidden, L.wdown, Wait{l, kCGu, gridDim.x, unsigned(l)}, q8, clk);
       }, [&](int u, float ya, float yb) { residual_add(s, u, ya, yb); }))
     return false;
   clk.mark(kPDown);
@@ -416,6 +418,16 @@ KernelFn pick_kernel(const PersistentDecodeArgs& a) {
   return (a.pair_rows ? kernels<true, 0>() : kernels<false, 0>()).pick(a);
 }
 
+// Every kernel build (timed and profiling, each form): the plans set their attributes on all of them (a later step
+// may switch mapping).
+std::vector<KernelFn> all_kernels() {
+  std::vector<KernelPair> all = {kernels<true, 0>(), kernels<false, 0>()};
+  for (const QuantKernel& k : kQuantKernels) all.push_back(k.fn);
+  std::vector<KernelFn> fns;
+  for (const KernelPair& k : all) fns.insert(fns.end(), {k.timed, k.prof});
+  return fns;
+}
+
 size_t smem_bytes(const PersistentDecodeArgs& a) {
   const int64_t b = smem_layout(a).bytes;
   if (a.cluster <= 0) return size_t(b);
@@ -496,11 +508,7 @@ PersistentPlan persistent_decode_plan(const PersistentDecodeArgs& a, int max_blo
   p.smem = smem_bytes(a);
   // Both forms get the shared-memory opt-in (a later step may switch mapping); the grid fits the hungrier one.
   int per_sm = 1 << 30;
-  std::vector<KernelPair> all = {kernels<true, 0>(), kernels<false, 0>()};
-  for (const QuantKernel& k : kQuantKernels) all.push_back(k.fn);
-  std::vector<KernelFn> fns;
-  for (const KernelPair& k : all) fns.insert(fns.end(), {k.timed, k.prof});
-  for (KernelFn fn : fns) {
+  for (KernelFn fn : all_kernels()) {
     const void* k = reinterpret_cast<const void*>(fn);
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(p.smem)));
     int n = 0;
@@ -537,28 +545,25 @@ PersistentPlan persistent_decode_cluster_plan(const PersistentDecodeArgs& a, int
     fail("persistent decode: a cluster of ", cluster, " blocks, but the model's widest stage has work for ", p.grid);
   p.grid = cluster;
   p.cluster = cluster;
-  std::vector<KernelPair> all = {kernels<true, 0>(), kernels<false, 0>()};
-  for (const QuantKernel& k : kQuantKernels) all.push_back(k.fn);
-  for (const KernelPair& kp : all)
-    for (KernelFn fn : {kp.timed, kp.prof}) {
-      const void* k = reinterpret_cast<const void*>(fn);
-      if (cluster > 8) CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = unsigned(cluster);
-      attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-      cudaLaunchConfig_t config = {};
-      config.gridDim = dim3(unsigned(cluster));
-      config.blockDim = dim3(unsigned(p.block));
-      config.dynamicSmemBytes = p.smem;
-      config.attrs = attr;
-      config.numAttrs = 1;
-      int n = 0;
-      CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, k, &config));
-      if (n < 1)
-        fail("persistent decode: this GPU cannot hold a cluster of ", cluster, " blocks of ", p.block,
-             " threads with ", p.smem, " bytes of shared memory each (try --cluster 8)");
-    }
+  for (KernelFn fn : all_kernels()) {
+    const void* k = reinterpret_cast<const void*>(fn);
+    if (cluster > 8) CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(cluster);
+    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(cluster));
+    config.blockDim = dim3(unsigned(p.block));
+    config.dynamicSmemBytes = p.smem;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, k, &config));
+    if (n < 1)
+      fail("persistent decode: this GPU cannot hold a cluster of ", cluster, " blocks of ", p.block,
+           " threads with ", p.smem, " bytes of shared memory each (try --cluster 8)");
+  }
   return p;
 }
 

@@ -130,7 +130,8 @@ __device__ __forceinline__ Mirrors mirrors(const PersistentDecodeArgs& a) {
   extern __shared__ __align__(16) float dyn[];
   const PersistentSmem m = persistent_smem(a.dim, a.n_heads * a.head_dim, a.hidden, a.head_dim);
   float* base = reinterpret_cast<float*>(reinterpret_cast<char*>(dyn) + persistent_mirror_offset(m.bytes));
-  return {base, base + persistent_round4(a.dim), base + persistent_round4(a.dim) + persistent_round4(a.n_heads * a.head_dim)};
+  const int x4 = persistent_round4(a.dim), att4 = persistent_round4(a.n_heads * a.head_dim);
+  return {base, base + x4, base + x4 + att4};
 }
 // mirror[i] = v in every block of the cluster (a.cluster > 0). Only after the step's first wait (every block has
 // started: distributed shared memory of a block not yet running may not be written) and before its last arrival (no
