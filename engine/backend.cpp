@@ -126,10 +126,15 @@ std::string kv_dtype_refusal(KvDtype kv, const ResolvedDevice& device) {
 }
 
 std::string tp_device_refusal(int tp, const ResolvedDevice& device) {
+#ifdef LLM_HAVE_CUDA
+  (void)tp;
+  (void)device;
+  return "";
+#else
   if (tp <= 1 || device.device != "cuda") return "";
   return "--tp " + std::to_string(tp) +
-         ": the CUDA tensor-parallel engine is not built yet (--tp runs as simulated ranks on the CPU reference: "
-         "--device cpu)";
+         ": this build has no CUDA engine (--tp runs as simulated ranks on the CPU reference: --device cpu)";
+#endif
 }
 
 std::unique_ptr<Backend> make_backend(const Model& model, const BackendOptions& opt) {
@@ -142,6 +147,7 @@ std::unique_ptr<Backend> make_backend(const Model& model, const BackendOptions& 
   if (o.device == "cpu") return o.tp > 1 ? make_cpu_tp_backend(model, o) : make_cpu_backend(model, o);
   require_cuda_device();
 #ifdef LLM_HAVE_CUDA
+  if (o.tp > 1) return make_cuda_tp_backend(model, o);
   return make_cuda_backend(model, o);
 #else
   fail(kNoCudaBuild);

@@ -168,7 +168,8 @@ struct BackendOptions {
                                 // CUDA graph (engine/gemv_choice.h decode_path_refusal says what it runs)
   EngineTuning tuning;          // CUDA: run-ahead and the persistent path's knobs (above)
   int tp = 1;                   // --tp N: tensor-parallel ranks (engine/tp_plan.h); > 1 runs on the CPU reference
-                                // as N simulated ranks (make_cpu_tp_backend); the CUDA engine refuses it for now
+                                // as N simulated ranks (make_cpu_tp_backend), on CUDA as N rank engines
+                                // (make_cuda_tp_backend)
 };
 
 // The context a backend gets when BackendOptions::ctx_size is 0: the model's maximum, at most `cap` positions
@@ -279,8 +280,8 @@ void check_gemv_for_device(const std::string& what, const std::string& gemv, con
 // the CUDA engine's FP8 attention takes head_dim 64 and 128 and refuses another model by name when it loads.
 std::string kv_dtype_refusal(KvDtype kv, const ResolvedDevice& device);
 
-// Why --tp `tp` cannot run on `device`, or "" when it can: tp > 1 on "cuda" is refused in one line (the CUDA
-// tensor-parallel engine is not built yet); run-llama says it as bad usage (exit 2), make_backend throws it.
+// Why --tp `tp` cannot run on `device`, or "" when it can: tp > 1 on "cuda" is refused in one line by a build without
+// the CUDA engine; run-llama says it as bad usage (exit 2), make_backend throws it.
 std::string tp_device_refusal(int tp, const ResolvedDevice& device);
 
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& opt);
@@ -289,6 +290,10 @@ std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptio
 std::unique_ptr<Backend> make_cpu_tp_backend(const Model& model, const BackendOptions& opt);
 // Defined only when built with CUDA (LLM_HAVE_CUDA); make_backend() reports a clear error otherwise.
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& opt);
+// The CUDA engine as opt.tp ranks (engine/cuda/cuda_tp_engine.cu): rank r on GPU r mod the device count, each holding
+// only its shards, an all-reduce over peer memory after o and after down. Throws the plan's refusal by name, and
+// refuses --decode persistent. CUDA builds only.
+std::unique_ptr<Backend> make_cuda_tp_backend(const Model& model, const BackendOptions& opt);
 // Resolves opt.device (resolve_device), checks opt.gemv for it (check_gemv_for_device) and, for "cuda", that a
 // device is there (require_cuda_device), then builds the backend.
 std::unique_ptr<Backend> make_backend(const Model& model, const BackendOptions& opt);

@@ -56,6 +56,19 @@ TpPlan plan_tp(const ModelConfig& c, int n, const std::string& source) {
   return p;
 }
 
+ModelConfig tp_rank_config(const ModelConfig& c, const TpPlan& plan, int r) {
+  const TpRank& k = plan.ranks.at(size_t(r));
+  ModelConfig s = c;
+  s.n_heads = int(k.q_heads.size());
+  s.n_kv_heads = int(k.kv_heads.size());
+  s.hidden_dim = int(k.ffn.size());
+  s.vocab_size = int(k.vocab.size());
+  s.tied_embeddings = false;
+  s.bos_id = -1;  // the token ids are the driver's: a rank's config counts only its head rows
+  s.eos_ids.clear();
+  return s;
+}
+
 namespace {
 
 // The first boundary of `cuts` (columns where one rank's share ends and the next begins) that falls inside a quant

@@ -59,6 +59,12 @@ std::string tp_weight_refusal(const ModelWeights& w, const TpPlan& plan);
 // Both refusals in turn for `model` over n ranks ("" when it splits).
 std::string tp_refusal(const Model& model, int n);
 
+// Rank r's model as an engine of its own sees it (the CUDA ranks, engine/cuda/tp_rank.h): its query and KV heads, its
+// FFN rows, its head rows as the vocabulary, untied (its head rows are a tensor of their own: shard_weights); the
+// rest (dim, layers, norms, RoPE) the whole model's; no BOS or EOS (the token ids are the driver's, and a rank embeds
+// every id of the whole vocabulary).
+ModelConfig tp_rank_config(const ModelConfig& c, const TpPlan& plan, int r);
+
 // Engine rows [r0, r0 + n) of t as a tensor of their own: a view of the stored bytes (rows of a RoPE-permuted q/k
 // tensor must start and end on a head), or for a synthetic fill the values materialized as BF16 (exact).
 HostTensor shard_rows(const HostTensor& t, int64_t r0, int64_t n);

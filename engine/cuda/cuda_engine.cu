@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -34,6 +35,7 @@
 #include "engine/cuda/resources.h"
 #include "engine/cuda/sample_ring.h"
 #include "engine/cuda/step_profiler.h"
+#include "engine/cuda/tp_rank.h"
 #include "engine/cuda_backend.h"
 #include "engine/gemv_choice.h"  // gemv_plan, default_gemv_name
 #include "engine/memory_plan.h"
@@ -47,9 +49,10 @@ namespace llm {
 
 namespace {
 
-class CudaEngine final : public CudaBackend {
+class CudaEngine final : public CudaRankEngine {
  public:
-  CudaEngine(const Model& model, const BackendOptions& opt);
+  // role: a tensor-parallel rank's (engine/cuda/tp_rank.h); the default is the whole model on one GPU.
+  CudaEngine(const Model& model, const BackendOptions& opt, CudaRankRole role = {});
   ~CudaEngine() override;
 
   std::string name() const override { return "cuda"; }
@@ -58,7 +61,7 @@ class CudaEngine final : public CudaBackend {
   // Speculative decoding's verify pass (engine/backend.h): a prefill pass over the n tokens, then every row through
   // the final norm and the decode head GEMV. BF16 KV only (the FP8 cache's open block would need re-encoding on
   // rewind); rewind is then nothing to undo (attention reads positions up to its own; the next write overwrites).
-  bool supports_verify() const override { return true; }
+  bool supports_verify() const override { return !tp(); }
   int exact_rewind_end(int pos) const override {  // FP8: the end of pos's block, as the CPU reference's cache
     return kv_exact_rewind_end(kv_->fp8() ? KvDtype::FP8 : KvDtype::BF16, pos);
   }
@@ -93,6 +96,8 @@ class CudaEngine final : public CudaBackend {
   int persistent_grid() const override { return persistent_path_->grid(); }
   int kernels_per_step() const override;
   void warm_up();
+  std::vector<std::function<void()>> warm_up_plan() override;
+  RankPick greedy_pick(int limit) override;
   void set_tuning(const EngineTuning& t) override;
   void set_profiler(std::shared_ptr<StepProfiler> profiler) override {
     if (profiling_ && !profiler) set_profiling(false);  // a profiled step never runs without its hook
@@ -107,6 +112,13 @@ class CudaEngine final : public CudaBackend {
   size_t device_bytes() const override { return arena_.bytes + mappings_->device_bytes(); }
 
  private:
+  bool tp() const { return role_.n_ranks > 1; }
+  // After o and down on a tensor-parallel rank: rank 0's GEMV adds its partial to the residual, the others' write
+  // theirs, and the all-reduce leaves x + every partial on every rank (engine/cuda/tp_rank.h).
+  bool adds_residual() const { return role_.rank == 0; }
+  void reduce(float* x, size_t n) {
+    if (tp()) role_.all_reduce(x, n, stream_.s);
+  }
   // The decode step's forward pass; tok: the same kernels for tok.n tokens side by side in the activations' token
   // slabs (a decode-order verify: verify_steps).
   void forward_token(const MappingState& ms, ProfileMarks* marks, TokenAxis tok = {});
@@ -170,6 +182,9 @@ class CudaEngine final : public CudaBackend {
 
   ModelConfig cfg_;
   std::string source_;    // the model, for messages
+  CudaRankRole role_;     // one rank of a tensor-parallel run, or the whole model (n_ranks 1)
+  int embed_rows_ = 0;    // token ids the embedding holds: cfg_.vocab_size, or the whole vocabulary on a rank
+  int* pick_ = nullptr;   // [1]: greedy_pick's id
   int ctx_ = 0;
   int sample_vocab_ = 0;  // sample() picks ids in [0, sample_vocab_): the tokenizer's size when the head is padded
   int max_chunk_ = 0, chunk_ = 0;
@@ -216,9 +231,15 @@ class CudaEngine final : public CudaBackend {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(model.config), source_(model.source) {
+CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt, CudaRankRole role)
+    : cfg_(model.config), source_(model.source), role_(std::move(role)) {
   require_cuda_device();
   cfg_.validate(model.source);
+  embed_rows_ = role_.embed_rows > 0 ? role_.embed_rows : cfg_.vocab_size;
+  if (tp() && opt.persistent)
+    fail("--tp ", role_.n_ranks, ": the tensor-parallel ranks run the CUDA graph path; --decode persistent is not "
+         "supported with --tp");
+  if (tp() && !role_.all_reduce) fail("cuda backend: rank ", role_.rank, " of ", role_.n_ranks, " has no all-reduce");
   tied_ = cfg_.tied_embeddings || model.weights.head.empty();
   dequantize_ = opt.dequantize;
   tuning_ = opt.tuning;
@@ -271,7 +292,8 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   host_io_.alloc(sizeof(int) * size_t(4 + max_chunk_));
   CUBLAS_CHECK(cublasCreate(&blas_.h));
 
-  model_.upload(model, cfg_, tied_, dequantize_, arena_, s);
+  model_.upload(model, cfg_, tied_, dequantize_, arena_, s, embed_rows_);
+  pick_ = arena_.alloc<int>(1);
   mappings_ = std::make_unique<GemvMappings>(model, model_, tied_, dequantize_, &gctx_.c, s);
   mappings_->set_fork_pieces(tuning_.fork_pieces);
   kv_ = DeviceKvCache::make(cfg_, kv, ctx_);
@@ -290,7 +312,7 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
   persistent_path_->set_tuning(tuning_);
   CUDA_CHECK(cudaStreamSynchronize(s));
   cur_ = &mappings_->prepare(plan, gemv_bytes_per_token());
-  warm_up();
+  if (!tp()) warm_up();  // a rank's waits for the other ranks: the driver runs the ranks' plans side by side
   if (opt.persistent) set_persistent(true);
   if (mem.weights + mem.prepacked >= double(size_t(1) << 30)) {  // what the plan said, against what the GPU now holds
     size_t free_now = 0;
@@ -306,17 +328,22 @@ CudaEngine::CudaEngine(const Model& model, const BackendOptions& opt) : cfg_(mod
 // draw load every kernel module they use (CUDA loads modules lazily), run cuBLAS's first GEMM and instantiate the
 // graph. Then the cache and the logits are cleared and the engine is as construction left it.
 void CudaEngine::warm_up() {
-  if (ctx_ < 2) return;
-  const int tok = cfg_.bos_id >= 0 && cfg_.bos_id < cfg_.vocab_size ? cfg_.bos_id : 0;
+  for (const auto& call : warm_up_plan()) call();
+}
+
+std::vector<std::function<void()>> CudaEngine::warm_up_plan() {
+  std::vector<std::function<void()>> plan;
+  if (ctx_ < 2) return plan;
+  const int tok = cfg_.bos_id >= 0 && cfg_.bos_id < embed_rows_ ? cfg_.bos_id : 0;
   // A broken model's non-finite logits stop its first real step with the step named (sample's error), not the load:
   // the warm-up's draws only load the sampling kernels, so their refusal is dropped here.
-  auto draw = [&](const SamplerParams& p, uint64_t step) {
+  auto draw = [this](const SamplerParams& p, uint64_t step) {
     try {
       sample(p, step);
     } catch (const Error&) {
     }
   };
-  prefill(&tok, 1, 0);
+  plan.push_back([this, tok] { prefill(&tok, 1, 0); });
   if (model_.prefill_scratch) {
     // Matrices kept quantized: the batch-k GEMV has a kernel per vector count class (dp4a: 2, 4, 8, 16; tensor cores:
     // 8, 16, 32, 64); passes of 3, 5 and 9 tokens load the others (CUDA loads each kernel at its first launch), and
@@ -324,29 +351,38 @@ void CudaEngine::warm_up() {
     // exact verify's kernels, EngineTuning::exact_verify, load at a verify's first, eager, pass of each length.)
     static_assert(kBatchMmaNever == kQuantBatchMmaMax + 1, "EngineTuning::batch_mma_from's never");
     const bool mma_classes = quant_batch_mma_from(tuning_.batch_mma_from) <= kQuantBatchMmaMax;
-    const std::vector<int> toks(33, tok);
     for (int n : {3, 5, 9, 17, 33})
       if ((n <= kQuantBatchMax || mma_classes) &&
           n <= std::min({ctx_, chunk_, tuning_.quant_batch_rows, act_.batch_rows}))
-        prefill(toks.data(), n, 0);
-    const int saved = tuning_.quant_batch_rows;
-    tuning_.quant_batch_rows = 0;
-    const int two[2] = {tok, tok};
-    prefill(two, 2, 0);
-    tuning_.quant_batch_rows = saved;
+        plan.push_back([this, tok, n] {
+          const std::vector<int> toks(size_t(n), tok);
+          prefill(toks.data(), n, 0);
+        });
+    plan.push_back([this, tok] {
+      const int saved = tuning_.quant_batch_rows;
+      tuning_.quant_batch_rows = 0;
+      const int two[2] = {tok, tok};
+      prefill(two, 2, 0);
+      tuning_.quant_batch_rows = saved;
+    });
   }
-  SamplerParams greedy;
-  greedy.temperature = 0.0f;
-  draw(greedy, 0);
-  decode(tok, 1);
-  decode(tok, 1);
-  draw(SamplerParams{}, 1);
-  kv_->clear(stream_.s);
-  CUDA_CHECK(cudaMemsetAsync(act_.logits, 0, size_t(cfg_.vocab_size) * sizeof(float), stream_.s));
-  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
-  logits_pos_ = -1;
-  sampled_pos_ = -1;
-  step_sampled_ = false;
+  plan.push_back([draw] {
+    SamplerParams greedy;
+    greedy.temperature = 0.0f;
+    draw(greedy, 0);
+  });
+  plan.push_back([this, tok] { decode(tok, 1); });
+  plan.push_back([this, tok] { decode(tok, 1); });
+  plan.push_back([draw] { draw(SamplerParams{}, 1); });
+  plan.push_back([this] {
+    kv_->clear(stream_.s);
+    CUDA_CHECK(cudaMemsetAsync(act_.logits, 0, size_t(cfg_.vocab_size) * sizeof(float), stream_.s));
+    CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+    logits_pos_ = -1;
+    sampled_pos_ = -1;
+    step_sampled_ = false;
+  });
+  return plan;
 }
 
 CudaEngine::~CudaEngine() {
@@ -370,7 +406,7 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks, Toke
   auto mark = [&](int part) {
     if (marks) marks->mark(part);
   };
-  const bool fold = tuning_.fuse_norm && ms.fuses_norm;
+  const bool fold = tuning_.fuse_norm && ms.fuses_norm && !tp();  // a rank's norms read x after the all-reduce
   // The consumers add the producers' block sums themselves (no last block on the producers' tails) where every GEMV
   // that reads a norm runs a form that can (EngineTuning::norm_sums).
   const bool sums = fold && tuning_.norm_sums && mappings_->reads_norm_sums(ms);
@@ -438,7 +474,8 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks, Toke
       kv_->attend_decode(int(l), a.q, d_pos, a.att, a.attn_scratch, s, merge, tok);
     }
     mark(DecodeProfile::kAttention);
-    gemv(ms.layer(l, kFO), a.att, a.x, true, DecodeProfile::kO, o_ep);  // x += Wo att
+    gemv(ms.layer(l, kFO), a.att, a.x, adds_residual(), DecodeProfile::kO, o_ep);  // x += Wo att
+    reduce(a.x, size_t(c.dim));  // a tensor-parallel rank: x + every rank's partial, on every rank
     norm(L.ffn_norm);
     gemv(ms.layer(l, kFGateUp), a.xb, a.gate_up, false, DecodeProfile::kGateUp, epilogue(kFfnNorm, -1, nullptr));
     GemvEpilogue down_ep = epilogue(-1, kAttnNorm, next_norm);
@@ -456,7 +493,8 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks, Toke
       swiglu_fused(a.gate_up, a.hb, size_t(c.hidden_dim), s, tok);
       mark(DecodeProfile::kOther);
     }
-    gemv(down, a.hb, a.x, true, DecodeProfile::kDown, down_ep);  // x += Wd hb
+    gemv(down, a.hb, a.x, adds_residual(), DecodeProfile::kDown, down_ep);  // x += Wd hb
+    reduce(a.x, size_t(c.dim));
   }
   norm(model_.final_norm);
   gemv(ms.head(), a.xb, a.logits, false, DecodeProfile::kHead, epilogue(kAttnNorm, -1, nullptr));
@@ -466,8 +504,8 @@ void CudaEngine::forward_token(const MappingState& ms, ProfileMarks* marks, Toke
 // --- decode --------------------------------------------------------------------------------------------------------
 
 void CudaEngine::decode(int token, int pos) {
-  if (token < 0 || token >= cfg_.vocab_size)
-    fail("cuda backend: token ", token, " outside the vocabulary of ", cfg_.vocab_size);
+  if (token < 0 || token >= embed_rows_)
+    fail("cuda backend: token ", token, " outside the vocabulary of ", embed_rows_);
   if (pos < 0 || pos >= ctx_) fail("cuda backend: position ", pos, " outside the context of ", ctx_);
   int* io = static_cast<int*>(host_io_.p);
   CUDA_CHECK(cudaEventSynchronize(step_copied_.e));  // the previous step's copy has read io[0..1]
@@ -511,6 +549,9 @@ void CudaEngine::set_persistent(bool on) {
     persistent_ = false;
     return;
   }
+  if (tp())
+    fail("--tp ", role_.n_ranks, ": the tensor-parallel ranks run the CUDA graph path; --decode persistent is not "
+         "supported with --tp");
   if (const std::string why = persistent_path_->refusal(*cur_); !why.empty()) fail(why);
   persistent_path_->prepare(tuning_);
   persistent_ = true;
@@ -745,7 +786,9 @@ void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos, PassRows rows) 
     kv_->attend_prefill(int(l), a.pq, pos0, c, a.patt, tuning_.split_pass_attention ? a.pass_scratch : nullptr, s,
                         device_pos ? d_pos0 : nullptr);
     pass_input(fo, a.patt, c, qd);
-    prefill_matmul(l, kFO, L.w[kWo], c, fo, a.patt, {{0, m.dim, a.px}}, 1.0f);  // residual through beta = 1
+    const float residual = adds_residual() ? 1.0f : 0.0f;  // a tensor-parallel rank > 0 writes its partial
+    prefill_matmul(l, kFO, L.w[kWo], c, fo, a.patt, {{0, m.dim, a.px}}, residual);  // residual through beta = 1
+    reduce(a.px, size_t(c) * size_t(m.dim));
     norm_input(fgu, a.px, L.ffn_norm, c);
     prefill_matmul(l, kFGateUp, L.gate_up, c, fgu, a.pf32, {{0, 2 * m.hidden_dim, a.pgate_up}}, 0.0f);
     // SwiGLU of rows [gate_t | up_t], in the form down reads.
@@ -759,7 +802,8 @@ void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos, PassRows rows) 
       swiglu_rows(a.pgate_up, a.pf32, c, m.hidden_dim, s);
     if (fdown == PassForm::QuantInt8Bf16 && !glu_bf16)
       quant_batch_quantize_x(a.pbf, true, m.hidden_dim, c, m.hidden_dim, a.batch_xq, s);
-    prefill_matmul(l, kFDown, L.w[kDown], c, fdown, a.pf32, {{0, m.dim, a.px}}, 1.0f);
+    prefill_matmul(l, kFDown, L.w[kDown], c, fdown, a.pf32, {{0, m.dim, a.px}}, residual);
+    reduce(a.px, size_t(c) * size_t(m.dim));
   }
   CUDA_CHECK_LAUNCH("a prefill layer");
 }
@@ -769,8 +813,8 @@ void CudaEngine::check_tokens(const char* what, const int* tokens, int n, int po
   if (pos < 0 || int64_t(pos) + n > ctx_)
     fail("cuda backend: ", what, " of ", n, " tokens at position ", pos, " exceeds the context of ", ctx_);
   for (int i = 0; i < n; ++i)
-    if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size)
-      fail("cuda backend: ", what, " token ", i, " = ", tokens[i], " outside the vocabulary of ", cfg_.vocab_size);
+    if (tokens[i] < 0 || tokens[i] >= embed_rows_)
+      fail("cuda backend: ", what, " token ", i, " = ", tokens[i], " outside the vocabulary of ", embed_rows_);
 }
 
 // {pos, tokens[0..n)} into prefill_ids (n <= chunk_), once the previous pass's copy has read the staging ints (one
@@ -1011,6 +1055,22 @@ void CudaEngine::drop_sampled() {
   ring_.drop([this] { check_persistent_error(); });
 }
 
+RankPick CudaEngine::greedy_pick(int limit) {
+  if (limit < 1 || limit > cfg_.vocab_size)
+    fail("cuda backend: greedy_pick over ", limit, " of ", cfg_.vocab_size, " rows");
+  drop_sampled();
+  argmax_rows_device(act_.logits, 1, size_t(cfg_.vocab_size), limit, pick_, stream_.s);
+  int id = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&id, pick_, sizeof(int), cudaMemcpyDeviceToHost, stream_.s));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  if (id == kSampleNonFinite) return {-1, 0.0f};
+  if (id < 0 || id >= limit) fail("cuda backend: greedy_pick returned id ", id, " outside [0, ", limit, ")");
+  RankPick pick{id, 0.0f};
+  CUDA_CHECK(cudaMemcpyAsync(&pick.value, act_.logits + id, sizeof(float), cudaMemcpyDeviceToHost, stream_.s));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  return pick;
+}
+
 std::vector<float> CudaEngine::logits() {
   std::vector<float> out(size_t(cfg_.vocab_size));
   CUDA_CHECK(cudaMemcpyAsync(out.data(), act_.logits, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_.s));
@@ -1039,6 +1099,12 @@ std::unique_ptr<CudaBackend> make_cuda_engine(const Model& model, const BackendO
   // The KV cache is BF16 or FP8 here: F32 is refused by name.
   if (const std::string why = kv_dtype_refusal(opt.kv_dtype, {"cuda", ""}); !why.empty()) fail(why);
   return std::make_unique<CudaEngine>(model, opt);
+}
+
+std::unique_ptr<CudaRankEngine> make_cuda_rank_engine(const Model& shard, const BackendOptions& opt,
+                                                      const CudaRankRole& role) {
+  if (const std::string why = kv_dtype_refusal(opt.kv_dtype, {"cuda", ""}); !why.empty()) fail(why);
+  return std::make_unique<CudaEngine>(shard, opt, role);
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& opt) {

@@ -91,7 +91,7 @@ float* DeviceModel::upload_f32(const HostTensor& t) {
 }
 
 void DeviceModel::upload(const Model& model, const ModelConfig& c, bool tied, bool dequantize, DeviceArena& arena,
-                         cudaStream_t s) {
+                         cudaStream_t s, int embed_rows) {
   const auto& w = model.weights;
   if (!staging_done_[0].e)
     for (auto& e : staging_done_) e.create(cudaEventDisableTiming);
@@ -122,7 +122,7 @@ void DeviceModel::upload(const Model& model, const ModelConfig& c, bool tied, bo
   } reset{*this};
   if (int(w.layers.size()) != c.n_layers)
     fail("cuda backend: ", model.source, ": expected ", c.n_layers, " layers, found ", w.layers.size());
-  check_matrix(w.embedding, c.vocab_size, c.dim);
+  check_matrix(w.embedding, embed_rows > 0 ? embed_rows : c.vocab_size, c.dim);
   check_vector(w.final_norm, c.dim);
   embedding_host = embedding_on_host(model, tied, dequantize);
   embedding = embedding_host ? upload_bf16_host(w.embedding) : upload_bf16(w.embedding);

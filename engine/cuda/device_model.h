@@ -47,8 +47,10 @@ class DeviceModel {
   // staging buffers are reused chunk by chunk behind events). tied: the head is the embedding. A real checkpoint of
   // 256 MiB or more shows a progress bar (a terminal) or a line per quarter (stderr).
   // dequantize: every quantized weight also gets its BF16 copy (--dequantize); otherwise those kept quantized do not.
+  // embed_rows: the embedding's rows when they differ from the head's c.vocab_size (a tensor-parallel rank holds the
+  // whole embedding and only its vocabulary rows of the head, engine/tp_plan.h); 0 = c.vocab_size.
   void upload(const Model& model, const ModelConfig& c, bool tied, bool dequantize, DeviceArena& arena,
-              cudaStream_t s);
+              cudaStream_t s, int embed_rows = 0);
 
   const uint16_t* embedding = nullptr;  // [vocab, dim] row-major BF16: device memory, or pinned host memory mapped
                                         // into the device where embedding_on_host (engine/memory_plan.h)

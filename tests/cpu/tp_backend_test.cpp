@@ -263,7 +263,7 @@ TEST(TpSmolLM2, ThreeRanksMatchUnsharded) {
   EXPECT_LE(max_err_over(m, 3, ids), 1e-5);
 }
 
-TEST(TpRunLlama, TpRunsOnTheCpuAndIsRefusedOnCudaAndForShapesThatDoNotSplit) {
+TEST(TpRunLlama, TpRunsOnTheCpuAndOnCudaAndIsRefusedForShapesThatDoNotSplit) {
   const std::string exe = std::string(LLM_BINARY_DIR) + "/run-llama";
   llm_test::TempDir tmp;
   const std::vector<std::string> base = {"--model", kStories, "--tokenizer", kStoriesTok, "--prompt",
@@ -282,10 +282,24 @@ TEST(TpRunLlama, TpRunsOnTheCpuAndIsRefusedOnCudaAndForShapesThatDoNotSplit) {
   EXPECT_GT(outs[0].size(), std::string("Once upon a time").size());
   EXPECT_EQ(outs[1], outs[0]);
   EXPECT_EQ(outs[2], outs[0]);
-  std::vector<std::string> cuda = {"--model", kStories, "--tokenizer", kStoriesTok, "--prompt", "x", "--device",
-                                   "cuda", "--tp", "2"};
-  llm_test::expect_run_llama_refused(
-      exe, cuda, 2, {"--tp 2: the CUDA tensor-parallel engine is not built yet"}, tmp);
+  // On CUDA: without a GPU the run stops at the no-device line (not a --tp refusal); with one, two ranks (sharing
+  // the GPU where there is one) write what one rank writes.
+  std::vector<std::string> cuda = base;
+  cuda.erase(cuda.end() - 2, cuda.end());  // "--device", "cpu"
+  cuda.insert(cuda.end(), {"--device", "cuda"});
+  std::vector<std::string> cuda2 = cuda;
+  cuda2.insert(cuda2.end(), {"--tp", "2"});
+  if (!llm::cuda_device_available()) {
+    llm_test::expect_run_llama_refused(exe, cuda2, 1, {llm::cuda_no_device_message()}, tmp);
+  } else {
+    const llm_test::ProgramRun one = llm_test::run_program(exe, cuda, tmp);
+    const llm_test::ProgramRun two = llm_test::run_program(exe, cuda2, tmp);
+    ASSERT_TRUE(one.exited && one.code == 0) << one.err;
+    ASSERT_TRUE(two.exited && two.code == 0) << two.err;
+    EXPECT_NE(two.err.find("on cuda (tp 2)"), std::string::npos) << two.err;
+    EXPECT_GT(one.out.size(), std::string("Once upon a time").size());
+    EXPECT_EQ(two.out, one.out);
+  }
   std::vector<std::string> three = base;
   three.insert(three.end(), {"--tp", "3"});
   llm_test::expect_run_llama_refused(exe, three, 2,

@@ -243,6 +243,30 @@ TEST(TpShards, EachRankHoldsItsShardsAndTheReplicatedTensors) {
   }
 }
 
+// A rank's config is its shard's shape, valid on its own, with the whole model's width, depth and RoPE.
+TEST(TpShards, EachRankConfigIsItsShardsShapeAndValidates) {
+  const llm::Model m = llm_test::tiny_gqa_odd_vocab(/*tied=*/true);
+  const TpPlan p = llm::plan_tp(m.config, 4, m.source);
+  int64_t vocab = 0;
+  for (int r = 0; r < 4; ++r) {
+    const llm::ModelConfig c = llm::tp_rank_config(m.config, p, r);
+    const llm::ModelWeights w = llm::shard_weights(m, p, r);
+    EXPECT_EQ(c.n_heads * c.head_dim, w.layers[0].wq.rows);
+    EXPECT_EQ(c.n_kv_heads * c.head_dim, w.layers[0].wk.rows);
+    EXPECT_EQ(c.hidden_dim, w.layers[0].w_gate.rows);
+    EXPECT_EQ(c.vocab_size, w.head.rows);
+    EXPECT_FALSE(c.tied_embeddings);  // its head rows are a tensor of their own
+    EXPECT_EQ(c.dim, m.config.dim);
+    EXPECT_EQ(c.n_layers, m.config.n_layers);
+    EXPECT_EQ(c.head_dim, m.config.head_dim);
+    EXPECT_EQ(c.rope_theta, m.config.rope_theta);
+    EXPECT_EQ(c.n_heads / c.n_kv_heads, m.config.n_heads / m.config.n_kv_heads);  // whole GQA groups
+    EXPECT_NO_THROW(c.validate("rank"));  // no BOS or EOS past its head rows
+    vocab += c.vocab_size;
+  }
+  EXPECT_EQ(vocab, m.config.vocab_size);  // 1001 over 4: uneven, every row once
+}
+
 TEST(TpCollectives, AllReduceGivesEveryRankTheSameSumInRankOrder) {
   std::vector<std::vector<float>> parts = {{1e8f, 1.0f, 2.5f}, {1.0f, -3.0f, 0.25f}, {-1e8f, 4.0f, 0.0f}};
   std::vector<float*> bufs;
