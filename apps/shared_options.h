@@ -79,8 +79,8 @@ inline Option& add_tp_option(Options& o, int* tp) {
   return o.integer("--tp", "N", tp, 1, 4096,
                    "tensor parallelism over N ranks: q/k/v/gate/up split by output rows (heads whole), o and down by "
                    "input columns, the head by vocabulary; with --device cpu the ranks are simulated on the CPU "
-                   "reference (each holds only its shards; a host all-reduce after o and down); the CUDA engine "
-                   "refuses N > 1 for now")
+                   "reference (each holds only its shards; a host all-reduce after o and down); on CUDA rank r runs "
+                   "on GPU r mod the GPUs there are, an all-reduce over peer memory after o and down")
       .default_is("1");
 }
 

@@ -13,6 +13,7 @@
 #   scripts/h200-round.sh fusion    after 1: each fold of the graph path off (or on) on its own, tg128 (issue 34)
 #   scripts/h200-round.sh tokcheck  one short call: the decode-order verify tests, memcheck on the small ones, BF16 costs
 #   scripts/h200-round.sh cluster   the persistent kernel as one cluster: its tests, then tg128 against the counter form
+#   scripts/h200-round.sh tp        the CUDA tensor-parallel engine on one GPU: tests, memcheck, --tp 2 = --tp 1 text
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -131,6 +132,33 @@ case "${1:-}" in
       timeout 100 "$B/llama-ab" --model synthetic:smollm2-135m --ab warp-r2 $o -d 300 -n 16 --repeats 1 \
         --verify-k ${VERIFY_K:-1,4,8,16} 2>&1 >/dev/null | grep -E "verify of [0-9]+ tokens at|error" \
         | sed "s|^|bf16 warp-r2 $o: |" | tee -a "$OUT/verify-order.txt" | cut -c1-150
+    done ;;
+  tp)  # carry .stage/h200.tar.xz (issue 38 on one GPU): the CUDA tensor-parallel engine's tests with its ranks sharing
+       # the GPU (eager module loading; the refusal without), memcheck on the all-reduce and a small engine test,
+       # run-llama --tp 2 against --tp 1 on stories260K (the same greedy text), then what the all-reduces cost on one
+       # GPU: tg of --tp 1, 2 and 4 on SmolLM2's shape (ranks on one GPU share its bandwidth: no speed-up is possible)
+    [ -x "$B/gpu_tests" ] || tar -xJf .stage/h200.tar.xz || { echo "round: no archive"; exit 1; }
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    CUDA_MODULE_LOADING=EAGER timeout 200 "$B/gpu_tests" --gtest_filter='Tp*' > "$OUT/tp-tests.log" 2>&1
+    echo "tp tests (eager) rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|Failure" "$OUT/tp-tests.log" | head
+    timeout 60 "$B/gpu_tests" --gtest_filter='TpCudaEngine.WithoutEager*' > "$OUT/tp-lazy.log" 2>&1
+    echo "tp refusal (lazy) rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)" "$OUT/tp-lazy.log" | head -3
+    CUDA_MODULE_LOADING=EAGER timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/gpu_tests" \
+      --gtest_filter='TpAllReduce.ReplayedInACudaGraphKeepsTheEpochsRight:TpCudaEngine.QuantizedShardsMatchOneGpu' \
+      > "$OUT/san-tp.log" 2>&1
+    echo "memcheck rc=$? (0 clean, 9 errors, 124 timed out): $(grep -E "ERROR SUMMARY" "$OUT/san-tp.log" | tail -1)"
+    mkdir -p /work; [ -e /work/main ] || ln -s "$PWD" /work/main
+    for n in 1 2; do
+      timeout 60 "$B/run-llama" --model tests/data/models/stories260K/stories260K.bin \
+        --tokenizer tests/data/models/stories260K/tok512.model --prompt "Once upon a time" -n 48 --temp 0 \
+        --device cuda --tp $n > "$OUT/stories-tp$n.txt" 2> "$OUT/stories-tp$n.err"
+      echo "stories260K --tp $n rc=$? $(tail -c 80 "$OUT/stories-tp$n.txt" | tr '\n' ' ')"
+    done
+    cmp -s "$OUT/stories-tp1.txt" "$OUT/stories-tp2.txt" && echo "stories260K: --tp 2 text = --tp 1 text" \
+      || echo "stories260K: --tp 2 text DIFFERS"
+    for n in 1 2 4; do  # SmolLM2's shape does not split over 2 or 4 (9 heads): llama 1B-like synthetic instead
+      timeout 120 "$B/run-llama" --model synthetic:${TP_MODEL:-tinyllama-1.1b} --prompt-ids 1,2,3 -n 128 --temp 0 \
+        --device cuda --tp $n 2>&1 >/dev/null | grep -E "eval time|error" | sed "s|^|--tp $n: |" | tee -a "$OUT/tp-speed.txt"
     done ;;
   cluster)  # carry .stage/h200.tar.xz (issue 34): the persistent kernel as one thread-block cluster, its tests (bit for
             # bit the counter form on its grid; memcheck on the small one), then tg128 against the counter form and the

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ class CudaTpEngine final : public Backend {
       fail("--tp ", plan_.n_ranks, ": the tensor-parallel ranks run the CUDA graph path; --decode persistent is not "
            "supported with --tp");
     if (const std::string why = tp_weight_refusal(model.weights, plan_); !why.empty()) fail(why);
+    if (const char* m = std::getenv("CUDA_MODULE_LOADING"); !m || std::string(m) != "EAGER")
+      fail("--tp ", plan_.n_ranks, ": the ranks wait for each other inside their kernels, and a kernel CUDA loads "
+           "lazily mid-step would wait for them: set CUDA_MODULE_LOADING=EAGER before the program starts (run-llama, "
+           "its chat and serve-llama do for --tp)");
     sample_vocab_ = opt.sample_vocab > 0 ? opt.sample_vocab : c_.vocab_size;
     int n_dev = 0;
     CUDA_CHECK(cudaGetDeviceCount(&n_dev));

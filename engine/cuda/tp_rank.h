@@ -6,6 +6,12 @@
 //   * the RMSNorm fold is off (the norm reads x after the all-reduce, not a producer's epilogue);
 //   * nothing runs at construction that would wait for the other ranks (the warm-up is the driver's, warm_up()).
 // The persistent path and speculative verify are refused on a rank.
+//
+// The ranks wait for each other inside their kernels (the all-reduce spins on its peers' flags). CUDA's lazy module
+// loading may synchronise the context when a kernel runs for the first time, which, mid-step, waits for a spinning
+// all-reduce whose peer has not been queued yet: a deadlock (the CUDA programming guide's lazy-loading hazards). So a
+// tensor-parallel run needs every module loaded when CUDA starts: CUDA_MODULE_LOADING=EAGER in the environment before
+// the first CUDA call (run-llama, its chat and serve-llama set it for --tp > 1; make_cuda_tp_backend refuses without).
 #pragma once
 #include <cstddef>
 #include <functional>

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -117,6 +118,16 @@ TEST(TpAllReduce, TooLongAMessageIsRefusedByItsLength) {
   cudaFree(x);
 }
 
+// The engine's ranks need every module loaded at start (engine/cuda/tp_rank.h): this suite's process must start with
+// CUDA_MODULE_LOADING=EAGER (scripts/h200-round.sh runs it so); without it the engine refuses, which is checked.
+#define REQUIRE_EAGER()                                                                                       \
+  do {                                                                                                        \
+    REQUIRE_GPU();                                                                                            \
+    const char* m_ = std::getenv("CUDA_MODULE_LOADING");                                                      \
+    if (!m_ || std::string(m_) != "EAGER")                                                                    \
+      GTEST_SKIP() << "run with CUDA_MODULE_LOADING=EAGER (the ranks need every module loaded at start)"; \
+  } while (0)
+
 std::unique_ptr<llm::Backend> cuda(const llm::Model& m, int tp, bool persistent = false) {
   llm::BackendOptions o;
   o.device = "cuda";
@@ -157,7 +168,7 @@ double worst_over(const llm::Model& m, int tp, int prompt, int steps) {
 }
 
 TEST(TpCudaEngine, GqaShapeWithAnOddVocabularyMatchesOneGpu) {
-  REQUIRE_GPU();
+  REQUIRE_EAGER();
   for (bool tied : {false, true}) {
     const llm::Model m = llm_test::tiny_gqa_odd_vocab(tied);  // 8/4 heads of 8, FFN 128, vocabulary 1001
     for (int n : {2, 4}) {
@@ -169,7 +180,7 @@ TEST(TpCudaEngine, GqaShapeWithAnOddVocabularyMatchesOneGpu) {
 }
 
 TEST(TpCudaEngine, QuantizedShardsMatchOneGpu) {
-  REQUIRE_GPU();
+  REQUIRE_EAGER();
   llm::Model m = llm_test::tiny_gqa_odd_vocab();
   llm::quantize_model(m, llm::parse_quantize_type("q8_0"));  // o and down split on whole blocks at N = 2
   worst_over(m, 2, 7, 10);
@@ -181,7 +192,7 @@ TEST(TpCudaEngine, QuantizedShardsMatchOneGpu) {
 // A prompt longer than one pass (kMaxPrefillChunk = 2048 tokens): the driver queues pass by pass on every rank (a
 // rank's second pass waits on the host for its first pass's token copy, behind the first pass's all-reduces).
 TEST(TpCudaEngine, APromptOfTwoPassesRunsPassByPassOnEveryRank) {
-  REQUIRE_GPU();
+  REQUIRE_EAGER();
   llm::Model m = llm_test::tiny_gqa_odd_vocab();
   m.config.max_seq_len = 2200;
   llm::BackendOptions o;
@@ -199,8 +210,20 @@ TEST(TpCudaEngine, APromptOfTwoPassesRunsPassByPassOnEveryRank) {
   EXPECT_LE(llm_gpu_test::rel_l2(two->logits(), one->logits()), 1e-3);
 }
 
-TEST(TpCudaEngine, ShapesThatDoNotSplitAndThePersistentPathAreRefusedByName) {
+TEST(TpCudaEngine, WithoutEagerModuleLoadingTheEngineIsRefusedByName) {
   REQUIRE_GPU();
+  const char* m_ = std::getenv("CUDA_MODULE_LOADING");
+  if (m_ && std::string(m_) == "EAGER") GTEST_SKIP() << "this process loads eagerly (the refusal needs another one)";
+  try {
+    cuda(llm_test::tiny_gqa_odd_vocab(), 2);
+    ADD_FAILURE() << "tp 2 ran with lazy loading";
+  } catch (const llm::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("set CUDA_MODULE_LOADING=EAGER"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TpCudaEngine, ShapesThatDoNotSplitAndThePersistentPathAreRefusedByName) {
+  REQUIRE_EAGER();
   const llm::Model m = llm_test::tiny_gqa_odd_vocab();
   try {
     cuda(m, 3);
