@@ -95,8 +95,8 @@ inline void add_gemv_epilogue(Options& o) {
 
 // Resolves --device once (auto asks the CUDA runtime whether a device is present), then the checks that need the
 // device: --gemv on every path (an unknown name, or on the CPU path any mapping but the default, is bad usage),
-// --kv-dtype f32 where the run would be on the CUDA engine, --decode persistent on the CPU, --tp N > 1 on the CUDA
-// engine; said before the model loads and before the GPU is asked for anything.
+// --kv-dtype f32 where the run would be on the CUDA engine, --decode persistent on the CPU, --tp N > 1 on CUDA in a
+// build without the CUDA engine; said before the model loads and before the GPU is asked for anything.
 inline void resolve_device_and_check(EngineOptions& a) {
   if (a.quick_quant) quantize_scheme(a.quantize, true);  // --quick-quant without --quantize: bad usage
   // --tp's ranks wait for each other inside their kernels; a kernel CUDA loads lazily mid-step would wait for them
