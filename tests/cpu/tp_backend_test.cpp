@@ -282,14 +282,16 @@ TEST(TpRunLlama, TpRunsOnTheCpuAndOnCudaAndIsRefusedForShapesThatDoNotSplit) {
   EXPECT_GT(outs[0].size(), std::string("Once upon a time").size());
   EXPECT_EQ(outs[1], outs[0]);
   EXPECT_EQ(outs[2], outs[0]);
-  // On CUDA: without a GPU the run stops at the no-device line (not a --tp refusal); with one, two ranks (sharing
-  // the GPU where there is one) write what one rank writes.
+  // On CUDA: a build without the CUDA engine refuses --tp as usage; without a GPU the run stops at the no-device line
+  // (not a --tp refusal); with one, two ranks (sharing the GPU where there is one) write what one rank writes.
   std::vector<std::string> cuda = base;
   cuda.erase(cuda.end() - 2, cuda.end());  // "--device", "cpu"
   cuda.insert(cuda.end(), {"--device", "cuda"});
   std::vector<std::string> cuda2 = cuda;
   cuda2.insert(cuda2.end(), {"--tp", "2"});
-  if (!llm::cuda_device_available()) {
+  if (const std::string why = llm::tp_device_refusal(2, {"cuda", ""}); !why.empty()) {  // a build without CUDA
+    llm_test::expect_run_llama_refused(exe, cuda2, 2, {why}, tmp);
+  } else if (!llm::cuda_device_available()) {
     llm_test::expect_run_llama_refused(exe, cuda2, 1, {llm::cuda_no_device_message()}, tmp);
   } else {
     const llm_test::ProgramRun one = llm_test::run_program(exe, cuda, tmp);
