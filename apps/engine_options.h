@@ -101,7 +101,7 @@ inline void resolve_device_and_check(EngineOptions& a) {
   if (a.quick_quant) quantize_scheme(a.quantize, true);  // --quick-quant without --quantize: bad usage
   // --tp's ranks wait for each other inside their kernels; a kernel CUDA loads lazily mid-step would wait for them
   // (engine/cuda/tp_rank.h): every module is loaded when CUDA starts, which is next (resolve_device).
-  if (a.tp > 1) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+  if (a.tp > 1 && a.device_arg != "cpu") setenv("CUDA_MODULE_LOADING", "EAGER", 1);
   a.device = resolve_device(a.device_arg);
   if (const std::string why = tp_device_refusal(a.tp, a.device); !why.empty()) usage_error(why);
   if (!a.gemv.empty()) check_gemv_for_device("--gemv", a.gemv, a.device);  // llm::Error: bad usage here

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "core/gemv_table.h"
@@ -127,9 +128,11 @@ std::string kv_dtype_refusal(KvDtype kv, const ResolvedDevice& device) {
 
 std::string tp_device_refusal(int tp, const ResolvedDevice& device) {
 #ifdef LLM_HAVE_CUDA
-  (void)tp;
-  (void)device;
-  return "";
+  if (tp <= 1 || device.device != "cuda") return "";
+  if (const char* on = std::getenv("LLM_TP_CUDA"); on && std::string(on) == "1") return "";
+  return "--tp " + std::to_string(tp) +
+         " on CUDA is experimental, not yet verified past small models (README: Tensor parallelism): set "
+         "LLM_TP_CUDA=1 to run it, or --device cpu for the simulated ranks";
 #else
   if (tp <= 1 || device.device != "cuda") return "";
   return "--tp " + std::to_string(tp) +

@@ -281,7 +281,8 @@ void check_gemv_for_device(const std::string& what, const std::string& gemv, con
 std::string kv_dtype_refusal(KvDtype kv, const ResolvedDevice& device);
 
 // Why --tp `tp` cannot run on `device`, or "" when it can: tp > 1 on "cuda" is refused in one line by a build without
-// the CUDA engine; run-llama says it as bad usage (exit 2), make_backend throws it.
+// the CUDA engine, and, while the CUDA tensor-parallel engine is experimental, unless LLM_TP_CUDA=1 is in the
+// environment; run-llama says it as bad usage (exit 2), make_backend throws it.
 std::string tp_device_refusal(int tp, const ResolvedDevice& device);
 
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, const BackendOptions& opt);

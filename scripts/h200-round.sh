@@ -149,7 +149,7 @@ case "${1:-}" in
     echo "memcheck rc=$? (0 clean, 9 errors, 124 timed out): $(grep -E "ERROR SUMMARY" "$OUT/san-tp.log" | tail -1)"
     mkdir -p /work; [ -e /work/main ] || ln -s "$PWD" /work/main
     for n in 1 2; do
-      timeout 60 "$B/run-llama" --model tests/data/models/stories260K/stories260K.bin \
+      LLM_TP_CUDA=1 timeout 60 "$B/run-llama" --model tests/data/models/stories260K/stories260K.bin \
         --tokenizer tests/data/models/stories260K/tok512.model --prompt "Once upon a time" -n 48 --temp 0 \
         --device cuda --tp $n > "$OUT/stories-tp$n.txt" 2> "$OUT/stories-tp$n.err"
       echo "stories260K --tp $n rc=$? $(tail -c 80 "$OUT/stories-tp$n.txt" | tr '\n' ' ')"
@@ -157,7 +157,7 @@ case "${1:-}" in
     cmp -s "$OUT/stories-tp1.txt" "$OUT/stories-tp2.txt" && echo "stories260K: --tp 2 text = --tp 1 text" \
       || echo "stories260K: --tp 2 text DIFFERS"
     for n in 1 2 4; do  # SmolLM2's shape does not split over 2 or 4 (9 heads): llama 1B-like synthetic instead
-      timeout 120 "$B/run-llama" --model synthetic:${TP_MODEL:-tinyllama-1.1b} --prompt-ids 1,2,3 -n 128 --temp 0 \
+      LLM_TP_CUDA=1 timeout 120 "$B/run-llama" --model synthetic:${TP_MODEL:-tinyllama-1.1b} --prompt-ids 1,2,3 -n 128 --temp 0 \
         --device cuda --tp $n 2>&1 >/dev/null | grep -E "eval time|error" | sed "s|^|--tp $n: |" | tee -a "$OUT/tp-speed.txt"
     done ;;
   cluster)  # carry .stage/h200.tar.xz (issue 34): the persistent kernel as one thread-block cluster, its tests (bit for

@@ -98,6 +98,7 @@ class CudaEngine final : public CudaRankEngine {
   void warm_up();
   std::vector<std::function<void()>> warm_up_plan() override;
   RankPick greedy_pick(int limit) override;
+  void prime_prefill(int c) override;
   void set_tuning(const EngineTuning& t) override;
   void set_profiler(std::shared_ptr<StepProfiler> profiler) override {
     if (profiling_ && !profiler) set_profiling(false);  // a profiled step never runs without its hook
@@ -343,6 +344,9 @@ std::vector<std::function<void()>> CudaEngine::warm_up_plan() {
     } catch (const Error&) {
     }
   };
+  // Each prefill after its own priming call (prime_prefill: a tensor-parallel rank's driver runs call i on every rank
+  // before call i + 1, so no rank has a pass queued while another primes).
+  plan.push_back([this] { prime_prefill(1); });
   plan.push_back([this, tok] { prefill(&tok, 1, 0); });
   if (model_.prefill_scratch) {
     // Matrices kept quantized: the batch-k GEMV has a kernel per vector count class (dp4a: 2, 4, 8, 16; tensor cores:
@@ -353,11 +357,19 @@ std::vector<std::function<void()>> CudaEngine::warm_up_plan() {
     const bool mma_classes = quant_batch_mma_from(tuning_.batch_mma_from) <= kQuantBatchMmaMax;
     for (int n : {3, 5, 9, 17, 33})
       if ((n <= kQuantBatchMax || mma_classes) &&
-          n <= std::min({ctx_, chunk_, tuning_.quant_batch_rows, act_.batch_rows}))
+          n <= std::min({ctx_, chunk_, tuning_.quant_batch_rows, act_.batch_rows})) {
+        plan.push_back([this, n] { prime_prefill(n); });
         plan.push_back([this, tok, n] {
           const std::vector<int> toks(size_t(n), tok);
           prefill(toks.data(), n, 0);
         });
+      }
+    plan.push_back([this] {
+      const int saved = tuning_.quant_batch_rows;
+      tuning_.quant_batch_rows = 0;
+      prime_prefill(2);
+      tuning_.quant_batch_rows = saved;
+    });
     plan.push_back([this, tok] {
       const int saved = tuning_.quant_batch_rows;
       tuning_.quant_batch_rows = 0;
@@ -806,6 +818,28 @@ void CudaEngine::prefill_chunk(int c, int pos0, bool device_pos, PassRows rows) 
     reduce(a.px, size_t(c) * size_t(m.dim));
   }
   CUDA_CHECK_LAUNCH("a prefill layer");
+}
+
+void CudaEngine::prime_prefill(int c) {
+  if (c < 1 || c > chunk_) fail("cuda backend: prime_prefill of ", c, " tokens (a pass holds 1 to ", chunk_, ")");
+  const ModelConfig& m = cfg_;
+  const Activations& a = act_;
+  const PassRows rows = exact_verify() ? PassRows::kDecodeQuant : PassRows::kBf16;
+  const DevLayer& L = model_.layers[0];
+  const int qd = m.q_dim(), kvd = m.kv_dim();
+  auto prime = [&](FusedProj p, const DevMatrix& whole, std::initializer_list<RowSlice> slices, float beta) {
+    if (pass_form(0, p, whole, c, rows) == PassForm::Gemm)
+      prefill_matmul(0, p, whole, c, PassForm::Gemm, nullptr, slices, beta);
+  };
+  // Outputs into the pass's buffers, which the next pass rewrites (it starts by embedding into px); the betas the
+  // pass uses (cuBLAS may pick another kernel for a GEMM that reads its output).
+  const float residual = adds_residual() ? 1.0f : 0.0f;
+  prime(kFQkv, L.qkv, {{0, qd, a.pq}, {qd, kvd, a.pk}, {qd + kvd, kvd, a.pv}}, 0.0f);
+  prime(kFO, L.w[kWo], {{0, m.dim, a.px}}, residual);
+  prime(kFGateUp, L.gate_up, {{0, 2 * m.hidden_dim, a.pgate_up}}, 0.0f);
+  prime(kFDown, L.w[kDown], {{0, m.dim, a.px}}, residual);
+  CUDA_CHECK_LAUNCH("prime_prefill");
+  CUDA_CHECK(cudaStreamSynchronize(stream_.s));
 }
 
 void CudaEngine::check_tokens(const char* what, const int* tokens, int n, int pos) const {

@@ -38,6 +38,9 @@ class CudaTpEngine final : public Backend {
       fail("--tp ", plan_.n_ranks, ": the tensor-parallel ranks run the CUDA graph path; --decode persistent is not "
            "supported with --tp");
     if (const std::string why = tp_weight_refusal(model.weights, plan_); !why.empty()) fail(why);
+    if (opt.gemv == "cublas")  // its kernels load inside a decode step, where a rank may wait for a spinning peer
+      fail("--tp ", plan_.n_ranks, ": --gemv cublas is not supported with --tp (cuBLAS loads its kernels inside the "
+           "step, which may wait for another rank's all-reduce); use another mapping");
     if (const char* m = std::getenv("CUDA_MODULE_LOADING"); !m || std::string(m) != "EAGER")
       fail("--tp ", plan_.n_ranks, ": the ranks wait for each other inside their kernels, and a kernel CUDA loads "
            "lazily mid-step would wait for them: set CUDA_MODULE_LOADING=EAGER before the program starts (run-llama, "
@@ -98,15 +101,22 @@ class CudaTpEngine final : public Backend {
   int ctx_size() const override { return ranks_[0]->ctx_size(); }
 
   // Pass by pass, every rank in turn: a rank's prefill waits on the host for its previous pass's token copy, which
-  // its stream reaches only once the other ranks have queued that pass.
+  // its stream reaches only once the other ranks have queued that pass. Before a pass, every rank primes its cuBLAS
+  // GEMMs for it (CudaRankEngine::prime_prefill) while no rank has anything queued.
   void prefill(const int* tokens, int n, int pos) override {
     check(tokens, n, pos);
     const int chunk = ranks_[0]->max_prefill_chunk();
-    for (int t0 = 0; t0 < n; t0 += chunk)
+    for (int t0 = 0; t0 < n; t0 += chunk) {
+      const int c = std::min(chunk, n - t0);
       for (int r = 0; r < plan_.n_ranks; ++r) {
         on(r);
-        ranks_[size_t(r)]->prefill(tokens + t0, std::min(chunk, n - t0), pos + t0);
+        ranks_[size_t(r)]->prime_prefill(c);
       }
+      for (int r = 0; r < plan_.n_ranks; ++r) {
+        on(r);
+        ranks_[size_t(r)]->prefill(tokens + t0, c, pos + t0);
+      }
+    }
   }
 
   void decode(int token, int pos) override {

@@ -39,6 +39,11 @@ class CudaRankEngine : public CudaBackend {
   // queue work that waits for the other ranks (the all-reduces), so the driver runs call i on every rank, then call
   // i + 1: each call returns once its work is queued, and every rank's plan has the same calls.
   virtual std::vector<std::function<void()>> warm_up_plan() = 0;
+  // Runs, once, the cuBLAS GEMMs a prefill pass of c tokens will run (layer 0's, into pass scratch), then waits for
+  // them. cuBLAS loads a GEMM kernel at its first use for a shape and may synchronise the context to do it: mid-pass
+  // that waits for a spinning all-reduce whose peer is not queued yet. So the driver primes every rank for a pass
+  // before any rank queues it (the CUDA programming guide's lazy-loading hazard, in a library's own loading).
+  virtual void prime_prefill(int c) = 0;
   // The greedy candidate of the current logits among this rank's rows [0, limit), limit >= 1: (local id, value), the
   // lowest id on ties; id -1 when a row in range is NaN or Inf. Synchronises with the rank's stream.
   virtual RankPick greedy_pick(int limit) = 0;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -289,7 +290,13 @@ TEST(TpRunLlama, TpRunsOnTheCpuAndOnCudaAndIsRefusedForShapesThatDoNotSplit) {
   cuda.insert(cuda.end(), {"--device", "cuda"});
   std::vector<std::string> cuda2 = cuda;
   cuda2.insert(cuda2.end(), {"--tp", "2"});
+  unsetenv("LLM_TP_CUDA");  // experimental on CUDA: refused as usage unless asked for (or no CUDA engine at all)
+  const std::string gate = llm::tp_device_refusal(2, {"cuda", ""});
+  ASSERT_FALSE(gate.empty());
+  llm_test::expect_run_llama_refused(exe, cuda2, 2, {gate}, tmp);
+  setenv("LLM_TP_CUDA", "1", 1);
   if (const std::string why = llm::tp_device_refusal(2, {"cuda", ""}); !why.empty()) {  // a build without CUDA
+    EXPECT_NE(why.find("no CUDA engine"), std::string::npos) << why;
     llm_test::expect_run_llama_refused(exe, cuda2, 2, {why}, tmp);
   } else if (!llm::cuda_device_available()) {
     llm_test::expect_run_llama_refused(exe, cuda2, 1, {llm::cuda_no_device_message()}, tmp);
@@ -302,6 +309,7 @@ TEST(TpRunLlama, TpRunsOnTheCpuAndOnCudaAndIsRefusedForShapesThatDoNotSplit) {
     EXPECT_GT(one.out.size(), std::string("Once upon a time").size());
     EXPECT_EQ(two.out, one.out);
   }
+  unsetenv("LLM_TP_CUDA");
   std::vector<std::string> three = base;
   three.insert(three.end(), {"--tp", "3"});
   llm_test::expect_run_llama_refused(exe, three, 2,

@@ -123,6 +123,7 @@ TEST(TpAllReduce, TooLongAMessageIsRefusedByItsLength) {
 #define REQUIRE_EAGER()                                                                                       \
   do {                                                                                                        \
     REQUIRE_GPU();                                                                                            \
+    setenv("LLM_TP_CUDA", "1", 1); /* experimental: asked for here */                                        \
     const char* m_ = std::getenv("CUDA_MODULE_LOADING");                                                      \
     if (!m_ || std::string(m_) != "EAGER")                                                                    \
       GTEST_SKIP() << "run with CUDA_MODULE_LOADING=EAGER (the ranks need every module loaded at start)"; \
@@ -212,6 +213,7 @@ TEST(TpCudaEngine, APromptOfTwoPassesRunsPassByPassOnEveryRank) {
 
 TEST(TpCudaEngine, WithoutEagerModuleLoadingTheEngineIsRefusedByName) {
   REQUIRE_GPU();
+  setenv("LLM_TP_CUDA", "1", 1);
   const char* m_ = std::getenv("CUDA_MODULE_LOADING");
   if (m_ && std::string(m_) == "EAGER") GTEST_SKIP() << "this process loads eagerly (the refusal needs another one)";
   try {
@@ -230,6 +232,16 @@ TEST(TpCudaEngine, ShapesThatDoNotSplitAndThePersistentPathAreRefusedByName) {
     ADD_FAILURE() << "tp 3 ran";
   } catch (const llm::Error& e) {
     EXPECT_NE(std::string(e.what()).find("n_heads = 8 is not divisible by 3"), std::string::npos) << e.what();
+  }
+  try {
+    llm::BackendOptions o;
+    o.device = "cuda";
+    o.tp = 2;
+    o.gemv = "cublas";
+    llm::make_backend(m, o);
+    ADD_FAILURE() << "--gemv cublas ran with --tp";
+  } catch (const llm::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--gemv cublas is not supported with --tp"), std::string::npos) << e.what();
   }
   try {
     cuda(m, 2, /*persistent=*/true);
