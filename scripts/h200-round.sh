@@ -157,8 +157,9 @@ case "${1:-}" in
     cmp -s "$OUT/stories-tp1.txt" "$OUT/stories-tp2.txt" && echo "stories260K: --tp 2 text = --tp 1 text" \
       || echo "stories260K: --tp 2 text DIFFERS"
     for n in 1 2 4; do  # SmolLM2's shape does not split over 2 or 4 (9 heads): llama 1B-like synthetic instead
-      LLM_TP_CUDA=1 timeout 120 "$B/run-llama" --model synthetic:${TP_MODEL:-tinyllama-1.1b} --prompt-ids 1,2,3 -n 128 --temp 0 \
-        --device cuda --tp $n 2>&1 >/dev/null | grep -E "eval time|error" | sed "s|^|--tp $n: |" | tee -a "$OUT/tp-speed.txt"
+      LLM_TP_CUDA=1 timeout 120 "$B/run-llama" --model "synthetic:${TP_MODEL:-tinyllama-1.1b}" --prompt-ids 1,2,3 \
+        -n 128 --temp 0 --device cuda --tp $n 2>&1 >/dev/null | grep -E "eval time|error" | sed "s|^|--tp $n: |" \
+        | tee -a "$OUT/tp-speed.txt"
     done ;;
   cluster)  # carry .stage/h200.tar.xz (issue 34): the persistent kernel as one thread-block cluster, its tests (bit for
             # bit the counter form on its grid; memcheck on the small one), then tg128 against the counter form and the
