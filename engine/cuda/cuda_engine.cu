@@ -344,9 +344,18 @@ std::vector<std::function<void()>> CudaEngine::warm_up_plan() {
     } catch (const Error&) {
     }
   };
-  // Each prefill after its own priming call (prime_prefill: a tensor-parallel rank's driver runs call i on every rank
-  // before call i + 1, so no rank has a pass queued while another primes).
-  plan.push_back([this] { prime_prefill(1); });
+  // On a tensor-parallel rank each prefill comes after its own priming call (prime_prefill: the driver runs call i on
+  // every rank before call i + 1, so no rank has a pass queued while another primes); the whole model needs none.
+  auto prime = [this, &plan](int n, int batch_rows) {
+    if (tp())
+      plan.push_back([this, n, batch_rows] {
+        const int saved = tuning_.quant_batch_rows;
+        tuning_.quant_batch_rows = batch_rows;
+        prime_prefill(n);
+        tuning_.quant_batch_rows = saved;
+      });
+  };
+  prime(1, tuning_.quant_batch_rows);
   plan.push_back([this, tok] { prefill(&tok, 1, 0); });
   if (model_.prefill_scratch) {
     // Matrices kept quantized: the batch-k GEMV has a kernel per vector count class (dp4a: 2, 4, 8, 16; tensor cores:
@@ -358,18 +367,13 @@ std::vector<std::function<void()>> CudaEngine::warm_up_plan() {
     for (int n : {3, 5, 9, 17, 33})
       if ((n <= kQuantBatchMax || mma_classes) &&
           n <= std::min({ctx_, chunk_, tuning_.quant_batch_rows, act_.batch_rows})) {
-        plan.push_back([this, n] { prime_prefill(n); });
+        prime(n, tuning_.quant_batch_rows);
         plan.push_back([this, tok, n] {
           const std::vector<int> toks(size_t(n), tok);
           prefill(toks.data(), n, 0);
         });
       }
-    plan.push_back([this] {
-      const int saved = tuning_.quant_batch_rows;
-      tuning_.quant_batch_rows = 0;
-      prime_prefill(2);
-      tuning_.quant_batch_rows = saved;
-    });
+    prime(2, 0);
     plan.push_back([this, tok] {
       const int saved = tuning_.quant_batch_rows;
       tuning_.quant_batch_rows = 0;

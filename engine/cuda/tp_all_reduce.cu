@@ -83,13 +83,11 @@ TpAllReduceGroup::TpAllReduceGroup(const std::vector<int>& devices, size_t capac
 }
 
 TpAllReduceGroup::~TpAllReduceGroup() {
-  int saved = 0;
-  cudaGetDevice(&saved);
+  DeviceGuard guard;
   for (const Alloc& a : allocs_) {
     cudaSetDevice(a.device);
     cudaFree(a.p);
   }
-  cudaSetDevice(saved);
 }
 
 }  // namespace llm

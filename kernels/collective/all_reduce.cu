@@ -11,25 +11,12 @@
 #include <cstdint>
 
 #include "kernels/cuda_check.h"
+#include "kernels/ops/ptx_sync.cuh"
 
 namespace llm {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ void st_release_sys(unsigned* p, unsigned v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned ld_acquire_sys(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 template <bool kVec4>
 __global__ void __launch_bounds__(kThreads) all_reduce_sum_kernel(AllReducePeers p, float* x, size_t n) {

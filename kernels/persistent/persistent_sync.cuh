@@ -28,6 +28,7 @@
 
 #include "kernels/persistent/persistent_decode.h"
 #include "kernels/persistent/persistent_decode_smem.h"
+#include "kernels/ops/ptx_sync.cuh"  // ld_acquire_gpu, global_ns
 
 namespace llm {
 namespace {
@@ -57,17 +58,6 @@ __device__ __forceinline__ unsigned* exit_counter(unsigned* sync, int n_layers, 
 // The in-kernel greedy sample's line (after the exit counter): words 0-1 the best key (u64), word 2 the non-finite flag.
 __device__ __forceinline__ unsigned* argmax_line(unsigned* sync, int n_layers, int n_heads) {
   return sync + size_t(kLine) * size_t(2 + n_layers * kCounters + n_heads);
-}
-
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 // Thread 0 of each block keeps the cycle accounting (PersistentPart): the running sums in shared memory. Only the
@@ -161,10 +151,10 @@ __device__ bool block_wait(const PersistentDecodeArgs& a, unsigned* c, unsigned 
   if (threadIdx.x == 0) {
     clk.mark(kPOther);
     int good = 1;
-    if (ld_acquire(c) < target) {
+    if (ld_acquire_gpu(c) < target) {
       const unsigned long long t0 = global_ns();
       for (unsigned spins = 1;; ++spins) {
-        if (ld_acquire(c) >= target) break;
+        if (ld_acquire_gpu(c) >= target) break;
         if ((spins & 31) == 0) {
           if (*reinterpret_cast<volatile unsigned*>(a.sync) != 0) {
             good = 0;
